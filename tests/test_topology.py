@@ -1,0 +1,109 @@
+"""Invariants of the static torus/mesh structure (no SimPy)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wus_sim.errors import ConfigError, UnknownNameError
+from wus_sim.topology import Topology, known_topologies, load_chips, load_topology
+
+shapes = st.lists(st.integers(1, 9), min_size=1, max_size=3)
+
+
+def make(dims, wrap):
+    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=tuple(wrap))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims=shapes, data=st.data())
+def test_link_counts_and_degrees(dims, data):
+    wrap = data.draw(st.lists(st.booleans(), min_size=len(dims), max_size=len(dims)))
+    t = make(dims, wrap)
+    # a line of d chips has d-1 cables, a ring of d>1 chips has d; each cable is 2 directed links
+    expected = 0
+    for axis, d in enumerate(dims):
+        lines = t.num_chips // d
+        cables = (d if (wrap[axis] and d > 1) else d - 1) * lines
+        expected += 2 * cables
+    assert t.num_links == expected
+    # every existing link's reverse exists: links are full duplex
+    for link, src, dst, axis, direction in t.links():
+        back = int(t.link_id(dst, axis, -direction))
+        assert t.link_exists[back] and t.link_dst[back] == src
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims=shapes, data=st.data())
+def test_routes_are_shortest_dimension_order(dims, data):
+    wrap = data.draw(st.lists(st.booleans(), min_size=len(dims), max_size=len(dims)))
+    t = make(dims, wrap)
+    src = data.draw(st.integers(0, t.num_chips - 1))
+    dst = data.draw(st.integers(0, t.num_chips - 1))
+    path = t.route(src, dst)
+    cur = src
+    for link in path:
+        assert t.link_exists[link] and t.link_src[link] == cur
+        cur = t.link_dst[link]
+    assert cur == dst
+    cs, cd = t.coords[src], t.coords[dst]
+    expect = 0
+    for axis, d in enumerate(dims):
+        delta = abs(int(cd[axis] - cs[axis]))
+        expect += min(delta, d - delta) if wrap[axis] else delta
+    assert len(path) == expect
+    axes = [t.link_axis[l] for l in path]
+    assert axes == sorted(axes)
+
+
+def test_axis_rings_are_lines_of_neighbours():
+    t = make((4, 3, 2), (True, False, True))
+    for axis in range(3):
+        rings = t.axis_rings(axis)
+        assert rings.shape == (t.num_chips // t.dims[axis], t.dims[axis])
+        assert sorted(rings.ravel()) == list(range(t.num_chips))
+        for ring in rings:
+            for a, b in zip(ring[:-1], ring[1:]):
+                assert t.neighbor(a, axis, +1) == b
+
+
+def test_networkx_export_is_a_torus():
+    nx = pytest.importorskip("networkx")
+    t = make((5, 4), (True, True))
+    g = nx.Graph(t.to_networkx())
+    assert nx.is_isomorphic(g, nx.grid_2d_graph(5, 4, periodic=True))
+
+
+def test_every_shipped_topology_loads_and_is_consistent():
+    names = known_topologies()
+    assert "tpu-v3-2048" in names and "tpu-v4-4096" in names
+    for name in names:
+        t = load_topology(name)
+        assert t.num_replicas == t.num_chips * t.cores_per_chip
+    pod = load_topology("tpu-v3-2048")
+    assert pod.dims == (32, 32) and pod.wrap == (True, True) and pod.num_replicas == 2048
+    # v3-N means N cores
+    for n in (8, 32, 128, 256, 512, 1024, 2048):
+        assert load_topology(f"tpu-v3-{n}").num_cores == n
+
+
+def test_inline_and_overrides():
+    t = load_topology("torus:4x4x4", link_GBps=50, hop_latency_us=2)
+    assert t.dims == (4, 4, 4) and all(t.wrap) and t.cores_per_chip == 1
+    assert np.allclose(t.axis_link_Bps, 50e9) and t.hop_latency_s == pytest.approx(2e-6)
+    m = load_topology("mesh:8x8")
+    assert not any(m.wrap)
+    w = load_topology("tpu-v3-32", wraparound=True)
+    assert w.wrap == (True, True)
+
+
+def test_bad_names_are_clear():
+    with pytest.raises(UnknownNameError, match="tpu-v3-2048"):
+        load_topology("tpu-v9-1")
+    with pytest.raises(ConfigError, match="torus:32x32"):
+        load_topology("torus:32x")
+
+
+def test_slow_link_override():
+    t = load_topology("torus:4x4")
+    slow = t.with_link_bandwidth([0], 1e9)
+    assert slow.link_Bps[0] == 1e9 and t.link_Bps[0] == 100e9

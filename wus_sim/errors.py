@@ -1,0 +1,55 @@
+"""Exception types for user-facing errors.
+
+User mistakes (bad YAML, unknown names, sizes that do not parse) raise a
+:class:`WusError` subclass; the CLI prints its message on one line and exits
+non-zero, with no traceback. ``assert`` is kept for programming errors only.
+"""
+
+__all__ = ["WusError", "ConfigError", "UnknownNameError", "InfeasibleError"]
+
+
+class WusError(Exception):
+    """Base class of every error that is the user's to fix."""
+
+
+class ConfigError(WusError):
+    """A value in an input file or option breaks a rule.
+
+    The message names the file, the key path, the value and the rule, e.g.
+    ``experiments/x.yaml: sweep.link_GBps[2]: -5 must be > 0``.
+    """
+
+    def __init__(self, rule, *, file=None, key_path=None, value=None, show_value=True):
+        self.file = None if file is None else str(file)
+        self.key_path = key_path
+        self.value = value
+        self.rule = rule
+        where = ": ".join(p for p in (self.file, key_path) if p)
+        what = f"{value!r} {rule}" if show_value and value is not None else rule
+        super().__init__(f"{where}: {what}" if where else what)
+
+
+class UnknownNameError(WusError):
+    """A name (topology, workload, optimizer, algorithm) that is not known."""
+
+    def __init__(self, kind, name, known):
+        self.kind = kind
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(self.known)}")
+
+
+class InfeasibleError(WusError):
+    """A configuration that cannot run, e.g. it does not fit in HBM.
+
+    A sweep records it as a row with ``status='infeasible'`` instead of crashing.
+    """
+
+    def __init__(self, message, *, what=None, need=None, have=None):
+        self.what = what
+        """Name of the resource that is exceeded (e.g. ``'hbm'``)."""
+        self.need = need
+        """Amount needed, in the resource's unit (bytes for memory)."""
+        self.have = have
+        """Amount available, same unit."""
+        super().__init__(message)

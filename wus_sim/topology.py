@@ -1,0 +1,474 @@
+"""Static structure of a TPU slice: chips on a torus or mesh, links, rings, routes.
+
+A :class:`Topology` is a pure object (no SimPy): chips on an ``X x Y`` (or
+``X x Y x Z``) grid, wraparound chosen per axis, full-duplex ICI links between
+grid neighbours, and the chip's figures (cores, HBM, peak FLOP/s).
+
+Numbering, used by every other module:
+
+* chip id: row-major with axis 0 fastest, ``chip = x + X*(y + Y*z)``.
+* replica id: one replica per core by default, ``replica = chip*cores_per_chip + core``.
+* directed link id: ``link = chip*2*ndim + 2*axis + d``, the link leaving
+  ``chip`` along ``axis`` in direction ``+1`` (``d=0``) or ``-1`` (``d=1``).
+  Ids are dense; :attr:`Topology.link_exists` masks the ones a mesh edge lacks.
+  On a wrapped axis of length 2 the ``+`` and ``-`` links of a chip reach the
+  same neighbour over two distinct cables, as on a real 2-chip torus axis.
+
+Routing of non-neighbour messages is dimension-order (axis 0, then 1, then 2),
+the shortest way round on a wrapped axis, ties going the ``+`` way.
+"""
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+import os
+import re
+
+import numpy as np
+
+from .config import Section, load_yaml
+from .errors import ConfigError, UnknownNameError
+from .units import GB, GiB, US
+
+__all__ = [
+    "Chip", "Topology", "load_topology", "known_topologies", "topology_dirs",
+    "load_chips", "parse_inline",
+]
+
+TOPOLOGY_PATH_ENV = "WUS_SIM_TOPOLOGY_PATH"
+"""Extra directories (``os.pathsep``-separated) searched for topology YAML before the shipped ones."""
+
+_REPO_TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator chip's datasheet figures, in SI units."""
+
+    name: str
+    cores_per_chip: int
+    peak_flops: float
+    """Matrix-unit peak (bf16) of the whole chip, FLOP/s."""
+    hbm_bytes: float
+    """HBM capacity of the whole chip, bytes (shared evenly by its cores)."""
+    hbm_Bps: float
+    """HBM bandwidth of the whole chip, bytes/s (its cores share it)."""
+    link_Bps: float
+    """Default ICI bandwidth of one link, one direction, bytes/s."""
+    hop_latency_s: float
+    """Default per-hop ICI latency, seconds."""
+    onchip_Bps: float
+    """Core-to-core bandwidth inside the chip, one direction, bytes/s."""
+    sources: dict = field(default_factory=dict, compare=False, hash=False)
+    """Where each figure came from (key -> citation), for reports."""
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """Chips on a torus/mesh grid with their ICI links.
+
+    Build one with :func:`load_topology`, or directly::
+
+        Topology("t", chip, dims=(4, 4), wrap=(True, True))
+    """
+
+    name: str
+    chip: Chip
+    dims: tuple
+    """Chips per axis, e.g. ``(32, 32)`` or ``(4, 4, 4)``."""
+    wrap: tuple
+    """Wraparound per axis (``True`` = torus ring, ``False`` = mesh line)."""
+    axis_link_Bps: tuple = None
+    """Per-direction link bandwidth per axis, bytes/s (default: the chip's)."""
+    hop_latency_s: float = None
+    """Per-hop latency, seconds (default: the chip's)."""
+    onchip_Bps: float = None
+    """Core-to-core bandwidth inside a chip (default: the chip's)."""
+    cores_per_chip: int = None
+    """Cores per chip (default: the chip's); each core is one replica."""
+    description: str = ""
+    sources: dict = field(default_factory=dict)
+    """Citations for this slice's shape and wraparound."""
+    link_Bps_override: tuple = ()
+    """``((link_id, bytes_per_s), ...)`` for slow/fast individual links (what-ifs)."""
+
+    def __post_init__(self):
+        dims = tuple(int(d) for d in self.dims)
+        wrap = tuple(bool(w) for w in self.wrap)
+        if not 1 <= len(dims) <= 3:
+            raise ConfigError("must have 1 to 3 axes", key_path="dims", value=list(dims))
+        if any(d < 1 for d in dims):
+            raise ConfigError("every axis must have >= 1 chip", key_path="dims", value=list(dims))
+        if len(wrap) != len(dims):
+            raise ConfigError(f"needs one entry per axis ({len(dims)})", key_path="wraparound", value=list(wrap))
+        object.__setattr__(self, "dims", dims)
+        object.__setattr__(self, "wrap", wrap)
+        if self.axis_link_Bps is None:
+            object.__setattr__(self, "axis_link_Bps", (self.chip.link_Bps,) * len(dims))
+        elif np.isscalar(self.axis_link_Bps):
+            object.__setattr__(self, "axis_link_Bps", (float(self.axis_link_Bps),) * len(dims))
+        else:
+            object.__setattr__(self, "axis_link_Bps", tuple(float(b) for b in self.axis_link_Bps))
+        if len(self.axis_link_Bps) != len(dims) or any(not b > 0 for b in self.axis_link_Bps):
+            raise ConfigError("needs one positive bandwidth per axis", key_path="link_GBps",
+                              value=[b / GB for b in self.axis_link_Bps])
+        for attr, default in (("hop_latency_s", self.chip.hop_latency_s),
+                              ("onchip_Bps", self.chip.onchip_Bps),
+                              ("cores_per_chip", self.chip.cores_per_chip)):
+            if getattr(self, attr) is None:
+                object.__setattr__(self, attr, default)
+        if self.hop_latency_s < 0:
+            raise ConfigError("must be >= 0", key_path="hop_latency_us", value=self.hop_latency_s / US)
+        if int(self.cores_per_chip) < 1:
+            raise ConfigError("must be >= 1", key_path="cores_per_chip", value=self.cores_per_chip)
+        object.__setattr__(self, "cores_per_chip", int(self.cores_per_chip))
+        object.__setattr__(self, "link_Bps_override", tuple(self.link_Bps_override))
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def ndim(self):
+        return len(self.dims)
+
+    @property
+    def num_chips(self):
+        return int(np.prod(self.dims))
+
+    @property
+    def num_cores(self):
+        return self.num_chips * self.cores_per_chip
+
+    @property
+    def num_replicas(self):
+        """Replicas of data parallelism: one per core."""
+        return self.num_cores
+
+    @property
+    def num_link_slots(self):
+        """Length of dense link-id arrays (``num_chips * 2 * ndim``)."""
+        return self.num_chips * 2 * self.ndim
+
+    @property
+    def num_links(self):
+        """Directed links that exist."""
+        return int(self.link_exists.sum())
+
+    @property
+    def shape_str(self):
+        return "x".join(map(str, self.dims))
+
+    # ------------------------------------------------------------ coordinates
+    @cached_property
+    def coords(self):
+        """``(num_chips, ndim)`` int array of chip coordinates."""
+        idx = np.arange(self.num_chips)
+        out = np.empty((self.num_chips, self.ndim), dtype=np.int64)
+        for axis, d in enumerate(self.dims):
+            out[:, axis] = idx % d
+            idx = idx // d
+        return out
+
+    def chip_id(self, coord):
+        """Chip id of a coordinate tuple (or of an ``(n, ndim)`` array of them)."""
+        c = np.asarray(coord, dtype=np.int64)
+        strides = np.cumprod((1,) + self.dims[:-1])
+        return (c * strides).sum(axis=-1)
+
+    @property
+    def hbm_bytes_per_replica(self):
+        """HBM capacity one replica (core) may use: the chip's, split evenly by its cores."""
+        return self.chip.hbm_bytes / self.cores_per_chip
+
+    @property
+    def hbm_Bps_per_replica(self):
+        """HBM bandwidth of one replica: the cores of a chip share the chip's bandwidth."""
+        return self.chip.hbm_Bps / self.cores_per_chip
+
+    @property
+    def peak_flops_per_replica(self):
+        """Matrix-unit peak of one replica, FLOP/s."""
+        return self.chip.peak_flops / self.cores_per_chip
+
+    def chip_of_replica(self, replica):
+        return np.asarray(replica) // self.cores_per_chip
+
+    # ------------------------------------------------------------------ links
+    def link_id(self, chip, axis, direction):
+        """Dense id of the link leaving *chip* along *axis*, ``direction`` = +1 or -1."""
+        return np.asarray(chip) * (2 * self.ndim) + 2 * axis + (np.asarray(direction) < 0)
+
+    def neighbor(self, chip, axis, direction):
+        """Chip one hop away along *axis* in *direction* (+1/-1), or -1 where a mesh edge has none.
+
+        Works elementwise on arrays of chips.
+        """
+        chip = np.asarray(chip, dtype=np.int64)
+        d = self.dims[axis]
+        stride = int(np.prod(self.dims[:axis], dtype=np.int64))
+        x = (chip // stride) % d
+        nx = x + direction
+        if self.wrap[axis]:
+            nx = nx % d
+            valid = np.full(chip.shape, d > 1)
+        else:
+            valid = (nx >= 0) & (nx < d)
+            nx = np.clip(nx, 0, d - 1)
+        out = chip + (nx - x) * stride
+        return np.where(valid, out, -1)
+
+    @cached_property
+    def link_src(self):
+        """Source chip of every link slot."""
+        return np.repeat(np.arange(self.num_chips), 2 * self.ndim)
+
+    @cached_property
+    def link_axis(self):
+        return np.tile(np.repeat(np.arange(self.ndim), 2), self.num_chips)
+
+    @cached_property
+    def link_direction(self):
+        """+1 or -1 for every link slot."""
+        return np.tile(np.array([1, -1] * self.ndim), self.num_chips)
+
+    @cached_property
+    def link_dst(self):
+        """Destination chip of every link slot (-1 where the link does not exist)."""
+        dst = np.full(self.num_link_slots, -1, dtype=np.int64)
+        for axis in range(self.ndim):
+            for k, direction in enumerate((1, -1)):
+                ids = np.arange(self.num_chips) * 2 * self.ndim + 2 * axis + k
+                dst[ids] = self.neighbor(np.arange(self.num_chips), axis, direction)
+        return dst
+
+    @cached_property
+    def link_exists(self):
+        return self.link_dst >= 0
+
+    @cached_property
+    def link_Bps(self):
+        """Per-direction bandwidth of every link slot, bytes/s (``nan`` where none exists)."""
+        bw = np.asarray(self.axis_link_Bps, dtype=float)[self.link_axis]
+        for link, value in self.link_Bps_override:
+            bw[int(link)] = float(value)
+        return np.where(self.link_exists, bw, np.nan)
+
+    def links(self):
+        """List of existing directed links as ``(link_id, src_chip, dst_chip, axis, direction)``."""
+        ids = np.flatnonzero(self.link_exists)
+        return [(int(i), int(self.link_src[i]), int(self.link_dst[i]), int(self.link_axis[i]),
+                 int(self.link_direction[i])) for i in ids]
+
+    def with_link_bandwidth(self, link_ids, bw_Bps):
+        """A copy in which the given links run at *bw_Bps* (a slow-link what-if)."""
+        extra = tuple((int(l), float(bw_Bps)) for l in np.atleast_1d(link_ids))
+        return replace(self, link_Bps_override=self.link_Bps_override + extra)
+
+    # ------------------------------------------------------------------ rings
+    def axis_rings(self, axis):
+        """``(num_rings, dims[axis])`` array: each row is the chips of one line along *axis*,
+        in coordinate order. It closes into a ring iff ``wrap[axis]``."""
+        d = self.dims[axis]
+        order = [axis] + [a for a in range(self.ndim) if a != axis]
+        # chips laid out with `axis` varying fastest within each row
+        grid = np.arange(self.num_chips).reshape(self.dims[::-1])  # grid[z, y, x]
+        grid = np.moveaxis(grid, [self.ndim - 1 - a for a in order], list(range(self.ndim - 1, -1, -1)))
+        return np.ascontiguousarray(grid.reshape(-1, d))
+
+    # ---------------------------------------------------------------- routing
+    def route(self, src, dst):
+        """Link ids on the dimension-order path from chip *src* to chip *dst*."""
+        links = []
+        cur = int(src)
+        cs, cd = self.coords[int(src)], self.coords[int(dst)]
+        for axis in range(self.ndim):
+            d = self.dims[axis]
+            delta = int(cd[axis] - cs[axis])
+            if delta == 0:
+                continue
+            if self.wrap[axis]:
+                fwd = delta % d
+                back = d - fwd
+                direction, hops = (1, fwd) if fwd <= back else (-1, back)
+            else:
+                direction, hops = (1, delta) if delta > 0 else (-1, -delta)
+            for _ in range(hops):
+                links.append(int(self.link_id(cur, axis, direction)))
+                cur = int(self.neighbor(cur, axis, direction))
+        return links
+
+    def hops(self, src, dst):
+        """Hop count of the dimension-order route."""
+        return len(self.route(src, dst))
+
+    # ----------------------------------------------------------------- export
+    def to_networkx(self):
+        """A ``networkx.MultiDiGraph``: nodes are chip ids with ``coord``; edges carry
+        ``link``, ``axis``, ``direction`` and ``bw_Bps``. (networkx is a test extra.)"""
+        import networkx as nx
+
+        g = nx.MultiDiGraph(name=self.name, dims=self.dims, wrap=self.wrap)
+        for chip in range(self.num_chips):
+            g.add_node(chip, coord=tuple(int(c) for c in self.coords[chip]))
+        for link, src, dst, axis, direction in self.links():
+            g.add_edge(src, dst, key=link, link=link, axis=axis, direction=direction,
+                       bw_Bps=float(self.link_Bps[link]))
+        return g
+
+    def summary(self):
+        """Flat dict of the slice's figures (SI units) for reports and records."""
+        return {
+            "topology": self.name,
+            "dims": self.shape_str,
+            "wraparound": ",".join("T" if w else "F" for w in self.wrap),
+            "chips": self.num_chips,
+            "cores_per_chip": self.cores_per_chip,
+            "replicas": self.num_replicas,
+            "links": self.num_links,
+            "link_GBps": [b / GB for b in self.axis_link_Bps],
+            "hop_latency_us": self.hop_latency_s / US,
+            "onchip_GBps": self.onchip_Bps / GB,
+            "chip": self.chip.name,
+        }
+
+    def __repr__(self):
+        kind = "torus" if all(self.wrap) else ("mesh" if not any(self.wrap) else "partial-torus")
+        return f"<Topology {self.name}: {self.shape_str} {kind}, {self.cores_per_chip} cores/chip>"
+
+
+# ====================================================================== loading
+def topology_dirs():
+    """Directories searched for ``NAME.yaml``, first match wins."""
+    extra = [Path(p) for p in os.environ.get(TOPOLOGY_PATH_ENV, "").split(os.pathsep) if p]
+    return extra + [_REPO_TOPOLOGIES]
+
+
+def known_topologies():
+    """Names of the topology files found (file stems), sorted."""
+    names = set()
+    for d in topology_dirs():
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml") if p.stem != "chips")
+    return sorted(names)
+
+
+def load_chips(path=None):
+    """Chip specs from ``topologies/chips.yaml`` keyed by name."""
+    path = Path(path) if path else _find_file("chips")
+    doc = Section(load_yaml(path), file=path)
+    chips = {}
+    for name in doc.keys():
+        sec = doc.section(name)
+        sec.check_keys(required={"cores_per_chip", "peak_bf16_TFLOPs", "hbm_GiB", "hbm_GBps",
+                                 "link_GBps", "hop_latency_us", "onchip_GBps"},
+                       optional={"sources", "description"})
+        chips[name] = Chip(
+            name=name,
+            cores_per_chip=sec.integer("cores_per_chip", minimum=1),
+            peak_flops=sec.number("peak_bf16_TFLOPs", positive=True) * 1e12,
+            hbm_bytes=sec.number("hbm_GiB", positive=True) * GiB,
+            hbm_Bps=sec.number("hbm_GBps", positive=True) * GB,
+            link_Bps=sec.number("link_GBps", positive=True) * GB,
+            hop_latency_s=sec.number("hop_latency_us", minimum=0) * US,
+            onchip_Bps=sec.number("onchip_GBps", positive=True) * GB,
+            sources=dict(sec.get("sources", {}) or {}),
+        )
+    return chips
+
+
+def _find_file(stem):
+    for d in topology_dirs():
+        p = d / f"{stem}.yaml"
+        if p.is_file():
+            return p
+    raise UnknownNameError("topology", stem, known_topologies())
+
+
+_INLINE_RE = re.compile(r"^(torus|mesh):(\d+(?:x\d+){0,2})$")
+
+
+def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
+    """``torus:32x32``, ``mesh:8x8``, ``torus:4x4x4``: 1 core per chip, the ``generic`` chip's
+    figures unless *link_GBps* / *hop_latency_us* are given (defaults 100 GB/s, 1 us)."""
+    m = _INLINE_RE.match(spec)
+    if not m:
+        return None
+    dims = tuple(int(d) for d in m.group(2).split("x"))
+    chip = load_chips()["generic"]
+    return Topology(
+        name=spec, chip=chip, dims=dims, wrap=(m.group(1) == "torus",) * len(dims),
+        axis_link_Bps=(link_GBps if link_GBps is not None else chip.link_Bps / GB) * GB,
+        hop_latency_s=(hop_latency_us if hop_latency_us is not None else chip.hop_latency_s / US) * US,
+        cores_per_chip=1, description=f"inline {spec}",
+    )
+
+
+def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
+                  cores_per_chip=None):
+    """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.
+
+    The keyword overrides replace the file's values (what-if sweeps use them):
+    *link_GBps* (scalar or per axis), *hop_latency_us*, *wraparound* (bool or per
+    axis), *cores_per_chip*.
+    """
+    if isinstance(spec, Topology):
+        topo = spec
+    else:
+        spec = str(spec)
+        topo = parse_inline(spec, link_GBps=link_GBps, hop_latency_us=hop_latency_us)
+        if topo is None:
+            if spec.startswith(("torus:", "mesh:")):
+                raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)",
+                                  key_path="topology", value=spec)
+            path = Path(spec)
+            if spec.endswith((".yaml", ".yml")) or os.sep in spec:
+                if not path.is_file():
+                    raise ConfigError("file not found", file=path)
+            else:
+                path = _find_file(spec)
+            topo = _topology_from_file(path)
+    changes = {}
+    if link_GBps is not None:
+        changes["axis_link_Bps"] = tuple(np.broadcast_to(np.asarray(link_GBps, float) * GB, (topo.ndim,)))
+    if hop_latency_us is not None:
+        changes["hop_latency_s"] = float(hop_latency_us) * US
+    if wraparound is not None:
+        changes["wrap"] = tuple(np.broadcast_to(np.asarray(wraparound, bool), (topo.ndim,)))
+    if cores_per_chip is not None:
+        changes["cores_per_chip"] = int(cores_per_chip)
+    return replace(topo, **changes) if changes else topo
+
+
+def _topology_from_file(path):
+    doc = Section(load_yaml(path), file=path)
+    doc.check_keys(required={"chip", "chips_per_axis", "wraparound"},
+                   optional={"name", "description", "cores_per_chip", "link_GBps", "hop_latency_us",
+                             "onchip_GBps", "sources"})
+    chips = load_chips()
+    chip_name = doc.string("chip", choices=sorted(chips))
+    chip = chips[chip_name]
+    dims = doc.list("chips_per_axis")
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise doc.error("chips_per_axis", "must be a list of 1 to 3 whole numbers >= 1", dims)
+    wrap = doc.get("wraparound")
+    if isinstance(wrap, bool):
+        wrap = [wrap] * len(dims)
+    if not isinstance(wrap, list) or len(wrap) != len(dims) or any(not isinstance(w, bool) for w in wrap):
+        raise doc.error("wraparound", f"must be true/false or a list of {len(dims)} of them", wrap)
+    link = doc.get("link_GBps")
+    if link is not None:
+        link = link if isinstance(link, list) else [link] * len(dims)
+        if len(link) != len(dims) or any(isinstance(b, bool) or not isinstance(b, (int, float)) or b <= 0
+                                         for b in link):
+            raise doc.error("link_GBps", f"must be a positive number or a list of {len(dims)}", link)
+        link = tuple(b * GB for b in link)
+    return Topology(
+        name=doc.get("name", Path(path).stem),
+        chip=chip,
+        dims=tuple(dims),
+        wrap=tuple(wrap),
+        axis_link_Bps=link,
+        hop_latency_s=doc.number("hop_latency_us", minimum=0) * US if "hop_latency_us" in doc else None,
+        onchip_Bps=doc.number("onchip_GBps", positive=True) * GB if "onchip_GBps" in doc else None,
+        cores_per_chip=doc.integer("cores_per_chip", minimum=1) if "cores_per_chip" in doc else None,
+        description=doc.get("description", ""),
+        sources=dict(doc.get("sources", {}) or {}),
+    )

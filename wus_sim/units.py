@@ -1,0 +1,77 @@
+"""Units and their conversion, done once at the boundary.
+
+Conventions used everywhere in wus-sim:
+
+* GB and GB/s are 10**9 bytes (and bytes per second); MB = 10**6, KB = 10**3.
+* KiB, MiB, GiB, TiB are 2**10, 2**20, 2**30, 2**40 bytes.
+* Inside the code every quantity is SI: bytes, seconds, bytes/s, FLOP/s.
+  Names carry the unit (``nbytes``, ``t_s``, ``bw_Bps``); YAML keys carry the
+  unit the user writes (``link_GBps``, ``hop_latency_us``).
+"""
+
+import re
+
+from .errors import ConfigError
+
+__all__ = [
+    "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
+    "US", "NS", "MS",
+    "parse_size", "format_bytes", "format_time",
+]
+
+KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+NS, US, MS = 1e-9, 1e-6, 1e-3
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": KB, "mb": MB, "gb": GB, "tb": TB,
+    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
+    "k": KiB, "m": MiB, "g": GiB,  # bare letters follow the binary habit of `dd`/`numfmt --from=iec`
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(text, *, name="size"):
+    """Return a byte count from ``67108864``, ``64MiB``, ``1GiB``, ``1.5GB``.
+
+    Raises :class:`ConfigError` naming *name* if *text* does not parse, is not
+    positive, or is not a whole number of bytes.
+    """
+    if isinstance(text, bool):
+        raise ConfigError("must be a size such as 67108864, 64MiB or 1.5GB", key_path=name, value=text)
+    if isinstance(text, (int, float)):
+        value, unit = float(text), ""
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise ConfigError("must be a size such as 67108864, 64MiB or 1.5GB", key_path=name, value=text)
+        value, unit = float(m.group(1)), m.group(2).lower()
+        if unit not in _SIZE_UNITS:
+            raise ConfigError(
+                f"has unknown unit {m.group(2)!r}; use B, KB, MB, GB, TB (10^3 steps) or KiB, MiB, GiB, TiB (2^10 steps)",
+                key_path=name, value=text)
+    nbytes = value * _SIZE_UNITS[unit]
+    if nbytes <= 0:
+        raise ConfigError("must be > 0 bytes", key_path=name, value=text)
+    if abs(nbytes - round(nbytes)) > 1e-6 * max(1.0, nbytes):
+        raise ConfigError("must be a whole number of bytes", key_path=name, value=text)
+    return int(round(nbytes))
+
+
+def format_bytes(nbytes):
+    """Human-readable bytes in binary units (``'64.0 MiB'``)."""
+    n = float(nbytes)
+    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}" if n / scale < 100 else f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def format_time(t_s):
+    """Human-readable seconds (``'1.23 ms'``)."""
+    t = float(t_s)
+    for unit, scale in (("s", 1.0), ("ms", MS), ("us", US), ("ns", NS)):
+        if abs(t) >= scale:
+            return f"{t / scale:.4g} {unit}"
+    return f"{t:.3g} s"
