@@ -1,0 +1,244 @@
+"""The training-step timeline: SimPy processes over one replica's compute and network.
+
+Synchronous data parallelism runs the same program on every replica at the
+same time, so the timeline follows one representative replica; what the other
+replicas do shows up in the collective durations, which the collective engine
+computes over every replica and link of the group (see
+:mod:`wus_sim.collectives`).
+
+Two resources, both FIFO (SimPy serves simultaneous requests in the order they
+were made, and this module makes them in a fixed order, so runs are
+deterministic):
+
+* ``core``: the replica's compute stream (forward, backward, update run one at
+  a time on it);
+* ``net``: the replica group's ICI links. Every collective of a step uses all
+  links of the group, so two collectives that are ready at once queue: the
+  second waits for the first (they contend). A collective and compute overlap.
+
+A :class:`StepProgram` is plain data: per-layer compute, gradient buckets with
+the collective each needs and when it may start, the update, and (sharded
+update) the weight all-gathers. :func:`run_timeline` simulates ``steps``
+consecutive steps and reports the steady-state period, because an all-gather
+that overlaps the next step's forward makes one step in isolation misleading.
+"""
+
+from dataclasses import dataclass, field
+
+__all__ = ["Bucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
+
+BREAKDOWN_PARTS = ("fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
+"""Parts of a step time; they add up to ``step_time_s``.
+
+``exposed_comm_s`` is time the core waits on gradient or weight collectives,
+``extra_reduction_s`` time it waits on the optimizer's small cross-replica
+all-reduces (LAMB/LARS norms, global-norm clipping), ``idle_s`` time it waits
+on nothing the model knows (zero in a well-formed program)."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A fused group of tensors that is reduced (and, sharded, gathered) as one collective."""
+
+    name: str
+    first_layer: int
+    """Smallest layer index among its tensors: backward produces it last, so the
+    bucket's gradient is complete when backward has finished this layer."""
+    layers: tuple
+    """Layer indices of its tensors (forward of those layers needs its all-gather)."""
+    grad_op: str
+    """``'all-reduce'`` (replicated) or ``'reduce-scatter'`` (sharded)."""
+    grad_nbytes: float
+    grad_time_s: float
+    gather_nbytes: float = 0.0
+    """Bytes of the weight all-gather (sharded only; 0 = none)."""
+    gather_time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """What one replica does in a training step, with every duration known."""
+
+    strategy: str
+    fwd_layer_s: tuple
+    """Forward time of each layer, in forward order."""
+    bwd_layer_s: tuple
+    """Backward time of each layer, indexed like ``fwd_layer_s`` (run in reverse)."""
+    buckets: tuple
+    update_s: float
+    """Weight-update compute on this replica (all weights, or the 1/N shard)."""
+    extra_reduction_s: tuple = ()
+    """Durations of the optimizer's small all-reduces, run after the gradient
+    collectives and before the update can finish (sharded update only)."""
+    overlap_grad_reduce: bool = True
+    """Start a bucket's gradient collective as soon as backward has produced it."""
+    overlap_all_gather: bool = False
+    """Sharded: let the next step's forward start before all weights are gathered;
+    each layer waits only for the buckets holding its weights."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One activity on a track, for breakdowns and traces."""
+
+    track: str
+    """``'core'`` or ``'net'``."""
+    kind: str
+    """``fwd``, ``bwd``, ``update``, ``grad``, ``extra``, ``gather``."""
+    name: str
+    start_s: float
+    end_s: float
+    step: int
+    args: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimelineResult:
+    step_time_s: float
+    """Steady-state period between the starts of consecutive steps."""
+    breakdown: dict
+    """Seconds per part of the measured step (keys: :data:`BREAKDOWN_PARTS`)."""
+    intervals: tuple
+    """Every activity of every simulated step."""
+    step_starts_s: tuple
+    """Simulated time at which each step's forward began."""
+    events: int
+    """SimPy events processed."""
+
+
+def run_timeline(program, steps=3):
+    """Simulate *steps* consecutive training steps of *program*.
+
+    The step time is the period between the last two step starts (with
+    ``steps >= 3`` the first, which lacks a previous all-gather to overlap,
+    is excluded from the measurement).
+    """
+    import simpy
+
+    if steps < 2:
+        raise ValueError('"steps" must be >= 2')
+    env = simpy.Environment()
+    core = simpy.Resource(env, capacity=1)
+    net = simpy.Resource(env, capacity=1)
+    intervals = []
+    starts = []
+    nlayers = len(program.fwd_layer_s)
+    buckets = program.buckets
+    # layer -> buckets whose weights that layer needs before its forward
+    layer_buckets = [[] for _ in range(nlayers)]
+    for b, bucket in enumerate(buckets):
+        for layer in bucket.layers:
+            layer_buckets[layer].append(b)
+    # buckets complete in backward in decreasing first_layer; issue in that order
+    grad_order = sorted(range(len(buckets)), key=lambda b: (-buckets[b].first_layer, b))
+    # weights are needed in forward order
+    gather_order = sorted(range(len(buckets)), key=lambda b: (min(buckets[b].layers), b))
+
+    def on_core(kind, name, t_s, step, args=None):
+        with core.request() as req:
+            yield req
+            t0 = env.now
+            yield env.timeout(t_s)
+            intervals.append(Interval("core", kind, name, t0, env.now, step, args or {}))
+
+    def on_net(kind, name, t_s, step, args=None):
+        with net.request() as req:
+            yield req
+            t0 = env.now
+            yield env.timeout(t_s)
+            intervals.append(Interval("net", kind, name, t0, env.now, step, args or {}))
+
+    def train(env):
+        # Before the first step every replica holds full weights.
+        gathered = [env.event().succeed() for _ in buckets]
+        for step in range(steps):
+            starts.append(env.now)
+            for layer in range(nlayers):
+                for b in layer_buckets[layer]:
+                    yield gathered[b]
+                yield env.process(on_core("fwd", f"fwd L{layer}", program.fwd_layer_s[layer], step))
+            grad_done = [None] * len(buckets)
+            pending = list(grad_order)
+
+            def launch_ready(upto_layer):
+                while pending and buckets[pending[0]].first_layer >= upto_layer:
+                    b = pending.pop(0)
+                    bk = buckets[b]
+                    grad_done[b] = env.process(on_net(
+                        "grad", f"{bk.grad_op} {bk.name}", bk.grad_time_s, step,
+                        {"op": bk.grad_op, "nbytes": bk.grad_nbytes}))
+
+            for layer in reversed(range(nlayers)):
+                yield env.process(on_core("bwd", f"bwd L{layer}", program.bwd_layer_s[layer], step))
+                if program.overlap_grad_reduce:
+                    launch_ready(layer)
+            launch_ready(-1)
+            for ev in grad_done:
+                yield ev
+            for i, t_s in enumerate(program.extra_reduction_s):
+                yield env.process(on_net("extra", f"extra all-reduce {i}", t_s, step))
+            yield env.process(on_core("update", "update", program.update_s, step))
+            gathered = [env.event().succeed() for _ in buckets]
+            for b in gather_order:
+                bk = buckets[b]
+                if bk.gather_nbytes > 0:
+                    gathered[b] = env.process(on_net(
+                        "gather", f"all-gather {bk.name}", bk.gather_time_s, step,
+                        {"op": "all-gather", "nbytes": bk.gather_nbytes}))
+            if not program.overlap_all_gather:
+                for ev in gathered:
+                    yield ev
+        # Where step `steps` would begin: closes the last measured step.
+        starts.append(env.now)
+        for ev in gathered:
+            yield ev
+
+    env.process(train(env))
+    env.run()
+    # The period is measured between the last two step starts: starts[-1] is
+    # where step `steps` would begin, so the last simulated step is measured.
+    t0, t1 = starts[-2], starts[-1]
+    breakdown = _breakdown(intervals, t0, t1)
+    return TimelineResult(
+        step_time_s=t1 - t0,
+        breakdown=breakdown,
+        intervals=tuple(intervals),
+        step_starts_s=tuple(starts),
+        events=getattr(env, "_eid", 0),
+    )
+
+
+def _clip(intervals, t0, t1):
+    for iv in intervals:
+        s, e = max(iv.start_s, t0), min(iv.end_s, t1)
+        if e > s:
+            yield iv, s, e
+
+
+def _breakdown(intervals, t0, t1):
+    """Split ``[t0, t1]`` by what the core does, and while it idles, by what the network does."""
+    out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
+    core_kinds = {"fwd": "fwd_s", "bwd": "bwd_s", "update": "update_s"}
+    busy = []
+    for iv, s, e in _clip([i for i in intervals if i.track == "core"], t0, t1):
+        out[core_kinds[iv.kind]] += e - s
+        busy.append((s, e))
+    busy.sort()
+    gaps, cur = [], t0
+    for s, e in busy:
+        if s > cur:
+            gaps.append((cur, s))
+        cur = max(cur, e)
+    if cur < t1:
+        gaps.append((cur, t1))
+    net = sorted(((s, e, iv.kind) for iv, s, e in _clip([i for i in intervals if i.track == "net"], t0, t1)))
+    for gs, ge in gaps:
+        covered = 0.0
+        for s, e, kind in net:
+            a, b = max(s, gs), min(e, ge)
+            if b > a:
+                part = "extra_reduction_s" if kind == "extra" else "exposed_comm_s"
+                out[part] += b - a
+                covered += b - a  # net intervals never overlap each other (one FIFO resource)
+        out["idle_s"] += (ge - gs) - covered
+    return out
