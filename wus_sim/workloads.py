@@ -1,0 +1,405 @@
+"""Workload profiles: a model's trainable tensors, FLOPs, activation memory and MLPerf runs.
+
+A workload is read from YAML (shipped ones live in ``wus_sim/data/workloads``,
+generated from ``../shared/reference/model_tensors.json`` by ``regenerate.py``
+there; users may pass a path to their own file). Loading is strict: unknown keys
+are errors naming the file and key path, tensor sizes must add up to the
+declared ``params``, per-layer FLOPs to the total, and every MLPerf configuration
+must satisfy ``global_batch = replicas x per_replica_batch``.
+
+Layer indices follow the forward pass (0 = first). A tensor's layer is where its
+gradient is complete during backward, which is what overlapping gradient
+reduction with backward needs (a tied embedding sits at layer 0 even though the
+softmax that reuses it runs last). A layer may have FLOPs and no tensors (the
+tied softmax, a frozen stem).
+"""
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+import math
+import os
+
+import numpy as np
+
+from .config import Section, load_yaml
+from .errors import ConfigError, UnknownNameError
+
+__all__ = [
+    "Tensor", "Workload", "MLPerfConfig", "ActivationTerm",
+    "load_workload", "known_workloads", "workload_dirs",
+    "DTYPE_BYTES", "SMALL_TENSOR_ELEMENTS",
+]
+
+WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
+"""Extra directories (``os.pathsep``-separated) searched for workload YAML before the shipped ones."""
+
+_SHIPPED = Path(__file__).resolve().parent / "data" / "workloads"
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""Bytes per element of the dtypes a workload file may name."""
+
+SMALL_TENSOR_ELEMENTS = 4096
+"""'Small tensor' cut-off used in summaries: workloads.md counts ResNet-50's tensors under 4096 elements."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One trainable weight tensor."""
+
+    name: str
+    shape: tuple
+    layer: int
+    """Forward-order index of the layer whose backward completes this tensor's gradient."""
+
+    @property
+    def size(self):
+        """Number of elements."""
+        return int(math.prod(self.shape))
+
+
+@dataclass(frozen=True)
+class MLPerfConfig:
+    """One Google MLPerf v0.6 TPU run (workloads.md): replicas = cores / spatial ways."""
+
+    topology: str
+    global_batch: int
+    replicas: int
+    spatial_ways: int
+    per_replica_batch: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ActivationTerm:
+    """One part of the activation-memory estimate: ``elements x bytes_per_element`` per example."""
+
+    what: str
+    elements: int
+    bytes_per_element: float
+    """The factor: bytes kept for backward per counted element (a parameter; ``why`` says where it comes from)."""
+    why: str = ""
+
+    @property
+    def nbytes(self):
+        return self.elements * self.bytes_per_element
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """A model as the simulator sees it. Build with :func:`load_workload`."""
+
+    name: str
+    description: str
+    tensors: tuple
+    """:class:`Tensor` objects in the file's (forward) order."""
+    params: int
+    """Total trainable elements (= sum of tensor sizes)."""
+    fwd_flops_per_example: float
+    """Forward FLOPs per example (``fwd_flops.per_unit x units_per_example``)."""
+    example_unit: str
+    """What one example of the batch is (image, sequence pair, ...)."""
+    activation_bytes_per_example: float
+    """Activation memory kept for backward per example, bytes (sum of :attr:`activation_terms`)."""
+    weight_bytes: int = 4
+    grad_bytes: int = 4
+    slot_bytes: int = 4
+    activation_bytes: int = 2
+    default_optimizer: str = "sgd"
+    configs: tuple = ()
+    """:class:`MLPerfConfig` runs from workloads.md (may be empty)."""
+    sources: dict = field(default_factory=dict)
+    num_layers: int = 1
+    layer_names: tuple = ()
+    layer_fwd_flops: tuple = ()
+    """Forward FLOPs per example of each layer (sums to :attr:`fwd_flops_per_example`)."""
+    fwd_flops_per_unit: float = 0.0
+    flops_unit: str = ""
+    units_per_example: int = 1
+    flops_note: str = ""
+    activation_terms: tuple = ()
+    default_per_replica_batch: int = 1
+    path: str = None
+
+    # ----------------------------------------------------------- structure
+    @cached_property
+    def sizes(self):
+        """Element count of every tensor, in order (int64 array)."""
+        return np.array([t.size for t in self.tensors], dtype=np.int64)
+
+    @cached_property
+    def layers(self):
+        """Layer index of every tensor, in order (int64 array)."""
+        return np.array([t.layer for t in self.tensors], dtype=np.int64)
+
+    def layer_params(self):
+        """Elements per layer (array of length :attr:`num_layers`)."""
+        return np.bincount(self.layers, weights=self.sizes, minlength=self.num_layers).astype(np.int64)
+
+    def small_tensors(self, below=SMALL_TENSOR_ELEMENTS):
+        """Tensors with fewer than *below* elements."""
+        return [t for t in self.tensors if t.size < below]
+
+    def size_histogram(self):
+        """``[(lo, hi, count, elements)]`` over decades of tensor size (lo <= size < hi)."""
+        top = int(math.ceil(math.log10(max(self.sizes.max(), 1) + 1)))
+        out = []
+        for k in range(top + 1):
+            lo, hi = 10 ** k if k else 0, 10 ** (k + 1)
+            mask = (self.sizes >= lo) & (self.sizes < hi)
+            if mask.any():
+                out.append((lo, hi, int(mask.sum()), int(self.sizes[mask].sum())))
+        return out
+
+    # ------------------------------------------------------------- configs
+    def config_for(self, topology_name):
+        """The MLPerf configuration run on *topology_name* (e.g. ``'tpu-v3-2048'``), or ``None``."""
+        for c in self.configs:
+            if c.topology == topology_name:
+                return c
+        return None
+
+    def per_replica_batch_for(self, topology_name):
+        """Per-replica batch of the MLPerf run on that slice, else :attr:`default_per_replica_batch`."""
+        c = self.config_for(topology_name)
+        return c.per_replica_batch if c else self.default_per_replica_batch
+
+    def with_grad_bytes(self, grad_bytes):
+        """A copy whose gradients are *grad_bytes* wide (2 = bf16 what-if, 4 = fp32)."""
+        if grad_bytes not in (2, 4):
+            raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path="grad_bytes", value=grad_bytes)
+        return replace(self, grad_bytes=int(grad_bytes))
+
+    # -------------------------------------------------------------- export
+    def summary(self):
+        """Flat dict of the headline figures."""
+        return {
+            "workload": self.name,
+            "params": int(self.params),
+            "tensors": len(self.tensors),
+            "small_tensors": len(self.small_tensors()),
+            "layers": self.num_layers,
+            "fwd_flops_per_example": float(self.fwd_flops_per_example),
+            "example_unit": self.example_unit,
+            "activation_bytes_per_example": float(self.activation_bytes_per_example),
+            "default_optimizer": self.default_optimizer,
+        }
+
+    def to_dict(self):
+        """JSON-ready description, including every tensor."""
+        return {
+            **self.summary(),
+            "description": self.description,
+            "fwd_flops_per_unit": float(self.fwd_flops_per_unit),
+            "flops_unit": self.flops_unit,
+            "units_per_example": self.units_per_example,
+            "flops_counts": self.flops_note,
+            "dtype_bytes": {"weights": self.weight_bytes, "gradients": self.grad_bytes,
+                            "slots": self.slot_bytes, "activations": self.activation_bytes},
+            "activation_terms": [vars(t).copy() for t in self.activation_terms],
+            "default_per_replica_batch": self.default_per_replica_batch,
+            "size_histogram": [dict(zip(("min_elements", "max_elements", "count", "elements"), h))
+                               for h in self.size_histogram()],
+            "configs": [vars(c).copy() for c in self.configs],
+            "sources": dict(self.sources),
+            "layers": [{"name": n, "fwd_flops_per_example": float(f)}
+                       for n, f in zip(self.layer_names, self.layer_fwd_flops)],
+            "tensors": [{"name": t.name, "shape": list(t.shape), "layer": t.layer, "size": t.size}
+                        for t in self.tensors],
+        }
+
+    def __repr__(self):
+        return f"<Workload {self.name}: {self.params:,} params in {len(self.tensors)} tensors>"
+
+
+# ====================================================================== loading
+def workload_dirs():
+    """Directories searched for ``NAME.yaml``, first match wins."""
+    extra = [Path(p) for p in os.environ.get(WORKLOAD_PATH_ENV, "").split(os.pathsep) if p]
+    return extra + [_SHIPPED]
+
+
+def known_workloads():
+    """Names of the workload files found (file stems), sorted."""
+    names = set()
+    for d in workload_dirs():
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(names)
+
+
+def load_workload(name_or_path):
+    """A :class:`Workload` from a shipped name (``'transformer-big'``) or a path to YAML."""
+    if isinstance(name_or_path, Workload):
+        return name_or_path
+    spec = str(name_or_path)
+    if spec.endswith((".yaml", ".yml")) or os.sep in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError("file not found", file=path)
+    else:
+        for d in workload_dirs():
+            path = d / f"{spec}.yaml"
+            if path.is_file():
+                break
+        else:
+            raise UnknownNameError("workload", spec, known_workloads())
+    return _workload_from_file(path)
+
+
+_TOP_REQUIRED = {"name", "params", "fwd_flops", "activation_memory", "dtypes", "default_optimizer",
+                 "default_per_replica_batch", "tensors"}
+_TOP_OPTIONAL = {"description", "mlperf_v06_tpu", "sources", "layers"}
+
+
+def _workload_from_file(path):
+    doc = Section(load_yaml(path), file=path)
+    doc.check_keys(required=_TOP_REQUIRED, optional=_TOP_OPTIONAL)
+
+    flops = doc.section("fwd_flops")
+    flops.check_keys(required={"per_unit", "unit", "units_per_example", "example_unit"}, optional={"counts"})
+    per_unit = flops.number("per_unit", positive=True)
+    units = flops.integer("units_per_example", minimum=1)
+
+    dtypes = doc.section("dtypes")
+    dtypes.check_keys(required={"weights", "gradients", "slots", "activations"})
+    nbytes = {k: DTYPE_BYTES[dtypes.string(k, choices=sorted(DTYPE_BYTES))]
+              for k in ("weights", "gradients", "slots", "activations")}
+
+    layer_names, layer_flops_unit = _read_layers(doc, per_unit)
+    tensors = _read_tensors(doc, len(layer_names) if layer_names else None)
+    if not layer_names:  # no layer table: one layer per distinct index, FLOPs split by parameters later
+        n = max(t.layer for t in tensors) + 1
+        layer_names = tuple(f"layer_{i}" for i in range(n))
+    num_layers = len(layer_names)
+
+    total = sum(t.size for t in tensors)
+    declared = doc.integer("params", minimum=1)
+    if total != declared:
+        raise doc.error("params", f"does not match the tensors, whose sizes sum to {total:,}", declared)
+
+    if layer_flops_unit is None:  # split the total by parameter count (documented fallback)
+        per_layer = np.bincount([t.layer for t in tensors], weights=[t.size for t in tensors],
+                                minlength=num_layers)
+        layer_flops_unit = tuple(per_unit * per_layer / per_layer.sum())
+
+    terms = _read_activation_terms(doc)
+    configs = _read_configs(doc)
+    default_batch = doc.integer("default_per_replica_batch", minimum=1)
+    sources = doc.get("sources", {}) or {}
+    if not isinstance(sources, dict):
+        raise doc.error("sources", "must be a mapping of topic to citation", sources)
+
+    return Workload(
+        name=doc.string("name"),
+        description=doc.string("description", ""),
+        tensors=tuple(tensors),
+        params=total,
+        fwd_flops_per_example=per_unit * units,
+        example_unit=flops.string("example_unit"),
+        activation_bytes_per_example=float(sum(t.nbytes for t in terms)),
+        weight_bytes=nbytes["weights"],
+        grad_bytes=nbytes["gradients"],
+        slot_bytes=nbytes["slots"],
+        activation_bytes=nbytes["activations"],
+        default_optimizer=doc.string("default_optimizer"),
+        configs=tuple(configs),
+        sources={str(k): str(v) for k, v in sources.items()},
+        num_layers=num_layers,
+        layer_names=tuple(layer_names),
+        layer_fwd_flops=tuple(float(f) * units for f in layer_flops_unit),
+        fwd_flops_per_unit=per_unit,
+        flops_unit=flops.string("unit"),
+        units_per_example=units,
+        flops_note=flops.string("counts", ""),
+        activation_terms=tuple(terms),
+        default_per_replica_batch=default_batch,
+        path=str(path),
+    )
+
+
+def _read_layers(doc, per_unit):
+    if "layers" not in doc:
+        return (), None
+    rows = doc.list("layers")
+    names, flops = [], []
+    for i, row in enumerate(rows):
+        key = f"layers[{i}]"
+        if (not isinstance(row, list) or len(row) != 2 or not isinstance(row[0], str)
+                or isinstance(row[1], bool) or not isinstance(row[1], (int, float)) or row[1] < 0):
+            raise doc.error(key, "must be [name, fwd FLOPs per unit >= 0]", row)
+        names.append(row[0])
+        flops.append(float(row[1]))
+    if not names:
+        raise doc.error("layers", "must list at least one layer", rows)
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise doc.error("layers", f"names must be unique; {dup!r} repeats", show_value=False)
+    if not math.isclose(sum(flops), per_unit, rel_tol=1e-9):
+        raise doc.error("layers", f"FLOPs per unit sum to {sum(flops):.6g}, not fwd_flops.per_unit "
+                                  f"{per_unit:.6g}", show_value=False)
+    return tuple(names), tuple(flops)
+
+
+def _read_tensors(doc, num_layers):
+    rows = doc.list("tensors")
+    if not rows:
+        raise doc.error("tensors", "must list at least one tensor", rows)
+    seen = set()
+    out = []
+    for i, row in enumerate(rows):
+        key = f"tensors[{i}]"
+        if not isinstance(row, list) or len(row) != 3:
+            raise doc.error(key, "must be [name, shape, layer index]", row)
+        name, shape, layer = row
+        if not isinstance(name, str) or not name:
+            raise doc.error(key, "name must be a non-empty string", name)
+        if name in seen:
+            raise doc.error(key, f"tensor name {name!r} repeats", show_value=False)
+        seen.add(name)
+        if (not isinstance(shape, list)
+                or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape)):
+            raise doc.error(key, "shape must be a list of whole numbers >= 1", shape)
+        if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
+            raise doc.error(key, "layer index must be a whole number >= 0", layer)
+        if num_layers is not None and layer >= num_layers:
+            raise doc.error(key, f"layer index must be < {num_layers} (the number of layers listed)", layer)
+        out.append(Tensor(name, tuple(shape), layer))
+    return out
+
+
+def _read_activation_terms(doc):
+    rows = doc.list("activation_memory")
+    terms = []
+    for i, row in enumerate(rows):
+        sec = Section(row, file=doc.file, path=f"activation_memory[{i}]")
+        sec.check_keys(required={"what", "elements", "bytes_per_element"}, optional={"why"})
+        terms.append(ActivationTerm(
+            what=sec.string("what"),
+            elements=sec.integer("elements", minimum=0),
+            bytes_per_element=sec.number("bytes_per_element", minimum=0),
+            why=sec.string("why", ""),
+        ))
+    return terms
+
+
+def _read_configs(doc):
+    rows = doc.list("mlperf_v06_tpu", [])
+    configs = []
+    for i, row in enumerate(rows):
+        sec = Section(row, file=doc.file, path=f"mlperf_v06_tpu[{i}]")
+        sec.check_keys(required={"topology", "global_batch", "replicas", "spatial_ways", "per_replica_batch"},
+                       optional={"note"})
+        c = MLPerfConfig(
+            topology=sec.string("topology"),
+            global_batch=sec.integer("global_batch", minimum=1),
+            replicas=sec.integer("replicas", minimum=1),
+            spatial_ways=sec.integer("spatial_ways", minimum=1),
+            per_replica_batch=sec.integer("per_replica_batch", minimum=1),
+            note=sec.string("note", ""),
+        )
+        if c.replicas * c.per_replica_batch != c.global_batch:
+            raise sec.error("global_batch", f"must equal replicas x per_replica_batch "
+                                            f"({c.replicas} x {c.per_replica_batch})", c.global_batch)
+        configs.append(c)
+    return configs
