@@ -1,0 +1,12 @@
+"""Experiments: YAML sweeps over point parameters, run in parallel, written as documented tables.
+
+* :mod:`.spec` -- the point-parameter table, experiment YAML validation, sweep expansion;
+* :mod:`.runner` -- runs points in processes (or on Dask), journals them for ``--resume``;
+* :mod:`.results` -- the documented column table, CSV/Parquet/columns.md writing.
+
+Importing this package loads no heavy dependency.
+"""
+
+from .spec import POINT_KEYS, Experiment, load_experiment, parse_experiment, point_hash
+
+__all__ = ["POINT_KEYS", "Experiment", "load_experiment", "parse_experiment", "point_hash"]

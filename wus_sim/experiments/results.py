@@ -1,0 +1,214 @@
+"""The results table: every column, its unit and meaning, in one place; CSV/Parquet writing.
+
+A run's results are long form: one row per simulated point and strategy.
+Point parameters come first (documented by :data:`wus_sim.experiments.spec.POINT_KEYS`,
+which is where their meaning lives), then what the runner adds about the run and
+the slice, then the simulator's results. :func:`columns` merges the three into
+the one table that :func:`write_columns_doc` writes beside the results as
+``columns.md`` and ``columns.json``.
+"""
+
+from dataclasses import asdict, dataclass
+import json
+from pathlib import Path
+
+from .spec import POINT_KEYS
+
+__all__ = [
+    "Column", "RUN_COLUMNS", "RESULT_COLUMNS", "columns", "column", "column_label",
+    "to_frame", "write_results", "write_columns_doc", "read_results",
+]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One documented results column."""
+
+    name: str
+    unit: str
+    """SI unit of the values ('' for names, flags and ratios)."""
+    meaning: str
+    group: str
+    """'run' (added by the runner), 'parameter' (a point key) or 'result' (from the simulator)."""
+    dtype: str
+    """pandas dtype the column is written with: 'string', 'Int64', 'float64', 'boolean'."""
+
+
+def _c(name, unit, dtype, meaning, group="result"):
+    return Column(name, unit, meaning, group, dtype)
+
+
+RUN_COLUMNS = (
+    _c("experiment", "", "string", "Experiment name (the YAML's `name`, default its file stem).", "run"),
+    _c("point_index", "", "Int64", "Position of the point in the experiment's sweep order (0-based).", "run"),
+    _c("point_hash", "", "string", "Stable id of the point's parameters; the resume journal is keyed by it.", "run"),
+    _c("status", "", "string", "'ok'; 'infeasible' (does not fit, e.g. over HBM; step results are empty); "
+       "'error' (the simulator rejected the point; see `error`).", "run"),
+    _c("error", "", "string", "Why the row is not 'ok' (empty when it is).", "run"),
+    _c("wall_s", "s", "float64", "Wall-clock seconds the simulator spent on the whole point (all its strategies).",
+       "run"),
+    _c("replicas", "", "Int64", "Data-parallel replicas of the slice (chips x cores_per_chip).", "run"),
+    _c("chips", "", "Int64", "Chips in the slice.", "run"),
+    _c("dims", "", "string", "Chips per torus axis, e.g. '32x32' or '8x8x8'.", "run"),
+    _c("ndim", "", "Int64", "Torus dimensionality (2 for TPU v2/v3, 3 for v4).", "run"),
+    _c("wrap", "", "string", "Wraparound per axis, 'T' (torus ring) or 'F' (mesh line), e.g. 'T,F'.", "run"),
+)
+"""Columns the runner adds to every row (slice columns are filled from the topology
+when the simulator does not report them)."""
+
+RESULT_COLUMNS = (
+    _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
+    _c("fwd_s", "s", "float64", "Forward compute in the step."),
+    _c("bwd_s", "s", "float64", "Backward compute in the step."),
+    _c("exposed_comm_s", "s", "float64",
+       "Time the core waits on gradient or weight collectives (not hidden behind compute)."),
+    _c("update_s", "s", "float64", "Weight update (optimizer) compute: all weights replicated, 1/N sharded."),
+    _c("extra_reduction_s", "s", "float64",
+       "Time the core waits on the optimizer's small cross-replica all-reduces (LARS/LAMB norms, clipping)."),
+    _c("idle_s", "s", "float64", "Time the core waits on nothing the model knows (0 in a well-formed step)."),
+    _c("mem_weights_bytes", "B", "float64", "Per-replica HBM for weights."),
+    _c("mem_gradients_bytes", "B", "float64", "Per-replica HBM for gradients."),
+    _c("mem_slots_bytes", "B", "float64", "Per-replica HBM for optimizer slots (1/N of them when sharded)."),
+    _c("mem_padding_bytes", "B", "float64", "Per-replica HBM lost to padding tensors to a multiple of N (sharded)."),
+    _c("mem_activations_bytes", "B", "float64", "Per-replica HBM for activations kept for backward."),
+    _c("mem_collective_buffers_bytes", "B", "float64", "Per-replica HBM for collective staging buffers."),
+    _c("mem_peak_bytes", "B", "float64", "Per-replica peak HBM use."),
+    _c("hbm_bytes", "B", "float64", "HBM capacity of one replica (the chip's, split over its cores)."),
+    _c("speedup", "", "float64",
+       "Sharded rows: replicated step time / sharded step time of the same point (> 1: sharding is faster)."),
+)
+"""Results of the point simulator (``wus_sim.step.simulate_point``)."""
+
+
+def columns():
+    """Every documented column, in the order results are written."""
+    params = [Column(p.name, p.unit, f"{p.meaning} Rule: {p.rule()}.", "parameter", _param_dtype(p))
+              for p in POINT_KEYS.values()]
+    run = list(RUN_COLUMNS)
+    # strategy is a point key, but each row has one: replicated or sharded.
+    return run[:3] + params + run[3:] + list(RESULT_COLUMNS)
+
+
+def _param_dtype(param):
+    return {"int": "Int64", "number": "float64", "bool": "boolean"}.get(param.kind, "string")
+
+
+def column(name):
+    """The :class:`Column` called *name* (KeyError if undocumented)."""
+    for col in columns():
+        if col.name == name:
+            return col
+    raise KeyError(name)
+
+
+_DISPLAY = {"s": ("ms", 1e3), "B": ("GiB", 2.0**-30)}
+
+
+def column_label(name, *, display=True):
+    """Axis label for a column with its unit, and the factor to apply to values.
+
+    Returns ``(label, scale)``: seconds are shown in ms and bytes in GiB when *display*.
+    """
+    try:
+        col = column(name)
+    except KeyError:
+        return name.replace("_", " "), 1.0
+    unit, scale = col.unit, 1.0
+    if display and unit in _DISPLAY:
+        unit, scale = _DISPLAY[unit]
+    text = name
+    for suffix in ("_s", "_bytes"):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+    text = text.replace("mem_", "").replace("_", " ")
+    return (f"{text} [{unit}]" if unit else text), scale
+
+
+def _cell(value):
+    # Lists (per-axis wraparound) and dicts are not columnar: store them as JSON text.
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value)
+    return value
+
+
+def to_frame(rows):
+    """A DataFrame of result rows with documented columns first, typed per the table.
+
+    Undocumented columns the simulator adds are kept, after the documented ones.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in rows])
+    documented = [c for c in columns() if c.name in df.columns]
+    extra = [c for c in df.columns if c not in {d.name for d in documented}]
+    df = df[[c.name for c in documented] + extra]
+    for col in documented:
+        df[col.name] = _as_dtype(df[col.name], col.dtype)
+    return df
+
+
+def _as_dtype(series, dtype):
+    import pandas as pd
+
+    if dtype == "string":
+        return series.map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v)
+                          ).astype("string")
+    if dtype == "float64":
+        return pd.to_numeric(series, errors="coerce").astype("float64")
+    if dtype == "Int64":
+        return pd.to_numeric(series, errors="coerce").astype("Int64")
+    if dtype == "boolean":
+        return series.astype("boolean")
+    raise ValueError(dtype)
+
+
+def write_results(df, out_dir):
+    """Write ``results.csv`` and ``results.parquet`` into *out_dir*; return their paths."""
+    out_dir = Path(out_dir)
+    csv_path, parquet_path = out_dir / "results.csv", out_dir / "results.parquet"
+    df.to_csv(csv_path, index=False)
+    df.to_parquet(parquet_path, index=False)
+    return csv_path, parquet_path
+
+
+def read_results(path):
+    """Read a results file (``.parquet`` or ``.csv``, or a run directory) as a DataFrame."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.parquet" if (path / "results.parquet").is_file() else path / "results.csv"
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    df = pd.read_csv(path)
+    for col in columns():
+        if col.name in df.columns:
+            df[col.name] = _as_dtype(df[col.name], col.dtype)
+    return df
+
+
+def write_columns_doc(df, out_dir):
+    """Write ``columns.md`` and ``columns.json``: each column of *df*, its unit and meaning."""
+    out_dir = Path(out_dir)
+    present = set(df.columns)
+    docs = [c for c in columns() if c.name in present]
+    undocumented = [c for c in df.columns if c not in {d.name for d in docs}]
+    lines = [
+        "# Columns of results.csv / results.parquet",
+        "",
+        "One row per simulated point and strategy (long form). Units: s = seconds, B = bytes;",
+        "GB/s = 10^9 B/s, MiB = 2^20 B, us = microseconds.",
+        "",
+        "| column | unit | group | meaning |",
+        "|---|---|---|---|",
+    ]
+    for c in docs:
+        lines.append(f"| `{c.name}` | {c.unit} | {c.group} | {c.meaning.replace('|', '/')} |")
+    for name in undocumented:
+        lines.append(f"| `{name}` |  | undocumented | Reported by the simulator; not in the column table. |")
+    (out_dir / "columns.md").write_text("\n".join(lines) + "\n")
+    payload = [asdict(c) for c in docs] + [
+        {"name": n, "unit": "", "meaning": "undocumented", "group": "undocumented", "dtype": ""}
+        for n in undocumented]
+    (out_dir / "columns.json").write_text(json.dumps(payload, indent=1) + "\n")
+    return out_dir / "columns.md"

@@ -1,0 +1,302 @@
+"""Run an experiment's points in parallel, journal each finished point, write the results.
+
+Each point goes to a *point function* (``wus_sim.step.simulate_point`` unless
+another one with the same signature is given): ``point_fn(point) -> list[dict]``,
+one flat record per strategy. Points run in worker processes
+(``concurrent.futures.ProcessPoolExecutor``), or on a Dask cluster when a
+scheduler address is given, or in this process with ``jobs=1``.
+
+Resume. Every finished point is appended to ``DIR/points.jsonl`` as one JSON
+line (its hash, index, parameters, rows), flushed and fsynced before the next
+one is taken, so a run killed at any moment has every point it finished on
+disk (a line cut short by the kill is ignored and truncated on resume). With
+``resume=True`` the points whose hash is in the journal are not run again;
+the results are always assembled from the journal, one entry per hash, so each
+point appears exactly once.
+
+Infeasible points. A point function may return rows with ``status='infeasible'``
+(e.g. out of HBM); if it raises :class:`~wus_sim.errors.InfeasibleError` for the
+whole point, the runner writes such rows itself. Any other
+:class:`~wus_sim.errors.WusError` becomes rows with ``status='error'`` so one bad
+combination does not stop a sweep of thousands (the CLI reports them and
+exits non-zero). Programming errors propagate.
+"""
+
+from dataclasses import dataclass
+import json
+import os
+from pathlib import Path
+import sys
+import time
+
+from ..errors import ConfigError, InfeasibleError, WusError
+from .spec import point_hash, strategies_of
+
+__all__ = ["RunResult", "run_experiment", "evaluate_point", "read_journal", "JOURNAL_NAME"]
+
+JOURNAL_NAME = "points.jsonl"
+
+
+@dataclass
+class RunResult:
+    """What :func:`run_experiment` did."""
+
+    frame: object
+    """pandas DataFrame of every row (see :mod:`.results` for the columns)."""
+    out_dir: Path
+    files: dict
+    """Name -> path of each file written (results_csv, results_parquet, columns_md, ...)."""
+    num_points: int
+    num_run: int
+    """Points simulated by this call (the rest came from the journal)."""
+    num_resumed: int
+    wall_s: float
+
+    @property
+    def num_errors(self):
+        return int((self.frame["status"] == "error").sum()) if len(self.frame) else 0
+
+
+def _default_point_fn():
+    # Imported lazily: the simulator pulls in SimPy and the whole model stack.
+    from ..step import simulate_point
+
+    return simulate_point
+
+
+def evaluate_point(point_fn, point):
+    """Run one point; return ``{'rows': [...], 'wall_s': float}`` with status rows for failures."""
+    t0 = time.perf_counter()
+    try:
+        rows = [dict(r) for r in point_fn(dict(point))]
+        if not rows:
+            raise ConfigError("the point function returned no rows")
+    except InfeasibleError as exc:
+        rows = [{"strategy": s, "status": "infeasible", "error": str(exc)} for s in strategies_of(point)]
+    except WusError as exc:
+        rows = [{"strategy": s, "status": "error", "error": str(exc)} for s in strategies_of(point)]
+    wall_s = time.perf_counter() - t0
+    slice_info = _slice_columns(point)
+    out = []
+    for row in rows:
+        full = dict(point)
+        # The simulator's record wins where it resolved a default (None in the point).
+        full.update({k: v for k, v in row.items() if v is not None or k not in full})
+        full.setdefault("status", "ok")
+        if full.get("error") is None:
+            full["error"] = ""
+        for k, v in slice_info.items():
+            if full.get(k) is None:
+                full[k] = v
+        out.append(full)
+    _fill_speedup(out)
+    return {"rows": out, "wall_s": wall_s}
+
+
+def _slice_columns(point):
+    from ..topology import load_topology
+
+    try:
+        topo = load_topology(point["topology"], link_GBps=point.get("link_GBps"),
+                             hop_latency_us=point.get("hop_latency_us"),
+                             wraparound=point.get("wraparound"), cores_per_chip=point.get("cores_per_chip"))
+    except (WusError, ValueError):
+        return {}
+    return {"replicas": topo.num_replicas, "chips": topo.num_chips, "dims": topo.shape_str,
+            "ndim": topo.ndim, "wrap": ",".join("T" if w else "F" for w in topo.wrap)}
+
+
+def _fill_speedup(rows):
+    """Add ``speedup`` to the sharded row when the simulator did not (both strategies ok)."""
+    by = {r.get("strategy"): r for r in rows}
+    rep, sh = by.get("replicated"), by.get("sharded")
+    if rep is None or sh is None or sh.get("speedup") is not None:
+        return
+    if rep.get("status") == "ok" and sh.get("status") == "ok" and sh.get("step_time_s"):
+        sh["speedup"] = rep["step_time_s"] / sh["step_time_s"]
+
+
+# ----------------------------------------------------------------- journal
+def read_journal(path, *, repair=False):
+    """Entries of a points journal, keyed by point hash (first entry wins).
+
+    A last line cut short by a kill does not parse and is dropped; with *repair*
+    the file is truncated to the last whole line so appends start clean.
+    """
+    path = Path(path)
+    entries = {}
+    if not path.is_file():
+        return entries
+    data = path.read_bytes()
+    good_end = 0
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # no newline: the write was cut short
+        line = data[pos:nl]
+        pos = nl + 1
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            break  # torn write; everything after it is suspect too
+        entries.setdefault(entry["hash"], entry)
+        good_end = pos
+    if repair and good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+            f.flush()
+            os.fsync(f.fileno())
+    return entries
+
+
+class _Journal:
+    def __init__(self, path, *, fresh):
+        self.path = Path(path)
+        self.file = open(self.path, "w" if fresh else "a", encoding="utf-8")
+
+    def append(self, entry):
+        # One write per line, then flush+fsync: a SIGKILL leaves whole lines plus at most one torn one.
+        self.file.write(json.dumps(entry, default=str, separators=(",", ":")) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def close(self):
+        self.file.close()
+
+
+# ----------------------------------------------------------------- running
+def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, scheduler=None,
+                   reduced=False, limit=None, progress=None, write=True):
+    """Run every point of *experiment* and write the results into *out_dir*.
+
+    *point_fn*: ``point -> list[dict]`` (default ``wus_sim.step.simulate_point``; must be
+    importable by worker processes). *jobs*: worker processes (1 = in this process).
+    *resume*: skip points already in ``out_dir/points.jsonl``. *scheduler*: a Dask
+    scheduler address (or a ``distributed.Client``) to run the points on instead.
+    *reduced*/*limit*: the experiment's reduced form / the first N points.
+    *progress*: show a tqdm bar on stderr (default: when stderr is a terminal).
+    Returns a :class:`RunResult`; writes results.csv/.parquet, columns.md/.json,
+    config.resolved.yaml when *write*.
+    """
+    t0 = time.perf_counter()
+    if point_fn is None:
+        point_fn = _default_point_fn()
+    if jobs is None or jobs < 1:
+        raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = experiment.points(reduced=reduced, limit=limit)
+    hashes = [point_hash(p) for p in points]
+    journal_path = out_dir / JOURNAL_NAME
+    done = read_journal(journal_path, repair=True) if resume else {}
+    wanted = set(hashes)
+    done = {h: e for h, e in done.items() if h in wanted}
+    todo = [(i, h, p) for i, (h, p) in enumerate(zip(hashes, points)) if h not in done]
+    # Duplicated points (the same parameters twice in a sweep) run once.
+    seen, unique_todo = set(done), []
+    for item in todo:
+        if item[1] not in seen:
+            seen.add(item[1])
+            unique_todo.append(item)
+
+    journal = _Journal(journal_path, fresh=not resume)
+    bar = _progress_bar(len(set(hashes)), len(done), progress)
+    try:
+        for index, h, point, outcome in _execute(point_fn, unique_todo, jobs, scheduler):
+            entry = {"hash": h, "index": index, "point": point, **outcome}
+            journal.append(entry)
+            done[h] = entry
+            bar.update(1)
+    finally:
+        bar.close()
+        journal.close()
+
+    rows = []
+    for index, (h, point) in enumerate(zip(hashes, points)):
+        entry = done[h]
+        for row in entry["rows"]:
+            rows.append({"experiment": experiment.name, "point_index": index, "point_hash": h,
+                         "wall_s": entry["wall_s"], **row})
+    from .results import to_frame
+
+    frame = to_frame(rows)
+    files = {"journal": journal_path}
+    if write:
+        files.update(write_run_files(experiment, frame, out_dir, reduced=reduced, limit=limit))
+    return RunResult(frame=frame, out_dir=out_dir, files=files, num_points=len(points),
+                     num_run=len(unique_todo), num_resumed=len(points) - len(todo),
+                     wall_s=time.perf_counter() - t0)
+
+
+def write_run_files(experiment, frame, out_dir, *, reduced=False, limit=None):
+    """Write results.csv/.parquet, columns.md/.json and config.resolved.yaml; return their paths."""
+    import yaml
+
+    from .results import write_columns_doc, write_results
+
+    out_dir = Path(out_dir)
+    csv_path, parquet_path = write_results(frame, out_dir)
+    columns_md = write_columns_doc(frame, out_dir)
+    resolved = out_dir / "config.resolved.yaml"
+    resolved.write_text(yaml.safe_dump(experiment.resolved(reduced=reduced, limit=limit), sort_keys=False))
+    return {"results_csv": csv_path, "results_parquet": parquet_path, "columns_md": columns_md,
+            "columns_json": out_dir / "columns.json", "config_resolved": resolved}
+
+
+def _progress_bar(total, initial, enabled):
+    from tqdm import tqdm
+
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return tqdm(total=total, initial=initial, disable=not enabled, file=sys.stderr, unit="point",
+                desc="points", dynamic_ncols=True)
+
+
+def _execute(point_fn, todo, jobs, scheduler):
+    """Yield ``(index, hash, point, outcome)`` as points finish, in completion order."""
+    if not todo:
+        return
+    if scheduler is not None:
+        yield from _execute_dask(point_fn, todo, scheduler)
+    elif jobs == 1 or len(todo) == 1:
+        for index, h, point in todo:
+            yield index, h, point, evaluate_point(point_fn, point)
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)))
+        try:
+            futures = {pool.submit(evaluate_point, point_fn, point): (index, h, point)
+                       for index, h, point in todo}
+            for future in as_completed(futures):
+                index, h, point = futures[future]
+                yield index, h, point, future.result()
+        finally:
+            # On an error or Ctrl-C, drop the queued points; finished ones are journaled.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _execute_dask(point_fn, todo, scheduler):
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
+                          key_path="--scheduler") from None
+    own_client = not isinstance(scheduler, Client)
+    try:
+        client = Client(scheduler, set_as_default=False, timeout="20s") if own_client else scheduler
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"cannot reach the Dask scheduler: {exc}", key_path="--scheduler",
+                          value=str(scheduler)) from None
+    try:
+        futures = {}
+        for index, h, point in todo:
+            future = client.submit(evaluate_point, point_fn, point, pure=False)
+            futures[future] = (index, h, point)
+        for future in as_completed(futures):
+            index, h, point = futures[future]
+            yield index, h, point, future.result()
+    finally:
+        if own_client:
+            client.close()

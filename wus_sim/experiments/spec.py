@@ -1,0 +1,573 @@
+"""Experiment files: the point-parameter table, strict validation and sweep expansion.
+
+An experiment YAML names what to simulate and which parameters to sweep; it
+only refers to workloads, topologies and optimizers by name::
+
+    name: quickstart                      # default: the file's stem
+    description: Speedup of sharded over replicated weight update.
+    workloads: [resnet50, transformer-big] # sweep axis 'workload'
+    topologies: [tpu-v3-32, tpu-v3-512]    # sweep axis 'topology'
+    optimizers: [adam, lars]               # sweep axis 'optimizer'
+    strategies: [replicated, sharded]      # one point simulates both ('both')
+    base:                                  # fixed point parameters
+      per_replica_batch: 16
+    sweep:                                 # axes: cartesian product ...
+      link_GBps: [50, 100, 200]
+      zip:                                 # ... except zip groups, which vary together
+        - topology: [tpu-v3-32, tpu-v3-128]
+          global_batch: [4096, 16384]
+    reduce:                                # the reduced form (tests, --reduced): keep only
+      topology: [tpu-v3-32]                #   points whose value is listed
+    plots:
+      - kind: speedup                      # options are checked by wus_sim.plotting
+        name: speedup
+
+Every point parameter, its type, default, unit and rule is in ONE table,
+:data:`POINT_KEYS`; ``wus_sim.step.simulate_point`` accepts exactly those keys
+and the results table documents them from the same entries. Points always
+carry every key (defaults filled in), so a point's hash names it completely.
+``None`` (YAML ``null``) means "the model's own default" (the workload's
+optimizer and gradient dtype, the topology's link bandwidth, ...).
+"""
+
+from dataclasses import dataclass, field
+import hashlib
+import itertools
+import json
+from pathlib import Path
+
+from ..config import Section, key_join, load_yaml
+from ..errors import ConfigError, UnknownNameError
+
+__all__ = [
+    "Param", "POINT_KEYS", "STRATEGY_CHOICES", "Axis", "PlotSpec", "Experiment",
+    "load_experiment", "parse_experiment", "check_point_value", "complete_point",
+    "point_hash", "strategies_of",
+]
+
+STRATEGY_CHOICES = ("replicated", "sharded", "both")
+"""Values of the ``strategy`` key; ``both`` simulates the two and reports the speedup."""
+
+_ALGORITHMS_CONTRACT = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
+
+
+def _algorithms():
+    """Collective algorithms, from the collective engine (the contract's list until it exists)."""
+    try:
+        from ..collectives import ALGORITHMS
+    except ImportError:
+        return _ALGORITHMS_CONTRACT
+    return tuple(ALGORITHMS)
+
+
+# ---------------------------------------------------------------- name checks
+def _existing_path(text, base_dir):
+    """*text* as an existing YAML file (relative to cwd, then to *base_dir*), or None."""
+    if not text.endswith((".yaml", ".yml")) and "/" not in text:
+        return None
+    for candidate in (Path(text), (Path(base_dir) / text) if base_dir else None):
+        if candidate is not None and candidate.is_file():
+            return candidate if candidate == Path(text) else candidate.resolve()
+    raise ConfigError("file not found", value=text)
+
+
+def _known(module, function):
+    """Names known to ``wus_sim.<module>.<function>()``, or None while that module is not built."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"wus_sim.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith(f"wus_sim.{module}"):
+            return None  # built by another helper; names are checked once it exists
+        raise
+    known = getattr(mod, function, None)
+    return None if known is None else known()
+
+
+def _check_name(kind, module, function):
+    def check(value, base_dir):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"must be a {kind} name or a path to a {kind} YAML file", value=value)
+        path = _existing_path(value, base_dir)
+        if path is not None:
+            return str(path)
+        known = _known(module, function)
+        if known is not None and value not in known:
+            raise UnknownNameError(kind, value, known)
+        return value
+    return check
+
+
+def _check_topology(value, base_dir):
+    if not isinstance(value, str) or not value:
+        raise ConfigError("must be a topology name, a path, or inline torus:16x16 / mesh:8x8 / torus:8x8x8",
+                          value=value)
+    from ..topology import known_topologies, parse_inline
+
+    if value.startswith(("torus:", "mesh:")):
+        if parse_inline(value) is None:
+            raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)", value=value)
+        return value
+    path = _existing_path(value, base_dir)
+    if path is not None:
+        return str(path)
+    if value not in known_topologies():
+        raise UnknownNameError("topology", value, known_topologies())
+    return value
+
+
+# ---------------------------------------------------------------- the table
+@dataclass(frozen=True)
+class Param:
+    """One point parameter: its type, default, unit and rule."""
+
+    name: str
+    kind: str
+    """``'name'`` (checked by *check*), ``'choice'``, ``'int'``, ``'number'``, ``'bool'``,
+    ``'wrap'`` (a bool, or one bool per torus axis)."""
+    default: object = None
+    """Value when the experiment does not set it; ``None`` = the model's own default."""
+    meaning: str = ""
+    """One line for columns.md: what the parameter is, and what ``None`` means."""
+    unit: str = ""
+    """The unit the user writes (and that the results column carries)."""
+    required: bool = False
+    nullable: bool = True
+    """Whether ``null`` is allowed (it means the model's default)."""
+    choices: object = None
+    """Tuple of allowed values, or a function returning it (``'choice'``)."""
+    minimum: float = None
+    maximum: float = None
+    positive: bool = False
+    check: object = field(default=None, compare=False)
+    """``check(value, base_dir) -> value`` for names; raises ConfigError/UnknownNameError."""
+
+    def rule(self):
+        """The rule in words, for error messages and columns.md."""
+        if self.kind == "choice":
+            text = "one of " + ", ".join(self._choices())
+        elif self.kind == "int":
+            text = "a whole number"
+        elif self.kind == "number":
+            text = "a number"
+        elif self.kind == "bool":
+            text = "true or false"
+        elif self.kind == "wrap":
+            text = "true/false, or a list with one true/false per torus axis"
+        else:
+            text = f"a {self.name} name or path"
+        bounds = []
+        if self.positive:
+            bounds.append("> 0")
+        if self.minimum is not None:
+            bounds.append(f">= {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        if bounds:
+            text += " " + " and ".join(bounds)
+        if self.nullable and not self.required:
+            text += " (or null)"
+        return text
+
+    def _choices(self):
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+
+def _table(*params):
+    return {p.name: p for p in params}
+
+
+POINT_KEYS = _table(
+    Param("workload", "name", required=True, nullable=False,
+          meaning="Workload profile: a shipped name (see `wus-sim describe workload`) or a path to a workload YAML.",
+          check=_check_name("workload", "workloads", "known_workloads")),
+    Param("topology", "name", required=True, nullable=False,
+          meaning="TPU slice: a shipped name (tpu-v3-512), a path, or inline torus:16x16 / mesh:8x8 / "
+                  "torus:8x8x8 (1 core per chip, generic chip).",
+          check=_check_topology),
+    Param("optimizer", "name",
+          meaning="Optimizer (see `wus-sim describe optimizer`); null = the workload's default.",
+          check=_check_name("optimizer", "optimizers", "known_optimizers")),
+    Param("strategy", "choice", default="both", nullable=False, choices=STRATEGY_CHOICES,
+          meaning="Weight-update strategy simulated for the point; 'both' gives one row each and the speedup."),
+    Param("per_replica_batch", "int", minimum=1, unit="examples",
+          meaning="Examples per replica per step; null = global_batch / replicas, or the workload's default."),
+    Param("global_batch", "int", minimum=1, unit="examples",
+          meaning="Examples per step over all replicas; set this or per_replica_batch, not both."),
+    Param("link_GBps", "number", positive=True, unit="GB/s",
+          meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
+    Param("hop_latency_us", "number", minimum=0, unit="us",
+          meaning="Latency per ICI hop; null = the topology's."),
+    Param("wraparound", "wrap",
+          meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
+    Param("cores_per_chip", "int", minimum=1,
+          meaning="Cores (replicas) per chip; null = the topology's."),
+    Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
+          meaning="Collective algorithm of the gradient reduction and weight all-gather."),
+    Param("bidirectional", "bool", default=False, nullable=False,
+          meaning="Run each ring phase in both directions at once (half the data each way)."),
+    Param("bucket_MiB", "number", positive=True, unit="MiB",
+          meaning="Gradient fusion bucket size (2^20 B); null = the planner's default."),
+    Param("overlap_grad_reduce", "bool", default=True, nullable=False,
+          meaning="Start each bucket's gradient reduction as soon as backward has produced it."),
+    Param("overlap_all_gather", "bool", default=True, nullable=False,
+          meaning="Sharded: overlap the weight all-gather with the next step's forward "
+                  "(false: at the end of the step)."),
+    Param("grad_dtype", "choice", choices=("fp32", "bf16"),
+          meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
+    Param("mxu_efficiency", "number", positive=True, maximum=1,
+          meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
+    Param("steps", "int", default=3, minimum=2, nullable=False, unit="steps",
+          meaning="Consecutive training steps simulated; the step time is the steady-state period."),
+)
+"""Every key a point may have, in column order. ``wus_sim.step.simulate_point`` accepts exactly these."""
+
+
+def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
+    """Validate *value* for point parameter *key*; return it normalised.
+
+    Errors name *file*, *key_path* (default: *key*), the value and the rule.
+    """
+    key_path = key_path or key
+    param = POINT_KEYS.get(key)
+    if param is None:
+        raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}",
+                          file=file, key_path=key_path)
+
+    def bad(rule=None):
+        return ConfigError(f"must be {rule or param.rule()}", file=file, key_path=key_path, value=value)
+
+    if value is None:
+        if param.required or not param.nullable:
+            raise bad()
+        return None
+    kind = param.kind
+    if kind == "name":
+        try:
+            return param.check(value, base_dir)
+        except ConfigError as exc:
+            raise ConfigError(exc.rule, file=file, key_path=key_path, value=value) from None
+        except UnknownNameError as exc:
+            raise ConfigError(f"is not a known {exc.kind}; known: {', '.join(exc.known)}",
+                              file=file, key_path=key_path, value=value) from None
+    if kind == "choice":
+        if value not in param._choices():
+            raise bad()
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad()
+        return value
+    if kind == "wrap":
+        if isinstance(value, bool):
+            return value
+        if (isinstance(value, list) and 1 <= len(value) <= 3
+                and all(isinstance(v, bool) for v in value)):
+            return list(value)
+        raise bad()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad()
+    if kind == "int":
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise bad()
+            value = int(value)
+    else:
+        value = float(value)
+    if param.positive and not value > 0:
+        raise bad()
+    if param.minimum is not None and value < param.minimum:
+        raise bad()
+    if param.maximum is not None and value > param.maximum:
+        raise bad()
+    return value
+
+
+def complete_point(values):
+    """A full point: every key of :data:`POINT_KEYS` in table order, defaults filled in."""
+    unknown = set(values) - set(POINT_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown point parameters {sorted(unknown)}; known: {', '.join(POINT_KEYS)}")
+    return {key: values.get(key, param.default) for key, param in POINT_KEYS.items()}
+
+
+def point_hash(point):
+    """Stable 16-hex-digit id of a point's parameters (key order does not matter)."""
+    text = json.dumps(point, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def strategies_of(point):
+    """The strategies a point simulates: ``('replicated', 'sharded')`` for ``'both'``."""
+    strategy = point.get("strategy", "both")
+    return ("replicated", "sharded") if strategy == "both" else (strategy,)
+
+
+# ---------------------------------------------------------------- experiments
+@dataclass(frozen=True)
+class Axis:
+    """A sweep axis group: one key, or several keys that vary together (a zip group)."""
+
+    keys: tuple
+    values: tuple
+    """One tuple of values per key, all the same length."""
+    where: tuple
+    """Key path of each key in the file (for error messages)."""
+
+    def __len__(self):
+        return len(self.values[0])
+
+    def rows(self):
+        """One ``{key: value}`` dict per position along the axis."""
+        return [dict(zip(self.keys, combo)) for combo in zip(*self.values)]
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """A plot the experiment asks for; its options are checked by :mod:`wus_sim.plotting`."""
+
+    kind: str
+    name: str
+    """File stem of the PNG/SVG written beside the results."""
+    options: dict
+    section: Section = field(repr=False, compare=False)
+    """The YAML mapping it came from (for errors naming file and key path)."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment: fixed parameters, sweep axes, reduced-form filter and plots."""
+
+    name: str
+    description: str
+    file: str
+    """Source YAML path (``None`` when built from a mapping)."""
+    base: dict
+    """Fixed point parameters (validated, defaults not yet filled)."""
+    axes: tuple
+    """:class:`Axis` groups, outermost first; the sweep is their cartesian product."""
+    reduce: dict = field(default_factory=dict)
+    """``{key: [values]}``: the reduced form keeps only points whose value is listed."""
+    plots: tuple = ()
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+    """The parsed YAML document as written."""
+
+    @property
+    def num_points(self):
+        n = 1
+        for axis in self.axes:
+            n *= len(axis)
+        return n
+
+    def points(self, *, reduced=False, limit=None):
+        """Expanded, complete points in sweep order (first axis outermost).
+
+        *reduced* applies the ``reduce`` filter; *limit* keeps the first N points.
+        """
+        out = []
+        for combo in itertools.product(*(axis.rows() for axis in self.axes)):
+            values = dict(self.base)
+            for part in combo:
+                values.update(part)
+            point = complete_point(values)
+            if reduced and any(point[k] not in keep for k, keep in self.reduce.items()):
+                continue
+            self._check_cross(point)
+            out.append(point)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def _check_cross(self, point):
+        if point["per_replica_batch"] is not None and point["global_batch"] is not None:
+            raise ConfigError(
+                "per_replica_batch and global_batch are both set for a point "
+                f"({point['per_replica_batch']} and {point['global_batch']}); give one of them",
+                file=self.file, key_path=self._where("per_replica_batch"))
+
+    def _where(self, key):
+        if key in self.base:
+            return key_join("base", key)
+        for axis in self.axes:
+            if key in axis.keys:
+                return axis.where[axis.keys.index(key)]
+        return None
+
+    def swept_keys(self):
+        """Keys that take more than one value over the sweep, in axis order."""
+        return [k for axis in self.axes if len(axis) > 1 for k in axis.keys]
+
+    def resolved(self, *, reduced=False, limit=None):
+        """A plain mapping of the experiment with every default spelled out (config.resolved.yaml)."""
+        points = self.points(reduced=reduced, limit=limit)
+        swept = {k for axis in self.axes for k in axis.keys}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.file,
+            "base": {k: v for k, v in complete_point(self.base).items() if k not in swept},
+            "sweep": [{k: list(v) for k, v in zip(axis.keys, axis.values)} for axis in self.axes],
+            "swept_keys": self.swept_keys(),
+            "reduce": {k: list(v) for k, v in self.reduce.items()},
+            "reduced": bool(reduced),
+            "limit": limit,
+            "num_points": len(points),
+            "plots": [{"kind": p.kind, "name": p.name, **p.options} for p in self.plots],
+        }
+
+
+_TOP_KEYS = ("name", "description", "workloads", "topologies", "optimizers", "strategies",
+             "base", "sweep", "reduce", "plots")
+_SUGAR = {"workloads": "workload", "topologies": "topology", "optimizers": "optimizer"}
+
+
+def load_experiment(path):
+    """Read and validate an experiment YAML file."""
+    path = Path(path)
+    return parse_experiment(load_yaml(path), file=path)
+
+
+def parse_experiment(doc, *, file=None, name=None):
+    """Validate an experiment mapping; *file* is used in errors and to resolve relative paths."""
+    top = Section(doc, file=file)
+    top.check_keys(optional=_TOP_KEYS)
+    base_dir = Path(file).parent if file is not None else None
+    default_name = Path(file).stem if file is not None else (name or "experiment")
+    exp_name = top.string("name", default_name)
+    description = top.string("description", "")
+
+    origin = {}  # key -> key path where it was set, to reject a key set twice
+
+    def claim(key, where):
+        if key not in POINT_KEYS:
+            raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}",
+                              file=top.file, key_path=where)
+        if key in origin:
+            raise ConfigError(f"sets {key!r}, which {origin[key]} already sets; set each parameter in one place",
+                              file=top.file, key_path=where)
+        origin[key] = where
+
+    def values_list(sec, key, where, point_key=None):
+        raw = sec.get(key)
+        key = point_key or key
+        if isinstance(raw, str) and where in _SUGAR:
+            raw = [raw]  # `workloads: resnet50` is a list of one
+        if not isinstance(raw, list) or not raw:
+            raise ConfigError("must be a non-empty list of values", file=top.file, key_path=where,
+                              value=raw)
+        return tuple(check_point_value(key, v, file=top.file, key_path=key_join(where, i), base_dir=base_dir)
+                     for i, v in enumerate(raw))
+
+    axes = []
+    for sugar, key in _SUGAR.items():
+        if sugar in top:
+            claim(key, sugar)
+            axes.append(Axis((key,), (values_list(top, sugar, sugar, key),), (sugar,)))
+
+    base = {}
+    if "strategies" in top:
+        claim("strategy", "strategies")
+        base["strategy"] = _parse_strategies(top)
+
+    if "base" in top:
+        sec = top.section("base")
+        for key in sec.keys():
+            where = key_join("base", key)
+            claim(key, where)
+            base[key] = check_point_value(key, sec.get(key), file=top.file, key_path=where, base_dir=base_dir)
+
+    if "sweep" in top:
+        sweep = top.section("sweep")
+        for key in sweep.keys():
+            if key == "zip":
+                groups = sweep.list("zip")
+                for g, raw_group in enumerate(groups):
+                    gpath = key_join(key_join("sweep", "zip"), g)
+                    group = Section(raw_group, file=top.file, path=gpath)
+                    if len(group.keys()) < 1:
+                        raise ConfigError("must name at least one parameter", file=top.file, key_path=gpath)
+                    keys, values, wheres = [], [], []
+                    for gkey in group.keys():
+                        where = key_join(gpath, gkey)
+                        claim(gkey, where)
+                        keys.append(gkey)
+                        values.append(values_list(group, gkey, where))
+                        wheres.append(where)
+                    lengths = {len(v) for v in values}
+                    if len(lengths) > 1:
+                        raise ConfigError(
+                            "lists of a zip group vary together and must have the same length; got "
+                            + ", ".join(f"{k}: {len(v)}" for k, v in zip(keys, values)),
+                            file=top.file, key_path=gpath)
+                    axes.append(Axis(tuple(keys), tuple(values), tuple(wheres)))
+                continue
+            where = key_join("sweep", key)
+            claim(key, where)
+            axes.append(Axis((key,), (values_list(sweep, key, where),), (where,)))
+
+    for sugar, key in (("workloads", "workload"), ("topologies", "topology")):
+        if key not in origin:
+            raise ConfigError(f"needs a {key}: list it under '{sugar}', or set '{key}' in 'base' or 'sweep'",
+                              file=top.file)
+
+    swept = {k: axis for axis in axes for k in axis.keys}
+    reduce = {}
+    if "reduce" in top:
+        sec = top.section("reduce")
+        for key in sec.keys():
+            where = key_join("reduce", key)
+            if key not in swept:
+                raise ConfigError(f"is not a sweep axis of this experiment; sweep axes: {', '.join(swept) or 'none'}",
+                                  file=top.file, key_path=where)
+            keep = values_list(sec, key, where)
+            axis = swept[key]
+            allowed = axis.values[axis.keys.index(key)]
+            for i, v in enumerate(keep):
+                if v not in allowed:
+                    raise ConfigError(f"is not among the sweep's values for {key} ({', '.join(map(str, allowed))})",
+                                      file=top.file, key_path=key_join(where, i), value=v)
+            reduce[key] = keep
+
+    plots = _parse_plots(top) if "plots" in top else ()
+
+    exp = Experiment(name=exp_name, description=description, file=top.file, base=base, axes=tuple(axes),
+                     reduce=reduce, plots=plots, raw=doc)
+    # Cross-key rules are checked on every point now, so a bad combination fails before any run.
+    exp.points()
+    if reduce and not exp.points(reduced=True):
+        raise ConfigError("keeps no point of the sweep", file=top.file, key_path="reduce")
+    return exp
+
+
+def _parse_strategies(top):
+    raw = top.get("strategies")
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw:
+        raise top.error("strategies", "must be a list of replicated/sharded (or 'both')", raw)
+    for i, s in enumerate(raw):
+        if s not in STRATEGY_CHOICES:
+            raise ConfigError(f"must be one of {', '.join(STRATEGY_CHOICES)}", file=top.file,
+                              key_path=key_join("strategies", i), value=s)
+    chosen = set(raw)
+    if "both" in chosen or chosen == {"replicated", "sharded"}:
+        return "both"
+    return raw[0]
+
+
+def _parse_plots(top):
+    raw = top.list("plots")
+    plots, names = [], set()
+    for i, item in enumerate(raw):
+        sec = Section(item, file=top.file, path=key_join("plots", i))
+        kind = sec.string("kind")
+        name = sec.string("name", kind)
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise sec.error("name", "must be a file stem of letters, digits, '-' and '_'", name)
+        if name in names:
+            raise sec.error("name", "is used by another plot of this experiment; names must be unique", name)
+        names.add(name)
+        options = {k: v for k, v in item.items() if k not in ("kind", "name")}
+        plots.append(PlotSpec(kind=kind, name=name, options=options, section=sec))
+    return tuple(plots)

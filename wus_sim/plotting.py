@@ -1,0 +1,539 @@
+"""Plots of experiment results: each function takes an ``ax`` and a DataFrame and returns what it drew.
+
+The DataFrame is a results table (:mod:`wus_sim.experiments.results`): long form,
+one row per point and strategy. Functions pick the rows they need (sharded rows
+for speedups, ``status == 'ok'`` for times) and label axes with units from the
+column table. matplotlib is imported inside the functions only.
+
+An experiment's ``plots:`` entries name a *kind* (a key of :data:`PLOT_KINDS`)
+and its options; :func:`check_plots` validates them before a run and
+:func:`save_plots` draws each into ``NAME.png`` and ``NAME.svg``. Common options:
+``title``, ``where`` (``{column: value or [values]}``: keep only those rows),
+``facet`` (a column: one panel per value) and ``figsize`` ([width, height] inches).
+"""
+
+from dataclasses import dataclass
+import math
+from pathlib import Path
+
+from .config import Section, key_join
+from .errors import ConfigError
+from .experiments.results import column_label, columns
+
+__all__ = [
+    "PLOT_KINDS", "BREAKDOWN_PARTS", "MEMORY_PARTS",
+    "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap", "plot_lines",
+    "check_plots", "draw_figure", "save_plots",
+]
+
+BREAKDOWN_PARTS = ("fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
+"""Step-time parts, stacked bottom to top; they add up to ``step_time_s``."""
+
+MEMORY_PARTS = ("mem_weights_bytes", "mem_gradients_bytes", "mem_slots_bytes", "mem_padding_bytes",
+                "mem_activations_bytes", "mem_collective_buffers_bytes")
+"""Per-replica memory parts, stacked bottom to top (those present in the results)."""
+
+_PART_COLORS = {
+    "fwd_s": "#4C72B0", "bwd_s": "#8FAADC", "update_s": "#DD8452", "exposed_comm_s": "#C44E52",
+    "extra_reduction_s": "#937860", "idle_s": "#BBBBBB",
+    "mem_weights_bytes": "#4C72B0", "mem_gradients_bytes": "#8FAADC", "mem_slots_bytes": "#DD8452",
+    "mem_padding_bytes": "#937860", "mem_activations_bytes": "#55A868",
+    "mem_collective_buffers_bytes": "#BBBBBB",
+}
+_STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd"}
+_STYLE = {
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.grid": True, "grid.alpha": 0.3, "svg.fonttype": "none",
+}
+
+
+# ----------------------------------------------------------------- helpers
+def _ok(df, strategy=None):
+    rows = df[df["status"] == "ok"] if "status" in df.columns else df
+    if strategy is not None:
+        rows = rows[rows["strategy"] == strategy]
+    return rows
+
+
+def _varying(df, exclude=()):
+    """Point parameters (and slice columns) that take more than one value in *df*."""
+    from .experiments.spec import POINT_KEYS
+
+    candidates = [k for k in POINT_KEYS if k != "strategy"] + ["replicas"]
+    out = []
+    for key in candidates:
+        if key in df.columns and key not in exclude and df[key].astype("string").nunique(dropna=False) > 1:
+            out.append(key)
+    if "replicas" in out and ("topology" in out or "topology" in exclude):
+        out.remove("replicas")  # it follows from the topology
+    return out
+
+
+def _label_keys(df, wanted, exclude, unique_by=("strategy",)):
+    """*wanted* columns, plus as few other varying parameters as it takes for the rows
+    of each (label, *unique_by*) to be one, so that no two series collapse into one."""
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted or [])
+    keys = [k for k in wanted if k in df.columns]
+    candidates = [k for k in _varying(df, exclude=set(keys)) if k not in exclude]
+    # The topology decides the replica count: prefer the count, then name the topology if needed.
+    candidates.sort(key=lambda k: k == "topology")
+    if "replicas" in exclude and "topology" in candidates:
+        candidates = [k for k in candidates if k != "topology"] + ["topology"]
+    by = [c for c in unique_by if c in df.columns]
+    while candidates and len(df) and df.duplicated(subset=keys + by).any():
+        keys.append(candidates.pop(0))
+    return keys
+
+
+def _fmt(value):
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _label(keys, values):
+    if not keys:
+        return "all"
+    values = values if isinstance(values, tuple) else (values,)
+    parts = []
+    for k, v in zip(keys, values):
+        text = _fmt(v)
+        if k in ("workload", "topology", "optimizer") or not text.replace(".", "").isdigit():
+            parts.append(text if k in ("workload", "topology", "optimizer") else f"{k}={text}")
+        else:
+            parts.append(f"{column_label(k, display=False)[0]}={text}")
+    return ", ".join(parts)
+
+
+def _groups(df, keys):
+    if not keys:
+        return [((), df)]
+    # Results come in sweep order; keep it (it is the order the user wrote the values in).
+    return list(df.groupby(keys, sort=False, dropna=False))
+
+
+def _legend_outside(ax, **kw):
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    return ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+                     borderaxespad=0.0, **kw)
+
+
+def _log2_axis(ax, values):
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ticks = sorted({float(v) for v in values if v == v and v > 0})
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([_fmt(t) for t in ticks])
+    if len(ticks) > 1:
+        ax.set_xlim(ticks[0] / 1.3, ticks[-1] * 1.3)
+
+
+# ----------------------------------------------------------------- plots
+def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=True, title=None):
+    """Speedup of sharded over replicated weight update vs *x* (replicas, log2 axis), a line per *hue*.
+
+    Uses the sharded rows with status ok. Returns the list of Line2D drawn.
+    """
+    rows = _ok(df, "sharded").dropna(subset=[x, y])
+    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x,))
+    lines = []
+    markers = "osD^v<>ph*"
+    for i, (values, group) in enumerate(_groups(rows, keys)):
+        group = group.sort_values(x)
+        (line,) = ax.plot(group[x].astype(float), group[y].astype(float), marker=markers[i % len(markers)],
+                          linewidth=1.8, markersize=5, label=_label(keys, values))
+        lines.append(line)
+    ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
+    ax.text(1.0, 1.0, " no gain", transform=ax.get_yaxis_transform(), va="bottom", ha="right",
+            fontsize=8, color="0.35")
+    if logx and len(rows):
+        _log2_axis(ax, rows[x].astype(float))
+    ax.set_xlabel("replicas (one per TPU core)" if x == "replicas" else column_label(x)[0]
+                  + (" (log2)" if logx else ""))
+    ax.set_ylabel("speedup = replicated / sharded step time" if y == "speedup" else column_label(y)[0])
+    ax.set_title(title or "Speedup of sharded over replicated weight update")
+    _legend_outside(ax, title=", ".join(keys) if keys else None)
+    return lines
+
+
+def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annotate=True):
+    """Stacked step-time breakdown (ms), replicated vs sharded bar side by side for each group.
+
+    Groups are the values of *by* (default: the parameters that vary). Returns the
+    list of BarContainers drawn (one per part).
+    """
+    rows = _ok(df)
+    parts = [p for p in parts if p in rows.columns]
+    keys = _label_keys(rows, by if by is not None else _varying(rows), exclude=())
+    groups = _groups(rows, keys)
+    width, gap = 0.8, 0.6
+    positions, strategies, bottoms, values = [], [], [], {p: [] for p in parts}
+    centers, group_labels, speedups = [], [], []
+    x = 0.0
+    for gvalues, group in groups:
+        start = x
+        for strategy in ("replicated", "sharded"):
+            srow = group[group["strategy"] == strategy]
+            if srow.empty:
+                continue
+            srow = srow.iloc[0]
+            positions.append(x)
+            strategies.append(strategy)
+            for p in parts:
+                values[p].append(float(srow[p]) * 1e3 if srow[p] == srow[p] else 0.0)
+            if strategy == "sharded" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
+                speedups.append((x, float(srow["step_time_s"]) * 1e3, float(srow["speedup"])))
+            x += 1.0
+        if x > start:
+            centers.append((start + x - 1.0) / 2)
+            group_labels.append(_label(keys, gvalues).replace(", ", "\n"))
+            x += gap
+    containers = _stack(ax, positions, width, parts, values)
+    if annotate:
+        for xpos, top, s in speedups:
+            ax.annotate(f"x{s:.2f}", (xpos, top), xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(positions, [_STRATEGY_SHORT[s] for s in strategies], minor=True)
+    ax.set_xticks(centers, group_labels)
+    ax.tick_params(axis="x", which="major", length=0, pad=16)
+    ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
+    ax.grid(axis="x", visible=False)
+    ax.set_ylim(0, max(_bar_tops(containers), default=1.0) * 1.12)
+    ax.set_ylabel("step time [ms]")
+    ax.set_title(title or "Step-time breakdown: replicated (rep) vs sharded (shd) update")
+    _legend_outside(ax, reverse=True)
+    return containers
+
+
+def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=True):
+    """Per-replica memory (GiB), stacked by part, replicated vs sharded for each group (e.g. optimizer).
+
+    Rows of every status are drawn (an infeasible point is exactly the one that
+    does not fit); a dashed line marks the HBM capacity when ``hbm_bytes`` is known.
+    Returns the list of BarContainers drawn.
+    """
+    rows = df.dropna(subset=[p for p in ("mem_peak_bytes",) if p in df.columns])
+    parts = [p for p in parts if p in rows.columns and rows[p].fillna(0).abs().sum() > 0]
+    keys = _label_keys(rows, by if by is not None else ["optimizer"], exclude=())
+    width, gap = 0.8, 0.6
+    x, positions, strategies, centers, group_labels = 0.0, [], [], [], []
+    values = {p: [] for p in parts}
+    peaks, infeasible = [], []
+    for gvalues, group in _groups(rows, keys):
+        start = x
+        for strategy in ("replicated", "sharded"):
+            srow = group[group["strategy"] == strategy]
+            if srow.empty:
+                continue
+            srow = srow.iloc[0]
+            positions.append(x)
+            strategies.append(strategy)
+            for p in parts:
+                values[p].append(float(srow[p]) / 2**30 if srow[p] == srow[p] else 0.0)
+            peaks.append(float(srow["mem_peak_bytes"]) / 2**30)
+            infeasible.append(srow.get("status", "ok") != "ok")
+            x += 1.0
+        if x > start:
+            centers.append((start + x - 1.0) / 2)
+            group_labels.append(_label(keys, gvalues).replace(", ", "\n"))
+            x += gap
+    containers = _stack(ax, positions, width, parts, values)
+    ax.scatter(positions, peaks, marker="_", s=200, color="black", zorder=3, label="peak")
+    for xpos, peak, bad in zip(positions, peaks, infeasible):
+        if bad:
+            ax.annotate("does not fit", (xpos, peak), xytext=(0, 3), textcoords="offset points",
+                        ha="center", fontsize=7, color="#C44E52")
+    hbm = None
+    if capacity and "hbm_bytes" in rows.columns and rows["hbm_bytes"].notna().any():
+        hbm = float(rows["hbm_bytes"].dropna().min()) / 2**30
+        if max(peaks, default=0.0) >= 0.4 * hbm:
+            ax.axhline(hbm, color="#C44E52", linestyle="--", linewidth=1, label=f"HBM per replica ({hbm:.3g} GiB)")
+        else:
+            # Far above the bars: say it rather than squash them.
+            ax.plot([], [], " ", label=f"HBM per replica: {hbm:.3g} GiB (off scale)")
+            hbm = None
+    ax.set_xticks(positions, [_STRATEGY_SHORT[s] for s in strategies], minor=True)
+    ax.set_xticks(centers, group_labels)
+    ax.tick_params(axis="x", which="major", length=0, pad=16)
+    ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
+    ax.grid(axis="x", visible=False)
+    tops = _bar_tops(containers) + peaks + ([hbm] if hbm else [])
+    ax.set_ylim(0, max(tops, default=1.0) * 1.1)
+    ax.set_ylabel("memory per replica [GiB]")
+    ax.set_title(title or "Per-replica memory: replicated (rep) vs sharded (shd)")
+    _legend_outside(ax, reverse=True)
+    return containers
+
+
+def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded",
+                 title=None, fmt=".2f", cmap="RdYlGn"):
+    """What-if heatmap: *value* over *x* and *y* (e.g. speedup over link bandwidth x slice size).
+
+    The colour scale is centred on 1 for speedups (green: sharding faster). Cells
+    without an ok row are grey and marked 'n/a'. Returns the AxesImage.
+    """
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    rows = df if strategy is None else df[df["strategy"] == strategy]
+    ok = _ok(rows)
+    xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
+    ys = sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str)
+    grid = np.full((len(ys), len(xs)), np.nan)
+    table = ok.groupby([y, x])[value].mean()
+    for (yv, xv), v in table.items():
+        grid[ys.index(yv), xs.index(xv)] = v
+    finite = grid[np.isfinite(grid)]
+    norm = None
+    if value == "speedup" and finite.size:
+        # Symmetric in ratio: x1.25 and x0.8 get equally strong colours.
+        spread = max(float(finite.max()), 1.0 / float(finite.min()), 1.001)
+        norm = TwoSlopeNorm(vcenter=1.0, vmin=1.0 / spread, vmax=spread)
+    cmap_obj = _cmap(cmap)
+    cmap_obj.set_bad("#DDDDDD")
+    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap_obj, norm=norm)
+    for (i, j), v in np.ndenumerate(grid):
+        if not np.isfinite(v):
+            ax.text(j, i, "n/a", ha="center", va="center", fontsize=8, color="0.3")
+            continue
+        r, g, b, _ = cmap_obj(image.norm(v))
+        dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
+        ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=8, color="white" if dark else "black")
+    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
+    ax.grid(False)
+    ax.set_xlabel(column_label(x)[0])
+    ax.set_ylabel("replicas (one per TPU core)" if y == "replicas" else column_label(y)[0])
+    cbar = ax.figure.colorbar(image, ax=ax, pad=0.02)
+    cbar.set_label("speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0])
+    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
+    ax.set_title(title or f"{what}\nby {column_label(x)[0].split(' [')[0]} and {y}")
+    return image
+
+
+def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated", "sharded"), logx=False,
+               logy=False, title=None):
+    """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded).
+
+    Returns the list of Line2D drawn.
+    """
+    rows = _ok(df).dropna(subset=[x, y])
+    rows = rows[rows["strategy"].isin(list(strategies))]
+    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
+    _, scale = column_label(y)
+    lines = []
+    colors = [c["color"] for c in _prop_cycle()]
+    markers = "osD^v<>ph*"
+    for i, (values, group) in enumerate(_groups(rows, keys)):
+        for strategy, style in (("replicated", "-"), ("sharded", "--")):
+            sgroup = group[group["strategy"] == strategy].sort_values(x)
+            if sgroup.empty:
+                continue
+            label = f"{_label(keys, values)} ({_STRATEGY_SHORT[strategy]})" if keys else strategy
+            xv = sgroup[x].astype(float) if _numeric(sgroup[x]) else sgroup[x].astype(str)
+            (line,) = ax.plot(xv, sgroup[y].astype(float) * scale, linestyle=style,
+                              marker=markers[i % len(markers)], color=colors[i % len(colors)],
+                              linewidth=1.8, markersize=5, label=label)
+            lines.append(line)
+    if logx and len(rows) and _numeric(rows[x]):
+        _log2_axis(ax, rows[x].astype(float))
+    if logy:
+        ax.set_yscale("log")
+    if y == "speedup":
+        ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
+    ax.set_xlabel("replicas (one per TPU core)" if x == "replicas" else column_label(x)[0])
+    ax.set_ylabel(column_label(y)[0])
+    ax.set_title(title or f"{column_label(y)[0].split(' [')[0]} vs {column_label(x)[0].split(' [')[0]}")
+    _legend_outside(ax)
+    return lines
+
+
+def _stack(ax, positions, width, parts, values):
+    """Stacked bars, one container per part (parts that are zero everywhere are left out)."""
+    containers = []
+    bottom = [0.0] * len(positions)
+    for p in parts:
+        if not any(values[p]):
+            continue
+        c = ax.bar(positions, values[p], width, bottom=bottom, color=_PART_COLORS.get(p),
+                   label=column_label(p)[0].split(" [")[0], edgecolor="white", linewidth=0.5)
+        containers.append(c)
+        bottom = [b + v for b, v in zip(bottom, values[p])]
+    return containers
+
+
+def _bar_tops(containers):
+    """Top of every stacked bar (for the y limit: zero-height bars pin autoscaling)."""
+    if not containers:
+        return []
+    tops = [0.0] * len(containers[0].patches)
+    for c in containers:
+        for i, patch in enumerate(c.patches):
+            tops[i] = max(tops[i], patch.get_y() + patch.get_height())
+    return tops
+
+
+def _numeric(series):
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(series)
+
+
+def _cmap(name):
+    import matplotlib
+
+    return matplotlib.colormaps[name].copy()
+
+
+def _prop_cycle():
+    import matplotlib.pyplot as plt
+
+    return list(plt.rcParams["axes.prop_cycle"])
+
+
+# ----------------------------------------------------------------- plot specs
+@dataclass(frozen=True)
+class _Kind:
+    function: object
+    options: dict
+    """option -> (kind, default): kind is 'column', 'columns', 'bool', 'string', 'choice:a|b'."""
+    size: tuple
+    """Default figure size of one panel, inches."""
+
+
+PLOT_KINDS = {
+    "speedup": _Kind(plot_speedup, {"x": ("column", "replicas"), "y": ("column", "speedup"),
+                                    "hue": ("columns", "workload"), "logx": ("bool", True)}, (6.4, 3.8)),
+    "breakdown": _Kind(plot_breakdown, {"by": ("columns", None), "annotate": ("bool", True)}, (7.5, 4.0)),
+    "memory": _Kind(plot_memory, {"by": ("columns", None), "capacity": ("bool", True)}, (7.5, 4.0)),
+    "heatmap": _Kind(plot_heatmap, {"x": ("column", "link_GBps"), "y": ("column", "replicas"),
+                                    "value": ("column", "speedup"), "strategy": ("string", "sharded"),
+                                    "fmt": ("string", ".2f"), "cmap": ("string", "RdYlGn")}, (6.4, 4.4)),
+    "lines": _Kind(plot_lines, {"x": ("column", None), "y": ("column", "step_time_s"),
+                                "hue": ("columns", None), "logx": ("bool", False),
+                                "logy": ("bool", False)}, (6.4, 3.8)),
+}
+"""Plot kinds an experiment may ask for: the function and its options."""
+
+_COMMON = {"title", "where", "facet", "figsize"}
+
+
+def check_plots(plots):
+    """Validate every :class:`~wus_sim.experiments.spec.PlotSpec`; errors name file and key path."""
+    known = {c.name for c in columns()}
+    for plot in plots:
+        sec = plot.section
+        if plot.kind not in PLOT_KINDS:
+            raise sec.error("kind", f"must be one of {', '.join(PLOT_KINDS)}", plot.kind)
+        kind = PLOT_KINDS[plot.kind]
+        sec.check_keys(required={"kind"}, optional={"name"} | _COMMON | set(kind.options))
+        for option, (otype, _default) in kind.options.items():
+            if option not in plot.options:
+                continue
+            value = plot.options[option]
+            names = value if otype == "columns" and isinstance(value, list) else [value]
+            if otype in ("column", "columns"):
+                for i, name in enumerate(names):
+                    if name not in known:
+                        where = option if len(names) == 1 and not isinstance(value, list) else key_join(option, i)
+                        raise sec.error(where, f"is not a results column; known: {', '.join(sorted(known))}", name)
+            elif otype == "bool":
+                sec.boolean(option)
+            else:
+                sec.string(option)
+        if "title" in plot.options:
+            sec.string("title")
+        if "facet" in plot.options and plot.options["facet"] not in known:
+            raise sec.error("facet", "is not a results column", plot.options["facet"])
+        if "figsize" in plot.options:
+            size = plot.options["figsize"]
+            if (not isinstance(size, list) or len(size) != 2
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in size)):
+                raise sec.error("figsize", "must be [width, height] in inches, both > 0", size)
+        if "where" in plot.options:
+            where = sec.section("where")
+            for col in where.keys():
+                if col not in known:
+                    raise where.error(col, "is not a results column", show_value=False)
+
+
+def _select(df, where):
+    for col, want in (where or {}).items():
+        want = want if isinstance(want, list) else [want]
+        df = df[df[col].astype("string").isin([str(w) for w in want]) | df[col].isin(want)]
+    return df
+
+
+def draw_figure(plot, df):
+    """A matplotlib Figure for one plot spec (one panel per ``facet`` value)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    kind = PLOT_KINDS[plot.kind]
+    opts = {k: v for k, v in plot.options.items() if k not in _COMMON}
+    rows = _select(df, plot.options.get("where"))
+    facet = plot.options.get("facet")
+    panels = _groups(rows, [facet]) if facet else [((), rows)]
+    ncols = min(len(panels), 2 if plot.kind in ("breakdown", "memory") else 3)
+    nrows = math.ceil(len(panels) / ncols)
+    w, h = plot.options.get("figsize", kind.size)
+    with plt.rc_context(_STYLE):
+        fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), layout="constrained", squeeze=False)
+        for ax, (value, panel) in zip(axes.flat, panels):
+            title = plot.options.get("title")
+            if facet:
+                value = value[0] if isinstance(value, tuple) else value
+                title = f"{title + ': ' if title else ''}{_fmt(value)}"
+            if panel.empty:
+                ax.text(0.5, 0.5, "no rows to plot", ha="center", va="center", transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            kind.function(ax, panel, title=title, **opts)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_axis_off()
+        if len(panels) > 1:
+            _figure_legend(fig, axes.flat)
+    return fig
+
+
+def _figure_legend(fig, axes):
+    """One legend for all panels, right of them (instead of one per panel)."""
+    seen = {}
+    title = None
+    for ax in axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        title = title or (legend.get_title().get_text() or None)
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            seen.setdefault(text.get_text(), handle)
+        legend.remove()
+    if any(label.startswith("HBM per replica (") for label in seen):
+        seen = {k: v for k, v in seen.items() if not k.endswith("(off scale)")}
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="outside right upper", frameon=False, title=title)
+
+
+def save_plots(plots, df, out_dir):
+    """Draw every plot spec into ``out_dir/NAME.png`` and ``NAME.svg``; return the paths written."""
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    written = []
+    for plot in plots:
+        fig = draw_figure(plot, df)
+        for ext in ("png", "svg"):
+            path = out_dir / f"{plot.name}.{ext}"
+            fig.savefig(path, dpi=150, bbox_inches="tight")
+            written.append(path)
+        plt.close(fig)
+    return written
