@@ -55,6 +55,23 @@ def test_tensors_are_exactly_the_reference_lists(name):
     assert len(w.tensors) == ref["trainable_tensors"]
 
 
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="shared reference not available")
+def test_shipped_files_are_what_the_generator_writes(tmp_path):
+    import runpy
+    import sys
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "regenerate_workloads.py"
+    argv = sys.argv
+    sys.argv = [str(tool), "--json", str(REFERENCE), "--out", str(tmp_path)]
+    try:
+        runpy.run_path(str(tool), run_name="__main__")
+    finally:
+        sys.argv = argv
+    shipped = Path(load_workload("resnet50").path).parent
+    for name in SHIPPED:
+        assert (tmp_path / f"{name}.yaml").read_text() == (shipped / f"{name}.yaml").read_text(), name
+
+
 def test_resnet50_small_tensor_count_matches_workloads_md():
     # workloads.md: 161 tensors, 107 with fewer than 4096 elements
     w = load_workload("resnet50")
