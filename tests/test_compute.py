@@ -1,0 +1,109 @@
+"""Chip compute model: closed forms and invariants."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wus_sim.compute import (ComputeParams, backward_time_s, forward_time_s, layer_times,
+                             memory_bound_time_s, replica_peak_flops, update_time_s, vector_peak_flops)
+from wus_sim.errors import ConfigError
+from wus_sim.topology import load_topology
+from wus_sim.workloads import known_workloads, load_workload
+
+V3 = load_topology("tpu-v3-32")
+
+
+@pytest.mark.parametrize("name", known_workloads())
+def test_forward_closed_form_and_backward_ratio(name):
+    w = load_workload(name)
+    p = ComputeParams(mxu_efficiency=0.4, backward_flops_ratio=2.0)
+    fwd = forward_time_s(w, V3, 3, p)
+    # v3 core: half the chip's 123 TFLOP/s (Cloud TPU v3 docs), at 40 %
+    assert fwd == pytest.approx(3 * w.fwd_flops_per_example / (123e12 / 2 * 0.4))
+    assert backward_time_s(w, V3, 3, p) == pytest.approx(2 * fwd)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 512), eff=st.floats(0.05, 1.0), ratio=st.floats(0.5, 4.0),
+       split=st.sampled_from(["flops", "params"]), name=st.sampled_from(known_workloads()))
+def test_layer_times_sum_to_totals(batch, eff, ratio, split, name):
+    w = load_workload(name)
+    p = ComputeParams(mxu_efficiency=eff, backward_flops_ratio=ratio, layer_split=split)
+    lt = layer_times(w, V3, batch, p)
+    assert lt.forward_s.shape == lt.backward_s.shape == (w.num_layers,)
+    assert np.all(lt.forward_s >= 0)
+    assert lt.forward_total_s == pytest.approx(forward_time_s(w, V3, batch, p), rel=1e-12)
+    assert lt.backward_total_s == pytest.approx(backward_time_s(w, V3, batch, p), rel=1e-12)
+    done = lt.backward_done_s()
+    assert done[0] == pytest.approx(lt.backward_total_s) and np.all(np.diff(done) <= 1e-18)
+
+
+def test_layer_split_by_flops_differs_from_params_for_a_convnet():
+    # ResNet-50's last group holds most parameters but a quarter of the FLOPs
+    w = load_workload("resnet50")
+    by_flops = layer_times(w, V3, 1, ComputeParams(layer_split="flops")).forward_s
+    by_params = layer_times(w, V3, 1, ComputeParams(layer_split="params")).forward_s
+    last = [i for i, n in enumerate(w.layer_names) if n.startswith(("group4", "fc"))]
+    assert by_params[last].sum() > 2 * by_flops[last].sum()
+
+
+def test_update_is_memory_bound_with_documented_defaults():
+    p = ComputeParams()
+    n, b, f = 10**8, 28, 12   # Adam fp32: 16 B read + 12 B written, ~12 flops
+    t = update_time_s(n, b, f, V3, p)
+    # v3: 900 GB/s per chip (Cloud TPU v3 docs) shared by its 2 cores, at 80 %
+    assert t == pytest.approx(n * b / (900e9 / 2 * 0.8))
+    assert n * f / vector_peak_flops(V3, p) < t
+
+
+def test_update_vector_bound_when_vector_peak_is_tiny():
+    p = ComputeParams(vector_flops_per_replica=1e9)
+    assert update_time_s(1000, 28, 12, V3, p) == pytest.approx(1000 * 12 / 1e9)
+
+
+def test_cores_share_hbm_bandwidth():
+    one = load_topology("tpu-v3-32", cores_per_chip=1)
+    two = load_topology("tpu-v3-32", cores_per_chip=2)
+    assert memory_bound_time_s(1e9, 0, two) == pytest.approx(2 * memory_bound_time_s(1e9, 0, one))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 10**9), b=st.floats(1, 64), f=st.floats(0, 100))
+def test_update_time_is_max_of_two_bounds(n, b, f):
+    p = ComputeParams()
+    t = update_time_s(n, b, f, V3, p)
+    t_mem = n * b / (V3.hbm_Bps_per_replica * p.update_hbm_efficiency)
+    t_vec = n * f / vector_peak_flops(V3, p)
+    assert t == pytest.approx(max(t_mem, t_vec)) and t >= t_mem and t >= t_vec
+    # linear in the element count
+    assert update_time_s(2 * n, b, f, V3, p) == pytest.approx(2 * t)
+
+
+def test_spatial_partitioning_speeds_up_a_replica():
+    w = load_workload("ssd-resnet34")
+    one = forward_time_s(w, V3, 4)
+    assert forward_time_s(w, V3, 4, spatial_ways=4) == pytest.approx(one / 4)
+    half = ComputeParams(spatial_efficiency=0.5)
+    assert replica_peak_flops(V3, half, spatial_ways=4) == pytest.approx(
+        replica_peak_flops(V3, half) * 2.5)
+
+
+@pytest.mark.parametrize("kw", [dict(mxu_efficiency=0), dict(mxu_efficiency=1.5),
+                                dict(update_hbm_efficiency=-1), dict(backward_flops_ratio=0),
+                                dict(vector_flops_per_replica=0), dict(layer_split="tensors")])
+def test_bad_parameters_are_config_errors(kw):
+    with pytest.raises(ConfigError) as err:
+        ComputeParams(**kw)
+    assert next(iter(kw)) in str(err.value)
+
+
+def test_bad_batch_is_config_error():
+    with pytest.raises(ConfigError):
+        forward_time_s(load_workload("ncf"), V3, 0)
+
+
+def test_vector_peak_default_is_documented_ratio():
+    assert vector_peak_flops(V3) == pytest.approx(123e12 / 2 / 32)
+    assert math.isclose(ComputeParams().to_dict()["mxu_efficiency"], 0.5)

@@ -1,0 +1,184 @@
+"""Chip compute: forward/backward time on the matrix unit, update time on the vector unit.
+
+Per replica (one TPU v2/v3 core, or ``spatial_ways`` cores when a replica is
+spatially partitioned):
+
+* forward  = fwd FLOPs per example x per-replica batch / (matrix-unit peak x efficiency)
+* backward = ``backward_flops_ratio`` x forward (2 by default: the gradients with
+  respect to activations and to weights each cost about one forward matmul;
+  workloads.md: "training is usually taken as ~3 x forward")
+* per-layer split of both, by each layer's FLOPs (derived from shapes in the
+  workload files) or by parameter count (``layer_split='params'``), for
+  overlapping gradient reduction with backward later
+* update = max(bytes moved / (HBM bandwidth per replica x efficiency),
+               flops / vector-unit peak per replica):
+  the optimizer is elementwise, streams weights, gradients and slots through
+  HBM once, and does a handful of flops per element, so it is memory-bound. The
+  cores of a TPU v2/v3 chip share its HBM bandwidth
+  (:attr:`Topology.hbm_Bps_per_replica`).
+
+Every figure that is not a datasheet value is a :class:`ComputeParams` field
+with its default and the reason for it; sweeps vary them.
+"""
+
+from dataclasses import dataclass, fields
+import math
+
+import numpy as np
+
+from .errors import ConfigError
+
+__all__ = [
+    "ComputeParams", "LayerTimes",
+    "replica_peak_flops", "vector_peak_flops",
+    "forward_time_s", "backward_time_s", "layer_times",
+    "update_time_s", "memory_bound_time_s",
+]
+
+
+@dataclass(frozen=True)
+class ComputeParams:
+    """Efficiencies and peaks of the compute model that no datasheet gives (all sweepable)."""
+
+    mxu_efficiency: float = 0.5
+    """Fraction of the matrix-unit peak that forward/backward achieve. Not from a primary
+    source in ../shared/reference: MLPerf-scale TPU runs are generally reported at roughly
+    40-60 % of peak (the lead's brief); 0.5 is the middle of that range. Small per-replica
+    batches and non-matmul work (batch norm, softmax) pull real runs lower. Sweep it."""
+    backward_flops_ratio: float = 2.0
+    """Backward FLOPs / forward FLOPs: one matmul for the activation gradient and one for the
+    weight gradient per forward matmul (workloads.md: training ~3 x forward)."""
+    vector_flops_per_replica: float = None
+    """Vector-unit peak of one replica, FLOP/s. ``None`` = :attr:`vector_to_mxu_ratio` x the
+    matrix-unit peak (1.92 TFLOP/s for a TPU v3 core)."""
+    vector_to_mxu_ratio: float = 1 / 32
+    """Vector / matrix peak when :attr:`vector_flops_per_replica` is not given. Not in our
+    sources; an assumption: a TPU v3 core's two 128x128 MXUs do 2 x 128 x 128 MACs = 65536
+    FLOP per cycle, its vector unit works on 8 x 128 = 1024 lanes at an assumed 2 FLOP per
+    lane per cycle = 2048 FLOP per cycle: 1/32. The update is memory-bound by ~10x at this
+    figure, so it rarely matters."""
+    update_hbm_efficiency: float = 0.8
+    """Fraction of the replica's HBM bandwidth the fused elementwise update streams at.
+    Assumption: long unit-stride streaming kernels typically reach 80-90 % of peak HBM
+    bandwidth (STREAM-like); 0.8 is the conservative end."""
+    spatial_efficiency: float = 1.0
+    """Speed-up per core when a replica spans several cores (spatial partitioning, SSD and
+    Mask R-CNN in MLPerf v0.6): 1.0 = perfect. Halo exchange makes it lower in reality."""
+    layer_split: str = "flops"
+    """How forward/backward time is split over layers: ``'flops'`` (each layer's FLOPs from
+    the workload file) or ``'params'`` (parameter count, a cruder proxy)."""
+
+    def __post_init__(self):
+        for name in ("mxu_efficiency", "update_hbm_efficiency", "spatial_efficiency"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 < v <= 1):
+                raise ConfigError("must be in (0, 1]", key_path=name, value=v)
+        for name in ("backward_flops_ratio", "vector_to_mxu_ratio"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+                raise ConfigError("must be > 0", key_path=name, value=v)
+        if self.vector_flops_per_replica is not None and not self.vector_flops_per_replica > 0:
+            raise ConfigError("must be > 0 FLOP/s (or None)", key_path="vector_flops_per_replica",
+                              value=self.vector_flops_per_replica)
+        if self.layer_split not in ("flops", "params"):
+            raise ConfigError("must be 'flops' or 'params'", key_path="layer_split", value=self.layer_split)
+
+    def to_dict(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """Per-layer compute times of one replica, seconds, indexed by forward layer order."""
+
+    forward_s: np.ndarray
+    backward_s: np.ndarray
+
+    @property
+    def forward_total_s(self):
+        return float(self.forward_s.sum())
+
+    @property
+    def backward_total_s(self):
+        return float(self.backward_s.sum())
+
+    def backward_done_s(self):
+        """Time from the start of backward until each layer's gradients are complete.
+
+        Backward runs from the last layer to the first, so layer ``i`` is done after
+        the backward of layers ``i .. L-1``.
+        """
+        return np.cumsum(self.backward_s[::-1])[::-1].copy()
+
+
+def _params(params):
+    return ComputeParams() if params is None else params
+
+
+def replica_peak_flops(topology, params=None, *, spatial_ways=1):
+    """Achieved matrix-unit FLOP/s of one replica (peak x efficiency x spatial ways)."""
+    p = _params(params)
+    ways = int(spatial_ways)
+    if ways < 1:
+        raise ConfigError("must be >= 1", key_path="spatial_ways", value=spatial_ways)
+    speedup = 1 + (ways - 1) * p.spatial_efficiency
+    return topology.peak_flops_per_replica * p.mxu_efficiency * speedup
+
+
+def vector_peak_flops(topology, params=None):
+    """Vector-unit FLOP/s of one replica (core)."""
+    p = _params(params)
+    if p.vector_flops_per_replica is not None:
+        return float(p.vector_flops_per_replica)
+    return topology.peak_flops_per_replica * p.vector_to_mxu_ratio
+
+
+def _check_batch(per_replica_batch):
+    if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
+        raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
+
+
+def forward_time_s(workload, topology, per_replica_batch, params=None, *, spatial_ways=1):
+    """Forward time of one replica for *per_replica_batch* examples, seconds."""
+    _check_batch(per_replica_batch)
+    flops = workload.fwd_flops_per_example * per_replica_batch
+    return flops / replica_peak_flops(topology, params, spatial_ways=spatial_ways)
+
+
+def backward_time_s(workload, topology, per_replica_batch, params=None, *, spatial_ways=1):
+    """Backward time: ``backward_flops_ratio`` x :func:`forward_time_s`."""
+    p = _params(params)
+    return p.backward_flops_ratio * forward_time_s(workload, topology, per_replica_batch, p,
+                                                   spatial_ways=spatial_ways)
+
+
+def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_ways=1):
+    """:class:`LayerTimes` whose sums equal :func:`forward_time_s` and :func:`backward_time_s`."""
+    p = _params(params)
+    fwd = forward_time_s(workload, topology, per_replica_batch, p, spatial_ways=spatial_ways)
+    if p.layer_split == "flops":
+        weights = np.asarray(workload.layer_fwd_flops, dtype=float)
+    else:
+        weights = workload.layer_params().astype(float)
+    if weights.sum() <= 0:  # nothing to split by: spread evenly
+        weights = np.ones(workload.num_layers)
+    share = weights / weights.sum()
+    return LayerTimes(forward_s=fwd * share, backward_s=p.backward_flops_ratio * fwd * share)
+
+
+def memory_bound_time_s(nbytes, flops, topology, params=None):
+    """max(bytes / (HBM bandwidth per replica x efficiency), flops / vector peak), seconds."""
+    p = _params(params)
+    if nbytes < 0 or flops < 0:
+        raise ConfigError("bytes and flops must be >= 0", key_path="update", value=(nbytes, flops))
+    t_mem = nbytes / (topology.hbm_Bps_per_replica * p.update_hbm_efficiency)
+    t_vec = flops / vector_peak_flops(topology, p)
+    return max(t_mem, t_vec)
+
+
+def update_time_s(elements, bytes_per_element, flops_per_element, topology, params=None):
+    """Time of an elementwise update of *elements* values on one replica, seconds.
+
+    *bytes_per_element* is read + written (e.g. Adam fp32: 16 read + 12 written = 28).
+    """
+    return memory_bound_time_s(elements * bytes_per_element, elements * flops_per_element, topology, params)
