@@ -184,6 +184,8 @@ def read_results(path):
     for col in columns():
         if col.name in df.columns:
             df[col.name] = _as_dtype(df[col.name], col.dtype)
+    if "error" in df.columns:
+        df["error"] = df["error"].fillna("")  # CSV cannot tell '' from missing; rows always have one
     return df
 
 

@@ -294,7 +294,8 @@ def _execute_dask(point_fn, todo, scheduler):
         for index, h, point in todo:
             future = client.submit(evaluate_point, point_fn, point, pure=False)
             futures[future] = (index, h, point)
-        for future in as_completed(futures):
+        # This client need not be the process's default one: give as_completed its loop.
+        for future in as_completed(list(futures), loop=client.loop):
             index, h, point = futures[future]
             yield index, h, point, future.result()
     finally:

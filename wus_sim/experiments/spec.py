@@ -235,8 +235,10 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
         raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}",
                           file=file, key_path=key_path)
 
+    raw = value
+
     def bad(rule=None):
-        return ConfigError(f"must be {rule or param.rule()}", file=file, key_path=key_path, value=value)
+        return ConfigError(f"must be {rule or param.rule()}", file=file, key_path=key_path, value=raw)
 
     if value is None:
         if param.required or not param.nullable:
