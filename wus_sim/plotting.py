@@ -296,8 +296,7 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
         # Symmetric in ratio: x1.25 and x0.8 get equally strong colours.
         spread = max(float(finite.max()), 1.0 / float(finite.min()), 1.001)
         norm = TwoSlopeNorm(vcenter=1.0, vmin=1.0 / spread, vmax=spread)
-    cmap_obj = _cmap(cmap)
-    cmap_obj.set_bad("#DDDDDD")
+    cmap_obj = _cmap(cmap).with_extremes(bad="#DDDDDD")
     image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap_obj, norm=norm)
     for (i, j), v in np.ndenumerate(grid):
         if not np.isfinite(v):
@@ -389,7 +388,7 @@ def _numeric(series):
 def _cmap(name):
     import matplotlib
 
-    return matplotlib.colormaps[name].copy()
+    return matplotlib.colormaps[name]
 
 
 def _prop_cycle():

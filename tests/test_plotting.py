@@ -1,0 +1,178 @@
+"""Plots: each function draws exactly the data it is given (checked on what it returns)."""
+
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from wus_sim.errors import ConfigError  # noqa: E402
+from wus_sim.experiments.runner import run_experiment  # noqa: E402
+from wus_sim.experiments.spec import parse_experiment  # noqa: E402
+from wus_sim.plotting import (  # noqa: E402
+    BREAKDOWN_PARTS, MEMORY_PARTS, PLOT_KINDS, check_plots, draw_figure, plot_breakdown, plot_heatmap,
+    plot_lines, plot_memory, plot_speedup, save_plots,
+)
+
+from test_experiments_fake import fake_point  # noqa: E402
+
+DOC = {
+    "workloads": ["resnet50", "transformer-big"],
+    "topologies": ["tpu-v3-32", "tpu-v3-128", "tpu-v3-512", "tpu-v3-2048"],
+    "optimizers": ["adam", "sgd"],
+    "sweep": {"link_GBps": [50, 100]},
+}
+
+
+@pytest.fixture(scope="module")
+def frame(tmp_path_factory):
+    exp = parse_experiment(DOC, name="plots")
+    return run_experiment(exp, tmp_path_factory.mktemp("plots"), point_fn=fake_point, write=False).frame
+
+
+@pytest.fixture
+def ax():
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+def test_speedup_draws_one_line_per_series_with_the_sharded_speedups(frame, ax):
+    lines = plot_speedup(ax, frame)
+    sharded = frame[(frame["strategy"] == "sharded") & (frame["status"] == "ok")]
+    # workload is the hue; optimizer and link bandwidth also vary, so they join the label
+    series = sharded.groupby(["workload", "optimizer", "link_GBps"])
+    assert len(lines) == series.ngroups
+    drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in lines}
+    for (workload, optimizer, bw), group in series:
+        label = next(lbl for lbl in drawn if lbl.startswith(f"{workload}, {optimizer}") and f"={bw:g}" in lbl)
+        group = group.sort_values("replicas")
+        assert drawn[label][0] == list(group["replicas"].astype(float))
+        assert np.allclose(drawn[label][1], group["speedup"])
+    assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
+    assert list(ax.get_xticks()) == [32, 128, 512, 2048]
+    assert "replicas" in ax.get_xlabel() and "speedup" in ax.get_ylabel()
+    assert ax.get_legend() is not None
+
+
+def test_breakdown_bars_add_up_to_the_step_time(frame, ax):
+    rows = frame[(frame["topology"] == "tpu-v3-32") & (frame["link_GBps"] == 100) & (frame["status"] == "ok")]
+    containers = plot_breakdown(ax, rows)
+    nonzero = [p for p in BREAKDOWN_PARTS if rows[p].abs().sum() > 0]
+    assert len(containers) == len(nonzero)
+    tops = np.zeros(len(rows))
+    for c in containers:
+        tops += np.array([patch.get_height() for patch in c.patches])
+    # bars come in group order, replicated then sharded
+    expected = []
+    for _, group in rows.groupby(["workload", "optimizer"], sort=False):
+        expected += [float(group.loc[group["strategy"] == s, "step_time_s"].iloc[0]) * 1e3
+                     for s in ("replicated", "sharded")]
+    assert np.allclose(tops, expected)
+    assert ax.get_ylabel() == "step time [ms]"
+    assert ax.get_ylim()[1] >= max(expected)
+
+
+def test_memory_bars_are_the_memory_parts_in_GiB(frame, ax):
+    rows = frame[(frame["topology"] == "tpu-v3-512") & (frame["link_GBps"] == 100)
+                 & (frame["workload"] == "transformer-big")]
+    containers = plot_memory(ax, rows, by=["optimizer"])
+    parts = [p for p in MEMORY_PARTS if p in rows and rows[p].fillna(0).sum() > 0]
+    assert [c.get_label() for c in containers] == [p.replace("mem_", "").replace("_bytes", "").replace("_", " ")
+                                                    for p in parts]
+    heights = sum(np.array([patch.get_height() for patch in c.patches]) for c in containers)
+    assert np.allclose(heights, rows[parts].sum(axis=1).to_numpy() / 2**30)
+    # with sharding, Adam's slots shrink by the replica count
+    slots = dict(zip(zip(rows["optimizer"], rows["strategy"]), rows["mem_slots_bytes"]))
+    assert slots[("adam", "sharded")] * 512 == pytest.approx(slots[("adam", "replicated")])
+    assert "GiB" in ax.get_ylabel()
+
+
+def test_heatmap_cells_are_the_pivot_of_speedups(frame, ax):
+    rows = frame[(frame["workload"] == "transformer-big") & (frame["optimizer"] == "adam")]
+    image = plot_heatmap(ax, rows, x="link_GBps", y="replicas")
+    sharded = rows[rows["strategy"] == "sharded"]
+    pivot = sharded.pivot_table(index="replicas", columns="link_GBps", values="speedup").sort_index()
+    assert np.allclose(np.asarray(image.get_array()), pivot.to_numpy())
+    texts = [t.get_text() for t in ax.texts]
+    assert f"{pivot.iloc[0, 0]:.2f}" in texts
+    assert image.norm(1.0) == pytest.approx(0.5)  # the colour scale is centred on "no gain"
+
+
+def test_heatmap_marks_missing_cells(frame, ax):
+    rows = frame[(frame["workload"] == "resnet50") & (frame["optimizer"] == "sgd")].copy()
+    rows.loc[rows["replicas"] == 32, "status"] = "infeasible"
+    image = plot_heatmap(ax, rows)
+    assert np.ma.getmaskarray(image.get_array())[0].all()
+    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2
+
+
+def test_lines_one_per_group_and_strategy(frame, ax):
+    rows = frame[(frame["link_GBps"] == 100) & (frame["optimizer"] == "adam")]
+    lines = plot_lines(ax, rows, x="replicas", y="step_time_s", hue="workload", logx=True)
+    assert len(lines) == 2 * 2
+    assert {line.get_linestyle() for line in lines} == {"-", "--"}
+    assert ax.get_ylabel() == "step time [ms]"
+
+
+def test_infeasible_rows_are_left_out_of_time_plots(frame, ax):
+    rows = frame.copy()
+    rows.loc[rows["workload"] == "resnet50", "status"] = "infeasible"
+    lines = plot_speedup(ax, rows)
+    assert all(line.get_label().startswith("transformer-big") for line in lines)
+
+
+def plot_specs(plots):
+    return parse_experiment({**DOC, "plots": plots}, file="exp.yaml").plots
+
+
+@pytest.mark.parametrize("plots, where, rule", [
+    ([{"kind": "pie"}], "plots[0].kind", "must be one of speedup"),
+    ([{"kind": "speedup", "colour": "red"}], "plots[0].colour", "is not a known key here"),
+    ([{"kind": "speedup", "x": "replica"}], "plots[0].x", "is not a results column"),
+    ([{"kind": "lines", "x": "replicas", "hue": ["workload", "nope"]}], "plots[0].hue[1]", "is not a results column"),
+    ([{"kind": "heatmap", "figsize": [4]}], "plots[0].figsize", "[width, height]"),
+    ([{"kind": "memory", "where": {"optimiser": "adam"}}], "plots[0].where.optimiser", "is not a results column"),
+    ([{"kind": "speedup"}, {"kind": "breakdown", "annotate": "yes"}], "plots[1].annotate", "true or false"),
+])
+def test_bad_plot_specs_name_file_key_path_and_rule(plots, where, rule):
+    with pytest.raises(ConfigError) as info:
+        check_plots(plot_specs(plots))
+    message = str(info.value)
+    assert message.startswith(f"exp.yaml: {where}") and rule in message
+
+
+def test_save_plots_writes_png_and_svg_for_every_kind(frame, tmp_path):
+    specs = plot_specs([
+        {"kind": "speedup", "name": "s", "where": {"link_GBps": 100}},
+        {"kind": "breakdown", "name": "b", "where": {"topology": "tpu-v3-32", "link_GBps": 100}},
+        {"kind": "memory", "name": "m", "facet": "workload", "where": {"topology": "tpu-v3-32", "link_GBps": 100}},
+        {"kind": "heatmap", "name": "h", "where": {"workload": "resnet50", "optimizer": "adam"}},
+        {"kind": "lines", "name": "l", "x": "replicas", "logx": True, "where": {"optimizer": "adam"}},
+    ])
+    assert {s.kind for s in specs} == set(PLOT_KINDS)
+    check_plots(specs)
+    written = save_plots(specs, frame, tmp_path)
+    assert sorted(p.name for p in written) == sorted(f"{n}.{e}" for n in "sbmhl" for e in ("png", "svg"))
+    for path in written:
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG") if path.suffix == ".png" else b"<svg" in data[:2000]
+
+
+def test_facets_make_one_panel_each_with_one_legend(frame):
+    (spec,) = plot_specs([{"kind": "speedup", "facet": "optimizer"}])
+    fig = draw_figure(spec, frame)
+    visible = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in visible] == ["adam", "sgd"]
+    assert all(ax.get_legend() is None for ax in visible) and len(fig.legends) == 1
+    plt.close(fig)
+
+
+def test_importing_plotting_does_not_import_matplotlib():
+    code = "import sys, wus_sim.plotting; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
