@@ -11,7 +11,8 @@ Rules (documented in :mod:`wus_sim.optimizers.language`):
 * hyper-parameters and ``t`` cannot be assigned; ``w`` must be;
 * a slot's kind is found by fixed-point iteration (its value at the start of a
   step has the kind it is given at the end), starting from "unknown"; a slot
-  that never meets a tensor is a per-tensor scalar;
+  that never meets a tensor is a per-tensor scalar; a slot that is ever
+  combined with a tensor is a tensor (``r = norm(g) + 0*r`` makes ``r`` full);
 * row/column reductions need a full tensor and a case whose tensors have rank >= 2;
   whole-tensor and global reductions need a non-scalar argument; comparisons
   appear only as the first argument of ``where``.
@@ -108,12 +109,9 @@ def flow(statements, hyper, *, min_rank=0, require_w=True):
         slot_kinds = grown
     slot_kinds = {n: (SCALAR if k is None else k) for n, k in slot_kinds.items()}
     result = _pass(statements, hyper, slot_kinds, min_rank, strict=True)
-    for n in slots:
-        if result.final_kinds[n] != slot_kinds[n]:
-            last = max(i for i, s in enumerate(statements) if s.target == n)
-            raise FlowError(
-                f"slot {n!r} starts the step as {kind_name(slot_kinds[n])} but is assigned "
-                f"a {kind_name(result.final_kinds[n])} value; a slot must keep its shape", last)
+    # Kinds are monotone in the slots' starting kinds, so the fixed point gives every slot
+    # the same kind at the start and the end of a step.
+    assert all(result.final_kinds[n] == slot_kinds[n] for n in slots), (slot_kinds, result.final_kinds)
     if "w" in assigned_anywhere and result.final_kinds["w"] != FULL:
         last = max(i for i, s in enumerate(statements) if s.target == "w")
         raise FlowError(f"assigns w a {kind_name(result.final_kinds['w'])} value; w must stay a full tensor", last)

@@ -173,7 +173,7 @@ def parse_statement(text):
     Raises :class:`LanguageError` with the rule that is broken.
     """
     if not isinstance(text, str):
-        raise LanguageError("must be a string 'name = expression'")
+        raise LanguageError("must be a string 'name = expression' (quote it in YAML if it contains ': ' or '#')")
     try:
         tree = ast.parse(text.strip(), mode="exec")
     except SyntaxError as exc:
