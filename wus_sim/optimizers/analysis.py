@@ -342,9 +342,10 @@ class OptimizerAnalysis:
     def reductions_for(self, shape, layout=None):
         """``[(Reduction, values)]`` a sharded update of one tensor of *shape* all-reduces.
 
-        *layout* defaults to :meth:`choose_layout`'s choice without a replica count,
-        i.e. the case's preferred layout. Global reductions are listed with their
-        step total (1); count them once per step, not per tensor.
+        *layout* defaults to the case's preferred layout (``flat``, or ``rows`` for a
+        factored program; :meth:`choose_layout` picks one for a replica count).
+        Below rank 2 every layout is a flat cut. Global reductions are listed with
+        their step total (1): count them once per step, not once per tensor.
         """
         case = self.case_for(shape)
         name = layout or case.preferred_layout

@@ -73,7 +73,7 @@ def run_step(optimizer, weights, grads, state=None, *, step=1, hyper=None, shard
         option = ca.layout(layout)
         if not option.allowed:
             raise ValueError(f"{name}: layout {layout!r} not allowed: {option.reason}")
-        cut = _Cut(w.shape, layout, shards)
+        cut = _Cut(w.shape, layout, shards, check=all_reduce)
         slots = {s: _KINDS[k] for s, k in ca.slot_kinds.items()}
         init = {s: cut.from_canonical(kind, state.get(name, {}).get(s)) for s, kind in slots.items()}
         crossing = {r.at for r in option.reductions} if all_reduce else set()
@@ -99,7 +99,9 @@ def run_step(optimizer, weights, grads, state=None, *, step=1, hyper=None, shard
 class _Cut:
     """How one tensor is laid out (flat vector or [rows, cols] matrix) and cut into shards."""
 
-    def __init__(self, shape, layout, shards):
+    def __init__(self, shape, layout, shards, check=True):
+        self.check = check
+        """Check that replicated values agree across replicas (they need not without all-reduces)."""
         self.shape = tuple(shape)
         self.layout = layout
         self.shards = shards
@@ -141,7 +143,7 @@ class _Cut:
     def join(self, kind, parts, name, slot):
         if kind in self.split_kinds():
             return np.concatenate(parts, axis=self.axis)
-        for p in parts[1:]:  # a replicated value must be the same on every replica
+        for p in parts[1:] if self.check else ():  # a replicated value must be the same on every replica
             if not np.allclose(p, parts[0], rtol=1e-12, atol=0, equal_nan=True):
                 raise AssertionError(f"{name}: replicated {kind_name(kind)} value {slot!r} differs between replicas")
         return parts[0]
