@@ -1,0 +1,566 @@
+"""The fast engine against closed forms, an independent per-message simulation, and the SimPy engine.
+
+Three independent references:
+
+* textbook alpha-beta forms derived here for uniform tori (ring, bidirectional, 2-D,
+  hierarchical, with chunks and reduction) and for the folded ring of a mesh line;
+* ``_des``: a small discrete-event simulation written for this test (heap of events,
+  an explicit FIFO queue per link keyed by (ready time, sender, sequence)), which does
+  not rely on the engine's argument that FIFO order equals step order;
+* the SimPy engine of :mod:`wus_sim.collectives.simpy_engine`, once it is importable.
+"""
+
+import heapq
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from wus_sim.collectives import fast_engine as fe
+from wus_sim.errors import ConfigError
+from wus_sim.topology import Topology, load_chips, load_topology
+from wus_sim.units import GiB, KiB, MiB
+
+REL = 1e-9
+OPS = ("reduce-scatter", "all-gather", "all-reduce")
+KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
+
+
+def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
+    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
+    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
+    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap,
+                    axis_link_Bps=tuple(bw), hop_latency_s=hop_latency_us * 1e-6,
+                    cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
+
+
+def rel_err(a, b):
+    return abs(a - b) / abs(b)
+
+
+# ======================================================= textbook closed forms
+def ring_time(n, buf, bw, lat, kind, chunks=1, reduce_Bps=None):
+    """A uniform ring of n members (every member alike), buffer *buf* per member.
+
+    K = 1: ``N (lat + buf/(n bw)) + reductions``, N = n-1 (RS, AG) or 2(n-1) (AR): the
+    classic forms (Thakur, Rabenseifner and Gropp 2005). With K pieces of ``o`` seconds,
+    piece (k, c) starts at the longest path through the (step, piece) lattice: every
+    step boundary crossed "vertically" (waiting for the same piece of the previous step)
+    costs ``lat + red - (K-1) o`` more than crossing it along the link's back-to-back
+    queue, so it is taken exactly when positive.
+    """
+    if n <= 1:
+        return 0.0
+    nsteps = 2 * (n - 1) if kind == "ar" else n - 1
+    o = buf / n / chunks / bw
+    red = 0.0 if reduce_Bps is None else buf / n / chunks / reduce_Bps
+    reds = [red if (kind != "ag" and k < n - 1) else 0.0 for k in range(nsteps)]
+    longest = (nsteps * chunks - 1) * o + sum(max(0.0, lat + reds[k - 1] - (chunks - 1) * o)
+                                               for k in range(1, nsteps))
+    return longest + o + lat + reds[-1]
+
+
+def torus_time(topo, op, algorithm, S, *, bidirectional=False, chunks=1, reduce_Bps=None, group=None):
+    """Closed form on a uniform torus: phases add, each a uniform ring."""
+    dirs = 2 if (bidirectional or algorithm == "bidir-ring") else 1
+    kind = KIND[op]
+    lat = topo.hop_latency_s
+    c = topo.cores_per_chip
+    total = 0.0
+    if c > 1:
+        if kind != "ag":
+            total += ring_time(c, S, topo.onchip_Bps, 0.0, "rs", chunks, reduce_Bps)
+        if kind != "rs":
+            total += ring_time(c, S, topo.onchip_Bps, 0.0, "ag", chunks, reduce_Bps)
+    axes = [{"x": 0, "y": 1, "z": 2}[group]] if group is not None else list(range(topo.ndim))
+    axes = [a for a in axes if topo.dims[a] > 1]
+    buf = S / dirs
+    for i, a in enumerate(axes):
+        d, bw = topo.dims[a], topo.axis_link_Bps[a]
+        last = i == len(axes) - 1
+        if kind == "ar":
+            total += ring_time(d, buf, bw, lat, "ar" if last else "rs", chunks, reduce_Bps)
+            if not last:
+                total += ring_time(d, buf, bw, lat, "ag", chunks, reduce_Bps)
+        else:
+            total += ring_time(d, buf, bw, lat, kind, chunks, reduce_Bps)
+        buf /= d
+    return total
+
+
+def folded_ring_time(d, buf, bw, lat, kind):
+    """A mesh line's folded ring, K = 1: member i finishes after the N edges before it;
+    no link ever queues (every edge costs >= one message time), so the slowest window
+    of N consecutive edges, ``hops * (lat + b/bw)``, is the time."""
+    if d == 1:
+        return 0.0
+    order = list(fe._line_ring_order(d, False))
+    hops = [abs(order[(i + 1) % d] - order[i]) for i in range(d)]
+    nsteps = 2 * (d - 1) if kind == "ar" else d - 1
+    window = max(sum(hops[(i - j) % d] for j in range(1, nsteps + 1)) for i in range(d))
+    return window * (lat + buf / d / bw)
+
+
+# ==================================================== an independent simulator
+def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, reduce_Bps=None):
+    """Per-message discrete-event simulation of the same schedule (uses the engine's
+    ring embeddings and stage list, not its recurrence). Returns (time_s, events)."""
+    c = topo.cores_per_chip
+    dummy = topo.num_link_slots + topo.num_chips * c
+    halves = fe._plan(topo, op, algorithm, group, bidirectional, dummy)
+    assert not isinstance(halves, str), halves
+    onchip = fe._onchip_rings(topo, topo.num_link_slots)
+    heap, counter = [], itertools.count()
+    link_busy, link_queue = {}, {}
+    hop_count = [0]
+
+    def at(t, fn, prio=1, key=(-1, ())):
+        heapq.heappush(heap, (t, prio, key, next(counter), fn))
+
+    def send(t, sender, seq, path, on_arrival):
+        # ties on a link go by (ready time, sender, position in the sender's schedule)
+        key = (sender, seq)
+
+        def request(h, t_ready):
+            link, occ, lat = path[h]
+            hop_count[0] += 1
+
+            def start(t0):
+                link_busy[link] = True
+
+                def release():
+                    link_busy[link] = False
+                    if link_queue.get(link):
+                        _, _, _, nxt = heapq.heappop(link_queue[link])
+                        nxt(t0 + occ)
+                at(t0 + occ, release, prio=0)
+                t_arr = t0 + occ + lat
+                if h + 1 < len(path):
+                    at(t_arr, lambda: request(h + 1, t_arr), key=key)
+                else:
+                    at(t_arr, lambda: on_arrival(t_arr), key=key)
+
+            if link_busy.get(link):
+                heapq.heappush(link_queue.setdefault(link, []), (t_ready, key[0], key[1], start))
+            else:
+                start(t_ready)
+
+        at(t, lambda: request(0, t), key=key)
+
+    class StageRun:
+        def __init__(self, stage, on_done, S_stage, order):
+            self.stage, self.on_done, self.order = stage, on_done, order
+            self.started, self.left, self.done_t = {}, {}, {}
+            self.ready, self.arr = {}, {}
+            self.where = []
+            for d, rings in enumerate(stage.rings):
+                pos = {int(node): (r, i) for (r, i), node in np.ndenumerate(rings.nodes)}
+                self.where.append(pos)
+            self.S = S_stage
+
+        def piece(self, rings):
+            return self.stage.fraction * self.S / rings.nodes.shape[1] / chunks
+
+        def nsteps(self, rings):
+            n = rings.nodes.shape[1]
+            return 2 * (n - 1) if self.stage.kind == "ar" else n - 1
+
+        def start(self, node, t):
+            self.started[node] = t
+            self.left[node] = len(self.stage.rings) * chunks
+            self.done_t[node] = t
+            for d, rings in enumerate(self.stage.rings):
+                r, i = self.where[d][node]
+                for p in range(chunks):
+                    self.ready[(d, r, i, p, 0)] = t
+                    self.emit(d, r, i, p, 0, t)
+                    self.advance(d, r, i, p)
+
+        def emit(self, d, r, i, p, k, t):
+            rings = self.stage.rings[d]
+            if k >= self.nsteps(rings):
+                return
+            path = [(int(rings.links[h, r, i]), rings.s_per_byte[h, r, i] * self.piece(rings),
+                     rings.lat_s[h, r, i]) for h in range(rings.links.shape[0]) if rings.real[h, r, i]]
+            n = rings.nodes.shape[1]
+            j = (i + 1) % n
+            sender = int(rings.nodes[r, i])
+            seq = (self.order, k, p)
+            at(t, lambda: send(t, sender, seq, path, lambda ta: self.arrive(d, r, j, p, k, ta)))
+
+        def arrive(self, d, r, j, p, k, t):
+            self.arr[(d, r, j, p, k)] = t
+            self.advance(d, r, j, p)
+
+        def advance(self, d, r, i, p):
+            rings = self.stage.rings[d]
+            node = int(rings.nodes[r, i])
+            if node not in self.started:
+                return
+            n = rings.nodes.shape[1]
+            N = self.nsteps(rings)
+            k = 0
+            while (d, r, i, p, k + 1) in self.ready:
+                k += 1
+            # ready(k) known; step k's arrival known?
+            while (d, r, i, p, k) in self.arr and (d, r, i, p, k + 1) not in self.ready:
+                red = 0.0
+                if reduce_Bps is not None and self.stage.kind != "ag" and k < n - 1:
+                    red = self.piece(rings) / reduce_Bps
+                t = max(self.arr[(d, r, i, p, k)], self.ready[(d, r, i, p, k)]) + red
+                self.ready[(d, r, i, p, k + 1)] = t
+                if k + 1 < N:
+                    self.emit(d, r, i, p, k + 1, t)
+                else:
+                    self.done_t[node] = max(self.done_t[node], t)
+                    self.left[node] -= 1
+                    if self.left[node] == 0:
+                        at(self.done_t[node], lambda nd=node, tt=self.done_t[node]: self.on_done(nd, tt))
+                k += 1
+
+    final = {}
+    chip_done = {}
+    ncores = topo.num_chips * c
+
+    def core_ag_done(core, t):
+        final[core] = t
+
+    core_ag = (StageRun(fe._Stage("core", (onchip,), "ag", 1.0), core_ag_done, S, 99)
+               if c > 1 and op != "reduce-scatter" else None)
+
+    def chips_finished(chip, t):
+        if core_ag is None:
+            final[chip] = t
+        else:
+            for j in range(c):
+                core_ag.start(chip * c + j, t)
+
+    track_left = {}
+
+    def track_done(chip, t):
+        chip_done[chip] = max(chip_done.get(chip, 0.0), t)
+        track_left[chip] -= 1
+        if track_left[chip] == 0:
+            chips_finished(chip, chip_done[chip])
+
+    def make_track(stages):
+        runs = [None] * len(stages)
+        for i in range(len(stages) - 1, -1, -1):
+            nxt = runs[i + 1] if i + 1 < len(stages) else None
+            cb = (lambda nd, t, nxt=nxt: nxt.start(nd, t)) if nxt else track_done
+            runs[i] = StageRun(stages[i], cb, S, 1 + i)
+        return runs
+
+    tracks = [make_track(stages) for stages in halves]
+
+    def chip_start(chip, t):
+        track_left[chip] = len(tracks)
+        for runs in tracks:
+            if runs:
+                runs[0].start(chip, t)
+            else:
+                track_done(chip, t)
+
+    core_rs_left = {}
+
+    def core_rs_done(core, t):
+        chip = core // c
+        core_rs_left.setdefault(chip, [c, 0.0])
+        core_rs_left[chip][0] -= 1
+        core_rs_left[chip][1] = max(core_rs_left[chip][1], t)
+        if core_rs_left[chip][0] == 0:
+            chip_start(chip, core_rs_left[chip][1])
+
+    if c > 1 and op != "all-gather":
+        rs = StageRun(fe._Stage("core", (onchip,), "rs", 1.0), core_rs_done, S, 0)
+        for core in range(ncores):
+            rs.start(core, 0.0)
+    else:
+        for chip in range(topo.num_chips):
+            chip_start(chip, 0.0)
+    while heap:
+        t, _, _, _, fn = heapq.heappop(heap)
+        fn()
+    return max(final.values()), hop_count[0]
+
+
+# ============================================================== embeddings
+def test_route_many_is_topology_route():
+    rng = np.random.default_rng(0)
+    for dims, wrap in [((5, 4, 3), (True, False, True)), ((2, 6), (True, True)), ((7,), (False,))]:
+        t = make(dims, wrap)
+        src = rng.integers(0, t.num_chips, 200)
+        dst = rng.integers(0, t.num_chips, 200)
+        routes = fe._route_many(t, src, dst)
+        for e in range(len(src)):
+            assert [int(x) for x in routes[:, e] if x >= 0] == t.route(src[e], dst[e])
+
+
+@pytest.mark.parametrize("d", range(2, 10))
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_line_rings_follow_the_brief(d, wrapped):
+    t = make((d, 3), (wrapped, True))
+    dirs = (1, -1) if wrapped else (1,)
+    used = []
+    for direction in dirs:
+        rings = fe._line_rings(t, 0, direction, dummy=-1)
+        L, n = rings.nodes.shape
+        assert (L, n) == (3, d)
+        for r in range(L):
+            for i in range(n):
+                path = [int(x) for x in rings.links[:, r, i][rings.real[:, r, i]]]
+                cur = int(rings.nodes[r, i])
+                for link in path:
+                    assert t.link_src[link] == cur and t.link_axis[link] == 0
+                    cur = int(t.link_dst[link])
+                assert cur == rings.nodes[r, (i + 1) % n]
+                if wrapped:
+                    assert len(path) == 1 and t.link_direction[path[0]] == direction
+                used += path
+    if wrapped:
+        # forward ring on + links, reverse on - links: every link of the axis once
+        assert sorted(used) == sorted(l for l in np.flatnonzero(t.link_exists) if t.link_axis[l] == 0)
+    else:
+        order = fe._line_ring_order(d, False)
+        evens = [p for p in order if p % 2 == 0]
+        assert list(evens) == sorted(evens) and list(order[len(evens):]) == sorted(order[len(evens):])[::-1]
+        # the folded ring uses every directed link of the line exactly once
+        assert sorted(used) == sorted(l for l in np.flatnonzero(t.link_exists) if t.link_axis[l] == 0)
+
+
+# ============================================================= closed forms
+sizes = st.integers(KiB, 4 * GiB)
+
+
+@st.composite
+def tori(draw, max_chips=1 << 14):
+    ndim = draw(st.integers(1, 3))
+    dims = draw(st.lists(st.integers(2, 64), min_size=ndim, max_size=ndim))
+    assume(math.prod(dims) <= max_chips)
+    bws = draw(st.lists(st.sampled_from([25.0, 50.0, 100.0, 62.5]), min_size=ndim, max_size=ndim))
+    lat = draw(st.sampled_from([0.0, 0.5, 1.0, 5.0]))
+    return make(dims, True, link_GBps=bws, hop_latency_us=lat)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(topo=tori(), S=sizes, op=st.sampled_from(OPS), bidir=st.booleans())
+def test_2d_equals_closed_form_on_tori(topo, S, op, bidir):
+    got = fe.run(topo, op, "2d", S, bidirectional=bidir)
+    assert rel_err(got.time_s, torus_time(topo, op, "2d", S, bidirectional=bidir)) < REL
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(OPS), alg=st.sampled_from(["ring", "bidir-ring"]),
+       lat=st.sampled_from([0.0, 1.0, 3.0]))
+def test_ring_equals_textbook_form(d, S, op, alg, lat):
+    """Ring AR = 2(n-1)(alpha + S/(n beta)); bidirectional: the same on S/2."""
+    topo = make((d,), True, hop_latency_us=lat)
+    got = fe.run(topo, op, alg, S).time_s
+    dirs = 2 if alg == "bidir-ring" else 1
+    steps = {"all-reduce": 2 * (d - 1)}.get(op, d - 1)
+    expect = steps * (topo.hop_latency_s + S / dirs / d / topo.axis_link_Bps[0])
+    assert rel_err(got, expect) < REL
+
+
+@settings(max_examples=40, deadline=None)
+@given(dx=st.integers(2, 64), dy=st.integers(2, 64), S=sizes)
+def test_2d_allreduce_textbook_form(dx, dy, S):
+    """2-D AR = sum over axes of 2(d_i - 1)(alpha + S_i/(d_i beta)), S_i = that phase's input."""
+    topo = make((dx, dy))
+    a, b = topo.hop_latency_s, topo.axis_link_Bps[0]
+    expect = 2 * (dx - 1) * (a + S / dx / b) + 2 * (dy - 1) * (a + S / dx / dy / b)
+    assert rel_err(fe.run(topo, "all-reduce", "2d", S).time_s, expect) < REL
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(topo=tori(max_chips=4096), S=sizes, op=st.sampled_from(OPS), bidir=st.booleans(),
+       chunks=st.integers(1, 8), reduce_GBps=st.sampled_from([None, 50.0, 900.0]),
+       cores=st.sampled_from([1, 2, 4]))
+def test_chunks_reduction_and_cores_closed_form(topo, S, op, bidir, chunks, reduce_GBps, cores):
+    from dataclasses import replace
+    topo = replace(topo, cores_per_chip=cores)
+    red = None if reduce_GBps is None else reduce_GBps * 1e9
+    got = fe.run(topo, op, "2d", S, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
+    expect = torus_time(topo, op, "2d", S, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
+    assert rel_err(got.time_s, expect) < REL
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(OPS), lat=st.sampled_from([0.0, 1.0, 7.0]))
+def test_mesh_line_folded_ring_closed_form(d, S, op, lat):
+    topo = make((d,), False, hop_latency_us=lat)
+    got = fe.run(topo, op, "ring", S).time_s
+    expect = folded_ring_time(d, S, topo.axis_link_Bps[0], topo.hop_latency_s, KIND[op])
+    assert rel_err(got, expect) < REL
+
+
+def test_analytic_time_agrees_when_available():
+    collectives = pytest.importorskip("wus_sim.collectives")
+    analytic = getattr(collectives, "analytic_time", None)
+    if analytic is None:
+        pytest.skip("wus_sim.collectives.analytic_time not there yet")
+    cases = [("torus:8x8", "2d"), ("torus:16", "ring"), ("torus:4x4x4", "2d"), ("tpu-v3-32", "2d"),
+             ("torus:8x8", "bidir-ring"), ("torus:8x8", "2d-split")]
+    for spec, alg in cases:
+        topo = load_topology(spec)
+        for op in OPS:
+            if fe.supports(topo, op, alg):
+                a = analytic(topo, op, alg, 64 * MiB)
+                assert rel_err(fe.run(topo, op, alg, 64 * MiB).time_s, a) < REL, (spec, alg, op)
+
+
+# ================================================ against a per-message simulation
+DES_CASES = [
+    ((6,), True, "ring", {}), ((5,), False, "ring", {}), ((2,), False, "ring", {}),
+    ((2,), True, "bidir-ring", {}), ((4, 3), True, "2d", {"bidirectional": True}),
+    ((4, 5), False, "2d", {}), ((3, 4, 2), (True, False, True), "2d", {}),
+    ((4, 4), True, "2d-split", {}), ((4, 3), True, "ring", {}), ((3, 3, 2), True, "bidir-ring", {}),
+    ((5, 4), False, "2d", {"group": "y"}), ((6, 4), True, "2d", {"group": "x", "bidirectional": True}),
+]
+
+
+@pytest.mark.parametrize("dims,wrap,alg,kw", DES_CASES)
+@pytest.mark.parametrize("op", OPS)
+def test_equals_per_message_simulation_with_a_slow_link(dims, wrap, alg, kw, op):
+    rng = np.random.default_rng(hash((dims, alg, op)) % 2**32)
+    if alg == "2d-split":  # supported on square uniform tori only
+        topo = make(dims, wrap, hop_latency_us=2.0)
+    else:
+        topo = make(dims, wrap, link_GBps=rng.choice([50.0, 100.0], size=len(dims)), hop_latency_us=2.0)
+        links = np.flatnonzero(topo.link_exists)
+        topo = topo.with_link_bandwidth(rng.choice(links, size=2, replace=False), 10e9)
+    for chunks, red, cores in [(1, None, 1), (3, 20e9, 1), (1, 40e9, 2), (2, None, 2)]:
+        from dataclasses import replace
+        t = replace(topo, cores_per_chip=cores)
+        fast = fe.run(t, op, alg, 3 * MiB, chunks=chunks, reduce_Bps=red, **kw)
+        ref_t, ref_events = _des(t, op, alg, 3 * MiB, chunks=chunks, reduce_Bps=red, **kw)
+        assert rel_err(fast.time_s, ref_t) < REL, (chunks, red, cores)
+        assert fast.events == ref_events
+
+
+# ===================================================================== slow link
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [3, 8, 17])
+def test_one_slow_link_in_a_ring(op, n):
+    """Every step of a ring sends one message over each edge, so one link at 1/10 of the
+    bandwidth carries n-1 (RS, AG) or 2(n-1) (AR) messages back to back: it never idles
+    (the ring feeds it faster than it drains, since 9 b/bw >> latency), and the last
+    message arrives one latency after it leaves: T = messages * b / bw_slow + latency."""
+    S = 64 * MiB
+    topo = make((n,), True)
+    slow = topo.with_link_bandwidth([int(topo.link_id(0, 0, +1))], topo.axis_link_Bps[0] / 10)
+    b = S / n
+    msgs = 2 * (n - 1) if op == "all-reduce" else n - 1
+    fast = fe.run(topo, op, "ring", S).time_s
+    got = fe.run(slow, op, "ring", S).time_s
+    expect = msgs * b / (topo.axis_link_Bps[0] / 10) + topo.hop_latency_s
+    assert rel_err(got, expect) < REL
+    assert got - fast == pytest.approx(msgs * 9 * b / topo.axis_link_Bps[0] - (msgs - 1) * topo.hop_latency_s,
+                                       rel=1e-9)
+
+
+def test_slow_link_skews_only_its_own_line():
+    topo = make((8, 8))
+    slow = topo.with_link_bandwidth([int(topo.link_id(3, 0, +1))], 10e9)
+    a = fe.run(topo, "reduce-scatter", "2d", 64 * MiB)
+    b = fe.run(slow, "reduce-scatter", "2d", 64 * MiB)
+    assert b.time_s > a.time_s
+    assert b.events == a.events
+    assert np.allclose(a.link_bytes, b.link_bytes)
+    assert b.link_busy_s[int(topo.link_id(3, 0, +1))] == pytest.approx(10 * a.link_busy_s[int(topo.link_id(3, 0, +1))])
+
+
+# ================================================================ SimPy engine
+def _simpy():
+    return pytest.importorskip("wus_sim.collectives.simpy_engine")
+
+
+SIMPY_TOPOS = [((4,), True), ((5,), False), ((4, 4), True), ((3, 4), False), ((2, 3), True),
+               ((2, 2, 2), True)]
+
+
+@pytest.mark.parametrize("dims,wrap", SIMPY_TOPOS)
+@pytest.mark.parametrize("alg", ["ring", "bidir-ring", "2d", "2d-split"])
+def test_equals_simpy_engine(dims, wrap, alg):
+    sim = _simpy()
+    from wus_sim.collectives import simulate_collective
+
+    topo = make(dims, wrap, link_GBps=[100.0, 50.0, 25.0][: len(dims)], hop_latency_us=1.5)
+    for op in OPS:
+        for chunks, red, cores in [(1, None, 1), (2, 30e9, 1), (1, None, 2), (3, 80e9, 2)]:
+            from dataclasses import replace
+            t = replace(topo, cores_per_chip=cores)
+            if not fe.supports(t, op, alg, chunks=chunks):
+                continue
+            fast = fe.run(t, op, alg, 2 * MiB, chunks=chunks, reduce_Bps=red)
+            ref = simulate_collective(t, op, alg, 2 * MiB, chunks=chunks, reduce_Bps=red, engine="simpy")
+            assert rel_err(fast.time_s, ref.time_s) < REL, (op, chunks, red, cores)
+            assert fast.events == ref.events
+
+
+@pytest.mark.parametrize("alg", ["ring", "2d"])
+def test_equals_simpy_engine_with_a_slow_link(alg):
+    _simpy()
+    from wus_sim.collectives import simulate_collective
+
+    topo = make((4, 4), True).with_link_bandwidth([5, 17], 10e9)
+    for op in OPS:
+        fast = fe.run(topo, op, alg, 4 * MiB)
+        ref = simulate_collective(topo, op, alg, 4 * MiB, engine="simpy")
+        assert rel_err(fast.time_s, ref.time_s) < REL
+
+
+# ================================================================== supports()
+def test_supports_rejects_what_is_dynamic_or_contended():
+    torus, mesh = make((4, 4)), make((4, 4), False)
+    assert fe.supports(torus, "all-reduce", "2d")
+    assert not fe.supports(torus, "all-reduce", "halving-doubling")
+    assert not fe.supports(torus, "all-reduce", "2d", group=[0, 1, 2, 3])
+    assert not fe.supports(mesh, "all-reduce", "bidir-ring")
+    assert not fe.supports(mesh, "all-reduce", "2d", bidirectional=True)
+    assert fe.supports(mesh, "all-reduce", "2d")
+    assert fe.supports(torus, "all-reduce", "2d-split")
+    assert not fe.supports(make((4, 8)), "all-reduce", "2d-split")
+    assert not fe.supports(torus.with_link_bandwidth([0], 1e9), "all-reduce", "2d-split")
+    assert fe.why_unsupported(torus, "all-reduce", "halving-doubling")
+    with pytest.raises(ConfigError, match="engine"):
+        fe.run(mesh, "all-reduce", "bidir-ring", MiB)
+
+
+def test_events_count_messages_per_hop():
+    # 2-D AR on an X x Y torus: every chip sends 2(X-1) messages in X phases, 2(Y-1) in Y
+    topo = make((4, 6))
+    assert fe.run(topo, "all-reduce", "2d", MiB).events == 24 * (2 * 3 + 2 * 5)
+    assert fe.run(topo, "all-reduce", "2d", MiB, chunks=4).events == 4 * 24 * (2 * 3 + 2 * 5)
+    # folded mesh ring: all 2(d-1) directed links carry each step's hops
+    mesh = make((5,), False)
+    assert fe.run(mesh, "reduce-scatter", "ring", MiB).events == 4 * 2 * 4
+
+
+@given(S=st.integers(KiB, GiB))
+@settings(max_examples=20, deadline=None)
+def test_link_bytes_are_conserved(S):
+    topo = make((4, 6))
+    out = fe.run(topo, "all-reduce", "2d", S)
+    # each phase moves steps * S_phase/d per link of its axis
+    x = 2 * 3 * S / 4
+    y = 2 * 5 * S / 4 / 6
+    expect = np.where(topo.link_axis == 0, x, y) * (topo.link_direction == 1)
+    assert np.allclose(out.link_bytes, expect, rtol=1e-12)
+
+
+def test_fast_engine_imports_only_numpy_and_the_topology():
+    """Keeps ``wus-sim collective`` quick: no SimPy, pandas or matplotlib on the fast path."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(fe.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(("." * node.level) + (node.module or ""))
+    assert imported <= {"dataclasses", "numpy", "..errors", "..topology", ".embedding"}, imported
