@@ -1,0 +1,246 @@
+"""Benchmark: simulation wall time of registered cases, as flat records.
+
+A case is a name, an engine label, an untimed ``setup()`` and a timed ``run(state)``
+that returns what it simulated (:class:`Measurement`). Cases live in one ordered
+registry, so other parts of wus-sim add theirs with :func:`register` and the loop
+in :func:`run_bench` does not change::
+
+    register(Case("step: bert 2048 replicas", "timeline", setup=..., run=..., quick=False))
+
+Each case runs ``repeat`` times (fresh ``setup()`` each time, so per-topology caches
+are part of the timed work); the record holds the median and minimum wall time,
+the messages per second (``events / median wall``) and, from one extra untimed
+run under :mod:`tracemalloc`, the peak Python/numpy memory. A case whose engine is
+not available (e.g. the SimPy engine before it lands) is a record with
+``status = "unavailable"`` and a ``reason``, not a crash.
+
+Record fields (one flat dict per case):
+
+========================  ====================================================
+``case``                  registry name
+``engine``                engine label (``fast``, ``simpy``, ``cli``, ...)
+``problem``               what is simulated; cases sharing it must agree
+``status``                ``ok`` or ``unavailable`` (then ``reason`` says why)
+``sim_time_s``            simulated time, seconds
+``events``                messages (per hop, per piece) the simulation handled
+``wall_median_s``         median wall time of ``repeat`` runs, seconds
+``wall_min_s``            fastest run, seconds
+``messages_per_s``        ``events / wall_median_s``
+``peak_mem_bytes``        tracemalloc peak of one run (``None`` if not measured)
+``repeat``                runs timed
+========================  ====================================================
+"""
+
+from dataclasses import dataclass
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from typing import Callable
+
+from .units import MiB, format_bytes, format_time
+
+__all__ = [
+    "Measurement", "Case", "CASES", "register", "collective_case", "cli_case",
+    "run_case", "run_bench", "format_table", "machine_info", "Unavailable",
+]
+
+
+class Unavailable(Exception):
+    """Raised by a case's setup when what it needs does not exist (yet)."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a timed run reports."""
+
+    sim_time_s: float
+    events: int
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case."""
+
+    name: str
+    engine: str
+    setup: Callable[[], object]
+    """Untimed preparation; returns the state passed to ``run``. May raise :class:`Unavailable`."""
+    run: Callable[[object], Measurement]
+    """The timed work."""
+    quick: bool = False
+    """Part of the reduced ``--quick`` set (small, for tests)."""
+    problem: str = ""
+    """What is simulated; cases with equal ``problem`` must give the same simulated time."""
+    measure_memory: bool = True
+    full: bool = True
+    """Part of the full set."""
+
+
+CASES = {}
+"""The registry, in insertion order: name -> :class:`Case`."""
+
+
+def register(case):
+    """Add *case* to :data:`CASES` (replacing one of the same name) and return it."""
+    CASES[case.name] = case
+    return case
+
+
+# ================================================================ case builders
+def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", quick=False, full=True, **kw):
+    """A case simulating one collective on *engine* (``fast`` calls the fast engine
+    directly; other names go through ``simulate_collective(engine=...)``)."""
+    problem = f"{op} {algorithm} {format_bytes(nbytes)} on {topology}" + "".join(
+        f" {k}={v}" for k, v in sorted(kw.items()))
+
+    def setup():
+        from .topology import load_topology
+
+        topo = load_topology(topology)
+        if engine == "fast":
+            from .collectives import fast_engine
+
+            if not fast_engine.supports(topo, op, algorithm, **{k: v for k, v in kw.items() if k != "reduce_Bps"}):
+                raise Unavailable(fast_engine.why_unsupported(topo, op, algorithm))
+            return topo, fast_engine
+        try:
+            from .collectives import simulate_collective
+        except ImportError as exc:
+            raise Unavailable(f"wus_sim.collectives.simulate_collective: {exc}") from None
+        return topo, simulate_collective
+
+    def run(state):
+        topo, impl = state
+        if engine == "fast":
+            out = impl.run(topo, op, algorithm, nbytes, **kw)
+        else:
+            out = impl(topo, op, algorithm, nbytes, engine=engine, **kw)
+        return Measurement(out.time_s, out.events)
+
+    return Case(name, engine, setup, run, quick=quick, full=full, problem=problem)
+
+
+def cli_case(name, argv, *, quick=False, full=True, problem=""):
+    """A case timing a whole ``wus-sim ...`` command in a fresh interpreter (imports
+    included); *argv* must include ``--json`` so the simulated time can be read back."""
+
+    def setup():
+        if importlib.util.find_spec(f"wus_sim.cli.{argv[0]}") is None:
+            raise Unavailable(f"`wus-sim {argv[0]}` is not available yet")
+        return None
+
+    def run(_):
+        out = subprocess.run([sys.executable, "-m", "wus_sim", *argv], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"wus-sim {' '.join(argv)} failed: {out.stderr.strip()}")
+        doc = json.loads(out.stdout)
+        return Measurement(float(doc["time_s"]), int(doc.get("events", 0)))
+
+    return Case(name, "cli", setup, run, quick=quick, full=full, problem=problem, measure_memory=False)
+
+
+# ======================================================================= cases
+_S = 64 * MiB
+for _dims in ("32x32", "64x64", "128x128", "256x256"):
+    register(collective_case(f"2d all-reduce 64MiB torus:{_dims}", f"torus:{_dims}", "all-reduce", "2d", _S))
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048", "tpu-v3-2048", "all-reduce", "2d", _S))
+register(collective_case("2d all-reduce 64MiB torus:32x32 (SimPy reference)", "torus:32x32", "all-reduce",
+                         "2d", _S, engine="simpy"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:16x16", "torus:16x16", "all-reduce",
+                         "halving-doubling", _S, engine="simpy"))
+register(collective_case("ring all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce", "ring", _S))
+register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole command)",
+                  ["collective", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+                   "--json"],
+                  problem=f"all-reduce 2d {format_bytes(_S)} on tpu-v3-2048"))
+# the reduced set run by tests: small, one problem on both engines
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8", "torus:8x8", "all-reduce", "2d", MiB,
+                         quick=True, full=False))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8 (SimPy)", "torus:8x8", "all-reduce", "2d", MiB,
+                         engine="simpy", quick=True, full=False))
+register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "all-reduce", "ring", MiB,
+                         quick=True, full=False))
+
+
+# ===================================================================== running
+def run_case(case, *, repeat=5, memory=True):
+    """Time *case*; return its record (see the module docstring)."""
+    rec = {"case": case.name, "engine": case.engine, "problem": case.problem, "status": "ok",
+           "sim_time_s": None, "events": None, "wall_median_s": None, "wall_min_s": None,
+           "messages_per_s": None, "peak_mem_bytes": None, "repeat": repeat}
+    walls = []
+    result = None
+    try:
+        for _ in range(repeat):
+            state = case.setup()
+            t0 = time.perf_counter()
+            result = case.run(state)
+            walls.append(time.perf_counter() - t0)
+        if memory and case.measure_memory:
+            state = case.setup()
+            tracemalloc.start()
+            try:
+                case.run(state)
+                rec["peak_mem_bytes"] = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+    except Unavailable as exc:
+        rec["status"] = "unavailable"
+        rec["reason"] = str(exc)
+        return rec
+    med = statistics.median(walls)
+    rec.update(sim_time_s=result.sim_time_s, events=result.events, wall_median_s=med, wall_min_s=min(walls),
+               messages_per_s=result.events / med if med > 0 else None)
+    return rec
+
+
+def run_bench(*, quick=False, repeat=5, names=None, memory=True, progress=None):
+    """Run the registered cases (the ``quick`` set, or the full set; *names* filters by
+    substring) and return their records in registry order."""
+    cases = [c for c in CASES.values() if (c.quick if quick else c.full)]
+    if names:
+        cases = [c for c in cases if any(n in c.name for n in names)]
+    records = []
+    for case in cases:
+        if progress:
+            progress(case)
+        records.append(run_case(case, repeat=repeat, memory=memory))
+    return records
+
+
+def machine_info():
+    """Where the figures were measured."""
+    import numpy
+
+    return {"python": platform.python_version(), "numpy": numpy.__version__, "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "system": platform.system()}
+
+
+def _rate(x):
+    return "-" if x is None else f"{x:.3g}"
+
+
+def format_table(records):
+    """A plain-text table of the records (markdown-compatible)."""
+    head = ["case", "engine", "simulated time", "wall (median)", "messages/s", "peak memory"]
+    rows = []
+    for r in records:
+        if r["status"] != "ok":
+            rows.append([r["case"], r["engine"], r["status"], "-", "-", "-"])
+            continue
+        rows.append([r["case"], r["engine"], format_time(r["sim_time_s"]), format_time(r["wall_median_s"]),
+                     _rate(r["messages_per_s"]),
+                     "-" if r["peak_mem_bytes"] is None else format_bytes(r["peak_mem_bytes"])])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    out += [f"unavailable: {r['case']}: {r['reason']}" for r in records if r["status"] != "ok"]
+    return "\n".join(out)

@@ -1,0 +1,51 @@
+"""``wus-sim bench``: time the registered benchmark cases (see :mod:`wus_sim.bench`)."""
+
+import json
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "bench", help="benchmark the simulation engines (wall time, messages/s, memory)",
+        description="Run the benchmark cases and print: case, engine, simulated time, "
+                    "median wall time, messages/s (events / median wall), peak memory.")
+    p.add_argument("--quick", action="store_true", help="the reduced set of small cases (what the tests run)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--repeat", type=int, default=5, metavar="N", help="timed runs per case (default 5; median reported)")
+    p.add_argument("--case", action="append", metavar="TEXT", dest="cases",
+                   help="only cases whose name contains TEXT (repeatable)")
+    p.add_argument("--no-memory", action="store_true", help="skip the extra tracemalloc run per case")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    return p
+
+
+def run(args):
+    from ..bench import CASES, format_table, machine_info, run_bench
+    from ..errors import ConfigError
+
+    if args.repeat < 1:
+        raise ConfigError("must be >= 1", key_path="--repeat", value=args.repeat)
+    if args.list:
+        for case in CASES.values():
+            sets = ", ".join(s for s, on in (("full", case.full), ("quick", case.quick)) if on)
+            print(f"{case.name}  [{case.engine}; {sets}]")
+        return 0
+    progress = None
+    if not args.json and sys.stderr.isatty():
+        progress = lambda case: print(f"  running {case.name} ...", file=sys.stderr)
+    records = run_bench(quick=args.quick, repeat=args.repeat, names=args.cases,
+                        memory=not args.no_memory, progress=progress)
+    if args.cases and not records:
+        raise ConfigError("matches no benchmark case (see wus-sim bench --list)", key_path="--case",
+                          value=args.cases)
+    if args.json:
+        print(json.dumps({"machine": machine_info(), "repeat": args.repeat, "quick": args.quick,
+                          "cases": records}, indent=1))
+    else:
+        info = machine_info()
+        print(format_table(records))
+        print(f"\n{args.repeat} runs per case, median wall time; Python {info['python']}, numpy {info['numpy']}, "
+              f"{info['cpus']} CPUs ({info['processor']})")
+    return 0
