@@ -49,6 +49,12 @@ _STYLE = {
 
 
 # ----------------------------------------------------------------- helpers
+def _with(df, names):
+    """*df* with any missing column of *names* added empty (a run whose points all failed has none)."""
+    missing = [n for n in names if n and n not in df.columns]
+    return df.assign(**{n: float("nan") for n in missing}) if missing else df
+
+
 def _ok(df, strategy=None):
     rows = df[df["status"] == "ok"] if "status" in df.columns else df
     if strategy is not None:
@@ -101,8 +107,10 @@ def _label(keys, values):
     parts = []
     for k, v in zip(keys, values):
         text = _fmt(v)
-        if k in ("workload", "topology", "optimizer") or not text.replace(".", "").isdigit():
-            parts.append(text if k in ("workload", "topology", "optimizer") else f"{k}={text}")
+        if k == "ndim":
+            parts.append(f"{text}-D")
+        elif isinstance(v, str) and not text.replace(".", "").isdigit() and text not in ("True", "False"):
+            parts.append(text)  # names speak for themselves
         else:
             parts.append(f"{column_label(k, display=False)[0]}={text}")
     return ", ".join(parts)
@@ -141,7 +149,7 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=True
 
     Uses the sharded rows with status ok. Returns the list of Line2D drawn.
     """
-    rows = _ok(df, "sharded").dropna(subset=[x, y])
+    rows = _ok(_with(df, [x, y]), "sharded").dropna(subset=[x, y])
     keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x,))
     lines = []
     markers = "osD^v<>ph*"
@@ -155,7 +163,7 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=True
             fontsize=8, color="0.35")
     if logx and len(rows):
         _log2_axis(ax, rows[x].astype(float))
-    ax.set_xlabel("replicas (one per TPU core)" if x == "replicas" else column_label(x)[0]
+    ax.set_xlabel("data-parallel replicas" if x == "replicas" else column_label(x)[0]
                   + (" (log2)" if logx else ""))
     ax.set_ylabel("speedup = replicated / sharded step time" if y == "speedup" else column_label(y)[0])
     ax.set_title(title or "Speedup of sharded over replicated weight update")
@@ -169,7 +177,7 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
     Groups are the values of *by* (default: the parameters that vary). Returns the
     list of BarContainers drawn (one per part).
     """
-    rows = _ok(df)
+    rows = _ok(_with(df, ["step_time_s", "speedup"]))
     parts = [p for p in parts if p in rows.columns]
     keys = _label_keys(rows, by if by is not None else _varying(rows), exclude=())
     groups = _groups(rows, keys)
@@ -219,7 +227,7 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     does not fit); a dashed line marks the HBM capacity when ``hbm_bytes`` is known.
     Returns the list of BarContainers drawn.
     """
-    rows = df.dropna(subset=[p for p in ("mem_peak_bytes",) if p in df.columns])
+    rows = _with(df, ["mem_peak_bytes"]).dropna(subset=["mem_peak_bytes"])
     parts = [p for p in parts if p in rows.columns and rows[p].fillna(0).abs().sum() > 0]
     keys = _label_keys(rows, by if by is not None else ["optimizer"], exclude=())
     width, gap = 0.8, 0.6
@@ -282,10 +290,15 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     import numpy as np
     from matplotlib.colors import TwoSlopeNorm
 
+    df = _with(df, [x, y, value])
     rows = df if strategy is None else df[df["strategy"] == strategy]
     ok = _ok(rows)
     xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
     ys = sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str)
+    if not xs or not ys:
+        ax.text(0.5, 0.5, f"no values of {x} and {y} to plot", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return None
     grid = np.full((len(ys), len(xs)), np.nan)
     table = ok.groupby([y, x])[value].mean()
     for (yv, xv), v in table.items():
@@ -309,7 +322,7 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
     ax.grid(False)
     ax.set_xlabel(column_label(x)[0])
-    ax.set_ylabel("replicas (one per TPU core)" if y == "replicas" else column_label(y)[0])
+    ax.set_ylabel("data-parallel replicas" if y == "replicas" else column_label(y)[0])
     cbar = ax.figure.colorbar(image, ax=ax, pad=0.02)
     cbar.set_label("speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0])
     what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
@@ -323,7 +336,7 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated"
 
     Returns the list of Line2D drawn.
     """
-    rows = _ok(df).dropna(subset=[x, y])
+    rows = _ok(_with(df, [x, y])).dropna(subset=[x, y])
     rows = rows[rows["strategy"].isin(list(strategies))]
     keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
     _, scale = column_label(y)
@@ -347,7 +360,7 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated"
         ax.set_yscale("log")
     if y == "speedup":
         ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
-    ax.set_xlabel("replicas (one per TPU core)" if x == "replicas" else column_label(x)[0])
+    ax.set_xlabel("data-parallel replicas" if x == "replicas" else column_label(x)[0])
     ax.set_ylabel(column_label(y)[0])
     ax.set_title(title or f"{column_label(y)[0].split(' [')[0]} vs {column_label(x)[0].split(' [')[0]}")
     _legend_outside(ax)

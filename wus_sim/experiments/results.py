@@ -49,6 +49,7 @@ RUN_COLUMNS = (
        "run"),
     _c("replicas", "", "Int64", "Data-parallel replicas of the slice (chips x cores_per_chip).", "run"),
     _c("chips", "", "Int64", "Chips in the slice.", "run"),
+    _c("chip", "", "string", "Chip model of the slice (tpu-v3, tpu-v4, ...; 'generic' for inline topologies).", "run"),
     _c("dims", "", "string", "Chips per torus axis, e.g. '32x32' or '8x8x8'.", "run"),
     _c("ndim", "", "Int64", "Torus dimensionality (2 for TPU v2/v3, 3 for v4).", "run"),
     _c("wrap", "", "string", "Wraparound per axis, 'T' (torus ring) or 'F' (mesh line), e.g. 'T,F'.", "run"),

@@ -102,7 +102,7 @@ def _slice_columns(point):
                              wraparound=point.get("wraparound"), cores_per_chip=point.get("cores_per_chip"))
     except (WusError, ValueError):
         return {}
-    return {"replicas": topo.num_replicas, "chips": topo.num_chips, "dims": topo.shape_str,
+    return {"replicas": topo.num_replicas, "chips": topo.num_chips, "chip": topo.chip.name, "dims": topo.shape_str,
             "ndim": topo.ndim, "wrap": ",".join("T" if w else "F" for w in topo.wrap)}
 
 

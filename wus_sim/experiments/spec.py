@@ -71,32 +71,32 @@ def _existing_path(text, base_dir):
     raise ConfigError("file not found", value=text)
 
 
-def _known(module, function):
-    """Names known to ``wus_sim.<module>.<function>()``, or None while that module is not built."""
-    import importlib
+def _check_workload(value, base_dir):
+    if not isinstance(value, str) or not value:
+        raise ConfigError("must be a workload name or a path to a workload YAML file", value=value)
+    path = _existing_path(value, base_dir)
+    if path is not None:
+        return str(path)
+    from ..workloads import known_workloads
 
+    if value not in known_workloads():
+        raise UnknownNameError("workload", value, known_workloads())
+    return value
+
+
+def _check_optimizer(value, base_dir):
+    if not isinstance(value, str) or not value:
+        raise ConfigError("must be an optimizer name (adam, adam+clip) or a path to an optimizer YAML file",
+                          value=value)
+    path = _existing_path(value, base_dir)
+    from ..optimizers import load_optimizer
+
+    # Loading checks compositions (adam+clip) and files the same way the simulator will read them.
     try:
-        mod = importlib.import_module(f"wus_sim.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith(f"wus_sim.{module}"):
-            return None  # built by another helper; names are checked once it exists
-        raise
-    known = getattr(mod, function, None)
-    return None if known is None else known()
-
-
-def _check_name(kind, module, function):
-    def check(value, base_dir):
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"must be a {kind} name or a path to a {kind} YAML file", value=value)
-        path = _existing_path(value, base_dir)
-        if path is not None:
-            return str(path)
-        known = _known(module, function)
-        if known is not None and value not in known:
-            raise UnknownNameError(kind, value, known)
-        return value
-    return check
+        load_optimizer(str(path) if path is not None else value)
+    except ConfigError as exc:
+        raise ConfigError(exc.rule, value=exc.value if exc.value is not None else value) from None
+    return str(path) if path is not None else value
 
 
 def _check_topology(value, base_dir):
@@ -181,14 +181,14 @@ def _table(*params):
 POINT_KEYS = _table(
     Param("workload", "name", required=True, nullable=False,
           meaning="Workload profile: a shipped name (see `wus-sim describe workload`) or a path to a workload YAML.",
-          check=_check_name("workload", "workloads", "known_workloads")),
+          check=_check_workload),
     Param("topology", "name", required=True, nullable=False,
           meaning="TPU slice: a shipped name (tpu-v3-512), a path, or inline torus:16x16 / mesh:8x8 / "
                   "torus:8x8x8 (1 core per chip, generic chip).",
           check=_check_topology),
     Param("optimizer", "name",
           meaning="Optimizer (see `wus-sim describe optimizer`); null = the workload's default.",
-          check=_check_name("optimizer", "optimizers", "known_optimizers")),
+          check=_check_optimizer),
     Param("strategy", "choice", default="both", nullable=False, choices=STRATEGY_CHOICES,
           meaning="Weight-update strategy simulated for the point; 'both' gives one row each and the speedup."),
     Param("per_replica_batch", "int", minimum=1, unit="examples",
@@ -249,7 +249,8 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
         try:
             return param.check(value, base_dir)
         except ConfigError as exc:
-            raise ConfigError(exc.rule, file=file, key_path=key_path, value=value) from None
+            shown = exc.value if exc.value is not None else value  # e.g. the bad part of 'clip+adam'
+            raise ConfigError(exc.rule, file=file, key_path=key_path, value=shown) from None
         except UnknownNameError as exc:
             raise ConfigError(f"is not a known {exc.kind}; known: {', '.join(exc.known)}",
                               file=file, key_path=key_path, value=value) from None
