@@ -1,0 +1,251 @@
+"""Ring embeddings: which chips form each ring, and which directed links each ring edge uses.
+
+A :class:`RingEmbedding` is a pure array structure (no SimPy) shared by both
+collective engines and the closed-form model. ``members[r, i]`` is the i-th
+member of ring ``r`` in ring order; edge ``i`` goes from ``members[r, i]`` to
+``members[r, (i+1) % n]`` over the link keys ``links[r, i, :hops[r, i]]``
+(store-and-forward, in that order). Link keys are the topology's dense ICI link
+ids, extended by on-chip core links (:func:`wus_sim.network.onchip_link_key`).
+
+Embeddings used (the team brief fixes them; both engines rely on them):
+
+* One axis line of ``d`` chips (:func:`axis_rings`): wrapped axis: ring order
+  ``0..d-1``, edge ``i -> i+1`` on the ``+`` link of chip ``i`` (the reverse
+  ring, order reversed, uses ``-`` links). Unwrapped (mesh) axis, ``d >= 3``:
+  folded ring ``0, 2, 4, ... (evens up), ..., 5, 3, 1 (odds down)``; edges
+  between evens take two ``+`` hops, between odds two ``-`` hops, the two turn
+  edges one hop, so every directed link of the line is used exactly once. Mesh
+  ``d == 2``: ``0 -> 1`` on the ``+`` link, ``1 -> 0`` on the ``-`` link (the
+  reverse ring uses the same two links). ``d == 1``: a ring of one member.
+* The whole slice (:func:`slice_ring`), axes of length 1 ignored: one active
+  axis is the line ring above. With two or three active axes and one of even
+  length, a Hamiltonian cycle of one-hop edges: a snake over positions
+  ``1..a-1`` of a "line" axis ``L`` along a boustrophedon path of the other
+  axes, returning along position 0 of ``L`` (2-D with ``Y`` even: snake over
+  columns ``1..X-1`` and return along column 0; 3-D: the same over the plane
+  path times the remaining line). It uses no wraparound link and each directed
+  link at most once, and so does its reverse (disjoint from it). With every
+  active axis odd no such cycle exists on a mesh; we use the boustrophedon
+  path and route its closing edge dimension-order (on a torus that edge uses
+  wraparound links only; on a mesh it runs over links the path leaves free).
+* An explicit chip or replica sequence (:func:`sequence_ring`): ring in the
+  given order, every edge routed dimension-order (shortest way round); edges
+  may share links, i.e. contend.
+* The cores of each chip (:func:`onchip_rings`): core ``q -> q+1 (mod c)`` on
+  the on-chip link of core ``q``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..network import onchip_link_key, replica_route
+
+__all__ = [
+    "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
+    "sequence_ring", "onchip_rings", "active_axes",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class RingEmbedding:
+    """Rings of equal size ``n`` and the link keys of each ring edge."""
+
+    members: np.ndarray
+    """``(num_rings, n)`` chip ids (or replica ids for replica rings) in ring order."""
+    links: np.ndarray
+    """``(num_rings, n, max_hops)`` link keys of edge ``i`` (member ``i`` -> ``i+1``), padded with -1."""
+    hops: np.ndarray
+    """``(num_rings, n)`` number of links on each edge."""
+
+    @property
+    def num_rings(self):
+        return int(self.members.shape[0])
+
+    @property
+    def size(self):
+        """Members per ring (``n``)."""
+        return int(self.members.shape[1])
+
+    @property
+    def max_hops(self):
+        return int(self.links.shape[2])
+
+    def edge_path(self, ring, i):
+        """Link keys of edge *i* of ring *ring*, as a list."""
+        return [int(k) for k in self.links[ring, i, : self.hops[ring, i]]]
+
+    def link_use(self, num_keys):
+        """How many ring edges use each link key (length *num_keys*)."""
+        used = self.links[self.links >= 0]
+        return np.bincount(used, minlength=num_keys)
+
+
+def _from_lists(members, paths):
+    """Build a RingEmbedding from per-ring member lists and per-edge key lists."""
+    members = np.asarray(members, dtype=np.int64).reshape(len(members), -1)
+    num_rings, n = members.shape
+    max_hops = max([len(p) for ring in paths for p in ring] + [1])
+    links = np.full((num_rings, n, max_hops), -1, dtype=np.int64)
+    hops = np.zeros((num_rings, n), dtype=np.int64)
+    for r, ring in enumerate(paths):
+        for i, path in enumerate(ring):
+            links[r, i, : len(path)] = path
+            hops[r, i] = len(path)
+    return RingEmbedding(members, links, hops)
+
+
+def active_axes(topology):
+    """Axes with more than one chip, in axis order."""
+    return [a for a, d in enumerate(topology.dims) if d > 1]
+
+
+# ------------------------------------------------------------------ one axis
+def line_ring_pattern(d, wrap, reverse=False):
+    """Ring over the positions ``0..d-1`` of one axis line.
+
+    Returns ``(order, edges)``: ``order`` lists positions in ring order and
+    ``edges[i]`` is the list of ``(position, direction)`` hops of the edge from
+    ``order[i]`` to ``order[(i+1) % d]`` (the link leaving *position* in
+    *direction* +1/-1).
+    """
+    if d == 1:
+        return [0], [[]]
+    if wrap:
+        order = list(range(d))
+        if not reverse:
+            return order, [[(x, +1)] for x in order]
+        order = order[::-1]
+        return order, [[(x, -1)] for x in order]
+    if d == 2:
+        order = [0, 1] if not reverse else [1, 0]
+    else:
+        order = list(range(0, d, 2)) + list(range(d - 1 if d % 2 == 0 else d - 2, 0, -2))
+        if reverse:
+            order = order[::-1]
+    edges = []
+    for i, a in enumerate(order):
+        b = order[(i + 1) % d]
+        step = 1 if b > a else -1
+        edges.append([(a + j * step, step) for j in range(abs(b - a))])
+    return order, edges
+
+
+def axis_rings(topology, axis, reverse=False):
+    """One ring per line along *axis* (all lines at once), chips as members."""
+    lines = topology.axis_rings(axis)  # (num_lines, d) in coordinate order
+    d = topology.dims[axis]
+    order, edges = line_ring_pattern(d, topology.wrap[axis], reverse)
+    members = lines[:, order]
+    max_hops = max([len(e) for e in edges] + [1])
+    links = np.full((lines.shape[0], d, max_hops), -1, dtype=np.int64)
+    hops = np.zeros((lines.shape[0], d), dtype=np.int64)
+    for i, edge in enumerate(edges):
+        for j, (pos, direction) in enumerate(edge):
+            links[:, i, j] = topology.link_id(lines[:, pos], axis, direction)
+        hops[:, i] = len(edge)
+    return RingEmbedding(np.ascontiguousarray(members), links, hops)
+
+
+# ---------------------------------------------------------------- whole slice
+def _boustrophedon(dims):
+    """Hamiltonian path over a grid (first axis fastest), as a list of coordinate tuples."""
+    seq = [(v,) for v in range(dims[0])]
+    for d in dims[1:]:
+        new = []
+        for v in range(d):
+            part = seq if v % 2 == 0 else seq[::-1]
+            new.extend(p + (v,) for p in part)
+        seq = new
+    return seq
+
+
+def slice_ring_order(topology):
+    """Chip ids of the whole-slice ring in ring order, and whether all its edges are one hop.
+
+    See the module docstring for the construction.
+    """
+    active = active_axes(topology)
+    if len(active) <= 1:
+        raise ValueError("slice_ring_order needs two or more active axes")  # callers use axis_rings
+    dims = topology.dims
+    line = None
+    for a in active:
+        others = [b for b in active if b != a]
+        if int(np.prod([dims[b] for b in others])) % 2 == 0:
+            line = a
+            break
+    coords = []
+    if line is not None:
+        others = [b for b in active if b != line]
+        path = _boustrophedon([dims[b] for b in others])
+        for j, h in enumerate(path):
+            positions = range(1, dims[line]) if j % 2 == 0 else range(dims[line] - 1, 0, -1)
+            for x in positions:
+                coords.append(((line, x),) + tuple(zip(others, h)))
+        for h in reversed(path):
+            coords.append(((line, 0),) + tuple(zip(others, h)))
+        one_hop = True
+    else:
+        for h in _boustrophedon([dims[b] for b in active]):
+            coords.append(tuple(zip(active, h)))
+        one_hop = False
+    full = np.zeros((len(coords), topology.ndim), dtype=np.int64)
+    for i, c in enumerate(coords):
+        for axis, x in c:
+            full[i, axis] = x
+    return topology.chip_id(full), one_hop
+
+
+def _grid_edge(topology, a, b):
+    """Link keys from chip *a* to chip *b*: one hop if they are grid neighbours without
+    wraparound, else the dimension-order route."""
+    ca, cb = topology.coords[a], topology.coords[b]
+    diff = np.flatnonzero(ca != cb)
+    if len(diff) == 1 and abs(int(cb[diff[0]] - ca[diff[0]])) == 1:
+        axis = int(diff[0])
+        return [int(topology.link_id(a, axis, int(cb[axis] - ca[axis])))]
+    return topology.route(a, b)
+
+
+def slice_ring(topology, reverse=False):
+    """One ring over every chip of the slice (see the module docstring)."""
+    active = active_axes(topology)
+    if not active:
+        return _from_lists([[0]], [[[]]])
+    if len(active) == 1:
+        return axis_rings(topology, active[0], reverse)
+    order, _ = slice_ring_order(topology)
+    order = [int(c) for c in order]
+    if reverse:
+        order = order[::-1]
+    n = len(order)
+    paths = [_grid_edge(topology, order[i], order[(i + 1) % n]) for i in range(n)]
+    return _from_lists([order], [paths])
+
+
+# ------------------------------------------------------------ explicit groups
+def sequence_ring(topology, replicas, reverse=False):
+    """A ring over an explicit replica sequence, in the given order (reversed if *reverse*).
+
+    Every edge is routed: over the on-chip links between cores of one chip,
+    else dimension-order between chips (see :func:`wus_sim.network.replica_route`).
+    """
+    order = [int(r) for r in replicas]
+    if reverse:
+        order = order[::-1]
+    n = len(order)
+    paths = [replica_route(topology, order[i], order[(i + 1) % n]) if n > 1 else [] for i in range(n)]
+    return _from_lists([order], [paths])
+
+
+def onchip_rings(topology):
+    """One ring per chip over its cores (replica ids as members), on the on-chip links."""
+    c = topology.cores_per_chip
+    chips = np.arange(topology.num_chips)
+    members = chips[:, None] * c + np.arange(c)[None, :]
+    if c == 1:
+        return RingEmbedding(members, np.full((topology.num_chips, 1, 1), -1, dtype=np.int64),
+                             np.zeros((topology.num_chips, 1), dtype=np.int64))
+    links = onchip_link_key(topology, chips[:, None], np.arange(c)[None, :])[:, :, None]
+    return RingEmbedding(members, links.astype(np.int64), np.ones((topology.num_chips, c), dtype=np.int64))
