@@ -1,0 +1,136 @@
+"""Per-replica memory of both strategies: closed forms, the N-fold slot saving, infeasibility."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wus_sim.errors import ConfigError, InfeasibleError, UnknownNameError
+from wus_sim.memory import PARTS, memory_both, memory_breakdown
+from wus_sim.optimizers import analyse
+from wus_sim.planner import plan
+from wus_sim.topology import Topology, load_chips, load_topology
+from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
+
+GENERIC = load_chips()["generic"]
+
+
+def torus(dims, cores=1):
+    return Topology("t", GENERIC, dims=tuple(dims), wrap=(True,) * len(dims), cores_per_chip=cores)
+
+
+def make_workload(shapes, act=1000.0):
+    tensors = tuple(Tensor(f"t{i}", tuple(s), i) for i, s in enumerate(shapes))
+    return Workload(name="synthetic", description="", tensors=tensors, params=sum(t.size for t in tensors),
+                    fwd_flops_per_example=1.0, example_unit="example", activation_bytes_per_example=act,
+                    num_layers=len(tensors), layer_names=tuple(t.name for t in tensors),
+                    layer_fwd_flops=(1.0 / len(tensors),) * len(tensors))
+
+
+shape_st = st.lists(st.integers(1, 80), min_size=1, max_size=3).map(tuple)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes=st.lists(shape_st, min_size=1, max_size=10), dims=st.lists(st.integers(1, 6), min_size=1, max_size=2),
+       opt=st.sampled_from(["sgd", "momentum", "adam", "lamb", "lars"]), batch=st.integers(1, 64))
+def test_sharded_slots_are_replicated_over_n_plus_padding(shapes, dims, opt, batch):
+    w = make_workload(shapes)
+    p = plan(w, torus(dims), opt, replicate_below_elements=0)
+    n = p.replicas
+    m = memory_both(p, batch)
+    rep, sh = m["replicated"], m["sharded"]
+    assert sh.slots == pytest.approx(rep.slots / n + sh.details["slot_padding"])
+    # elementwise slots: the padding share is slots x padding elements / N
+    k = analyse(opt).slots
+    assert sh.details["slot_padding"] == pytest.approx(k * p.padding_elements / n * p.slot_bytes)
+    # weights are whole on every replica in both strategies (plus padding when sharded)
+    assert sh.weights == rep.weights + p.padding_elements * p.weight_bytes
+    # activations do not depend on the strategy, and scale with the batch
+    assert sh.activations == rep.activations == batch * w.activation_bytes_per_example
+    for mm in (rep, sh):
+        assert mm.peak == pytest.approx(sum(getattr(mm, part) for part in PARTS))
+
+
+@settings(max_examples=40, deadline=None)
+@given(dims=st.lists(st.integers(1, 5), min_size=1, max_size=2), scale=st.integers(1, 6))
+def test_no_padding_when_n_divides_every_tensor(dims, scale):
+    n = 1
+    for d in dims:
+        n *= d
+    w = make_workload([(n * scale, 3), (n,), (2, n * 5)])
+    sh = memory_breakdown(plan(w, torus(dims), "adam", replicate_below_elements=0), "sharded", 1)
+    assert sh.padding == 0 and sh.details["slot_padding"] == 0
+
+
+@pytest.mark.parametrize("name", known_workloads())
+def test_shipped_workloads_with_replicated_tiny_tensors(name):
+    w = load_workload(name)
+    topo = load_topology("tpu-v3-2048")
+    p = plan(w, topo, "adam")
+    m = memory_both(p, w.default_per_replica_batch)
+    rep, sh = m["replicated"], m["sharded"]
+    sharded_slots = sum(t.slot_elements for t in p.sharded_tensors) * p.slot_bytes
+    assert sh.slots == pytest.approx(sharded_slots / p.replicas + sh.details["slot_padding"]
+                                     + sh.details["replicated_tensor_slots"])
+    assert rep.slots == pytest.approx(2 * w.params * 4)   # Adam: m and v, fp32
+    assert sh.peak < rep.peak                              # N = 2048: the slot saving dominates
+    assert rep.capacity == topo.hbm_bytes_per_replica == 16 * 2**30
+
+
+def test_adafactor_keeps_the_column_statistic_whole():
+    w = make_workload([(64, 10)])
+    p = plan(w, torus((4, 4)), "adafactor", replicate_below_elements=0)
+    rep, sh = memory_both(p, 1).values()
+    assert rep.slots == (64 + 10) * 4
+    assert sh.slots == (64 // 16 + 10) * 4
+
+
+def test_spatial_partitioning_splits_activations_only():
+    w = load_workload("mask-rcnn")
+    topo = load_topology("tpu-v3-256")
+    whole = memory_breakdown(plan(w, topo, "momentum"), "replicated", 2)
+    spatial = memory_breakdown(plan(w, topo, "momentum", replicas=64), "replicated", 2)
+    assert spatial.activations == pytest.approx(whole.activations / 4)
+    assert spatial.weights == whole.weights and spatial.slots == whole.slots
+
+
+def test_bf16_gradients_halve_gradient_memory():
+    w = load_workload("transformer-big")
+    topo = load_topology("tpu-v3-512")
+    fp32 = memory_breakdown(plan(w, topo, "adam"), "replicated", 4)
+    bf16 = memory_breakdown(plan(w, topo, "adam", grad_bytes=2), "replicated", 4)
+    assert bf16.gradients == fp32.gradients / 2
+
+
+def test_over_capacity_raises_naming_the_parts_and_excess():
+    w = load_workload("bert-large")
+    p = plan(w, load_topology("tpu-v3-512"), "lamb")
+    ok = memory_breakdown(p, "replicated", 16)          # check=False: a row, not a crash
+    assert not ok.fits and ok.headroom < 0
+    with pytest.raises(InfeasibleError) as err:
+        memory_breakdown(p, "replicated", 16, check=True)
+    e = err.value
+    assert e.what == "hbm" and e.need == ok.peak and e.have == ok.capacity
+    text = str(e)
+    assert "replicated" in text and "over by" in text and "activations" in text
+    # sharding saves LAMB's slots but activations alone (14 GiB) keep it over
+    sharded = memory_breakdown(p, "sharded", 16)
+    assert sharded.peak < ok.peak and not sharded.fits
+
+
+def test_activation_scale_and_bad_inputs():
+    w = load_workload("ncf")
+    p = plan(w, load_topology("tpu-v3-32"), "adam")
+    one = memory_breakdown(p, "replicated", 8)
+    two = memory_breakdown(p, "replicated", 8, activation_scale=2)
+    assert two.activations == 2 * one.activations
+    with pytest.raises(UnknownNameError):
+        memory_breakdown(p, "zero", 8)
+    with pytest.raises(ConfigError):
+        memory_breakdown(p, "sharded", 0)
+
+
+def test_to_dict_has_the_documented_keys():
+    p = plan(load_workload("gnmt"), load_topology("tpu-v3-32"), "adam")
+    d = memory_breakdown(p, "sharded", 4).to_dict()
+    for key in ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak",
+                "capacity", "fits", "details"):
+        assert key in d

@@ -1,0 +1,155 @@
+"""Per-replica HBM use of both update strategies, and the check that it fits.
+
+For a :class:`~wus_sim.planner.Plan` and a per-replica batch, each strategy's
+:class:`MemoryBreakdown` lists what one replica (core) allocates, in bytes:
+
+==================  ===========================================  ==============================================
+part                replicated                                   sharded
+==================  ===========================================  ==============================================
+weights             P x weight bytes                             formatted (padded) buffers x weight bytes: the
+                                                                 all-gather leaves full weights on every replica
+gradients           P x grad bytes (backward's output, all-      formatted buffers x grad bytes (backward's
+                    reduced bucket by bucket)                    output) + the reduce-scattered shards
+                                                                 (padded/N x grad bytes), kept for the update
+slots               every tensor's slots                         each sharded tensor's shard slots (1/N of the
+                                                                 padded buffer, plus any vector the layout keeps
+                                                                 whole) + replicated tensors' full slots
+activations         per-replica batch x the workload's activation estimate, / spatial ways (a spatially
+                    partitioned replica splits its activations over its cores; weights are whole on each)
+collective buffers  output of the largest all-reduce in flight   output of the largest all-reduce in flight
+                    (one bucket; XLA collectives are not in      (replicated-tensor buckets only: a
+                    place) + nothing else                        reduce-scatter writes the gradient shard
+                                                                 already counted, an all-gather writes into the
+                                                                 weight buffer) + the extra reductions' values
+==================  ===========================================  ==============================================
+
+``padding`` is the part of weights, gradients and slots that is padding (it is
+included in them, not added again). ``peak`` = weights + gradients + slots +
+activations + collective buffers: a conservative upper bound that assumes every
+part is live at the end of backward (activations freed progressively during
+backward are not subtracted).
+"""
+
+from dataclasses import dataclass, field, fields
+
+from .errors import ConfigError, InfeasibleError, UnknownNameError
+from .units import format_bytes
+
+__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "STRATEGY_NAMES", "PARTS"]
+
+STRATEGY_NAMES = ("replicated", "sharded")
+PARTS = ("weights", "gradients", "slots", "activations", "collective_buffers")
+"""Parts that add up to ``peak``."""
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one replica (core) allocates under one strategy."""
+
+    strategy: str
+    weights: float
+    gradients: float
+    slots: float
+    padding: float
+    """Padding inside weights, gradients and slots (informational; already in them)."""
+    activations: float
+    collective_buffers: float
+    peak: float
+    capacity: float
+    """HBM of one replica (core), bytes."""
+    per_replica_batch: int = 0
+    details: dict = field(default_factory=dict)
+    """Finer parts: ``weight_padding``, ``grad_padding``, ``slot_padding``, ``grad_shards``,
+    ``replicated_tensor_slots``, ``extra_reduction_buffers``."""
+
+    @property
+    def fits(self):
+        return self.peak <= self.capacity
+
+    @property
+    def headroom(self):
+        """Capacity minus peak (negative when it does not fit)."""
+        return self.capacity - self.peak
+
+    def to_dict(self):
+        return {f.name: (dict(self.details) if f.name == "details" else getattr(self, f.name))
+                for f in fields(self)} | {"fits": self.fits}
+
+    def describe(self):
+        """One line: peak and its parts."""
+        parts = ", ".join(f"{p.replace('_', ' ')} {format_bytes(getattr(self, p))}" for p in PARTS)
+        return f"{self.strategy}: peak {format_bytes(self.peak)} ({parts})"
+
+
+def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False):
+    """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
+
+    *activation_scale* multiplies the workload's activation estimate (a what-if knob
+    for its documented factors). With *check*, a peak above the replica's HBM raises
+    :class:`InfeasibleError` naming the parts and the excess.
+    """
+    if strategy not in STRATEGY_NAMES:
+        raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
+    if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
+        raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
+    if not activation_scale > 0:
+        raise ConfigError("must be > 0", key_path="activation_scale", value=activation_scale)
+    w = plan.workload
+    wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
+    activations = per_replica_batch * w.activation_bytes_per_example * activation_scale / plan.spatial_ways
+    largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)
+
+    if strategy == "replicated":
+        p = plan.params
+        weights, gradients = p * wb, p * gb
+        slots = sum(t.slot_elements for t in plan.tensors) * sb
+        padding = 0.0
+        collective = largest_ar(("sharded", "replicated"))
+        details = {"weight_padding": 0, "grad_padding": 0, "slot_padding": 0, "grad_shards": 0,
+                   "replicated_tensor_slots": slots, "extra_reduction_buffers": 0}
+    else:
+        n = plan.replicas
+        padded = plan.padded_params
+        sharded_padded = sum(t.padded_size for t in plan.sharded_tensors)
+        pad = plan.padding_elements
+        shards = sharded_padded / n * gb
+        weights = padded * wb
+        gradients = padded * gb + shards
+        repl_slots = sum(t.slot_elements for t in plan.replicated_tensors) * sb
+        slots = sum(t.shard_slot_elements for t in plan.sharded_tensors) * sb + repl_slots
+        slot_pad = sum(t.slot_padding_elements for t in plan.sharded_tensors) * sb
+        extra = sum(r.nbytes for r in plan.extra_reductions)
+        collective = largest_ar(("replicated",)) + extra
+        details = {"weight_padding": pad * wb, "grad_padding": pad * gb + pad / n * gb,
+                   "slot_padding": slot_pad, "grad_shards": shards,
+                   "replicated_tensor_slots": repl_slots, "extra_reduction_buffers": extra}
+        padding = details["weight_padding"] + details["grad_padding"] + slot_pad
+
+    peak = weights + gradients + slots + activations + collective
+    out = MemoryBreakdown(strategy=strategy, weights=float(weights), gradients=float(gradients),
+                          slots=float(slots), padding=float(padding), activations=float(activations),
+                          collective_buffers=float(collective), peak=float(peak),
+                          capacity=float(plan.topology.hbm_bytes_per_replica),
+                          per_replica_batch=int(per_replica_batch),
+                          details={k: float(v) for k, v in details.items()})
+    if check and not out.fits:
+        raise _infeasible(plan, out)
+    return out
+
+
+def memory_both(plan, per_replica_batch, *, activation_scale=1.0, check=False):
+    """``{'replicated': MemoryBreakdown, 'sharded': MemoryBreakdown}``."""
+    return {s: memory_breakdown(plan, s, per_replica_batch, activation_scale=activation_scale, check=check)
+            for s in STRATEGY_NAMES}
+
+
+def _infeasible(plan, m):
+    over = m.peak - m.capacity
+    parts = sorted(PARTS, key=lambda p: -getattr(m, p))
+    listed = ", ".join(f"{p.replace('_', ' ')} {format_bytes(getattr(m, p))}" for p in parts)
+    return InfeasibleError(
+        f"{plan.workload.name} with {plan.analysis.name}, {m.strategy} update, per-replica batch "
+        f"{m.per_replica_batch} on {plan.topology.name}: needs {format_bytes(m.peak)} of HBM per replica "
+        f"({listed}) but a replica has {format_bytes(m.capacity)}; over by {format_bytes(over)} "
+        f"(largest part: {parts[0].replace('_', ' ')})",
+        what="hbm", need=m.peak, have=m.capacity)

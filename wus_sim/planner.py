@@ -1,0 +1,567 @@
+"""Sharding planner: how each tensor is cut over N replicas, fused into buckets, and owned.
+
+For a workload, an optimizer (its static analysis) and N data-parallel replicas
+on a topology, :func:`plan` decides, per tensor:
+
+* **replicated** if it has fewer than ``replicate_below_elements`` elements
+  (default: fewer elements than replicas, where a shard would be mostly
+  padding). Its gradient is all-reduced and every replica updates all of it,
+  as in the replicated strategy.
+* otherwise a **format** (the paper's "data formatting"), cheapest first:
+  ``split`` along a dimension that N divides (no padding; preferred, lowest
+  dimension first), ``flat`` (flattened and padded to a multiple of N),
+  ``padded-rows`` / ``padded-cols`` (the matrix view padded to whole rows or
+  columns; only when the optimizer forbids a flat cut, i.e. Adafactor's
+  factored statistics). The optimizer's shard constraints decide which
+  layouts are allowed, and ties go to the layout needing the smaller extra
+  all-reduce (:meth:`OptimizerAnalysis.choose_layout` uses the same order).
+
+Each sharded tensor's formatted buffer (length ``padded_size``, a multiple of
+N) is cut into N equal shards; shard ``j`` goes to the replica the 2-D
+reduce-scatter leaves it on (:func:`shard_index`).
+
+Tensors are fused into **buckets** for the collectives, walking the model in
+backward order (the order gradients appear): a bucket is closed once it holds
+``bucket_bytes`` of gradients; a tensor that big on its own gets its own bucket.
+Sharded and replicated tensors go to separate buckets (reduce-scatter vs
+all-reduce). A fused bucket is laid out shard-major (shard ``j`` of every
+tensor, then shard ``j+1`` ...), so its reduce-scatter hands every replica its
+own shard of every tensor in the bucket.
+
+The optimizer's non-elementwise ops add **extra reductions** under sharding
+(partial results on each shard, then a small all-reduce): one all-reduce per
+reduction the analyser reports, fusing the values of every sharded tensor
+(LAMB ``norm(w)``: one fp32 value per tensor; global-norm clipping: one value).
+"""
+
+from dataclasses import dataclass, field
+import math
+
+from .errors import ConfigError, InfeasibleError
+from .units import MiB
+
+__all__ = [
+    "DEFAULT_BUCKET_BYTES", "FORMATS", "TensorPlan", "Bucket", "ExtraReduction", "Plan",
+    "plan", "shard_index", "shard_ranges", "resolve_analysis",
+]
+
+DEFAULT_BUCKET_BYTES = 25 * MiB
+"""Gradient bytes at which a fused bucket is closed. 25 MiB is PyTorch DDP's default
+``bucket_cap_mb`` (Horovod's fusion buffer defaults to 64 MiB); XLA's TPU combiner
+threshold is not public. Large enough that a bucket's collective is bandwidth-bound
+on a v3 pod, small enough to overlap reduction with backward. Settable
+(``--bucket-MiB``)."""
+
+FORMATS = ("split", "flat", "padded-rows", "padded-cols", "replicated")
+"""How a tensor is formatted for sharding (see the module doc)."""
+
+_FORMAT_RANK = {f: i for i, f in enumerate(FORMATS)}
+_AXIS_NAMES = ("x", "y", "z")
+
+
+# ============================================================ ownership after the 2-D RS
+def _phases(topology, replicas):
+    """``[(phase name, group size)]`` of the reduce-scatter, outermost split first."""
+    if replicas != topology.num_replicas:
+        # spatially partitioned replicas span several cores: one flat cut over replica ids
+        return [("replica", replicas)]
+    phases = []
+    if topology.cores_per_chip > 1:
+        phases.append(("cores", topology.cores_per_chip))
+    for axis, d in enumerate(topology.dims):
+        if d > 1:
+            phases.append((_AXIS_NAMES[axis], d))
+    return phases or [("replica", 1)]
+
+
+def _digits(topology, replicas, replica):
+    if replicas != topology.num_replicas:
+        return [replica]
+    chip, core = divmod(int(replica), topology.cores_per_chip)
+    coord = topology.coords[chip]
+    digits = [core] if topology.cores_per_chip > 1 else []
+    digits += [int(coord[axis]) for axis, d in enumerate(topology.dims) if d > 1]
+    return digits or [0]
+
+
+def shard_index(topology, replica, replicas=None):
+    """The shard (0..N-1) replica *replica* owns after the reduce-scatter.
+
+    The reduce-scatter runs on-chip among a chip's cores first, then along X,
+    then Y (then Z), each phase on the piece the previous one left
+    (collectives contract). Each phase cuts the piece into as many blocks as the
+    phase's group has members and the member keeps the block numbered by its
+    position (core index, then X, Y, Z coordinate): which ring chunk a member
+    ends with is a relabelling fixed once when weights are resharded, so this is
+    free. Hence ``j = ((core * X + x) * Y + y) * Z + z``. When a replica spans
+    several cores (spatial partitioning), replica ids are cut flat: ``j = replica``.
+    """
+    replicas = topology.num_replicas if replicas is None else int(replicas)
+    if not 0 <= int(replica) < replicas:
+        raise ConfigError(f"must be in 0..{replicas - 1}", key_path="replica", value=replica)
+    j = 0
+    for (_, size), digit in zip(_phases(topology, replicas), _digits(topology, replicas, replica)):
+        j = j * size + digit
+    return j
+
+
+def shard_ranges(topology, replica, length, replicas=None):
+    """Element ranges of a buffer of *length* (a multiple of N) that *replica* holds after
+    each reduce-scatter phase: ``[{'phase', 'group_size', 'start', 'stop'}]``, the last
+    one being its shard ``[j*length/N, (j+1)*length/N)``."""
+    replicas = topology.num_replicas if replicas is None else int(replicas)
+    if length % replicas:
+        raise ConfigError(f"must be a multiple of the {replicas} replicas", key_path="length", value=length)
+    start, size = 0, int(length)
+    out = []
+    for (phase, group), digit in zip(_phases(topology, replicas), _digits(topology, replicas, replica)):
+        size //= group
+        start += digit * size
+        out.append({"phase": phase, "group_size": group, "start": start, "stop": start + size})
+    return out
+
+
+# ========================================================================== records
+@dataclass(frozen=True)
+class TensorPlan:
+    """How one tensor is sharded (or kept replicated)."""
+
+    index: int
+    """Position in ``workload.tensors``."""
+    name: str
+    shape: tuple
+    layer: int
+    size: int
+    format: str
+    """One of :data:`FORMATS`."""
+    layout: str
+    """The analyser's layout (``'flat'``, ``'rows'``, ``'cols'``); ``None`` if replicated."""
+    split_dim: int
+    """Dimension cut by a ``split`` format, else ``None``."""
+    padded_size: int
+    """Elements of the formatted buffer (a multiple of N; ``size`` if replicated)."""
+    shard_shape: tuple
+    """Shape each replica updates (the full shape if replicated)."""
+    slot_elements: int
+    """Optimizer slot values for the whole tensor (replicated strategy, per replica)."""
+    shard_slot_elements: int
+    """Slot values one replica keeps under the sharded strategy (incl. replicated vectors)."""
+    slot_padding_elements: float
+    """Of those, the replica's average share of padding."""
+    bucket: int = -1
+    reductions: tuple = ()
+    """``((what, values), ...)``: cross-replica values this tensor adds per step when sharded."""
+
+    @property
+    def replicated(self):
+        return self.format == "replicated"
+
+    @property
+    def padding(self):
+        """Padding elements in the formatted buffer."""
+        return self.padded_size - self.size
+
+    @property
+    def shard_elements(self):
+        """Elements one replica updates (``padded_size / N``, or ``size`` if replicated)."""
+        return math.prod(self.shard_shape)
+
+    def to_dict(self):
+        return {"name": self.name, "shape": list(self.shape), "layer": self.layer, "size": self.size,
+                "format": self.format, "layout": self.layout, "split_dim": self.split_dim,
+                "padded_size": self.padded_size, "padding": self.padding,
+                "shard_shape": list(self.shard_shape), "shard_elements": self.shard_elements,
+                "slot_elements": self.slot_elements, "shard_slot_elements": self.shard_slot_elements,
+                "bucket": self.bucket, "reductions": [list(r) for r in self.reductions]}
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Tensors whose gradients are reduced (and, sharded, weights gathered) as one collective."""
+
+    index: int
+    """Buckets are numbered in the order backward completes them (0 = first ready)."""
+    kind: str
+    """``'sharded'`` (reduce-scatter + all-gather) or ``'replicated'`` (all-reduce)."""
+    tensors: tuple
+    """Tensor indices, in the order they were added (backward order)."""
+    layers: tuple
+    """Sorted distinct layer indices of its tensors."""
+    elements: int
+    padded_elements: int
+    """Elements of the formatted buffer (= ``elements`` for a replicated bucket)."""
+
+    @property
+    def first_layer(self):
+        """Smallest layer: backward completes this bucket's gradient when it finishes this layer."""
+        return self.layers[0]
+
+    @property
+    def last_layer(self):
+        return self.layers[-1]
+
+    def to_dict(self):
+        return {"index": self.index, "kind": self.kind, "tensors": len(self.tensors),
+                "first_layer": self.first_layer, "last_layer": self.last_layer,
+                "elements": self.elements, "padded_elements": self.padded_elements}
+
+
+@dataclass(frozen=True)
+class ExtraReduction:
+    """One small cross-replica all-reduce the sharded update adds."""
+
+    what: str
+    """The reduction as the analyser writes it (``'norm(w)'``, ``'global_norm(g)'``)."""
+    scope: str
+    """``'per_tensor'`` or ``'global'``."""
+    values: int
+    """Values all-reduced (fused over every sharded tensor for per-tensor scope)."""
+    dtype_bytes: int
+    tensors: int
+    """Sharded tensors contributing (0 for a global reduction)."""
+
+    @property
+    def nbytes(self):
+        return self.values * self.dtype_bytes
+
+    def to_dict(self):
+        return {"what": self.what, "scope": self.scope, "values": self.values, "tensors": self.tensors,
+                "dtype_bytes": self.dtype_bytes, "nbytes": self.nbytes}
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The sharding plan of one (workload, optimizer, topology, N). Build with :func:`plan`."""
+
+    workload: object
+    topology: object
+    analysis: object
+    replicas: int
+    spatial_ways: int
+    bucket_bytes: int
+    replicate_below_elements: int
+    weight_bytes: int
+    grad_bytes: int
+    slot_bytes: int
+    gather_bytes: int
+    """Bytes per weight element in the all-gather (the weights' dtype by default)."""
+    tensors: tuple
+    buckets: tuple
+    extra_reductions: tuple
+    notes: tuple = field(default=())
+
+    # -------------------------------------------------------------- totals
+    @property
+    def params(self):
+        return int(sum(t.size for t in self.tensors))
+
+    @property
+    def padded_params(self):
+        """Elements of all formatted buffers (sharded tensors padded, replicated ones as is)."""
+        return int(sum(t.padded_size for t in self.tensors))
+
+    @property
+    def padding_elements(self):
+        return self.padded_params - self.params
+
+    @property
+    def sharded_tensors(self):
+        return [t for t in self.tensors if not t.replicated]
+
+    @property
+    def replicated_tensors(self):
+        return [t for t in self.tensors if t.replicated]
+
+    @property
+    def sharded_elements(self):
+        return int(sum(t.size for t in self.sharded_tensors))
+
+    @property
+    def replicated_elements(self):
+        return int(sum(t.size for t in self.replicated_tensors))
+
+    def format_counts(self):
+        """``{format: number of tensors}``."""
+        out = {f: 0 for f in FORMATS}
+        for t in self.tensors:
+            out[t.format] += 1
+        return out
+
+    def tensor(self, name_or_index):
+        if isinstance(name_or_index, int):
+            return self.tensors[name_or_index]
+        for t in self.tensors:
+            if t.name == name_or_index:
+                return t
+        raise ConfigError("is not a tensor of this workload", key_path="tensor", value=name_or_index)
+
+    # ----------------------------------------------------------- ownership
+    def shard_of(self, replica, tensor):
+        """What *replica* owns of *tensor* after the reduce-scatter.
+
+        ``{'shard': j, 'phases': [...], 'elements': [start, stop)}`` in the tensor's
+        formatted buffer, plus ``'dim': split_dim, 'index': [start, stop)`` along the
+        cut dimension (split and padded-rows/cols formats). A replicated tensor is
+        owned whole by every replica.
+        """
+        t = tensor if isinstance(tensor, TensorPlan) else self.tensor(tensor)
+        if t.replicated:
+            return {"shard": None, "phases": [], "elements": [0, t.size]}
+        phases = shard_ranges(self.topology, replica, t.padded_size, self.replicas)
+        start, stop = phases[-1]["start"], phases[-1]["stop"]
+        out = {"shard": shard_index(self.topology, replica, self.replicas), "phases": phases,
+               "elements": [start, stop]}
+        if t.format == "split":
+            inner = t.size // t.shape[t.split_dim]
+            out.update(dim=t.split_dim, index=[start // inner, stop // inner])
+        elif t.format == "padded-rows":
+            cols = t.shape[-1]
+            out.update(dim="rows", index=[start // cols, stop // cols])
+        elif t.format == "padded-cols":
+            rows = t.size // t.shape[-1]
+            out.update(dim="cols", index=[start // rows, stop // rows])
+        return out
+
+    def bucket_shard_of(self, replica, bucket):
+        """Phase ranges *replica* holds of a sharded bucket's (shard-major) buffer."""
+        b = self.buckets[bucket] if isinstance(bucket, int) else bucket
+        if b.kind != "sharded":
+            return []
+        return shard_ranges(self.topology, replica, b.padded_elements, self.replicas)
+
+    # -------------------------------------------------------------- export
+    def summary(self):
+        """Flat dict of the plan's totals."""
+        return {
+            "workload": self.workload.name, "optimizer": self.analysis.name,
+            "topology": self.topology.name, "replicas": self.replicas, "spatial_ways": self.spatial_ways,
+            "params": self.params, "padded_params": self.padded_params,
+            "padding_elements": self.padding_elements,
+            "padding_bytes": self.padding_elements * (self.weight_bytes + self.grad_bytes),
+            "tensors": len(self.tensors), "sharded_tensors": len(self.sharded_tensors),
+            "replicated_tensors": len(self.replicated_tensors),
+            "replicated_elements": self.replicated_elements,
+            "buckets": len(self.buckets), "bucket_bytes": self.bucket_bytes,
+            "replicate_below_elements": self.replicate_below_elements,
+            "grad_bytes": self.grad_bytes, "weight_bytes": self.weight_bytes, "slot_bytes": self.slot_bytes,
+            "gather_bytes": self.gather_bytes,
+            "extra_reductions": len(self.extra_reductions),
+        }
+
+    def to_dict(self, *, replica=None):
+        """JSON-ready plan; *replica* adds what that replica owns of each sharded bucket."""
+        d = self.summary()
+        d.update(
+            formats=self.format_counts(),
+            buckets=[b.to_dict() for b in self.buckets],
+            replicated_tensors=[t.name for t in self.replicated_tensors],
+            extra_reductions=[r.to_dict() for r in self.extra_reductions],
+            tensor_plans=[t.to_dict() for t in self.tensors],
+            notes=list(self.notes),
+        )
+        if replica is not None:
+            d["ownership"] = {
+                "replica": int(replica),
+                "shard": shard_index(self.topology, replica, self.replicas),
+                "buckets": [{"bucket": b.index, "phases": self.bucket_shard_of(replica, b)}
+                            for b in self.buckets if b.kind == "sharded"],
+            }
+        return d
+
+    def __repr__(self):
+        return (f"<Plan {self.workload.name} / {self.analysis.name} on {self.topology.name}: "
+                f"N={self.replicas}, {len(self.buckets)} buckets, padding {self.padding_elements:,} elements>")
+
+
+# ========================================================================== planning
+def resolve_analysis(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4):
+    """An optimizer analysis from an analysis, an Optimizer program, or a name/path."""
+    from .optimizers import analyse  # same layer; imported here so workloads-only users skip it
+
+    if hasattr(optimizer, "case_for") and hasattr(optimizer, "primary"):
+        if optimizer.grad_bytes == grad_bytes and optimizer.weight_bytes == weight_bytes \
+                and optimizer.slot_bytes == slot_bytes:
+            return optimizer
+        optimizer = optimizer.name  # re-derive with this workload's dtypes
+    return analyse(optimizer, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes)
+
+
+def _candidates(shape, size, n):
+    """``(format, layout, split_dim, padded_size, shard_shape)`` for every way to cut *shape*."""
+    rank = len(shape)
+    out = []
+    for d, extent in enumerate(shape):
+        if extent % n == 0:
+            layout = "flat" if rank < 2 else ("cols" if d == rank - 1 else "rows")
+            shard = tuple(e // n if i == d else e for i, e in enumerate(shape))
+            out.append(("split", layout, d, size, shard))
+    padded = size + (-size % n)
+    out.append(("flat", "flat", None, padded, (padded // n,)))
+    if rank >= 2:
+        rows, cols = size // shape[-1], shape[-1]
+        prow = rows + (-rows % n)
+        out.append(("padded-rows", "rows", None, prow * cols, (prow // n, cols)))
+        pcol = cols + (-cols % n)
+        out.append(("padded-cols", "cols", None, rows * pcol, (rows, pcol // n)))
+    return out
+
+
+def _choose(analysis, shape, size, n):
+    case = analysis.case_for(shape)
+    allowed = {o.layout: o.allowed for o in case.layouts}
+    # a case that lists only 'flat' (a rank-agnostic program) has no row/column statistics:
+    # cutting whole rows or columns is then the same as a flat cut (the analyser maps it so too)
+    flat_ok = allowed.get("flat", True)
+
+    def per_tensor_values(layout):
+        return sum(v for r, v in analysis.reductions_for(shape, layout) if r.scope == "per_tensor")
+
+    options = []
+    for fmt, layout, dim, padded, shard in _candidates(shape, size, n):
+        if not allowed.get(layout, flat_ok):
+            continue
+        cost = (padded - size, per_tensor_values(layout), _FORMAT_RANK[fmt], -1 if dim is None else dim)
+        options.append((cost, fmt, layout, dim, padded, shard))
+    if not options:
+        raise InfeasibleError(f"{analysis.name}: no allowed way to shard a tensor of shape {list(shape)}",
+                              what="sharding")
+    return min(options)[1:]
+
+
+def _slot_padding(case, fmt, shape, size, padded, n):
+    """Average padding slot values per replica for one formatted tensor."""
+    kinds = list(case.slot_kinds.values())
+    full = kinds.count("full")
+    if fmt == "flat":
+        return full * (padded - size) / n
+    if fmt == "padded-rows":
+        cols = shape[-1]
+        pad_rows = (padded - size) // cols
+        return (full * pad_rows * cols + kinds.count("rows") * pad_rows) / n
+    if fmt == "padded-cols":
+        rows = size // shape[-1]
+        pad_cols = (padded - size) // rows
+        return (full * pad_cols * rows + kinds.count("cols") * pad_cols) / n
+    return 0.0
+
+
+def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_BUCKET_BYTES,
+         replicate_below_elements=None, grad_bytes=None, gather_bytes=None):
+    """Plan the sharded layout of *workload* over *replicas* data-parallel replicas.
+
+    *optimizer*: a name (``'adam'``), an Optimizer program or its analysis.
+    *replicas*: default every core of *topology*; fewer means each replica spans
+    ``cores / replicas`` cores (spatial partitioning). *bucket_bytes*: fusion
+    threshold (gradient bytes). *replicate_below_elements*: tensors with fewer
+    elements stay replicated (default: the number of replicas). *grad_bytes*: 4 or 2
+    (bf16 gradients; default the workload's). *gather_bytes*: bytes per weight
+    element in the all-gather (default the weights' dtype).
+    """
+    cores = topology.num_replicas
+    n = cores if replicas is None else int(replicas)
+    if n < 1 or cores % n:
+        raise ConfigError(f"must divide the {cores} cores of {topology.name}", key_path="replicas",
+                          value=replicas)
+    bucket_bytes = int(bucket_bytes)
+    if bucket_bytes < 1:
+        raise ConfigError("must be > 0 bytes", key_path="bucket_bytes", value=bucket_bytes)
+    below = n if replicate_below_elements is None else int(replicate_below_elements)
+    if below < 0:
+        raise ConfigError("must be >= 0", key_path="replicate_below_elements", value=replicate_below_elements)
+    gb = workload.grad_bytes if grad_bytes is None else int(grad_bytes)
+    if gb not in (2, 4):
+        raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path="grad_bytes", value=grad_bytes)
+    wb, sb = workload.weight_bytes, workload.slot_bytes
+    ab = wb if gather_bytes is None else int(gather_bytes)
+    if ab not in (2, 4):
+        raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path="gather_bytes", value=gather_bytes)
+    analysis = resolve_analysis(optimizer, weight_bytes=wb, grad_bytes=gb, slot_bytes=sb)
+
+    tensor_plans = []
+    for i, t in enumerate(workload.tensors):
+        case = analysis.case_for(t.shape)
+        full_slots = case.slot_elements(t.shape)
+        if t.size < below:
+            tensor_plans.append(TensorPlan(
+                index=i, name=t.name, shape=t.shape, layer=t.layer, size=t.size, format="replicated",
+                layout=None, split_dim=None, padded_size=t.size, shard_shape=t.shape,
+                slot_elements=full_slots, shard_slot_elements=full_slots, slot_padding_elements=0.0))
+            continue
+        fmt, layout, dim, padded, shard = _choose(analysis, t.shape, t.size, n)
+        reductions = tuple((r.what, int(v)) for r, v in analysis.reductions_for(t.shape, layout))
+        tensor_plans.append(TensorPlan(
+            index=i, name=t.name, shape=t.shape, layer=t.layer, size=t.size, format=fmt, layout=layout,
+            split_dim=dim, padded_size=padded, shard_shape=shard, slot_elements=full_slots,
+            shard_slot_elements=case.slot_elements(shard),
+            slot_padding_elements=_slot_padding(case, fmt, t.shape, t.size, padded, n),
+            reductions=reductions))
+
+    buckets, owner = _fuse(tensor_plans, bucket_bytes, gb)
+    tensor_plans = [_with_bucket(tp, owner[tp.index]) for tp in tensor_plans]
+    extra = _extra_reductions(analysis, tensor_plans)
+
+    notes = []
+    if n != cores:
+        notes.append(f"each replica spans {cores // n} cores (spatial partitioning); shards are cut flat "
+                     "over replica ids")
+    return Plan(workload=workload, topology=topology, analysis=analysis, replicas=n,
+                spatial_ways=cores // n, bucket_bytes=bucket_bytes, replicate_below_elements=below,
+                weight_bytes=wb, grad_bytes=gb, slot_bytes=sb, gather_bytes=ab,
+                tensors=tuple(tensor_plans), buckets=tuple(buckets), extra_reductions=tuple(extra),
+                notes=tuple(notes))
+
+
+def _with_bucket(tp, bucket):
+    return TensorPlan(**{**tp.__dict__, "bucket": bucket})
+
+
+def _fuse(tensor_plans, bucket_bytes, grad_bytes):
+    """Greedy fusion in backward order; returns (buckets sorted by readiness, tensor -> bucket)."""
+    order = sorted(tensor_plans, key=lambda tp: (-tp.layer, -tp.index))
+    groups = []                                  # (kind, [tensor plans])
+    open_ = {"sharded": [], "replicated": []}
+    filled = {"sharded": 0, "replicated": 0}
+    for tp in order:
+        kind = "replicated" if tp.replicated else "sharded"
+        nbytes = tp.padded_size * grad_bytes
+        if nbytes >= bucket_bytes:
+            groups.append((kind, [tp]))
+            continue
+        open_[kind].append(tp)
+        filled[kind] += nbytes
+        if filled[kind] >= bucket_bytes:
+            groups.append((kind, open_[kind]))
+            open_[kind], filled[kind] = [], 0
+    for kind in ("sharded", "replicated"):
+        if open_[kind]:
+            groups.append((kind, open_[kind]))
+    # number buckets in the order backward completes them: the highest first layer first
+    groups.sort(key=lambda g: (-min(tp.layer for tp in g[1]), -min(tp.index for tp in g[1])))
+    buckets, owner = [], {}
+    for k, (kind, members) in enumerate(groups):
+        for tp in members:
+            owner[tp.index] = k
+        buckets.append(Bucket(
+            index=k, kind=kind, tensors=tuple(tp.index for tp in members),
+            layers=tuple(sorted({tp.layer for tp in members})),
+            elements=sum(tp.size for tp in members),
+            padded_elements=sum(tp.padded_size for tp in members)))
+    return buckets, owner
+
+
+def _extra_reductions(analysis, tensor_plans):
+    """One all-reduce per reduction the analyser reports, fusing every sharded tensor's values."""
+    fused = {}
+    for tp in tensor_plans:
+        if tp.replicated:
+            continue  # a replicated tensor is whole on every replica: its reductions are local
+        for red, values in analysis.reductions_for(tp.shape, tp.layout):
+            key = (red.what, red.scope)
+            entry = fused.setdefault(key, {"values": 0, "tensors": 0, "dtype": red.dtype_bytes})
+            if red.scope == "global":
+                entry["values"] = max(entry["values"], int(values))
+            else:
+                entry["values"] += int(values)
+                entry["tensors"] += 1
+    return [ExtraReduction(what=w, scope=s, values=e["values"], dtype_bytes=e["dtype"], tensors=e["tensors"])
+            for (w, s), e in fused.items()]
