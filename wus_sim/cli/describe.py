@@ -1,0 +1,106 @@
+"""``wus-sim describe workload|optimizer NAME [--json]``: what a workload or an optimizer is.
+
+``describe workload`` prints parameters, tensors, a size histogram, the small-tensor
+count, FLOPs, activation estimate and the MLPerf v0.6 TPU runs; ``--json`` the whole
+profile (at least ``params`` and ``tensors``). ``describe optimizer`` prints the static
+analysis of the optimizer program (``--json``: its ``to_dict()``). Without NAME, the
+known names are listed.
+"""
+
+import json
+
+__all__ = ["add_parser", "run", "workload_text"]
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "describe", help="describe a workload or an optimizer",
+        description="Describe a workload profile or an optimizer's static analysis.")
+    p.add_argument("kind", choices=("workload", "optimizer"), help="what to describe")
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="shipped name or path to a YAML file (omit to list the known names)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--grad-dtype", choices=("float32", "bfloat16"), default=None,
+                   help="gradient dtype (default: the workload's; optimizer: float32)")
+    return p
+
+
+def run(args):
+    if args.kind == "workload":
+        return _workload(args)
+    return _optimizer(args)
+
+
+def _workload(args):
+    from ..workloads import DTYPE_BYTES, known_workloads, load_workload
+
+    if not args.name:
+        print("\n".join(known_workloads()))
+        return 0
+    w = load_workload(args.name)
+    if args.grad_dtype:
+        w = w.with_grad_bytes(DTYPE_BYTES[args.grad_dtype])
+    if args.json:
+        print(json.dumps(w.to_dict(), indent=1))
+    else:
+        print(workload_text(w))
+    return 0
+
+
+def _optimizer(args):
+    from ..optimizers import analyse, describe_text, known_optimizers, known_prefixes
+    from ..workloads import DTYPE_BYTES
+
+    if not args.name:
+        print("\n".join(known_optimizers() + [f"+{p}" for p in known_prefixes()]))
+        return 0
+    grad_bytes = DTYPE_BYTES[args.grad_dtype] if args.grad_dtype else 4
+    analysis = analyse(args.name, grad_bytes=grad_bytes)
+    if args.json:
+        print(json.dumps(analysis.to_dict(), indent=1))
+    else:
+        print(describe_text(analysis))
+    return 0
+
+
+def workload_text(w):
+    """The text summary of a workload."""
+    from ..units import format_bytes
+    from ..workloads import SMALL_TENSOR_ELEMENTS
+
+    small = w.small_tensors()
+    out = [f"workload {w.name}: {w.description}",
+           f"  parameters: {w.params:,} in {len(w.tensors)} tensors over {w.num_layers} layers "
+           f"({format_bytes(w.params * w.weight_bytes)} of weights)",
+           f"  small tensors (< {SMALL_TENSOR_ELEMENTS} elements): {len(small)} holding "
+           f"{sum(t.size for t in small):,} elements",
+           "  tensor sizes (elements):"]
+    width = max(len(str(h[2])) for h in w.size_histogram())
+    for lo, hi, count, elements in w.size_histogram():
+        bar = "#" * max(1, round(40 * count / len(w.tensors)))
+        out.append(f"    [{lo:>11,} , {hi:>11,}) {count:>{width}} tensors {elements:>13,} elements  {bar}")
+    biggest = max(w.tensors, key=lambda t: t.size)
+    out.append(f"    largest: {biggest.name} {list(biggest.shape)} ({biggest.size:,})")
+    out += [f"  forward FLOPs: {w.fwd_flops_per_unit:,.0f} per {w.flops_unit} x {w.units_per_example} "
+            f"= {w.fwd_flops_per_example / 1e9:,.3f} GFLOP per {w.example_unit}",
+            f"    counted: {w.flops_note}" if w.flops_note else "",
+            f"  activation memory: {format_bytes(w.activation_bytes_per_example)} per {w.example_unit} "
+            "(estimate; terms below)"]
+    out += [f"    {t.what}: {t.elements:,} x {t.bytes_per_element:g} B" + (f" ({t.why})" if t.why else "")
+            for t in w.activation_terms]
+    out.append(f"  dtypes: weights {w.weight_bytes} B, gradients {w.grad_bytes} B, slots {w.slot_bytes} B, "
+               f"activations {w.activation_bytes} B")
+    out.append(f"  default optimizer: {w.default_optimizer}; default per-replica batch "
+               f"{w.default_per_replica_batch}")
+    if w.configs:
+        out.append("  MLPerf v0.6 TPU runs (slice, global batch, replicas x spatial ways, per-replica batch):")
+        for c in w.configs:
+            note = f"  [{c.note}]" if c.note else ""
+            out.append(f"    {c.topology:<12} {c.global_batch:>6}  {c.replicas:>5} x {c.spatial_ways}"
+                       f"  {c.per_replica_batch:>4}{note}")
+    else:
+        out.append("  MLPerf v0.6 TPU runs: none (what-if profile)")
+    if w.sources:
+        out.append("  sources:")
+        out += [f"    {k}: {v}" for k, v in w.sources.items()]
+    return "\n".join(line for line in out if line)

@@ -1,0 +1,178 @@
+"""``wus-sim plan WORKLOAD --topology T --optimizer O``: the sharding plan and what it saves.
+
+Prints how the workload's tensors are formatted and fused for N replicas, the
+extra reductions the optimizer needs, the shard one replica owns after the 2-D
+reduce-scatter, and, for both update strategies, the collectives, the update
+work and time, and the memory per replica. ``--json`` prints the same as JSON
+(``params``, ``padded_params``, ``buckets``, ``replicated_tensors``,
+``extra_reductions``, ``memory.{replicated,sharded}.{weights,gradients,slots,
+activations,peak}``, ...).
+
+The per-replica batch and the replica count default to the workload's MLPerf
+v0.6 run on that slice (workloads.md), else the workload's default batch and
+one replica per core.
+"""
+
+import json
+
+__all__ = ["add_parser", "run", "build_report"]
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "plan", help="sharding plan of a workload, and memory/update cost of both strategies",
+        description="Plan the weight-update sharding of WORKLOAD over a topology's replicas and compare "
+                    "the replicated and sharded updates (collectives, update work, memory per replica).")
+    p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
+    p.add_argument("--topology", "-t", required=True, metavar="T",
+                   help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
+    p.add_argument("--optimizer", "-o", metavar="O",
+                   help="optimizer name, composition (adam+clip) or YAML path (default: the workload's)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--per-replica-batch", type=int, metavar="B",
+                   help="examples per replica (default: the MLPerf v0.6 run on this slice, else the "
+                        "workload's default)")
+    p.add_argument("--replicas", type=int, metavar="N",
+                   help="data-parallel replicas (default: the MLPerf run's, else one per core)")
+    p.add_argument("--bucket-MiB", type=float, metavar="F", dest="bucket_MiB",
+                   help="gradient bytes at which a fused bucket closes, MiB (default 25)")
+    p.add_argument("--replicate-below", type=int, metavar="E",
+                   help="keep tensors with fewer than E elements replicated (default: N)")
+    p.add_argument("--grad-dtype", choices=("float32", "bfloat16"), help="gradient dtype (default: the workload's)")
+    p.add_argument("--replica", type=int, default=1, metavar="R",
+                   help="replica whose shard ownership is shown (default 1)")
+    p.add_argument("--check", action="store_true",
+                   help="exit with an error if a strategy does not fit in HBM")
+    return p
+
+
+def run(args):
+    report = build_report(args)
+    if args.json:
+        print(json.dumps(report, indent=1, default=float))
+    else:
+        print(_text(report))
+    return 0
+
+
+def build_report(args):
+    """The plan report as a JSON-ready dict (what ``--json`` prints)."""
+    from ..compute import ComputeParams, backward_time_s, forward_time_s, memory_bound_time_s
+    from ..errors import ConfigError
+    from ..memory import memory_both
+    from ..planner import DEFAULT_BUCKET_BYTES, plan
+    from ..strategies import STRATEGIES, step_work
+    from ..topology import load_topology
+    from ..units import MiB
+    from ..workloads import DTYPE_BYTES, load_workload
+
+    workload = load_workload(args.workload)
+    topology = load_topology(args.topology)
+    config = workload.config_for(topology.name)
+    batch = args.per_replica_batch or (config.per_replica_batch if config else workload.default_per_replica_batch)
+    if batch < 1:
+        raise ConfigError("must be >= 1", key_path="--per-replica-batch", value=batch)
+    replicas = args.replicas or (config.replicas if config else None)
+    if args.bucket_MiB is not None and not args.bucket_MiB > 0:
+        raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
+    bucket_bytes = int(args.bucket_MiB * MiB) if args.bucket_MiB is not None else DEFAULT_BUCKET_BYTES
+    optimizer = args.optimizer or workload.default_optimizer
+    p = plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=bucket_bytes,
+             replicate_below_elements=args.replicate_below,
+             grad_bytes=DTYPE_BYTES[args.grad_dtype] if args.grad_dtype else None)
+    replica = args.replica
+    if not 0 <= replica < p.replicas:
+        raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
+
+    params = ComputeParams()
+    memory = memory_both(p, batch, check=args.check)
+    fwd = forward_time_s(workload, topology, batch, params, spatial_ways=p.spatial_ways)
+    bwd = backward_time_s(workload, topology, batch, params, spatial_ways=p.spatial_ways)
+    strategies = {}
+    for s in STRATEGIES:
+        work = step_work(p, s)
+        strategies[s] = {**work.summary(),
+                         "update_time_s": memory_bound_time_s(work.update.bytes_moved, work.update.flops,
+                                                              topology, params)}
+    report = p.to_dict(replica=replica)
+    report.update(
+        per_replica_batch=batch,
+        batch_source=("--per-replica-batch" if args.per_replica_batch else
+                      f"MLPerf v0.6 run on {topology.name}" if config else "workload default"),
+        mlperf_config=vars(config).copy() if config else None,
+        compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},
+        strategies=strategies,
+        memory={s: m.to_dict() for s, m in memory.items()},
+    )
+    return report
+
+
+def _text(r):
+    from ..units import format_bytes, format_time
+
+    s, m = r["strategies"], r["memory"]
+    rep, sh = s["replicated"], s["sharded"]
+    f = r["formats"]
+    out = [
+        f"plan: {r['workload']} with {r['optimizer']} on {r['topology']}: {r['replicas']} replicas"
+        + (f" x {r['spatial_ways']} cores each" if r["spatial_ways"] > 1 else "")
+        + f", per-replica batch {r['per_replica_batch']} ({r['batch_source']})",
+        f"  parameters {r['params']:,} in {r['tensors']} tensors; formatted for sharding "
+        f"{r['padded_params']:,} (padding {r['padding_elements']:,} elements, "
+        f"{format_bytes(r['padding_bytes'])} of weights + gradients)",
+        "  formats: " + ", ".join(f"{k} {v}" for k, v in f.items() if v)
+        + f"  (replicated = fewer than {r['replicate_below_elements']:,} elements: "
+          f"{r['replicated_elements']:,} elements in all)",
+        f"  buckets: {r['buckets'] if isinstance(r['buckets'], int) else len(r['buckets'])} "
+        f"(closed at {format_bytes(r['bucket_bytes'])} of gradients, in backward order; "
+        f"gradients {r['grad_bytes']} B, gathered weights {r['gather_bytes']} B per element)",
+    ]
+    if r["extra_reductions"]:
+        out.append("  extra all-reduces of the sharded update: " + "; ".join(
+            f"{e['what']} ({e['values']:,} values"
+            + (f" from {e['tensors']} tensors" if e["scope"] == "per_tensor" else ", once per step")
+            + f", {format_bytes(e['nbytes'])})" for e in r["extra_reductions"]))
+    else:
+        out.append("  extra all-reduces of the sharded update: none (elementwise optimizer)")
+    own = r.get("ownership") or {}
+    if own.get("buckets"):
+        first = own["buckets"][0]
+        phases = ", ".join(f"{ph['phase']}/{ph['group_size']} [{ph['start']:,}, {ph['stop']:,})"
+                           for ph in first["phases"])
+        out.append(f"  replica {own['replica']} owns shard {own['shard']} of every sharded tensor; "
+                   f"in bucket {first['bucket']} after each reduce-scatter phase: {phases}")
+    c = r["compute"]
+    out.append(f"  compute per replica: forward {format_time(c['fwd_time_s'])}, backward "
+               f"{format_time(c['bwd_time_s'])} (MXU efficiency {c['params']['mxu_efficiency']:g})")
+    out.append("")
+    rows = [
+        ("gradient collectives", lambda x: f"{x['grad_collectives']} ({format_bytes(x['grad_nbytes'])})"),
+        ("extra all-reduces", lambda x: f"{x['extra_allreduces']} ({format_bytes(x['extra_nbytes'])})"),
+        ("weight all-gathers", lambda x: f"{x['weight_allgathers']} ({format_bytes(x['gather_nbytes'])})"),
+        ("update elements", lambda x: f"{x['update_elements']:,}"),
+        ("update HBM traffic", lambda x: format_bytes(x["update_bytes"])),
+        ("update time", lambda x: format_time(x["update_time_s"])),
+    ]
+    mem_rows = [("weights", "weights"), ("gradients", "gradients"), ("optimizer slots", "slots"),
+                ("  of which padding", "padding"), ("activations", "activations"),
+                ("collective buffers", "collective_buffers"), ("peak", "peak")]
+    width = 24
+    out.append(f"  {'per replica':<{width}}{'replicated':>22}{'sharded':>22}")
+    for label, fn in rows:
+        out.append(f"  {label:<{width}}{fn(rep):>22}{fn(sh):>22}")
+    for label, key in mem_rows:
+        out.append(f"  {label:<{width}}{format_bytes(m['replicated'][key]):>22}"
+                   f"{format_bytes(m['sharded'][key]):>22}")
+    cap = m["replicated"]["capacity"]
+    fits = lambda x: "fits" if x["fits"] else f"over by {format_bytes(x['peak'] - x['capacity'])}"
+    hbm = "HBM per replica " + format_bytes(cap)
+    out.append(f"  {hbm:<{width}}{fits(m['replicated']):>22}{fits(m['sharded']):>22}")
+    saved = m["replicated"]["peak"] - m["sharded"]["peak"]
+    ratio = rep["update_time_s"] / sh["update_time_s"] if sh["update_time_s"] else float("inf")
+    out.append("")
+    out.append(f"  sharding the update cuts its time {ratio:,.0f}x ({format_time(rep['update_time_s'])} -> "
+               f"{format_time(sh['update_time_s'])}; forward + backward take "
+               f"{format_time(c['fwd_time_s'] + c['bwd_time_s'])}) and peak memory by {format_bytes(saved)}.")
+    for note in r.get("notes", []):
+        out.append(f"  note: {note}")
+    return "\n".join(out)
