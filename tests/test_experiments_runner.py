@@ -229,3 +229,12 @@ def test_dask_missing_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
     with pytest.raises(ConfigError, match=r"pip install 'wus-sim\[dask\]'"):
         run_experiment(experiment(), tmp_path, point_fn=fake_point, scheduler="tcp://127.0.0.1:1")
+
+
+def test_progress_bar_on_stderr_only_when_asked(tmp_path, capsys):
+    exp = experiment()
+    run_experiment(exp, tmp_path / "a", point_fn=fake_point, progress=True)
+    err = capsys.readouterr().err
+    assert f"{exp.num_points}/{exp.num_points}" in err and "points" in err
+    run_experiment(exp, tmp_path / "b", point_fn=fake_point)  # default: only on a terminal
+    assert capsys.readouterr().err == ""

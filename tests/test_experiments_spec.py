@@ -218,3 +218,11 @@ def test_resolved_config_round_trips_through_yaml():
     assert resolved["base"]["per_replica_batch"] == 16 and resolved["base"]["algorithm"] == "2d"
     assert "link_GBps" not in resolved["base"]
     assert resolved["swept_keys"] == ["link_GBps"]
+
+
+def test_optimizer_compositions_are_checked_like_the_simulator_loads_them():
+    exp = parse({"optimizers": ["adam+clip", "lamb"]})
+    assert [p["optimizer"] for p in exp.points()] == ["adam+clip", "lamb"]
+    message = error_of({"optimizers": ["clip+adam"]})
+    assert "optimizers[0]: 'clip' is a prefix" in message
+    assert "known: +clip, adafactor, adam" in error_of({"optimizers": ["adamm"]})

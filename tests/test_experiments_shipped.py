@@ -1,0 +1,80 @@
+"""Every shipped experiment (experiments/*.yaml) loads, and runs end to end with the real simulator:
+its reduced form in the normal suite, the full sweep marked slow."""
+
+from pathlib import Path
+
+import pytest
+
+import wus_sim.cli
+from wus_sim.cli import main
+from wus_sim.experiments.results import columns, read_results
+from wus_sim.experiments.spec import load_experiment
+from wus_sim.plotting import check_plots
+
+EXPERIMENTS = sorted((Path(__file__).resolve().parent.parent / "experiments").glob("*.yaml"))
+SHIPPED = {"quickstart", "paper_speedup", "mlperf_v06", "adam_vs_sgd", "whatif_link_bw",
+           "whatif_wraparound", "whatif_v4_3d", "whatif_batch"}
+ids = [p.stem for p in EXPERIMENTS]
+
+
+def test_the_shipped_set():
+    assert SHIPPED <= set(ids)
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=ids)
+def test_loads_with_plots_and_a_small_reduced_form(path):
+    exp = load_experiment(path)
+    check_plots(exp.plots)
+    assert exp.name == path.stem and exp.description and exp.plots
+    reduced = exp.points(reduced=True)
+    assert 1 <= len(reduced) <= 4 < exp.num_points or exp.num_points <= 4
+
+
+def run(path, out, *args):
+    assert main(["run", str(path), "--out", str(out), "-q", "--jobs", "2", *args]) == 0
+    return read_results(out)
+
+
+def check_run(exp, df, out, reduced):
+    points = exp.points(reduced=reduced)
+    assert df["point_hash"].nunique() == len(points)
+    assert df.groupby(["point_hash", "strategy"]).size().eq(1).all()
+    assert set(df["status"]) <= {"ok", "infeasible"}, df.loc[df["status"] == "error", "error"].iloc[0]
+    # every column the simulator reports is documented
+    assert set(df.columns) <= {c.name for c in columns()}, set(df.columns) - {c.name for c in columns()}
+    ok = df[df["status"] == "ok"]
+    sharded = ok[ok["strategy"] == "sharded"].set_index("point_hash")
+    replicated = ok[ok["strategy"] == "replicated"].set_index("point_hash")
+    both = sharded.index.intersection(replicated.index)
+    ratio = replicated.loc[both, "step_time_s"] / sharded.loc[both, "step_time_s"]
+    assert ((sharded.loc[both, "speedup"] - ratio).abs() <= 1e-9 * ratio).all()
+    for plot in exp.plots:
+        for ext in ("png", "svg"):
+            assert (out / f"{plot.name}.{ext}").stat().st_size > 0
+
+
+@pytest.fixture(autouse=True)
+def only_run(monkeypatch):
+    monkeypatch.setattr(wus_sim.cli, "SUBCOMMANDS", ("run",))
+
+
+needs_step = pytest.mark.skipif(
+    not (Path(__file__).resolve().parent.parent / "wus_sim" / "step.py").is_file(),
+    reason="the step simulator is not built yet")
+
+
+@needs_step
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=ids)
+def test_reduced_run(path, tmp_path):
+    exp = load_experiment(path)
+    df = run(path, tmp_path, "--reduced")
+    check_run(exp, df, tmp_path, reduced=True)
+
+
+@needs_step
+@pytest.mark.slow
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=ids)
+def test_full_run(path, tmp_path):
+    exp = load_experiment(path)
+    df = run(path, tmp_path)
+    check_run(exp, df, tmp_path, reduced=False)
