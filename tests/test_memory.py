@@ -33,7 +33,7 @@ shape_st = st.lists(st.integers(1, 80), min_size=1, max_size=3).map(tuple)
        opt=st.sampled_from(["sgd", "momentum", "adam", "lamb", "lars"]), batch=st.integers(1, 64))
 def test_sharded_slots_are_replicated_over_n_plus_padding(shapes, dims, opt, batch):
     w = make_workload(shapes)
-    p = plan(w, torus(dims), opt, replicate_below_elements=0)
+    p = plan(w, torus(dims), opt, replicate_below_elements=0, max_padding_ratio=10**6)
     n = p.replicas
     m = memory_both(p, batch)
     rep, sh = m["replicated"], m["sharded"]

@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from wus_sim.errors import ConfigError, UnknownNameError
 from wus_sim.optimizers import analyse, known_optimizers
@@ -38,7 +38,8 @@ def check_plan_invariants(p):
     assert p.padded_params == p.params + sum(t.padding for t in p.tensors)
     for t in p.tensors:
         if t.replicated:
-            assert t.size < p.replicate_below_elements and t.padded_size == t.size
+            assert t.padded_size == t.size
+            assert (t.size < p.replicate_below_elements) == (t.replicated_because == "small")
             assert t.shard_shape == t.shape and t.reductions == ()
             continue
         assert t.size >= p.replicate_below_elements
@@ -78,10 +79,13 @@ def test_every_shipped_workload_plans(name, topo):
 @settings(max_examples=60, deadline=None)
 @given(shapes=st.lists(shape_st, min_size=1, max_size=12), dims=dims_st, cores=st.integers(1, 2),
        opt=st.sampled_from(["sgd", "adam", "lamb", "lars", "adafactor", "adam+clip"]),
-       bucket=st.integers(1, 4096), below=st.integers(0, 64))
-def test_plan_invariants_hold_for_any_model_and_n(shapes, dims, cores, opt, bucket, below):
-    p = plan(make_workload(shapes), torus(dims, cores), opt, bucket_bytes=bucket, replicate_below_elements=below)
+       bucket=st.integers(1, 4096), below=st.integers(0, 64), ratio=st.sampled_from([0.0, 0.5, 1.0, 100.0]))
+def test_plan_invariants_hold_for_any_model_and_n(shapes, dims, cores, opt, bucket, below, ratio):
+    p = plan(make_workload(shapes), torus(dims, cores), opt, bucket_bytes=bucket, replicate_below_elements=below,
+             max_padding_ratio=ratio)
     check_plan_invariants(p)
+    for t in p.sharded_tensors:
+        assert t.padding <= ratio * t.size
 
 
 @settings(max_examples=60, deadline=None)
@@ -107,7 +111,8 @@ def test_split_is_preferred_and_flat_pads_otherwise():
 def test_adafactor_never_flattens_a_matrix():
     # flat cuts break the row/column statistics (analyser's shard constraint)
     shapes = [(7, 5), (33, 3, 10), (48, 17), (9,)]
-    p = plan(make_workload(shapes), torus((4, 4)), "adafactor", replicate_below_elements=0)
+    p = plan(make_workload(shapes), torus((4, 4)), "adafactor", replicate_below_elements=0,
+             max_padding_ratio=100)
     for t in p.tensors:
         if len(t.shape) >= 2:
             assert t.format != "flat" and t.layout in ("rows", "cols")
@@ -127,11 +132,29 @@ def test_replicate_threshold():
     default = plan(w, topo, "lars")
     assert default.replicate_below_elements == 2048
     assert {t.name for t in default.replicated_tensors} == {t.name for t in w.tensors if t.size < 2048}
-    none = plan(w, topo, "lars", replicate_below_elements=0)
+    none = plan(w, topo, "lars", replicate_below_elements=0, max_padding_ratio=10**6)
     assert none.replicated_tensors == []
+    # without that, tensors far smaller than N stay whole anyway: a flat cut would be mostly padding
+    capped = plan(w, topo, "lars", replicate_below_elements=0)
+    assert {t.replicated_because for t in capped.replicated_tensors} == {"padding"}
+    assert all(t.size < 2048 for t in capped.replicated_tensors)
     everything = plan(w, topo, "lars", replicate_below_elements=10**9)
     assert len(everything.replicated_tensors) == len(w.tensors)
     assert all(b.kind == "replicated" for b in everything.buckets)
+
+
+def test_excessive_padding_keeps_a_tensor_replicated():
+    # Adafactor may not flatten a matrix: 24 x 24 over 64 replicas pads 24 rows (or columns) to 64
+    w = make_workload([(24, 24), (128, 24)])
+    topo = torus((8, 8))
+    p = plan(w, topo, "adafactor", replicate_below_elements=0)
+    assert p.tensors[0].replicated and p.tensors[0].replicated_because == "padding"
+    assert not p.tensors[1].replicated and p.tensors[1].format == "split"
+    assert any("pad" in note for note in p.notes)
+    loose = plan(w, topo, "adafactor", replicate_below_elements=0, max_padding_ratio=10)
+    assert loose.tensors[0].format in ("padded-rows", "padded-cols")
+    # adam may flatten: padding stays below N elements, so it is sharded
+    assert not plan(w, topo, "adam", replicate_below_elements=0).tensors[0].replicated
 
 
 def test_bucket_threshold_extremes():

@@ -76,7 +76,7 @@ def test_replicated_update_bytes_are_params_times_analysed_bytes(opt):
        opt=st.sampled_from(["sgd", "momentum", "adam", "lamb", "lars"]))
 def test_sharded_update_is_one_nth_plus_padding(shapes, dims, opt):
     w = make_workload(shapes)
-    p = plan(w, torus(dims), opt, replicate_below_elements=0)
+    p = plan(w, torus(dims), opt, replicate_below_elements=0, max_padding_ratio=10**6)
     n = p.replicas
     rep, sh = update_work(p, "replicated"), update_work(p, "sharded")
     assert sh.elements * n == p.padded_params

@@ -5,7 +5,8 @@ on a topology, :func:`plan` decides, per tensor:
 
 * **replicated** if it has fewer than ``replicate_below_elements`` elements
   (default: fewer elements than replicas, where a shard would be mostly
-  padding). Its gradient is all-reduced and every replica updates all of it,
+  padding), or if its cheapest allowed cut pads it by more than
+  ``max_padding_ratio`` x its size (see :data:`DEFAULT_MAX_PADDING_RATIO`). Its gradient is all-reduced and every replica updates all of it,
   as in the replicated strategy.
 * otherwise a **format** (the paper's "data formatting"), cheapest first:
   ``split`` along a dimension that N divides (no padding; preferred, lowest
@@ -37,11 +38,11 @@ reduction the analyser reports, fusing the values of every sharded tensor
 from dataclasses import dataclass, field
 import math
 
-from .errors import ConfigError, InfeasibleError
+from .errors import ConfigError
 from .units import MiB
 
 __all__ = [
-    "DEFAULT_BUCKET_BYTES", "FORMATS", "TensorPlan", "Bucket", "ExtraReduction", "Plan",
+    "DEFAULT_BUCKET_BYTES", "DEFAULT_MAX_PADDING_RATIO", "FORMATS", "TensorPlan", "Bucket", "ExtraReduction", "Plan",
     "plan", "shard_index", "shard_ranges", "resolve_analysis",
 ]
 
@@ -51,6 +52,12 @@ DEFAULT_BUCKET_BYTES = 25 * MiB
 threshold is not public. Large enough that a bucket's collective is bandwidth-bound
 on a v3 pod, small enough to overlap reduction with backward. Settable
 (``--bucket-MiB``)."""
+
+DEFAULT_MAX_PADDING_RATIO = 1.0
+"""A tensor whose cheapest allowed cut would more than double it (padding > 1 x size) stays
+replicated: its collectives would carry more padding than data. Only factored optimizers hit
+this (a flat cut pads fewer than N elements): Adafactor's row/column cut of a 1024 x 1024
+matrix over 4096 replicas pads it 4x. Settable."""
 
 FORMATS = ("split", "flat", "padded-rows", "padded-cols", "replicated")
 """How a tensor is formatted for sharding (see the module doc)."""
@@ -151,6 +158,10 @@ class TensorPlan:
     bucket: int = -1
     reductions: tuple = ()
     """``((what, values), ...)``: cross-replica values this tensor adds per step when sharded."""
+    replicated_because: str = ""
+    """Why a replicated tensor is not sharded: ``'small'`` (under ``replicate_below_elements``),
+    ``'padding'`` (its cheapest cut pads more than ``max_padding_ratio`` x its size) or
+    ``'no allowed cut'`` (the optimizer allows none)."""
 
     @property
     def replicated(self):
@@ -172,7 +183,8 @@ class TensorPlan:
                 "padded_size": self.padded_size, "padding": self.padding,
                 "shard_shape": list(self.shard_shape), "shard_elements": self.shard_elements,
                 "slot_elements": self.slot_elements, "shard_slot_elements": self.shard_slot_elements,
-                "bucket": self.bucket, "reductions": [list(r) for r in self.reductions]}
+                "bucket": self.bucket, "reductions": [list(r) for r in self.reductions],
+                "replicated_because": self.replicated_because}
 
 
 @dataclass(frozen=True)
@@ -240,6 +252,7 @@ class Plan:
     spatial_ways: int
     bucket_bytes: int
     replicate_below_elements: int
+    max_padding_ratio: float
     weight_bytes: int
     grad_bytes: int
     slot_bytes: int
@@ -343,6 +356,7 @@ class Plan:
             "replicated_elements": self.replicated_elements,
             "buckets": len(self.buckets), "bucket_bytes": self.bucket_bytes,
             "replicate_below_elements": self.replicate_below_elements,
+            "max_padding_ratio": self.max_padding_ratio,
             "grad_bytes": self.grad_bytes, "weight_bytes": self.weight_bytes, "slot_bytes": self.slot_bytes,
             "gather_bytes": self.gather_bytes,
             "extra_reductions": len(self.extra_reductions),
@@ -422,10 +436,7 @@ def _choose(analysis, shape, size, n):
             continue
         cost = (padded - size, per_tensor_values(layout), _FORMAT_RANK[fmt], -1 if dim is None else dim)
         options.append((cost, fmt, layout, dim, padded, shard))
-    if not options:
-        raise InfeasibleError(f"{analysis.name}: no allowed way to shard a tensor of shape {list(shape)}",
-                              what="sharding")
-    return min(options)[1:]
+    return min(options)[1:] if options else None
 
 
 def _slot_padding(case, fmt, shape, size, padded, n):
@@ -446,14 +457,17 @@ def _slot_padding(case, fmt, shape, size, padded, n):
 
 
 def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_BUCKET_BYTES,
-         replicate_below_elements=None, grad_bytes=None, gather_bytes=None):
+         replicate_below_elements=None, max_padding_ratio=DEFAULT_MAX_PADDING_RATIO, grad_bytes=None,
+         gather_bytes=None):
     """Plan the sharded layout of *workload* over *replicas* data-parallel replicas.
 
     *optimizer*: a name (``'adam'``), an Optimizer program or its analysis.
     *replicas*: default every core of *topology*; fewer means each replica spans
     ``cores / replicas`` cores (spatial partitioning). *bucket_bytes*: fusion
     threshold (gradient bytes). *replicate_below_elements*: tensors with fewer
-    elements stay replicated (default: the number of replicas). *grad_bytes*: 4 or 2
+    elements stay replicated (default: the number of replicas). *max_padding_ratio*: a
+    tensor whose cheapest allowed cut pads more than this times its size stays replicated
+    too (and one with no allowed cut at all). *grad_bytes*: 4 or 2
     (bf16 gradients; default the workload's). *gather_bytes*: bytes per weight
     element in the all-gather (default the weights' dtype).
     """
@@ -468,6 +482,8 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     below = n if replicate_below_elements is None else int(replicate_below_elements)
     if below < 0:
         raise ConfigError("must be >= 0", key_path="replicate_below_elements", value=replicate_below_elements)
+    if not max_padding_ratio >= 0:
+        raise ConfigError("must be >= 0", key_path="max_padding_ratio", value=max_padding_ratio)
     gb = workload.grad_bytes if grad_bytes is None else int(grad_bytes)
     if gb not in (2, 4):
         raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path="grad_bytes", value=grad_bytes)
@@ -478,16 +494,22 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     analysis = resolve_analysis(optimizer, weight_bytes=wb, grad_bytes=gb, slot_bytes=sb)
 
     tensor_plans = []
+    why = {"small": 0, "padding": 0, "no allowed cut": 0}
     for i, t in enumerate(workload.tensors):
         case = analysis.case_for(t.shape)
         full_slots = case.slot_elements(t.shape)
-        if t.size < below:
+        choice = None if t.size < below else _choose(analysis, t.shape, t.size, n)
+        reason = ("small" if t.size < below else "no allowed cut" if choice is None
+                  else "padding" if choice[3] - t.size > max_padding_ratio * t.size else "")
+        if reason:
+            why[reason] += 1
             tensor_plans.append(TensorPlan(
                 index=i, name=t.name, shape=t.shape, layer=t.layer, size=t.size, format="replicated",
                 layout=None, split_dim=None, padded_size=t.size, shard_shape=t.shape,
-                slot_elements=full_slots, shard_slot_elements=full_slots, slot_padding_elements=0.0))
+                slot_elements=full_slots, shard_slot_elements=full_slots, slot_padding_elements=0.0,
+                replicated_because=reason))
             continue
-        fmt, layout, dim, padded, shard = _choose(analysis, t.shape, t.size, n)
+        fmt, layout, dim, padded, shard = choice
         reductions = tuple((r.what, int(v)) for r, v in analysis.reductions_for(t.shape, layout))
         tensor_plans.append(TensorPlan(
             index=i, name=t.name, shape=t.shape, layer=t.layer, size=t.size, format=fmt, layout=layout,
@@ -501,11 +523,17 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     extra = _extra_reductions(analysis, tensor_plans)
 
     notes = []
+    if why["padding"]:
+        notes.append(f"{why['padding']} tensors stay replicated: their cheapest allowed cut would pad them by "
+                     f"more than {max_padding_ratio:g}x their size")
+    if why["no allowed cut"]:
+        notes.append(f"{why['no allowed cut']} tensors stay replicated: {analysis.name} allows no cut of them")
     if n != cores:
         notes.append(f"each replica spans {cores // n} cores (spatial partitioning); shards are cut flat "
                      "over replica ids")
     return Plan(workload=workload, topology=topology, analysis=analysis, replicas=n,
                 spatial_ways=cores // n, bucket_bytes=bucket_bytes, replicate_below_elements=below,
+                max_padding_ratio=float(max_padding_ratio),
                 weight_bytes=wb, grad_bytes=gb, slot_bytes=sb, gather_bytes=ab,
                 tensors=tuple(tensor_plans), buckets=tuple(buckets), extra_reductions=tuple(extra),
                 notes=tuple(notes))

@@ -38,6 +38,9 @@ def add_parser(subparsers):
                    help="gradient bytes at which a fused bucket closes, MiB (default 25)")
     p.add_argument("--replicate-below", type=int, metavar="E",
                    help="keep tensors with fewer than E elements replicated (default: N)")
+    p.add_argument("--max-padding-ratio", type=float, metavar="R",
+                   help="keep a tensor replicated if sharding would pad it by more than R x its size "
+                        "(default 1)")
     p.add_argument("--grad-dtype", choices=("float32", "bfloat16"), help="gradient dtype (default: the workload's)")
     p.add_argument("--replica", type=int, default=1, metavar="R",
                    help="replica whose shard ownership is shown (default 1)")
@@ -60,7 +63,7 @@ def build_report(args):
     from ..compute import ComputeParams, backward_time_s, forward_time_s, memory_bound_time_s
     from ..errors import ConfigError
     from ..memory import memory_both
-    from ..planner import DEFAULT_BUCKET_BYTES, plan
+    from ..planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
     from ..strategies import STRATEGIES, step_work
     from ..topology import load_topology
     from ..units import MiB
@@ -79,6 +82,8 @@ def build_report(args):
     optimizer = args.optimizer or workload.default_optimizer
     p = plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=bucket_bytes,
              replicate_below_elements=args.replicate_below,
+             max_padding_ratio=(DEFAULT_MAX_PADDING_RATIO if args.max_padding_ratio is None
+                                else args.max_padding_ratio),
              grad_bytes=DTYPE_BYTES[args.grad_dtype] if args.grad_dtype else None)
     replica = args.replica
     if not 0 <= replica < p.replicas:
@@ -121,8 +126,8 @@ def _text(r):
         f"{r['padded_params']:,} (padding {r['padding_elements']:,} elements, "
         f"{format_bytes(r['padding_bytes'])} of weights + gradients)",
         "  formats: " + ", ".join(f"{k} {v}" for k, v in f.items() if v)
-        + f"  (replicated = fewer than {r['replicate_below_elements']:,} elements: "
-          f"{r['replicated_elements']:,} elements in all)",
+        + f"  (replicated: {r['replicated_elements']:,} elements; tensors under "
+          f"{r['replicate_below_elements']:,} elements or padded > {r['max_padding_ratio']:g}x stay whole)",
         f"  buckets: {r['buckets'] if isinstance(r['buckets'], int) else len(r['buckets'])} "
         f"(closed at {format_bytes(r['bucket_bytes'])} of gradients, in backward order; "
         f"gradients {r['grad_bytes']} B, gathered weights {r['gather_bytes']} B per element)",
