@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import fast_engine as fe
+from wus_sim.collectives import embedding, fast_engine as fe
+from wus_sim.network import link_key_Bps, link_key_latency_s
 from wus_sim.errors import ConfigError
 from wus_sim.topology import Topology, load_chips, load_topology
 from wus_sim.units import GiB, KiB, MiB
@@ -96,7 +97,7 @@ def folded_ring_time(d, buf, bw, lat, kind):
     of N consecutive edges, ``hops * (lat + b/bw)``, is the time."""
     if d == 1:
         return 0.0
-    order = list(fe._line_ring_order(d, False))
+    order = embedding.line_ring_pattern(d, False)[0]
     hops = [abs(order[(i + 1) % d] - order[i]) for i in range(d)]
     nsteps = 2 * (d - 1) if kind == "ar" else d - 1
     window = max(sum(hops[(i - j) % d] for j in range(1, nsteps + 1)) for i in range(d))
@@ -108,10 +109,12 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
     """Per-message discrete-event simulation of the same schedule (uses the engine's
     ring embeddings and stage list, not its recurrence). Returns (time_s, events)."""
     c = topo.cores_per_chip
-    dummy = topo.num_link_slots + topo.num_chips * c
-    halves = fe._plan(topo, op, algorithm, group, bidirectional, dummy)
-    assert not isinstance(halves, str), halves
-    onchip = fe._onchip_rings(topo, topo.num_link_slots)
+    plan = fe._plan(topo, op, algorithm, group, bidirectional)
+    assert not isinstance(plan, str), plan
+    # the stages as (shared ring embeddings, kind, fraction of S): nothing of the engine's arrays
+    halves = [[(tuple(r.emb for r in st.rings), st.kind, st.fraction) for st in stages] for stages in plan]
+    onchip = embedding.onchip_rings(topo)
+    key_bw, key_lat = link_key_Bps(topo), link_key_latency_s(topo)
     heap, counter = [], itertools.count()
     link_busy, link_queue = {}, {}
     hop_count = [0]
@@ -151,27 +154,28 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
 
     class StageRun:
         def __init__(self, stage, on_done, S_stage, order):
-            self.stage, self.on_done, self.order = stage, on_done, order
+            self.rings, self.kind, self.fraction = stage
+            self.on_done, self.order = on_done, order
             self.started, self.left, self.done_t = {}, {}, {}
             self.ready, self.arr = {}, {}
             self.where = []
-            for d, rings in enumerate(stage.rings):
-                pos = {int(node): (r, i) for (r, i), node in np.ndenumerate(rings.nodes)}
+            for d, rings in enumerate(self.rings):
+                pos = {int(node): (r, i) for (r, i), node in np.ndenumerate(rings.members)}
                 self.where.append(pos)
             self.S = S_stage
 
         def piece(self, rings):
-            return self.stage.fraction * self.S / rings.nodes.shape[1] / chunks
+            return self.fraction * self.S / rings.size / chunks
 
         def nsteps(self, rings):
-            n = rings.nodes.shape[1]
-            return 2 * (n - 1) if self.stage.kind == "ar" else n - 1
+            n = rings.size
+            return 2 * (n - 1) if self.kind == "ar" else n - 1
 
         def start(self, node, t):
             self.started[node] = t
-            self.left[node] = len(self.stage.rings) * chunks
+            self.left[node] = len(self.rings) * chunks
             self.done_t[node] = t
-            for d, rings in enumerate(self.stage.rings):
+            for d, rings in enumerate(self.rings):
                 r, i = self.where[d][node]
                 for p in range(chunks):
                     self.ready[(d, r, i, p, 0)] = t
@@ -179,14 +183,12 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
                     self.advance(d, r, i, p)
 
         def emit(self, d, r, i, p, k, t):
-            rings = self.stage.rings[d]
+            rings = self.rings[d]
             if k >= self.nsteps(rings):
                 return
-            path = [(int(rings.links[h, r, i]), rings.s_per_byte[h, r, i] * self.piece(rings),
-                     rings.lat_s[h, r, i]) for h in range(rings.links.shape[0]) if rings.real[h, r, i]]
-            n = rings.nodes.shape[1]
-            j = (i + 1) % n
-            sender = int(rings.nodes[r, i])
+            path = [(key, self.piece(rings) / key_bw[key], key_lat[key]) for key in rings.edge_path(r, i)]
+            j = (i + 1) % rings.size
+            sender = int(rings.members[r, i])
             seq = (self.order, k, p)
             at(t, lambda: send(t, sender, seq, path, lambda ta: self.arrive(d, r, j, p, k, ta)))
 
@@ -195,11 +197,11 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
             self.advance(d, r, j, p)
 
         def advance(self, d, r, i, p):
-            rings = self.stage.rings[d]
-            node = int(rings.nodes[r, i])
+            rings = self.rings[d]
+            node = int(rings.members[r, i])
             if node not in self.started:
                 return
-            n = rings.nodes.shape[1]
+            n = rings.size
             N = self.nsteps(rings)
             k = 0
             while (d, r, i, p, k + 1) in self.ready:
@@ -207,7 +209,7 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
             # ready(k) known; step k's arrival known?
             while (d, r, i, p, k) in self.arr and (d, r, i, p, k + 1) not in self.ready:
                 red = 0.0
-                if reduce_Bps is not None and self.stage.kind != "ag" and k < n - 1:
+                if reduce_Bps is not None and self.kind != "ag" and k < n - 1:
                     red = self.piece(rings) / reduce_Bps
                 t = max(self.arr[(d, r, i, p, k)], self.ready[(d, r, i, p, k)]) + red
                 self.ready[(d, r, i, p, k + 1)] = t
@@ -227,7 +229,7 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
     def core_ag_done(core, t):
         final[core] = t
 
-    core_ag = (StageRun(fe._Stage("core", (onchip,), "ag", 1.0), core_ag_done, S, 99)
+    core_ag = (StageRun(((onchip,), "ag", 1.0), core_ag_done, S, 99)
                if c > 1 and op != "reduce-scatter" else None)
 
     def chips_finished(chip, t):
@@ -274,7 +276,7 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
             chip_start(chip, core_rs_left[chip][1])
 
     if c > 1 and op != "all-gather":
-        rs = StageRun(fe._Stage("core", (onchip,), "rs", 1.0), core_rs_done, S, 0)
+        rs = StageRun(((onchip,), "rs", 1.0), core_rs_done, S, 0)
         for core in range(ncores):
             rs.start(core, 0.0)
     else:
@@ -287,47 +289,23 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
 
 
 # ============================================================== embeddings
-def test_route_many_is_topology_route():
-    rng = np.random.default_rng(0)
-    for dims, wrap in [((5, 4, 3), (True, False, True)), ((2, 6), (True, True)), ((7,), (False,))]:
-        t = make(dims, wrap)
-        src = rng.integers(0, t.num_chips, 200)
-        dst = rng.integers(0, t.num_chips, 200)
-        routes = fe._route_many(t, src, dst)
-        for e in range(len(src)):
-            assert [int(x) for x in routes[:, e] if x >= 0] == t.route(src[e], dst[e])
-
-
-@pytest.mark.parametrize("d", range(2, 10))
-@pytest.mark.parametrize("wrapped", [True, False])
-def test_line_rings_follow_the_brief(d, wrapped):
-    t = make((d, 3), (wrapped, True))
-    dirs = (1, -1) if wrapped else (1,)
-    used = []
-    for direction in dirs:
-        rings = fe._line_rings(t, 0, direction, dummy=-1)
-        L, n = rings.nodes.shape
-        assert (L, n) == (3, d)
-        for r in range(L):
-            for i in range(n):
-                path = [int(x) for x in rings.links[:, r, i][rings.real[:, r, i]]]
-                cur = int(rings.nodes[r, i])
-                for link in path:
-                    assert t.link_src[link] == cur and t.link_axis[link] == 0
-                    cur = int(t.link_dst[link])
-                assert cur == rings.nodes[r, (i + 1) % n]
-                if wrapped:
-                    assert len(path) == 1 and t.link_direction[path[0]] == direction
-                used += path
-    if wrapped:
-        # forward ring on + links, reverse on - links: every link of the axis once
-        assert sorted(used) == sorted(l for l in np.flatnonzero(t.link_exists) if t.link_axis[l] == 0)
-    else:
-        order = fe._line_ring_order(d, False)
-        evens = [p for p in order if p % 2 == 0]
-        assert list(evens) == sorted(evens) and list(order[len(evens):]) == sorted(order[len(evens):])[::-1]
-        # the folded ring uses every directed link of the line exactly once
-        assert sorted(used) == sorted(l for l in np.flatnonzero(t.link_exists) if t.link_axis[l] == 0)
+@pytest.mark.parametrize("spec,alg,bidir", [("torus:6x4", "2d", True), ("mesh:5x4", "2d", False),
+                                            ("torus:4x4", "ring", True), ("mesh:3x3", "ring", False)])
+def test_engine_uses_every_link_of_the_shared_embedding(spec, alg, bidir):
+    """Events and link bytes follow the shared embeddings' hops exactly (RS: n-1 messages per edge)."""
+    topo = load_topology(spec)
+    plan = fe._plan(topo, "reduce-scatter", alg, None, bidir)
+    out = fe.run(topo, "reduce-scatter", alg, MiB, bidirectional=bidir)
+    expect_bytes = np.zeros(topo.num_link_slots)
+    events = 0
+    for stage in plan[0]:
+        for rings in stage.rings:
+            emb = rings.emb
+            n = emb.size
+            events += (n - 1) * int(emb.hops.sum())
+            np.add.at(expect_bytes, emb.links[emb.links >= 0], (n - 1) * stage.fraction * MiB / n)
+    assert out.events == events
+    assert np.allclose(out.link_bytes, expect_bytes, rtol=1e-12)
 
 
 # ============================================================= closed forms
@@ -418,6 +396,7 @@ DES_CASES = [
     ((4, 5), False, "2d", {}), ((3, 4, 2), (True, False, True), "2d", {}),
     ((4, 4), True, "2d-split", {}), ((4, 3), True, "ring", {}), ((3, 3, 2), True, "bidir-ring", {}),
     ((5, 4), False, "2d", {"group": "y"}), ((6, 4), True, "2d", {"group": "x", "bidirectional": True}),
+    ((4, 4), False, "bidir-ring", {}), ((3, 5), False, "ring", {}), ((3, 3, 3), True, "ring", {}),
 ]
 
 
@@ -518,7 +497,13 @@ def test_supports_rejects_what_is_dynamic_or_contended():
     assert fe.supports(torus, "all-reduce", "2d")
     assert not fe.supports(torus, "all-reduce", "halving-doubling")
     assert not fe.supports(torus, "all-reduce", "2d", group=[0, 1, 2, 3])
-    assert not fe.supports(mesh, "all-reduce", "bidir-ring")
+    # the whole-slice snake over a mesh with an even side has a link-disjoint reverse ring...
+    assert fe.supports(mesh, "all-reduce", "bidir-ring")
+    # ...but not on an odd x odd mesh (its closing edge is routed over links the reverse ring needs),
+    # nor on a mesh line (the folded ring uses both directions of every link)
+    assert not fe.supports(make((3, 3), False), "all-reduce", "bidir-ring")
+    assert fe.supports(make((3, 3), False), "all-reduce", "ring")
+    assert not fe.supports(make((6,), False), "all-reduce", "bidir-ring")
     assert not fe.supports(mesh, "all-reduce", "2d", bidirectional=True)
     assert fe.supports(mesh, "all-reduce", "2d")
     assert fe.supports(torus, "all-reduce", "2d-split")
@@ -526,7 +511,7 @@ def test_supports_rejects_what_is_dynamic_or_contended():
     assert not fe.supports(torus.with_link_bandwidth([0], 1e9), "all-reduce", "2d-split")
     assert fe.why_unsupported(torus, "all-reduce", "halving-doubling")
     with pytest.raises(ConfigError, match="engine"):
-        fe.run(mesh, "all-reduce", "bidir-ring", MiB)
+        fe.run(mesh, "all-reduce", "2d", MiB, bidirectional=True)
 
 
 def test_events_count_messages_per_hop():
@@ -563,4 +548,12 @@ def test_fast_engine_imports_only_numpy_and_the_topology():
             imported.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(("." * node.level) + (node.module or ""))
-    assert imported <= {"dataclasses", "numpy", "..errors", "..topology", ".embedding"}, imported
+    assert imported <= {"dataclasses", "functools", "numpy", "..errors", "..network", "..topology", "."}, imported
+    # and the whole import path (package __init__, network, embedding) stays light
+    import subprocess
+    import sys
+
+    code = ("import sys; import wus_sim.collectives.fast_engine; "
+            "print(sorted(m for m in ('simpy', 'pandas', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

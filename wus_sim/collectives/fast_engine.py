@@ -19,14 +19,16 @@ messages per second.
 
 Why this is exact. Within one phase every directed link carries the messages of
 exactly one ring edge (:func:`supports` checks it), so a link's FIFO queue only
-ever holds one sender's messages. Those become ready in (step, piece) order:
-member *i*'s step-*k* piece is ready when piece *c* of step *k-1* arrived from
-member *i-1*, and arrivals over one edge keep their sending order (every link on
-the edge is FIFO and private to it). So a link serves in (step, piece) order and
-``start = max(ready, link_free)`` over that order *is* the FIFO queue. Across
-phases, a link's later messages are ready after its earlier ones for the same
-reason (a member only starts a phase after it finished the previous one), so the
-per-link free times simply carry over.
+ever holds one sender's messages. Those become ready in (step, piece) order: a
+member handles its steps in order, and its step-*k* piece *c* is ready when piece
+*c* of step *k-1* has arrived from member *i-1* (and been summed in) and the member
+is past step *k-1*; arrivals over one edge keep their sending order (every link on
+the edge is FIFO and private to it). Equal ready times go by (sender, sequence),
+the sequence following the sender's schedule, i.e. (phase, step, piece) order too.
+So a link serves in (step, piece) order and ``start = max(ready, link_free)`` over
+that order *is* the FIFO queue. Across phases, a link's later messages are ready
+after its earlier ones for the same reason (a member starts a phase only after it
+finished the previous one), so the per-link free times simply carry over.
 
 Chunks: the *K* pieces of a step queue back to back on each hop, so with one
 occupancy ``o`` per piece, ``s_c = max(t_c, s_{c-1} + o)`` unrolls into a running
@@ -47,18 +49,24 @@ Schedule (documented once here, shared with the SimPy engine):
 * 2d-split: two halves of the buffer, one axis 0 then 1, the other 1 then 0.
 * ``cores_per_chip = c > 1``: an on-chip ring (core *j* -> *j+1* over its own
   on-chip link, ``onchip_Bps``, no latency) reduce-scatters ``S`` among the cores,
-  the chip-level collective runs on ``S`` per chip, then an on-chip all-gather.
+  the chip-level collective runs on ``S`` per chip (starting when all its cores
+  are done), then an on-chip all-gather.
 
-Imports only numpy and the topology (no SimPy), so that ``wus-sim collective``
-stays quick.
+Rings are the shared embeddings of :mod:`wus_sim.collectives.embedding` (axis
+lines, folded mesh rings, the whole-slice Hamiltonian ring, on-chip rings), with
+bandwidth and latency per link key from :mod:`wus_sim.network`'s pure helpers. No
+SimPy is imported, so that ``wus-sim collective`` stays quick.
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..network import link_key_Bps, link_key_latency_s, num_link_keys
 from ..topology import Topology
+from . import embedding
 
 __all__ = ["FastOutcome", "supports", "run", "why_unsupported"]
 
@@ -82,168 +90,82 @@ class FastOutcome:
 
 
 # ============================================================== ring embeddings
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Rings:
-    """Equal-length rings that run at the same time; member ``i`` sends to member ``i+1``.
+    """A :class:`~wus_sim.collectives.embedding.RingEmbedding` as arrays for the recurrence.
 
-    Hop arrays are ``(H, L, n)``: hop ``h`` of the edge leaving member ``i`` of ring
-    ``r``; edges with fewer than ``H`` hops are padded with a dummy link that costs
-    nothing (no occupancy, no latency).
+    Every edge has a first hop (arrays over all ``(L, n)`` edges); the few edges with
+    more hops (a mesh's folded-ring edges, a routed closing edge) have their further
+    hops as index lists, so a 60-hop closing edge costs no padding on the others.
     """
 
-    nodes: np.ndarray
-    """``(L, n)`` members in ring order: chip ids, or replica (core) ids for on-chip rings."""
-    links: np.ndarray
-    """``(H, L, n)`` link slot of every hop (the engine's dummy slot on padding)."""
-    s_per_byte: np.ndarray
-    """``(H, L, n)`` seconds per byte of every hop (``1/bw``; 0 on padding)."""
-    lat_s: np.ndarray
-    """``(H, L, n)`` latency after every hop (0 on padding and on-chip)."""
-    real: np.ndarray
-    """``(H, L, n)`` bool: the hop exists."""
+    emb: object
+    """The shared embedding (``members``, ``links``, ``hops``)."""
+    links0: np.ndarray
+    """``(L, n)`` link key of every edge's first hop."""
+    s_per_byte0: np.ndarray
+    """``(L, n)`` seconds per byte of the first hop (``1/bw``)."""
+    lat0: np.ndarray
+    """``(L, n)`` latency after the first hop."""
+    more: tuple
+    """For hops ``h = 1, 2, ...``: ``(edges, links, s_per_byte, lat)``, edges as flat indices into ``(L, n)``."""
+
+    @property
+    def nodes(self):
+        return self.emb.members
 
     @property
     def num_hops(self):
-        """Real hops over all edges of all rings (one ring traversal)."""
-        return int(self.real.sum())
+        """Link hops of one traversal of every edge of every ring."""
+        return int(self.emb.hops.sum())
+
+    @property
+    def used_links(self):
+        return self.emb.links[self.emb.links >= 0]
 
 
-def _line_ring_order(d, wrapped):
-    """Ring order of the positions of one axis line (brief: folded ring on a mesh)."""
-    if wrapped or d <= 2:
-        return np.arange(d)
-    return np.concatenate([np.arange(0, d, 2), np.arange(d - 1 - (d % 2 == 1), 0, -2)])
-
-
-def _line_rings(topo, axis, direction, dummy):
-    """All lines along *axis* as rings (the brief's embedding).
-
-    Wrapped axis: ring 0..d-1 over the ``+`` links, or the reverse ring over the
-    ``-`` links (``direction=-1``). Mesh axis: the folded ring 0,2,4,..,5,3,1, whose
-    edges between evens take two ``+`` hops and between odds two ``-`` hops, so
-    every directed link of the line is used exactly once; no reverse ring (it would
-    share those links). ``d == 2`` mesh: 0->1 on ``+``, 1->0 on ``-``.
-    """
-    d = topo.dims[axis]
-    wrapped = topo.wrap[axis]
-    lines = topo.axis_rings(axis)  # (L, d), coordinate order
-    order = _line_ring_order(d, wrapped)
-    if direction < 0:
-        assert wrapped, "reverse ring on a mesh axis shares the folded ring's links"
-        order = order[::-1]
-    nxt = np.roll(order, -1)
-    if wrapped:
-        # one hop per edge, on the link of the ring's direction (distinct cables even for d == 2)
-        hops = [[(order, direction)]]
-    else:
-        # edge a -> b: |b - a| hops (1 or 2) towards b
-        step = np.sign(nxt - order)
-        hops = [[(order, step)], [(order + step, np.where(np.abs(nxt - order) == 2, step, 0))]]
-    H = len(hops)
-    L = lines.shape[0]
-    links = np.full((H, L, d), dummy, dtype=np.int64)
-    real = np.zeros((H, L, d), dtype=bool)
-    for h, [(pos, dirs)] in enumerate(hops):
-        pos = np.broadcast_to(pos, (d,))
-        dirs = np.broadcast_to(dirs, (d,))
-        ok = dirs != 0
-        chips = lines[:, np.clip(pos, 0, d - 1)]
-        ids = topo.link_id(chips, axis, np.where(ok, dirs, 1)[None, :])
-        links[h] = np.where(ok[None, :], ids, dummy)
-        real[h] = ok[None, :]
-    return _with_link_figures(topo, lines[:, order], links, real)
-
-
-def _route_many(topo, src, dst):
-    """``(H, E)`` link ids of the dimension-order routes of ``src[e] -> dst[e]``
-    (exactly :meth:`Topology.route`, vectorized), ``-1`` padded at the end."""
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    cur = src.copy()
-    rows = []
-    cs, cd = topo.coords[src], topo.coords[dst]
-    for axis, d in enumerate(topo.dims):
-        delta = cd[:, axis] - cs[:, axis]
-        if topo.wrap[axis]:
-            fwd = delta % d
-            back = (d - fwd) % d
-            plus = fwd <= back  # ties go the + way, as Topology.route
-            direction = np.where(plus, 1, -1)
-            count = np.where(plus, fwd, back)
-        else:
-            direction = np.where(delta >= 0, 1, -1)
-            count = np.abs(delta)
-        for j in range(int(count.max(initial=0))):
-            active = count > j
-            rows.append(np.where(active, topo.link_id(cur, axis, direction), -1))
-            cur = np.where(active, topo.neighbor(cur, axis, direction), cur)
-    if not rows:
-        return np.full((1, len(src)), -1, dtype=np.int64)
-    out = np.array(rows)
-    # move each route's real hops to the front, keeping their order
-    keyed = np.argsort(out < 0, axis=0, kind="stable")
-    return np.take_along_axis(out, keyed, axis=0)
-
-
-def _slice_ring(topo, direction, dummy):
-    """One ring through every chip of the slice, or ``None`` if this engine has none.
-
-    A single non-trivial axis: its line ring. A torus: chips in id order (axis 0
-    fastest), each edge routed dimension-order; the row-closing edges take the
-    wraparound links, so every directed link is used at most once. The reverse
-    ring runs the ids backwards.
-    """
-    big = [a for a, d in enumerate(topo.dims) if d > 1]
-    if len(big) == 1 and (topo.wrap[big[0]] or direction > 0):
-        return _line_rings(topo, big[0], direction, dummy)
-    if not all(w for a, w in enumerate(topo.wrap) if topo.dims[a] > 1):
-        return None
-    nodes = np.arange(topo.num_chips)[::direction][None, :]
-    routes = _route_many(topo, nodes[0], np.roll(nodes[0], -1))
-    real = routes >= 0
-    links = np.where(real, routes, dummy)[:, None, :]
-    return _with_link_figures(topo, nodes, links, real[:, None, :])
-
-
-def _with_link_figures(topo, nodes, links, real):
-    keep = real.reshape(real.shape[0], -1).any(axis=1)  # drop hop layers that are all padding
-    links, real = links[keep], real[keep]
-    bw = np.ones(links.shape)
-    bw[real] = topo.link_Bps[links[real]]
-    return _Rings(nodes=np.ascontiguousarray(nodes), links=links,
-                  s_per_byte=np.where(real, 1.0 / bw, 0.0),
-                  lat_s=np.where(real, topo.hop_latency_s, 0.0), real=real)
-
-
-def _onchip_rings(topo, first_slot):
-    """The ``c`` cores of every chip as one ring each, core ``j`` -> ``j+1`` on its own
-    on-chip link (slot ``first_slot + replica``), ``onchip_Bps``, no latency."""
-    c = topo.cores_per_chip
-    nodes = np.arange(topo.num_chips * c).reshape(topo.num_chips, c)
-    links = (first_slot + nodes)[None]
-    real = np.ones(links.shape, dtype=bool)
-    return _Rings(nodes=nodes, links=links, s_per_byte=np.full(links.shape, 1.0 / topo.onchip_Bps),
-                  lat_s=np.zeros(links.shape), real=real)
-
-
-def _uncontended(rings_list):
-    """True if no link carries hops of two different edges among these concurrent rings."""
-    ids = np.concatenate([r.links[r.real] for r in rings_list])
-    return len(np.unique(ids)) == len(ids)
-
+def _prepare(topo, emb):
+    """Arrays of the recurrence for *emb*, with bandwidth and latency per link key."""
+    bw = link_key_Bps(topo)
+    lat = link_key_latency_s(topo)
+    L, n, H = emb.links.shape
+    assert n == 1 or (emb.hops >= 1).all(), "every ring edge of a ring of n > 1 members has a link"
+    links0 = emb.links[:, :, 0]
+    more = []
+    flat_links = emb.links.reshape(L * n, H)
+    flat_hops = emb.hops.reshape(-1)
+    for h in range(1, H):
+        edges = np.flatnonzero(flat_hops > h)
+        keys = flat_links[edges, h]
+        more.append((edges, keys, 1.0 / bw[keys], lat[keys]))
+    return _Rings(emb=emb, links0=links0, s_per_byte0=1.0 / bw[links0], lat0=lat[links0], more=tuple(more))
 
 # ================================================================= schedules
 @dataclass(frozen=True)
 class _Stage:
     """One phase: concurrent rings (one per direction) running one ring operation."""
 
-    level: str
-    """``"chip"`` (ICI) or ``"core"`` (on-chip)."""
     rings: tuple
+    """:class:`RingEmbedding` per direction."""
     kind: str
     """``"rs"``, ``"ag"`` or ``"ar"``."""
     fraction: float
     """Buffer of every direction ring per member, as a fraction of ``S``."""
+    level: str = "chip"
+    """``"chip"`` (ICI) or ``"core"`` (on-chip)."""
+
+
+@lru_cache(maxsize=16)
+def _embedding(topo, what, axis=None, reverse=False):
+    """Shared ring embeddings, prepared for the recurrence; cached per topology object
+    (``collective_time`` asks for the same slice thousands of times)."""
+    if what == "axis":
+        emb = embedding.axis_rings(topo, axis, reverse)
+    elif what == "slice":
+        emb = embedding.slice_ring(topo, reverse)
+    else:
+        emb = embedding.onchip_rings(topo)
+    return _prepare(topo, emb)
 
 
 def _axis_of(group, topo):
@@ -253,46 +175,46 @@ def _axis_of(group, topo):
         axis = int(group)
     else:
         return None
-    return axis if axis < topo.ndim else None
+    return axis if 0 <= axis < topo.ndim else None
 
 
-def _plan(topo, op, algorithm, group, bidirectional, dummy):
-    """The stages of a collective, as a list of halves (two for 2d-split), or a reason string."""
+def _plan(topo, op, algorithm, group, bidirectional):
+    """The chip-level stages of a collective, as a list of halves (two for 2d-split),
+    or a string saying why this engine cannot run it."""
     if op not in _OPS:
         return f"unknown op {op!r}"
     if algorithm not in _STATIC_ALGORITHMS:
         return f"{algorithm!r} has a dynamic, contended schedule (partners several hops away)"
-    if group is not None and _axis_of(group, topo) is None:
-        if isinstance(group, (str, int, np.integer)):
-            return f"unknown group {group!r}"
-        return "explicit replica groups are routed multi-hop and may contend"
+    axis = None
+    if group is not None:
+        axis = _axis_of(group, topo)
+        if axis is None:
+            if isinstance(group, (str, int, np.integer)):
+                return f"unknown group {group!r}"
+            return "explicit replica groups are routed multi-hop and may contend"
     bidir = bidirectional or algorithm == "bidir-ring"
-    directions = (1, -1) if bidir else (1,)
-    axis = None if group is None else _axis_of(group, topo)
+    reverses = (False, True) if bidir else (False,)
 
-    def axis_stage_rings(a):
+    def axis_stage(a):
         if topo.dims[a] == 1:
             return None
         if bidir and not topo.wrap[a]:
             return f"bidirectional rings on mesh axis {a} share the folded ring's links"
-        return tuple(_line_rings(topo, a, s, dummy) for s in directions)
+        # wrapped axes: forward ring on + links, reverse on - links; disjoint by construction
+        return tuple(_embedding(topo, "axis", a, r) for r in reverses)
 
-    if algorithm in ("ring", "bidir-ring"):
-        if axis is not None:
-            r = axis_stage_rings(axis)
-            sequences = [[] if r is None else [r]]
-        elif topo.num_chips == 1:
-            sequences = [[]]
-        else:
-            rings = tuple(_slice_ring(topo, s, dummy) for s in directions)
-            if any(r is None for r in rings):
-                return "no uncontended single ring through this mesh slice"
-            # routed edges: check that no link serves two of them (line rings are disjoint by construction)
-            if not _uncontended(rings):
-                return "the routed edges of the slice ring share links"
-            sequences = [[rings]]
+    if algorithm in ("ring", "bidir-ring") and axis is None and len(embedding.active_axes(topo)) > 1:
+        rings = tuple(_embedding(topo, "slice", None, r) for r in reverses)
+        used = np.concatenate([r.used_links for r in rings])
+        if len(np.unique(used)) != len(used):
+            return "the whole-slice ring's routed edges share links"
+        orders = [[rings]]
     else:
-        axes = [axis] if axis is not None else list(range(topo.ndim))
+        if algorithm in ("ring", "bidir-ring"):
+            axes = [axis] if axis is not None else embedding.active_axes(topo)
+        else:
+            axes = [axis] if axis is not None else list(range(topo.ndim))
+        orders = [axes]
         if algorithm == "2d-split":
             live = [a for a in axes if topo.dims[a] > 1]
             if len(live) != 2:
@@ -300,102 +222,109 @@ def _plan(topo, op, algorithm, group, bidirectional, dummy):
             a, b = live
             if not (topo.wrap[a] and topo.wrap[b] and topo.dims[a] == topo.dims[b]
                     and topo.axis_link_Bps[a] == topo.axis_link_Bps[b] and not topo.link_Bps_override):
-                return ("2d-split halves use an axis at the same time unless the slice is a "
+                return ("2d-split halves may want one axis at the same time unless the slice is a "
                         "square torus with uniform links")
             orders = [[a, b], [b, a]]
-        else:
-            orders = [axes]
-        sequences = []
+        staged = []
         for order in orders:
             seq = []
             for a in order:
-                r = axis_stage_rings(a)
+                r = axis_stage(a)
                 if isinstance(r, str):
                     return r
                 if r is not None:
-                    seq.append((a, r))
-            sequences.append(seq)
-        sequences = [[r for _, r in seq] for seq in sequences]
-
-    for seq in sequences:
-        for rings in seq:
-            if isinstance(rings, str):
-                return rings
+                    seq.append(r)
+            staged.append(seq)
+        orders = staged
 
     halves = []
-    share = 1.0 / len(sequences)
-    for seq in sequences:
-        stages = []
-        frac = share / len(directions)
-        fracs = []
+    for seq in orders:
+        fracs, frac = [], 1.0 / len(orders) / len(reverses)
         for rings in seq:
             fracs.append(frac)
             frac /= rings[0].nodes.shape[1]
         if op == "reduce-scatter":
-            stages = [_Stage("chip", r, "rs", f) for r, f in zip(seq, fracs)]
+            stages = [_Stage(r, "rs", f) for r, f in zip(seq, fracs)]
         elif op == "all-gather":
-            stages = [_Stage("chip", r, "ag", f) for r, f in zip(seq[::-1], fracs[::-1])]
+            stages = [_Stage(r, "ag", f) for r, f in zip(seq[::-1], fracs[::-1])]
         else:
-            stages = [_Stage("chip", r, "rs", f) for r, f in zip(seq[:-1], fracs[:-1])]
+            stages = [_Stage(r, "rs", f) for r, f in zip(seq[:-1], fracs[:-1])]
             if seq:
-                stages.append(_Stage("chip", seq[-1], "ar", fracs[-1]))
-            stages += [_Stage("chip", r, "ag", f) for r, f in zip(seq[-2::-1], fracs[-2::-1])]
+                stages.append(_Stage(seq[-1], "ar", fracs[-1]))
+            stages += [_Stage(r, "ag", f) for r, f in zip(seq[-2::-1], fracs[-2::-1])]
         halves.append(stages)
     return halves
 
 
 # ================================================================== the engine
+def _hops(t, hops, chunks):
+    """Send the ready pieces *t* over every hop of every edge, in place; return *t*,
+    now the arrival times at the far end of each edge.
+
+    *hops* lists ``(edges, free, occ, lat, jo)`` per hop: ``edges`` ``None`` for the first
+    hop (all edges) or the flat indices of the edges that have this hop, ``free`` the
+    free times of those links (updated in place), ``occ`` the seconds a piece occupies
+    them, ``jo`` = ``occ * [0..K-1]`` for chunked runs.
+    """
+    for edges, free, occ, lat, jo in hops:
+        if edges is None:
+            u = t
+        else:
+            flat = t.reshape((-1,) + t.shape[2:])
+            u = flat[edges]
+        if chunks == 1:
+            np.maximum(u, free, out=u)
+            u += occ
+            free[...] = u
+            u += lat
+        else:
+            # pieces queue back to back: s_c = c*o + max(free, max_{j<=c}(t_j - j*o))
+            u -= jo
+            np.maximum(u[..., 0], free, out=u[..., 0])
+            np.maximum.accumulate(u, axis=-1, out=u)
+            u += jo
+            u += occ[..., None]
+            free[...] = u[..., -1]
+            u += lat[..., None]
+        if edges is not None:
+            flat[edges] = u
+    return t
+
+
 def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s):
     """Advance one ring operation over every ring of *rings*; return each member's
-    completion time ``(L, n)``. *free* (link free times) is updated in place."""
-    H, L, n = rings.links.shape
+    completion time ``(L, n)`` and the number of steps. *free* (link free times, by
+    link key) is updated in place."""
+    L, n = rings.nodes.shape
+    if n == 1:
+        return np.array(ready0, dtype=float), 0
     nsteps = 2 * (n - 1) if kind == "ar" else n - 1
     reducing = 0 if kind == "ag" else n - 1  # steps whose arrival is summed in
-    f = free[rings.links]  # (H, L, n), private copy: within a phase no two edges share a link
-    occ = rings.s_per_byte * piece_bytes
-    lat = rings.lat_s
+    # within a phase no two edges share a link, so each hop's free times are private
+    j = np.arange(chunks, dtype=float)
+    hops = []
+    for edges, keys, spb, lat in [(None, rings.links0, rings.s_per_byte0, rings.lat0)] + list(rings.more):
+        occ = spb * piece_bytes
+        hops.append((edges, free[keys], occ, lat, occ[..., None] * j if chunks > 1 else None))
     # A member handles its steps in order: step k+1 is ready when step k's message
     # has arrived *and* the member is past step k (it may have started the phase late).
     # When every member of a ring starts together, arrivals already come in order and
     # the extra maximum is a no-op, so it is skipped.
     skewed = not np.all(ready0 == ready0[:, :1])
-    if chunks == 1:
-        t = np.array(ready0, dtype=float)
-        for k in range(nsteps):
-            prev = t.copy() if skewed else None
-            for h in range(H):
-                np.maximum(t, f[h], out=t)
-                t += occ[h]
-                f[h] = t
-                t += lat[h]
-            t = _shift(t)
-            if skewed:
-                np.maximum(t, prev, out=t)
-            if k < reducing and reduce_s:
-                t += reduce_s
-        done = t
-    else:
-        j = np.arange(chunks, dtype=float)
-        jo = [occ[h][..., None] * j for h in range(H)]
-        t = np.repeat(np.asarray(ready0, dtype=float)[..., None], chunks, axis=-1)
-        for k in range(nsteps):
-            prev = t.copy() if skewed else None
-            for h in range(H):
-                # pieces queue back to back: s_c = c*o + max(free, max_{j<=c}(t_j - j*o))
-                t -= jo[h]
-                np.maximum(t[..., 0], f[h], out=t[..., 0])
-                np.maximum.accumulate(t, axis=-1, out=t)
-                t += jo[h]
-                t += occ[h][..., None]
-                f[h] = t[..., -1]
-                t += lat[h][..., None]
-            t = _shift(t)
-            if skewed:
-                np.maximum(t, prev, out=t)
-            if k < reducing and reduce_s:
-                t += reduce_s
-        done = t.max(axis=-1)
-    free[rings.links[rings.real]] = f[rings.real]
+    t = np.array(ready0, dtype=float)
+    if chunks > 1:
+        t = np.repeat(t[..., None], chunks, axis=-1)
+    for k in range(nsteps):
+        prev = t.copy() if skewed else None
+        t = _shift(_hops(t, hops, chunks))
+        if skewed:
+            np.maximum(t, prev, out=t)
+        if k < reducing and reduce_s:
+            t += reduce_s
+    free[rings.links0] = hops[0][1]
+    for (_, keys, _, _), hop in zip(rings.more, hops[1:]):
+        free[keys] = hop[1]
+    done = t if chunks == 1 else t.max(axis=-1)
     return done, nsteps
 
 
@@ -407,7 +336,7 @@ def _shift(t):
     return out
 
 
-def _check(topo, op, algorithm, group, bidirectional, chunks):
+def _check(topo, chunks):
     if not isinstance(topo, Topology):
         raise TypeError("topology must be a wus_sim.topology.Topology")
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
@@ -416,8 +345,8 @@ def _check(topo, op, algorithm, group, bidirectional, chunks):
 
 def why_unsupported(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1):
     """Why :func:`supports` says no (``None`` if it says yes)."""
-    _check(topology, op, algorithm, group, bidirectional, chunks)
-    plan = _plan(topology, op, algorithm, group, bidirectional, dummy=-1)
+    _check(topology, chunks)
+    plan = _plan(topology, op, algorithm, group, bidirectional)
     return plan if isinstance(plan, str) else None
 
 
@@ -426,9 +355,9 @@ def supports(topology, op, algorithm, *, group=None, bidirectional=False, chunks
 
     False for halving-doubling (partners several hops away contend), explicit replica
     lists, bidirectional rings on mesh axes (both directions would share the folded
-    ring's links), a whole-slice ring on a multi-axis mesh, and 2d-split unless the
-    slice is a square torus with uniform links (otherwise its halves can want an
-    axis at the same time). The api falls back to the SimPy engine then.
+    ring's links), a whole-slice ring whose routed edges share links, and 2d-split
+    unless the slice is a square torus with uniform links (otherwise its halves can
+    want an axis at the same time). The api falls back to the SimPy engine then.
     """
     return why_unsupported(topology, op, algorithm, group=group, bidirectional=bidirectional,
                            chunks=chunks) is None
@@ -441,52 +370,50 @@ def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chu
     Raises :class:`ConfigError` (key ``engine``) if :func:`supports` says no.
     """
     topo = topology
-    _check(topo, op, algorithm, group, bidirectional, chunks)
+    _check(topo, chunks)
     if not nbytes > 0:
         raise ConfigError("must be > 0 bytes", key_path="size", value=nbytes)
     if reduce_Bps is not None and not reduce_Bps > 0:
         raise ConfigError("must be > 0", key_path="reduce_Bps", value=reduce_Bps)
-    c = topo.cores_per_chip
-    onchip_first = topo.num_link_slots
-    dummy = onchip_first + topo.num_chips * c
-    halves = _plan(topo, op, algorithm, group, bidirectional, dummy)
+    halves = _plan(topo, op, algorithm, group, bidirectional)
     if isinstance(halves, str):
         raise ConfigError(f"the fast engine cannot run this collective: {halves}; use the simpy engine",
                           key_path="engine", value="fast")
+    c = topo.cores_per_chip
     S = float(nbytes)
-    free = np.zeros(dummy + 1)
+    free = np.zeros(num_link_keys(topo))
     link_bytes = np.zeros(topo.num_link_slots)
     events = 0
-    onchip = _onchip_rings(topo, onchip_first) if c > 1 else None
 
     def stage_pass(ready, stage):
         """Run one stage from per-node ready times; return per-node completion times."""
         nonlocal events
-        out = np.empty_like(ready)
+        out = None
         buf = stage.fraction * S
         for rings in stage.rings:
             n = rings.nodes.shape[1]
             piece = buf / n / chunks
             red = 0.0 if reduce_Bps is None else piece / reduce_Bps
             done, nsteps = _ring_pass(free, ready[rings.nodes], rings, stage.kind, piece, chunks, red)
-            if rings is stage.rings[0]:
+            if out is None:
+                out = np.empty_like(ready)
                 out[rings.nodes] = done
             else:
                 out[rings.nodes] = np.maximum(out[rings.nodes], done)
             events += nsteps * chunks * rings.num_hops
             if stage.level == "chip":
-                link_bytes[rings.links[rings.real]] += nsteps * piece * chunks
+                link_bytes[rings.used_links] += nsteps * piece * chunks
         return out
 
+    onchip = _embedding(topo, "onchip") if c > 1 else None
     core_ready = np.zeros(topo.num_chips * c)
     if onchip is not None and op != "all-gather":
-        core_ready = stage_pass(core_ready, _Stage("core", (onchip,), "rs", 1.0))
+        core_ready = stage_pass(core_ready, _Stage((onchip,), "rs", 1.0, "core"))
     chip_start = core_ready.reshape(topo.num_chips, c).max(axis=1)
-    chip_done = chip_start.copy()
-    # the halves of 2d-split share links; on the square uniform torus they use an axis
+    # The halves of 2d-split share links; on the square uniform torus they use an axis
     # one after the other, so running their stages interleaved (A1, B1, A2, B2, ...)
-    # meets every link's messages in time order
-    readies = [chip_start.copy() for _ in halves]
+    # meets every link's messages in time order.
+    readies = [chip_start] * len(halves)
     for i in range(max(len(h) for h in halves)):
         for half, stages in enumerate(halves):
             if i < len(stages):
@@ -494,7 +421,7 @@ def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chu
     chip_done = np.max(readies, axis=0)
     core_ready = np.repeat(chip_done, c)
     if onchip is not None and op != "reduce-scatter":
-        core_ready = stage_pass(core_ready, _Stage("core", (onchip,), "ag", 1.0))
-    time_s = float(core_ready.max())
+        core_ready = stage_pass(core_ready, _Stage((onchip,), "ag", 1.0, "core"))
     busy = link_bytes / np.where(topo.link_exists, topo.link_Bps, np.inf)
-    return FastOutcome(time_s=time_s, events=int(events), link_bytes=link_bytes, link_busy_s=busy)
+    return FastOutcome(time_s=float(core_ready.max()), events=int(events), link_bytes=link_bytes,
+                       link_busy_s=busy)
