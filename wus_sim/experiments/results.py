@@ -47,7 +47,10 @@ RUN_COLUMNS = (
     _c("error", "", "string", "Why the row is not 'ok' (empty when it is).", "run"),
     _c("wall_s", "s", "float64", "Wall-clock seconds the simulator spent on the whole point (all its strategies).",
        "run"),
-    _c("replicas", "", "Int64", "Data-parallel replicas of the slice (chips x cores_per_chip).", "run"),
+    _c("replicas", "", "Int64", "Data-parallel replicas: one per core, or cores / spatial_ways for the MLPerf "
+       "runs that partitioned each replica over several cores.", "run"),
+    _c("spatial_ways", "", "Int64", "Cores each replica is spatially partitioned over (1 = one replica per core).",
+       "run"),
     _c("chips", "", "Int64", "Chips in the slice.", "run"),
     _c("chip", "", "string", "Chip model of the slice (tpu-v3, tpu-v4, ...; 'generic' for inline topologies).", "run"),
     _c("dims", "", "string", "Chips per torus axis, e.g. '32x32' or '8x8x8'.", "run"),
@@ -58,6 +61,7 @@ RUN_COLUMNS = (
 when the simulator does not report them)."""
 
 RESULT_COLUMNS = (
+    _c("params", "", "Int64", "Trainable parameters of the workload (elements)."),
     _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
     _c("fwd_s", "s", "float64", "Forward compute in the step."),
     _c("bwd_s", "s", "float64", "Backward compute in the step."),
@@ -75,6 +79,12 @@ RESULT_COLUMNS = (
     _c("mem_collective_buffers_bytes", "B", "float64", "Per-replica HBM for collective staging buffers."),
     _c("mem_peak_bytes", "B", "float64", "Per-replica peak HBM use."),
     _c("hbm_bytes", "B", "float64", "HBM capacity of one replica (the chip's, split over its cores)."),
+    _c("grad_comm_bytes", "B", "float64",
+       "Gradient bytes per replica entering the step's gradient collectives (all-reduce or reduce-scatter), "
+       "summed over buckets (size convention: the full unsharded buffer)."),
+    _c("gather_comm_bytes", "B", "float64",
+       "Sharded: weight bytes per replica leaving the weight all-gathers (full buffer); 0 replicated."),
+    _c("update_bytes", "B", "float64", "HBM bytes the weight update reads and writes per replica per step."),
     _c("speedup", "", "float64",
        "Sharded rows: replicated step time / sharded step time of the same point (> 1: sharding is faster)."),
 )

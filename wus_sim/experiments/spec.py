@@ -192,9 +192,11 @@ POINT_KEYS = _table(
     Param("strategy", "choice", default="both", nullable=False, choices=STRATEGY_CHOICES,
           meaning="Weight-update strategy simulated for the point; 'both' gives one row each and the speedup."),
     Param("per_replica_batch", "int", minimum=1, unit="examples",
-          meaning="Examples per replica per step; null = global_batch / replicas, or the workload's default."),
+          meaning="Examples per replica per step; null = global_batch / replicas, else the MLPerf v0.6 run's "
+                  "on that slice, else the workload's default."),
     Param("global_batch", "int", minimum=1, unit="examples",
-          meaning="Examples per step over all replicas; set this or per_replica_batch, not both."),
+          meaning="Examples per step over all replicas (must divide by the replicas); set this or "
+                  "per_replica_batch, not both."),
     Param("link_GBps", "number", positive=True, unit="GB/s",
           meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
     Param("hop_latency_us", "number", minimum=0, unit="us",
