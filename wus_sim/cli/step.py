@@ -1,0 +1,154 @@
+"""``wus-sim step WORKLOAD --topology T``: one training step, replicated and/or sharded update.
+
+Prints the steady-state step time, its breakdown (forward, backward, exposed
+communication, update, optimizer reductions, idle) and per-replica memory.
+With ``--strategy both`` (the default) also the speedup of sharding.
+``--json`` keys: ``step_time_s``, ``breakdown``, ``memory`` (bytes per part
+and ``peak``), ``status`` per strategy; for ``both``, one object per strategy
+under ``strategies`` plus top-level ``speedup``, and ``step_time_s``,
+``breakdown``, ``memory`` of the sharded strategy. ``--trace FILE`` writes the
+simulated steps as Chrome trace-event JSON (Perfetto, chrome://tracing).
+"""
+
+import json
+import math
+
+__all__ = ["add_parser", "run"]
+
+_DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "step", help="simulate a training step with a replicated and/or sharded weight update",
+        description="Simulate consecutive training steps of WORKLOAD on a TPU slice and report the "
+                    "steady-state step time, its breakdown and memory per replica.")
+    p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
+    p.add_argument("--topology", "-t", required=True, metavar="T",
+                   help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
+    p.add_argument("--optimizer", "-o", metavar="O", help="optimizer (default: the workload's)")
+    p.add_argument("--strategy", "-s", choices=("replicated", "sharded", "both"), default="both")
+    p.add_argument("--per-replica-batch", type=int, metavar="B",
+                   help="examples per replica (default: the MLPerf v0.6 run on this slice, else the workload's)")
+    p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
+    p.add_argument("--algorithm", default="2d", metavar="A",
+                   help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling (default 2d)")
+    p.add_argument("--bidirectional", action="store_true", help="bidirectional ring phases")
+    p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")
+    p.add_argument("--bucket-MiB", type=float, dest="bucket_MiB", metavar="F", help="fusion bucket size, MiB")
+    p.add_argument("--no-overlap-grad-reduce", action="store_true",
+                   help="reduce gradients only after backward has finished")
+    p.add_argument("--no-overlap-all-gather", action="store_true",
+                   help="sharded: all-gather weights at the end of the step, not during the next forward")
+    p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
+    p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
+    p.add_argument("--mxu-efficiency", type=float, metavar="F", help="fraction of matrix-unit peak reached")
+    p.add_argument("--steps", type=int, default=3, metavar="K", help="consecutive steps simulated (>= 2)")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON of the simulated steps")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def run(args):
+    from ..compute import ComputeParams
+    from ..errors import ConfigError
+    from ..planner import DEFAULT_BUCKET_BYTES
+    from ..step import StepOptions, simulate_strategies, speedup
+    from ..topology import load_topology
+    from ..units import MiB
+
+    if args.steps < 2:
+        raise ConfigError("must be >= 2", key_path="--steps", value=args.steps)
+    if args.bucket_MiB is not None and not args.bucket_MiB > 0:
+        raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
+    topology = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
+    options = StepOptions(
+        algorithm=args.algorithm, bidirectional=args.bidirectional,
+        overlap_grad_reduce=not args.no_overlap_grad_reduce, overlap_all_gather=not args.no_overlap_all_gather,
+        grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
+        bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
+        steps=args.steps,
+        compute=ComputeParams() if args.mxu_efficiency is None else ComputeParams(mxu_efficiency=args.mxu_efficiency),
+    )
+    strategies = ("replicated", "sharded") if args.strategy == "both" else (args.strategy,)
+    results, meta = simulate_strategies(args.workload, topology, args.optimizer, strategies,
+                                        per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
+                                        options=options)
+    if args.trace:
+        from ..trace import write_trace
+
+        write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline})
+    report = _report(args, topology, results, meta, speedup(results))
+    if args.json:
+        print(json.dumps(report, indent=1, default=_json_default))
+    else:
+        print(_text(report))
+    return 0
+
+
+def _json_default(x):
+    return float(x)
+
+
+def _strategy_report(res):
+    m = res.memory
+    return {
+        "status": res.status,
+        "error": res.error or None,
+        "step_time_s": None if math.isnan(res.step_time_s) else res.step_time_s,
+        "breakdown": {k: (None if math.isnan(v) else v) for k, v in res.breakdown.items()},
+        "memory": {part: float(getattr(m, part)) for part in
+                   ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak")},
+        "collectives": res.work.summary(),
+    }
+
+
+def _report(args, topology, results, meta, up):
+    per = {s: _strategy_report(r) for s, r in results.items()}
+    head = {
+        "workload": args.workload, "topology": topology.name, "optimizer": meta["optimizer"],
+        "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
+        "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
+        "params": meta["params"], "algorithm": args.algorithm,
+    }
+    if len(per) == 1:
+        (strategy, only), = per.items()
+        return {**head, "strategy": strategy, **only}
+    main = per["sharded"]
+    return {**head, "strategy": "both", "speedup": None if math.isnan(up) else up,
+            "step_time_s": main["step_time_s"], "breakdown": main["breakdown"], "memory": main["memory"],
+            "strategies": per}
+
+
+def _fmt_t(t):
+    from ..units import format_time
+
+    return "-" if t is None else format_time(t)
+
+
+def _text(rep):
+    from ..units import format_bytes
+
+    per = rep.get("strategies") or {rep["strategy"]: rep}
+    names = list(per)
+    lines = [f"step: {rep['workload']} with {rep['optimizer']} on {rep['topology']}: {rep['replicas']} replicas, "
+             f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
+             f"{rep['params']:,} parameters, {rep['algorithm']} collectives"]
+    w = 22
+    lines.append("  " + "".ljust(w) + "".join(n.rjust(16) for n in names))
+    lines.append("  " + "step time".ljust(w) + "".join(_fmt_t(per[n]["step_time_s"]).rjust(16) for n in names))
+    labels = {"fwd_s": "forward", "bwd_s": "backward", "exposed_comm_s": "exposed comm",
+              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle"}
+    for key, label in labels.items():
+        lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
+                                                        for n in names))
+    for part in ("weights", "gradients", "slots", "activations", "peak"):
+        label = "memory peak" if part == "peak" else f"  mem {part}"
+        lines.append("  " + label.ljust(w) + "".join(format_bytes(per[n]["memory"][part]).rjust(16)
+                                                    for n in names))
+    for n in names:
+        if per[n]["status"] != "ok":
+            lines.append(f"  {n}: {per[n]['status']}: {per[n]['error']}")
+    if rep.get("speedup") is not None:
+        lines.append(f"  speedup of the sharded update: {rep['speedup']:.3f}x")
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""One training step, replicated or sharded weight update: build it, simulate it, report it.
+
+:func:`simulate_step` turns a workload, a topology and an optimizer into a
+:class:`~wus_sim.timeline.StepProgram` whose every duration is derived:
+
+* forward/backward per layer from the layers' FLOPs and the replica's matrix
+  unit (:mod:`wus_sim.compute`);
+* gradient collectives per fused bucket, their sizes from the plan
+  (:mod:`wus_sim.planner`, :mod:`wus_sim.strategies`) and their times from the
+  collective engine over every replica and link of the slice
+  (:func:`wus_sim.collectives.collective_time`);
+* the update from the optimizer analysis (bytes and flops per element) on the
+  HBM-bound vector unit, over all weights (replicated) or the 1/N shard (sharded);
+* the optimizer's small cross-replica all-reduces and the weight all-gathers
+  (sharded only);
+
+then runs it for a few consecutive steps on the SimPy timeline
+(:mod:`wus_sim.timeline`) and reports the steady-state step time, its
+breakdown and the per-replica memory. :func:`simulate_point` is the same for
+one point of an experiment sweep, as flat records.
+"""
+
+from dataclasses import dataclass, field
+import math
+import time
+
+from .compute import ComputeParams, layer_times, memory_bound_time_s
+from .errors import ConfigError, InfeasibleError, UnknownNameError
+from .memory import memory_breakdown
+from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
+from .strategies import STRATEGIES, step_work
+from .timeline import BREAKDOWN_PARTS, Bucket, StepProgram, run_timeline
+from .topology import load_topology
+from .units import MiB
+from .workloads import load_workload
+
+__all__ = ["StepOptions", "StepResult", "simulate_step", "simulate_strategies", "simulate_point",
+           "resolve_batch"]
+
+GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How the step runs: collective algorithm, overlap and fusion options."""
+
+    algorithm: str = "2d"
+    """Collective algorithm of gradient reductions and weight all-gathers."""
+    bidirectional: bool = False
+    """Run each ring phase in both directions at once."""
+    overlap_grad_reduce: bool = True
+    """Start a bucket's gradient collective as soon as backward has produced it."""
+    overlap_all_gather: bool = True
+    """Sharded: overlap the weight all-gather with the next step's forward."""
+    grad_dtype: str = None
+    """``'fp32'`` or ``'bf16'`` gradients on the wire; ``None`` = the workload's."""
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    """Gradient fusion threshold, bytes."""
+    steps: int = 3
+    """Consecutive steps simulated (the step time is the steady-state period)."""
+    compute: ComputeParams = field(default_factory=ComputeParams)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One strategy's simulated step."""
+
+    strategy: str
+    status: str
+    """``'ok'`` or ``'infeasible'`` (does not fit in HBM; times are NaN)."""
+    step_time_s: float
+    breakdown: dict
+    """Seconds per part (:data:`wus_sim.timeline.BREAKDOWN_PARTS`), adding up to the step time."""
+    memory: object
+    """:class:`wus_sim.memory.MemoryBreakdown` per replica."""
+    work: object
+    """:class:`wus_sim.strategies.StepWork`: the collectives and update of the step."""
+    timeline: object = None
+    """:class:`wus_sim.timeline.TimelineResult` (None when infeasible)."""
+    error: str = ""
+
+    def to_record(self):
+        """Flat dict of results, in the documented result columns."""
+        m = self.memory
+        rec = {"strategy": self.strategy, "status": self.status, "error": self.error,
+               "step_time_s": self.step_time_s}
+        rec.update({part: self.breakdown.get(part, math.nan) for part in BREAKDOWN_PARTS})
+        for part in ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak"):
+            rec[f"mem_{part}_bytes"] = float(getattr(m, part))
+        rec["grad_comm_bytes"] = float(self.work.grad_nbytes)
+        rec["gather_comm_bytes"] = float(self.work.gather_nbytes)
+        rec["update_bytes"] = float(self.work.update.bytes_moved)
+        return rec
+
+
+def resolve_batch(workload, topology, replicas, *, per_replica_batch=None, global_batch=None):
+    """Per-replica batch: given, or global / replicas, or the MLPerf run's on this slice,
+    or the workload's default."""
+    if per_replica_batch is not None and global_batch is not None:
+        raise ConfigError("give per_replica_batch or global_batch, not both", key_path="global_batch",
+                          value=global_batch)
+    if per_replica_batch is not None:
+        if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
+            raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
+        return per_replica_batch
+    if global_batch is not None:
+        if global_batch % replicas:
+            raise ConfigError(f"must be a multiple of the {replicas} replicas", key_path="global_batch",
+                              value=global_batch)
+        return global_batch // replicas
+    return workload.per_replica_batch_for(topology.name)
+
+
+def _replicas(workload, topology):
+    """Replicas of the MLPerf run on this slice (spatial partitioning), else one per core."""
+    config = workload.config_for(topology.name)
+    if config is not None and topology.num_replicas % config.replicas == 0:
+        return config.replicas
+    return topology.num_replicas
+
+
+def _program(plan, work, topology, per_replica_batch, options):
+    """The :class:`StepProgram` of one strategy, every duration derived."""
+    from .collectives import collective_time
+
+    def coll_s(op, nbytes):
+        if nbytes <= 0:
+            return 0.0
+        return collective_time(topology, op, options.algorithm, nbytes, bidirectional=options.bidirectional)
+
+    layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
+                         spatial_ways=plan.spatial_ways)
+    gathers = {c.bucket: c for c in work.weight_allgathers}
+    buckets = []
+    for c in work.grad_collectives:
+        g = gathers.get(c.bucket)
+        buckets.append(Bucket(
+            name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers),
+            grad_op=c.op, grad_nbytes=c.nbytes, grad_time_s=coll_s(c.op, c.nbytes),
+            gather_nbytes=g.nbytes if g else 0.0, gather_time_s=coll_s("all-gather", g.nbytes) if g else 0.0))
+    update_s = memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
+    extra = tuple(coll_s(c.op, c.nbytes) for c in work.extra_allreduces)
+    return StepProgram(
+        strategy=work.strategy,
+        fwd_layer_s=tuple(float(t) for t in layers.forward_s),
+        bwd_layer_s=tuple(float(t) for t in layers.backward_s),
+        buckets=tuple(buckets), update_s=update_s, extra_reduction_s=extra,
+        overlap_grad_reduce=options.overlap_grad_reduce,
+        overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
+    )
+
+
+def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIES, *, per_replica_batch=None,
+                        global_batch=None, options=None):
+    """Simulate each of *strategies*; returns ``{strategy: StepResult}``.
+
+    *workload*, *topology* and *optimizer* are names/paths or loaded objects;
+    *optimizer* ``None`` means the workload's default.
+    """
+    options = options or StepOptions()
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise UnknownNameError("strategy", s, STRATEGIES + ("both",))
+    if isinstance(workload, str):
+        workload = load_workload(workload)
+    topology = load_topology(topology)
+    optimizer = workload.default_optimizer if optimizer is None else optimizer
+    grad_bytes = None
+    if options.grad_dtype is not None:
+        if options.grad_dtype not in GRAD_DTYPE_BYTES:
+            raise ConfigError("must be fp32 or bf16", key_path="grad_dtype", value=options.grad_dtype)
+        grad_bytes = GRAD_DTYPE_BYTES[options.grad_dtype]
+    replicas = _replicas(workload, topology)
+    batch = resolve_batch(workload, topology, replicas, per_replica_batch=per_replica_batch,
+                          global_batch=global_batch)
+    plan = make_plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=options.bucket_bytes,
+                     grad_bytes=grad_bytes)
+    results = {}
+    for strategy in strategies:
+        work = step_work(plan, strategy)
+        memory = memory_breakdown(plan, strategy, batch)
+        try:
+            memory_breakdown(plan, strategy, batch, check=True)
+        except InfeasibleError as exc:
+            nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
+            results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc))
+            continue
+        program = _program(plan, work, topology, batch, options)
+        tl = run_timeline(program, steps=options.steps)
+        results[strategy] = StepResult(strategy, "ok", tl.step_time_s, dict(tl.breakdown), memory, work, tl)
+    results_meta = {"replicas": plan.replicas, "spatial_ways": plan.spatial_ways, "per_replica_batch": batch,
+                    "global_batch": batch * plan.replicas, "params": plan.params,
+                    "optimizer": plan.analysis.name, "plan": plan}
+    return results, results_meta
+
+
+def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
+    """Simulate one strategy (``'replicated'`` or ``'sharded'``); returns its :class:`StepResult`."""
+    results, _ = simulate_strategies(workload, topology, optimizer, (strategy,), **kw)
+    return results[strategy]
+
+
+def speedup(results):
+    """Replicated step time / sharded step time (NaN unless both ran)."""
+    r, s = results.get("replicated"), results.get("sharded")
+    if r is None or s is None or r.status != "ok" or s.status != "ok":
+        return math.nan
+    return r.step_time_s / s.step_time_s
+
+
+def simulate_point(point):
+    """Simulate one experiment point; returns one flat record per strategy.
+
+    *point* has the keys of ``wus_sim.experiments.spec.POINT_KEYS`` (missing ones
+    take their defaults). A point that does not fit in HBM gives rows with
+    ``status='infeasible'``; bad parameters raise (the runner records them as
+    ``status='error'``).
+    """
+    t0 = time.perf_counter()
+    p = dict(point)
+    topology = load_topology(p["topology"], link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
+                             wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"))
+    compute = ComputeParams() if p.get("mxu_efficiency") is None else ComputeParams(
+        mxu_efficiency=p["mxu_efficiency"])
+    bucket_MiB = p.get("bucket_MiB")
+    options = StepOptions(
+        algorithm=p.get("algorithm") or "2d",
+        bidirectional=bool(p.get("bidirectional", False)),
+        overlap_grad_reduce=p.get("overlap_grad_reduce", True) is not False,
+        overlap_all_gather=p.get("overlap_all_gather", True) is not False,
+        grad_dtype=p.get("grad_dtype"),
+        bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
+        steps=int(p.get("steps") or 3),
+        compute=compute,
+    )
+    strategy = p.get("strategy") or "both"
+    strategies = STRATEGIES if strategy == "both" else (strategy,)
+    results, meta = simulate_strategies(p["workload"], topology, p.get("optimizer"), strategies,
+                                        per_replica_batch=p.get("per_replica_batch"),
+                                        global_batch=p.get("global_batch"), options=options)
+    wall = time.perf_counter() - t0
+    up = speedup(results)
+    records = []
+    for s, res in results.items():
+        rec = dict(p)
+        rec.update(res.to_record())
+        rec.update({
+            "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
+            "optimizer": meta["optimizer"], "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
+            "params": meta["params"], "chips": topology.num_chips, "chip": topology.chip.name,
+            "dims": topology.shape_str, "ndim": topology.ndim,
+            "wrap": ",".join("T" if w else "F" for w in topology.wrap),
+            "hbm_bytes": float(topology.hbm_bytes_per_replica),
+            "speedup": up if s == "sharded" else math.nan,
+            "wall_s": wall,
+        })
+        records.append(rec)
+    return records
