@@ -60,7 +60,7 @@ def test_shipped_files_are_what_the_generator_writes(tmp_path):
     import runpy
     import sys
 
-    tool = Path(__file__).resolve().parents[1] / "tools" / "regenerate_workloads.py"
+    tool = Path(__file__).resolve().parent / "regenerate_workloads.py"
     argv = sys.argv
     sys.argv = [str(tool), "--json", str(REFERENCE), "--out", str(tmp_path)]
     try:

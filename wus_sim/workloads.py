@@ -2,7 +2,7 @@
 
 A workload is read from YAML (shipped ones live in ``wus_sim/data/workloads``,
 generated from ``../shared/reference/model_tensors.json`` by
-``tools/regenerate_workloads.py``; users may pass a path to their own file). Loading is strict: unknown keys
+``tests/regenerate_workloads.py``; users may pass a path to their own file). Loading is strict: unknown keys
 are errors naming the file and key path, tensor sizes must add up to the
 declared ``params``, per-layer FLOPs to the total, and every MLPerf configuration
 must satisfy ``global_batch = replicas x per_replica_batch``.
