@@ -60,19 +60,17 @@ SimPy is imported, so that ``wus-sim collective`` stays quick.
 
 from dataclasses import dataclass
 from functools import lru_cache
+import heapq
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, WusError
 from ..network import link_key_Bps, link_key_latency_s, num_link_keys
 from ..topology import Topology
-from . import embedding
+from . import schedule
 
 __all__ = ["FastOutcome", "supports", "run", "why_unsupported"]
 
-_OPS = ("reduce-scatter", "all-gather", "all-reduce")
-_STATIC_ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split")
-_AXIS_NAMES = {"x": 0, "y": 1, "z": 2}
 
 
 @dataclass(frozen=True)
@@ -141,132 +139,66 @@ def _prepare(topo, emb):
     return _Rings(emb=emb, links0=links0, s_per_byte0=1.0 / bw[links0], lat0=lat[links0], more=tuple(more))
 
 # ================================================================= schedules
-@dataclass(frozen=True)
-class _Stage:
-    """One phase: concurrent rings (one per direction) running one ring operation."""
-
-    rings: tuple
-    """:class:`RingEmbedding` per direction."""
-    kind: str
-    """``"rs"``, ``"ag"`` or ``"ar"``."""
-    fraction: float
-    """Buffer of every direction ring per member, as a fraction of ``S``."""
-    level: str = "chip"
-    """``"chip"`` (ICI) or ``"core"`` (on-chip)."""
-
-
-@lru_cache(maxsize=16)
-def _embedding(topo, what, axis=None, reverse=False):
-    """Shared ring embeddings, prepared for the recurrence; cached per topology object
-    (``collective_time`` asks for the same slice thousands of times)."""
-    if what == "axis":
-        emb = embedding.axis_rings(topo, axis, reverse)
-    elif what == "slice":
-        emb = embedding.slice_ring(topo, reverse)
-    else:
-        emb = embedding.onchip_rings(topo)
+@lru_cache(maxsize=64)
+def _prepared(topo, emb):
+    """:func:`_prepare`, cached per (topology, embedding) object: ``collective_time``
+    asks for the same slice thousands of times."""
     return _prepare(topo, emb)
 
 
-def _axis_of(group, topo):
-    if isinstance(group, str) and group.lower() in _AXIS_NAMES:
-        axis = _AXIS_NAMES[group.lower()]
-    elif isinstance(group, (int, np.integer)) and not isinstance(group, bool):
-        axis = int(group)
-    else:
-        return None
-    return axis if 0 <= axis < topo.ndim else None
+def _hashable(group):
+    if group is None or isinstance(group, (str, int, np.integer)):
+        return group
+    return tuple(int(r) for r in group)
+
+
+def _contention(plan):
+    """Why the plan's messages may contend on a link (``None`` if they never do)."""
+    if any(p.pattern == "hd" for p in plan.passes):
+        return "halving-doubling partners are several hops away and their messages contend on links"
+    if len(plan.halves) > 1 and not plan.split_time_separated:
+        return ("the two halves of 2d-split may want one axis at the same time (only on a square "
+                "torus with uniform links do they take turns)")
+    for passes in plan.halves:
+        # one stream per ring embedding (a reduce-scatter pass and the all-gather pass over the same
+        # rings follow each other at every member); two streams on one link would contend
+        embs = list({id(e): e for p in passes for e in p.rings}.values())
+        keys = np.concatenate([e.links[e.links >= 0] for e in embs] + [np.zeros(0, np.int64)])
+        if len(keys) and np.bincount(keys).max() > 1:
+            if any(p.level == "flat" for p in passes):
+                return "the routed edges of this explicit replica ring share links"
+            return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _plan_cached(topo, op, algorithm, group, bidirectional):
+    plan = schedule.plan_collective(topo, op, algorithm, group=group, bidirectional=bidirectional)
+    return plan, _contention(plan)
 
 
 def _plan(topo, op, algorithm, group, bidirectional):
-    """The chip-level stages of a collective, as a list of halves (two for 2d-split),
-    or a string saying why this engine cannot run it."""
-    if op not in _OPS:
-        return f"unknown op {op!r}"
-    if algorithm not in _STATIC_ALGORITHMS:
-        return f"{algorithm!r} has a dynamic, contended schedule (partners several hops away)"
-    axis = None
-    if group is not None:
-        axis = _axis_of(group, topo)
-        if axis is None:
-            if isinstance(group, (str, int, np.integer)):
-                return f"unknown group {group!r}"
-            return "explicit replica groups are routed multi-hop and may contend"
-    bidir = bidirectional or algorithm == "bidir-ring"
-    reverses = (False, True) if bidir else (False,)
-
-    def axis_stage(a):
-        if topo.dims[a] == 1:
-            return None
-        if bidir and not topo.wrap[a]:
-            return f"bidirectional rings on mesh axis {a} share the folded ring's links"
-        # wrapped axes: forward ring on + links, reverse on - links; disjoint by construction
-        return tuple(_embedding(topo, "axis", a, r) for r in reverses)
-
-    if algorithm in ("ring", "bidir-ring") and axis is None and len(embedding.active_axes(topo)) > 1:
-        rings = tuple(_embedding(topo, "slice", None, r) for r in reverses)
-        used = np.concatenate([r.used_links for r in rings])
-        if len(np.unique(used)) != len(used):
-            return "the whole-slice ring's routed edges share links"
-        orders = [[rings]]
-    else:
-        if algorithm in ("ring", "bidir-ring"):
-            axes = [axis] if axis is not None else embedding.active_axes(topo)
-        else:
-            axes = [axis] if axis is not None else list(range(topo.ndim))
-        orders = [axes]
-        if algorithm == "2d-split":
-            live = [a for a in axes if topo.dims[a] > 1]
-            if len(live) != 2:
-                return "2d-split needs exactly two axes longer than 1"
-            a, b = live
-            if not (topo.wrap[a] and topo.wrap[b] and topo.dims[a] == topo.dims[b]
-                    and topo.axis_link_Bps[a] == topo.axis_link_Bps[b] and not topo.link_Bps_override):
-                return ("2d-split halves may want one axis at the same time unless the slice is a "
-                        "square torus with uniform links")
-            orders = [[a, b], [b, a]]
-        staged = []
-        for order in orders:
-            seq = []
-            for a in order:
-                r = axis_stage(a)
-                if isinstance(r, str):
-                    return r
-                if r is not None:
-                    seq.append(r)
-            staged.append(seq)
-        orders = staged
-
-    halves = []
-    for seq in orders:
-        fracs, frac = [], 1.0 / len(orders) / len(reverses)
-        for rings in seq:
-            fracs.append(frac)
-            frac /= rings[0].nodes.shape[1]
-        if op == "reduce-scatter":
-            stages = [_Stage(r, "rs", f) for r, f in zip(seq, fracs)]
-        elif op == "all-gather":
-            stages = [_Stage(r, "ag", f) for r, f in zip(seq[::-1], fracs[::-1])]
-        else:
-            stages = [_Stage(r, "rs", f) for r, f in zip(seq[:-1], fracs[:-1])]
-            if seq:
-                stages.append(_Stage(seq[-1], "ar", fracs[-1]))
-            stages += [_Stage(r, "ag", f) for r, f in zip(seq[-2::-1], fracs[-2::-1])]
-        halves.append(stages)
-    return halves
+    """The shared :class:`~wus_sim.collectives.schedule.Plan` and why this engine cannot
+    run it (``None`` if it can). Raises on bad input, as ``plan_collective`` does."""
+    return _plan_cached(topo, op, algorithm, _hashable(group), bool(bidirectional))
 
 
 # ================================================================== the engine
-def _hops(t, hops, chunks):
+class _OutOfOrder(Exception):
+    """A link would serve a later (step, piece) before an earlier one (see :func:`_ring_pass`)."""
+
+
+def _hops(t, hops, chunks, check):
     """Send the ready pieces *t* over every hop of every edge, in place; return *t*,
     now the arrival times at the far end of each edge.
 
-    *hops* lists ``(edges, free, occ, lat, jo)`` per hop: ``edges`` ``None`` for the first
-    hop (all edges) or the flat indices of the edges that have this hop, ``free`` the
-    free times of those links (updated in place), ``occ`` the seconds a piece occupies
-    them, ``jo`` = ``occ * [0..K-1]`` for chunked runs.
+    *hops* lists ``(edges, free, occ, lat, jo, last)`` per hop: ``edges`` ``None`` for the
+    first hop (all edges) or the flat indices of the edges that have this hop, ``free``
+    the free times of those links (updated in place), ``occ`` the seconds a piece
+    occupies them, ``jo`` = ``occ * [0..K-1]`` for chunked runs, ``last`` the ready time
+    of the link's previous piece (kept only when *check*).
     """
-    for edges, free, occ, lat, jo in hops:
+    for edges, free, occ, lat, jo, last in hops:
         if edges is None:
             u = t
         else:
@@ -278,6 +210,10 @@ def _hops(t, hops, chunks):
             free[...] = u
             u += lat
         else:
+            if check:
+                if (u[..., 0] < last).any() or (u[..., 1:] < u[..., :-1]).any():
+                    raise _OutOfOrder
+                last[...] = u[..., -1]
             # pieces queue back to back: s_c = c*o + max(free, max_{j<=c}(t_j - j*o))
             u -= jo
             np.maximum(u[..., 0], free, out=u[..., 0])
@@ -294,18 +230,28 @@ def _hops(t, hops, chunks):
 def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s):
     """Advance one ring operation over every ring of *rings*; return each member's
     completion time ``(L, n)`` and the number of steps. *free* (link free times, by
-    link key) is updated in place."""
+    link key) is updated in place.
+
+    Each link serves its pieces in (step, piece) order, which is FIFO order whenever
+    ready times along a link never decrease. One case breaks that: an all-reduce pass
+    with chunks and a reduction cost, where a member may have piece 0 of an all-gather
+    step (no reduction) ready before the last piece of the previous reduce-scatter step
+    (still being summed). There the order is checked as the pass runs and, if a link
+    would serve out of ready order, the pass is re-run by :func:`_ring_pass_events`.
+    """
     L, n = rings.nodes.shape
     if n == 1:
         return np.array(ready0, dtype=float), 0
     nsteps = 2 * (n - 1) if kind == "ar" else n - 1
     reducing = 0 if kind == "ag" else n - 1  # steps whose arrival is summed in
+    check = kind == "ar" and chunks > 1 and reduce_s > 0
     # within a phase no two edges share a link, so each hop's free times are private
     j = np.arange(chunks, dtype=float)
     hops = []
     for edges, keys, spb, lat in [(None, rings.links0, rings.s_per_byte0, rings.lat0)] + list(rings.more):
         occ = spb * piece_bytes
-        hops.append((edges, free[keys], occ, lat, occ[..., None] * j if chunks > 1 else None))
+        hops.append((edges, free[keys], occ, lat, occ[..., None] * j if chunks > 1 else None,
+                     np.full(np.shape(keys), -np.inf) if check else None))
     # A member handles its steps in order: step k+1 is ready when step k's message
     # has arrived *and* the member is past step k (it may have started the phase late).
     # When every member of a ring starts together, arrivals already come in order and
@@ -314,18 +260,63 @@ def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s):
     t = np.array(ready0, dtype=float)
     if chunks > 1:
         t = np.repeat(t[..., None], chunks, axis=-1)
-    for k in range(nsteps):
-        prev = t.copy() if skewed else None
-        t = _shift(_hops(t, hops, chunks))
-        if skewed:
-            np.maximum(t, prev, out=t)
-        if k < reducing and reduce_s:
-            t += reduce_s
+    try:
+        for k in range(nsteps):
+            prev = t.copy() if skewed else None
+            t = _shift(_hops(t, hops, chunks, check))
+            if skewed:
+                np.maximum(t, prev, out=t)
+            if k < reducing and reduce_s:
+                t += reduce_s
+    except _OutOfOrder:
+        return _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s), nsteps
     free[rings.links0] = hops[0][1]
     for (_, keys, _, _), hop in zip(rings.more, hops[1:]):
         free[keys] = hop[1]
     done = t if chunks == 1 else t.max(axis=-1)
     return done, nsteps
+
+
+def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s):
+    """The same pass, one message at a time in global (ready time, step, piece) order.
+
+    Exact whatever order a link serves in (each link still carries one edge only),
+    at event-simulation speed; used only when :func:`_ring_pass` finds a link whose
+    pieces become ready out of (step, piece) order.
+    """
+    L, n = rings.nodes.shape
+    E = L * n
+    paths = [[(int(k), float(s) * piece_bytes, float(a))] for k, s, a in
+             zip(rings.links0.ravel(), rings.s_per_byte0.ravel(), rings.lat0.ravel())]
+    for edges, keys, spb, lat in rings.more:
+        for e, k, s, a in zip(edges.tolist(), keys.tolist(), spb.tolist(), lat.tolist()):
+            paths[e].append((k, s * piece_bytes, a))
+    link_free = {k: float(free[k]) for path in paths for k, _, _ in path}
+    start = np.asarray(ready0, dtype=float).ravel().tolist()
+    ready = [start[e] for e in range(E) for _ in range(chunks)]
+    done = list(start)
+    heap = [(start[e], 0, c, 0, e) for e in range(E) for c in range(chunks)]
+    heapq.heapify(heap)
+    while heap:
+        t, k, c, h, e = heapq.heappop(heap)
+        path = paths[e]
+        key, occ, lat = path[h]
+        end = max(t, link_free[key]) + occ
+        link_free[key] = end
+        arrival = end + lat
+        if h + 1 < len(path):
+            heapq.heappush(heap, (arrival, k, c, h + 1, e))
+            continue
+        m = e - e % n + (e % n + 1) % n  # next member of the same ring
+        r = max(arrival, ready[m * chunks + c]) + (reduce_s if k < reducing else 0.0)
+        ready[m * chunks + c] = r
+        if k + 1 < nsteps:
+            heapq.heappush(heap, (r, k + 1, c, 0, m))
+        elif r > done[m]:
+            done[m] = r
+    for key, t in link_free.items():
+        free[key] = t
+    return np.array(done).reshape(L, n)
 
 
 def _shift(t):
@@ -344,20 +335,24 @@ def _check(topo, chunks):
 
 
 def why_unsupported(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1):
-    """Why :func:`supports` says no (``None`` if it says yes)."""
-    _check(topology, chunks)
-    plan = _plan(topology, op, algorithm, group, bidirectional)
-    return plan if isinstance(plan, str) else None
+    """Why :func:`supports` says no (``None`` if it says yes); bad input says what is wrong."""
+    try:
+        _check(topology, chunks)
+        return _plan(topology, op, algorithm, group, bidirectional)[1]
+    except WusError as exc:
+        return str(exc)
 
 
 def supports(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1):
     """True if the schedule is static and uncontended, so :func:`run` is exact.
 
-    False for halving-doubling (partners several hops away contend), explicit replica
-    lists, bidirectional rings on mesh axes (both directions would share the folded
-    ring's links), a whole-slice ring whose routed edges share links, and 2d-split
-    unless the slice is a square torus with uniform links (otherwise its halves can
-    want an axis at the same time). The api falls back to the SimPy engine then.
+    False for halving-doubling (partners several hops away contend), bidirectional
+    rings on mesh axes (both directions would share the folded ring's links), rings
+    whose routed edges share links (an explicit replica list, the closing edge of a
+    whole-slice ring on an odd x odd mesh with its reverse), 2d-split unless the
+    slice is a square torus with uniform links (otherwise its halves can want an
+    axis at the same time), and invalid input. The api falls back to the SimPy
+    engine then.
     """
     return why_unsupported(topology, op, algorithm, group=group, bidirectional=bidirectional,
                            chunks=chunks) is None
@@ -375,53 +370,50 @@ def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chu
         raise ConfigError("must be > 0 bytes", key_path="size", value=nbytes)
     if reduce_Bps is not None and not reduce_Bps > 0:
         raise ConfigError("must be > 0", key_path="reduce_Bps", value=reduce_Bps)
-    halves = _plan(topo, op, algorithm, group, bidirectional)
-    if isinstance(halves, str):
-        raise ConfigError(f"the fast engine cannot run this collective: {halves}; use the simpy engine",
+    plan, why = _plan(topo, op, algorithm, group, bidirectional)
+    if why is not None:
+        raise ConfigError(f"the fast engine cannot run this collective: {why}; use the simpy engine",
                           key_path="engine", value="fast")
     c = topo.cores_per_chip
     S = float(nbytes)
     free = np.zeros(num_link_keys(topo))
-    link_bytes = np.zeros(topo.num_link_slots)
+    link_bytes = np.zeros(len(free))
     events = 0
 
-    def stage_pass(ready, stage):
-        """Run one stage from per-node ready times; return per-node completion times."""
+    def run_pass(ready, p):
+        """One pass from per-member ready times (indexed by member id); returns completions."""
         nonlocal events
-        out = None
-        buf = stage.fraction * S
-        for rings in stage.rings:
-            n = rings.nodes.shape[1]
-            piece = buf / n / chunks
+        out = ready.copy()  # members outside the group (explicit lists) keep their time
+        for d, emb in enumerate(p.rings):
+            rings = _prepared(topo, emb)
+            n = emb.size
+            piece = p.fraction * S / n / chunks
             red = 0.0 if reduce_Bps is None else piece / reduce_Bps
-            done, nsteps = _ring_pass(free, ready[rings.nodes], rings, stage.kind, piece, chunks, red)
-            if out is None:
-                out = np.empty_like(ready)
-                out[rings.nodes] = done
-            else:
-                out[rings.nodes] = np.maximum(out[rings.nodes], done)
+            done, nsteps = _ring_pass(free, ready[emb.members], rings, p.kind, piece, chunks, red)
+            out[emb.members] = done if d == 0 else np.maximum(out[emb.members], done)
             events += nsteps * chunks * rings.num_hops
-            if stage.level == "chip":
-                link_bytes[rings.used_links] += nsteps * piece * chunks
+            link_bytes[rings.used_links] += nsteps * piece * chunks
         return out
 
-    onchip = _embedding(topo, "onchip") if c > 1 else None
-    core_ready = np.zeros(topo.num_chips * c)
-    if onchip is not None and op != "all-gather":
-        core_ready = stage_pass(core_ready, _Stage((onchip,), "rs", 1.0, "core"))
-    chip_start = core_ready.reshape(topo.num_chips, c).max(axis=1)
+    replicas = np.zeros(topo.num_replicas)
+    for p in plan.pre:  # on-chip reduce-scatter
+        replicas = run_pass(replicas, p)
+    flat = any(p.level == "flat" for half in plan.halves for p in half)
+    # a chip starts its chip-level passes when all its cores are done
+    start = replicas if flat else replicas.reshape(topo.num_chips, c).max(axis=1)
     # The halves of 2d-split share links; on the square uniform torus they use an axis
-    # one after the other, so running their stages interleaved (A1, B1, A2, B2, ...)
+    # one after the other, so running their passes interleaved (A1, B1, A2, B2, ...)
     # meets every link's messages in time order.
-    readies = [chip_start] * len(halves)
-    for i in range(max(len(h) for h in halves)):
-        for half, stages in enumerate(halves):
-            if i < len(stages):
-                readies[half] = stage_pass(readies[half], stages[i])
-    chip_done = np.max(readies, axis=0)
-    core_ready = np.repeat(chip_done, c)
-    if onchip is not None and op != "reduce-scatter":
-        core_ready = stage_pass(core_ready, _Stage((onchip,), "ag", 1.0, "core"))
-    busy = link_bytes / np.where(topo.link_exists, topo.link_Bps, np.inf)
-    return FastOutcome(time_s=float(core_ready.max()), events=int(events), link_bytes=link_bytes,
-                       link_busy_s=busy)
+    readies = [start] * len(plan.halves)
+    for i in range(max([len(h) for h in plan.halves] + [0])):
+        for h, passes in enumerate(plan.halves):
+            if i < len(passes):
+                readies[h] = run_pass(readies[h], passes[i])
+    done = np.max(readies, axis=0) if readies else start
+    if not flat:
+        done = np.repeat(done, c)
+    for p in plan.post:  # on-chip all-gather
+        done = run_pass(done, p)
+    ici = link_bytes[: topo.num_link_slots]
+    busy = ici / np.where(topo.link_exists, topo.link_Bps, np.inf)
+    return FastOutcome(time_s=float(done.max()), events=int(events), link_bytes=ici, link_busy_s=busy)
