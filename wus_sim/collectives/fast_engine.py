@@ -139,7 +139,7 @@ def _prepare(topo, emb):
     return _Rings(emb=emb, links0=links0, s_per_byte0=1.0 / bw[links0], lat0=lat[links0], more=tuple(more))
 
 # ================================================================= schedules
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=32)
 def _prepared(topo, emb):
     """:func:`_prepare`, cached per (topology, embedding) object: ``collective_time``
     asks for the same slice thousands of times."""
@@ -171,7 +171,7 @@ def _contention(plan):
     return None
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def _plan_cached(topo, op, algorithm, group, bidirectional):
     plan = schedule.plan_collective(topo, op, algorithm, group=group, bidirectional=bidirectional)
     return plan, _contention(plan)
