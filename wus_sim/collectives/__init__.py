@@ -1,6 +1,18 @@
-"""Collectives over TPU slices: reduce-scatter, all-gather, all-reduce.
+"""Collectives over TPU slices: reduce-scatter, all-gather and all-reduce.
 
-(Public names are filled in as the modules land.)
+Size convention for all three: ``nbytes = S``, the full unsharded buffer per
+replica (reduce-scatter: ``S`` in, ``S/N`` out; all-gather: ``S/N`` in, ``S``
+out; all-reduce: ``S`` in and out).
+
+Modules: :mod:`.embedding` (which links each ring uses), :mod:`.schedule`
+(algorithms as passes and messages), :mod:`.analytic` (closed forms),
+:mod:`.simpy_engine` (per-message reference), :mod:`.fast_engine` (max-plus
+recurrence), :mod:`.api` (the entry points below). Importing the package loads
+no SimPy.
 """
 
-__all__ = []
+from .api import ENGINES, CollectiveResult, analytic_time, collective_time, simulate_collective
+from .schedule import ALGORITHMS, OPS
+
+__all__ = ["OPS", "ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective", "analytic_time",
+           "collective_time"]

@@ -1,0 +1,96 @@
+"""``wus-sim collective``: simulate one collective on a topology and print its time.
+
+Only argparse is imported at module level; the topology, the collective API
+and (when the SimPy engine runs) SimPy load inside :func:`run`.
+"""
+
+import json
+
+__all__ = ["add_parser", "run"]
+
+_OPS = ("reduce-scatter", "all-gather", "all-reduce")
+_ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "collective", help="simulate one reduce-scatter / all-gather / all-reduce",
+        description="Simulate one collective on TOPOLOGY (a shipped name, a YAML path, or torus:32x32, "
+                    "mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for all three "
+                    "ops (67108864, 64MiB, 1GiB, 1.5GB; GB = 10^9 B, GiB = 2^30 B).")
+    p.add_argument("topology", metavar="TOPOLOGY")
+    p.add_argument("--op", required=True, metavar="OP", help=f"one of {', '.join(_OPS)}")
+    p.add_argument("--algorithm", required=True, metavar="ALG", help=f"one of {', '.join(_ALGORITHMS)}")
+    p.add_argument("--size", required=True, metavar="SIZE", help="S per replica, e.g. 64MiB")
+    p.add_argument("--bidirectional", action="store_true",
+                   help="run each ring phase in both directions, half the buffer each")
+    p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
+    p.add_argument("--engine", default="auto", metavar="NAME",
+                   help="auto (default: fast engine where it applies, else SimPy), fast or simpy")
+    p.add_argument("--group", default="all", metavar="G",
+                   help="all (default), x, y, z (every line along that axis at once), "
+                        "or comma-separated replica ids (a ring in that order)")
+    p.add_argument("--reduce", action="store_true",
+                   help="charge summing received data at the HBM bandwidth of one replica")
+    p.add_argument("--link-GBps", type=float, default=None, metavar="F",
+                   help="override the ICI bandwidth per link and direction, GB/s")
+    p.add_argument("--hop-latency-us", type=float, default=None, metavar="F",
+                   help="override the per-hop latency, microseconds")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    return p
+
+
+def _group(text):
+    from ..errors import ConfigError
+
+    text = text.strip()
+    if text.lower() in ("all", "x", "y", "z"):
+        return text.lower()
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError("must be all, x, y, z or comma-separated replica ids", key_path="--group",
+                          value=text) from None
+
+
+def run(args):
+    from ..collectives import simulate_collective
+    from ..errors import ConfigError
+    from ..topology import load_topology
+    from ..units import GB, US, format_bytes, format_time, parse_size
+
+    for name, value in (("--link-GBps", args.link_GBps), ("--hop-latency-us", args.hop_latency_us)):
+        if value is not None and not (value > 0 or (name == "--hop-latency-us" and value == 0)):
+            raise ConfigError("must be > 0" if name == "--link-GBps" else "must be >= 0", key_path=name,
+                              value=value)
+    topo = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
+    nbytes = parse_size(args.size, name="--size")
+    reduce_Bps = topo.hbm_Bps_per_replica if args.reduce else None
+    r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=_group(args.group),
+                            bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
+                            reduce_Bps=reduce_Bps)
+    record = r.to_dict()
+    record["group"] = args.group
+    if args.json:
+        print(json.dumps(record))
+        return 0
+    rows = [
+        ("topology", f"{topo.name} ({topo.shape_str}, {topo.cores_per_chip} core(s)/chip, "
+                     f"{', '.join(f'{b / GB:g}' for b in topo.axis_link_Bps)} GB/s links, "
+                     f"{topo.hop_latency_s / US:g} us/hop)"),
+        ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else "")
+         + (f", {r.chunks} chunks" if r.chunks > 1 else "")
+         + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")),
+        ("group", f"{args.group}: {r.group_size} replicas"),
+        ("size S", f"{format_bytes(r.nbytes)} ({int(r.nbytes)} B) per replica"),
+        ("time", format_time(r.time_s)),
+        ("closed form", format_time(r.analytic_time_s)
+         + (" (exact for this schedule)" if r.exact else " (uncontended lower bound)")),
+        ("algbw", f"{r.algbw_GBps:.4g} GB/s"),
+        ("busbw", f"{r.busbw_GBps:.4g} GB/s"),
+        ("engine", f"{r.engine}: {r.events} message hops in {format_time(r.wall_s)} wall"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0

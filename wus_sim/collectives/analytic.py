@@ -1,0 +1,357 @@
+"""Closed-form (alpha-beta) times of the collective schedules.
+
+The classic forms (Thakur, Rabenseifner and Gropp, "Optimization of collective
+communication operations in MPICH", IJHPCA 2005): a ring of ``n`` members on a
+buffer ``B`` takes ``(n-1)(alpha + B/(n beta))`` for reduce-scatter or
+all-gather and twice that for all-reduce; recursive halving/doubling takes
+``log2(n) alpha + (n-1)/n B/beta`` per half. Here they are extended to what
+the schedules of :mod:`wus_sim.collectives.schedule` do, and stay *exact* (equal
+to the simulation, to rounding) whenever no link carries two streams:
+
+* Store-and-forward multi-hop edges (mesh folded rings, routed closing edges)
+  and per-edge bandwidths (per-axis bandwidth, slow links).
+* Chunks: the ``K`` pieces of a step queue back to back on each link.
+* Reduction: ``rho = piece / reduce_Bps`` after each reduce-scatter arrival.
+* Levels: on-chip ring, chip-level phases (per axis, per direction), 2d-split
+  halves, with the per-member barriers between passes.
+
+A ring pass is a max-plus linear system; its completion time is the longest
+path through the (edge station, piece) lattice. For an edge ``e`` with
+per-piece transit ``tau_e`` (sum over its hops of ``piece/bw + latency``) and
+slowest hop ``sigma_e = piece/min bw``, a path crosses a window ``w`` of
+consecutive edges backwards and spends all of its piece-to-piece steps on the
+slowest hop it meets, so (``a = |w|``)::
+
+    reduce-scatter:  T = max_w  sum_w (tau_e + rho) + ((n - a) K - 1) sigma(w),  1 <= a <= n-1
+    all-gather:      the same with rho = 0
+    all-reduce:      T = max_w  sum_w tau_e + rho min(a-1, n-1) + ((2n-1-a) K - 1) sigma(w),
+                     1 <= a <= 2n-2 (the all-gather steps continue the ring; a path can
+                     queue down to the reduce-scatter steps before changing edge)
+
+With every edge alike this reduces to the textbook forms, e.g. reduce-scatter
+``T = (n-2) max(K s, tau + rho) + K s + alpha_h + rho`` with ``s = B/(n K bw)``
+(with ``K = 1``: ``(n-1)(alpha + B/(n bw) + rho)``). A pass over rings of an
+outer level wrapping an inner collective of duration ``c`` (2-D all-reduce:
+reduce-scatter X, all-reduce Y, all-gather X) takes ``max(A, c + B)`` where
+``B`` sums a reduce-scatter window and an all-gather window and ``A`` is a path
+that never leaves the outer links (formulas in :func:`_outer_times`). Phases of
+reduce-scatter and all-gather add. Maxima over windows are computed for every
+window at once with prefix sums and a sparse table (``O(n log n)`` numpy).
+
+Halving-doubling: the uncontended chain (each member's step ``k`` waits for its
+partner's step ``k-1``), i.e. ``sum_k (hops_k (alpha + b_k/bw) + rho_k) +
+(K-1) max_k s_k`` along every member's chain. Its messages share links on a
+torus, so the simulation is slower: this is a lower bound, not the time.
+
+Exactness conditions (:func:`is_exact`): every link carries one stream (see
+:func:`~wus_sim.collectives.schedule.shared_link_streams`), no halving-
+doubling with more than two members, the rings of each pass are alike (no
+per-link bandwidth override on a pass of several rings), and no reordering
+of pieces at the all-reduce turn (see :func:`is_exact`). Otherwise the value
+is the uncontended time in (step, piece) order: a lower bound of the
+simulated time under contention; with per-link overrides on multi-ring passes
+it takes the slowest ring of each pass and can be off either way (<0.1% in
+the tests).
+"""
+
+from functools import lru_cache
+import math
+
+import numpy as np
+
+from ..network import link_key_Bps, link_key_latency_s, replica_route
+from .schedule import plan_collective, shared_link_streams
+
+__all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times"]
+
+
+# ================================================================ window maxima
+def _sparse_min(values):
+    """Sparse table of range minima: ``table[k][i] = min(values[i : i + 2**k])``."""
+    table = [np.asarray(values, float)]
+    k = 1
+    while (1 << k) <= len(values):
+        prev = table[-1]
+        half = 1 << (k - 1)
+        table.append(np.minimum(prev[:-half], prev[half:]))
+        k += 1
+    return table
+
+
+def _range_min(table, a, b):
+    """``min(values[a..b])`` (inclusive) for arrays of bounds with ``a <= b``."""
+    length = b - a + 1
+    k = np.floor(np.log2(length)).astype(np.int64)
+    out = np.empty(len(a))
+    for level in np.unique(k):
+        sel = k == level
+        t = table[level]
+        out[sel] = np.minimum(t[a[sel]], t[b[sel] - (1 << level) + 1])
+    return out
+
+
+def _max_window(u, heavy, lo, hi):
+    """Max over circular windows of ``lo..hi`` consecutive elements (``hi <= n-1``) of their sum,
+    among windows holding at least one ``heavy`` element (any window if ``heavy`` is None)."""
+    n = len(u)
+    lo, hi = max(lo, 1), min(hi, n - 1)
+    if lo > hi:
+        return -math.inf
+    if heavy is None or heavy.all():
+        if np.all(u == u[0]):
+            return max(lo * u[0], hi * u[0])  # all windows of a length are equal
+        heavy = None
+    prefix = np.concatenate([[0.0], np.cumsum(np.concatenate([u, u]))])
+    end = np.arange(1, 2 * n + 1)
+    a = np.maximum(end - hi, 0)
+    b = np.minimum(end - lo, n - 1)
+    if heavy is not None:
+        h = np.concatenate([heavy, heavy])
+        last_heavy = np.maximum.accumulate(np.where(h, np.arange(2 * n), -1))
+        b = np.minimum(b, last_heavy[end - 1])
+    ok = a <= b
+    if not ok.any():
+        return -math.inf
+    table = _sparse_min(prefix[:n])
+    return float(np.max(prefix[end[ok]] - _range_min(table, a[ok], b[ok])))
+
+
+def _best(tau, sigma, K, rho, coef, window_term, lo, hi):
+    """``max over theta in sigma, windows w (lo..hi, with an edge of sigma >= theta) of
+    coef*theta + sum_w(tau + window_term - K theta)``."""
+    best = -math.inf
+    for theta in np.unique(sigma):
+        heavy = sigma >= theta
+        w = _max_window(tau + window_term - K * theta, heavy, lo, hi)
+        if w > -math.inf:
+            best = max(best, coef * theta + w)
+    return best
+
+
+def ring_time(tau, sigma, kind, K=1, rho=0.0):
+    """Completion time of one ring pass started by every member at once.
+
+    *tau*, *sigma*: per edge (member ``i`` -> ``i+1``), transit of one piece and
+    time of its slowest hop; *kind* ``"rs"``, ``"ag"`` or ``"ar"``; *K* pieces;
+    *rho* reduction time per reduce-scatter arrival.
+    """
+    tau = np.asarray(tau, float)
+    sigma = np.asarray(sigma, float)
+    n = len(tau)
+    if n <= 1:
+        return 0.0
+    if kind == "ag":
+        rho = 0.0
+    if kind in ("rs", "ag"):
+        return _best(tau, sigma, K, rho, n * K - 1, rho, 1, n - 1)
+    # all-reduce: the first edge crossed (the last step) is an all-gather step; the a-1
+    # other crossings can all land on reduce-scatter steps (the path descends through the
+    # steps by queueing behind earlier pieces), so a window of a edges earns min(a-1, n-1) rho
+    part1 = _best(tau, sigma, K, rho, (2 * n - 1) * K - 1, rho, 1, n - 1) - rho
+    # windows of n..2n-2 edges cover the whole ring once plus a window w' of 0..n-2 edges
+    s_all = sigma.max()
+    extra = max(0.0, _max_window(tau - K * s_all, None, 1, n - 2))
+    part2 = tau.sum() + rho * (n - 1) + ((n - 1) * K - 1) * s_all + extra
+    return max(part1, part2)
+
+
+def outer_ring_times(tau, sigma, K=1, rho=0.0):
+    """``(A, B)`` of a reduce-scatter pass and an all-gather pass over the same rings
+    around an inner collective of duration ``c``: the pair takes ``max(A, c + B)``."""
+    tau = np.asarray(tau, float)
+    sigma = np.asarray(sigma, float)
+    n = len(tau)
+    if n <= 1:
+        return 0.0, 0.0
+    # A: a path that stays on this ring's links (all-gather window, then queued behind
+    # the reduce-scatter pieces on the same edge)
+    A = _best(tau, sigma, K, 0.0, (2 * n - 1) * K - 1, 0.0, 1, n - 1)
+    # B: reduce-scatter window of a1 edges then all-gather window of a2 edges, L = a1 + a2
+    B1 = _best(tau, sigma, K, rho, 2 * n * K - 2, rho, 2, n - 1) - rho
+    s_all = sigma.max()
+    extra = max(0.0, _max_window(tau - K * s_all, None, 1, n - 2))
+    B2 = tau.sum() + rho * (n - 1) + (n * K - 2) * s_all + extra
+    return A, max(B1, B2)
+
+
+# ============================================================== plan times
+@lru_cache(maxsize=4096)
+def _edges(topology, embedding):
+    """Per-edge figures of an embedding, cached (topologies and embeddings hash by identity)."""
+    return _Edges(topology, embedding)
+
+
+class _Edges:
+    """Per-edge ``tau`` and ``sigma`` of a ring embedding for a given piece size."""
+
+    def __init__(self, topology, embedding):
+        bw = link_key_Bps(topology)
+        lat = link_key_latency_s(topology)
+        links = embedding.links
+        real = links >= 0
+        safe = np.where(real, links, 0)
+        inv = np.where(real, 1.0 / bw[safe], 0.0)
+        self.inv_sum = inv.sum(axis=-1)  # (R, n) seconds per byte over the edge's hops
+        self.inv_max = inv.max(axis=-1)
+        self.lat_sum = np.where(real, lat[safe], 0.0).sum(axis=-1)
+        # rings that are alike are computed once
+        key = np.concatenate([self.inv_sum, self.inv_max, self.lat_sum], axis=1)
+        _, self.rep = np.unique(key, axis=0, return_index=True)
+
+    def rings(self, piece):
+        for r in self.rep:
+            yield self.inv_sum[r] * piece + self.lat_sum[r], self.inv_max[r] * piece
+
+
+def _pass_args(p, S, K, reduce_Bps):
+    piece = p.fraction * S / p.size / K
+    rho = 0.0 if reduce_Bps is None else piece / reduce_Bps
+    return piece, rho
+
+
+def _ring_pass_time(topo, p, S, K, reduce_Bps, kind=None):
+    piece, rho = _pass_args(p, S, K, reduce_Bps)
+    best = 0.0
+    for e in p.rings:
+        for tau, sigma in _edges(topo, e).rings(piece):
+            best = max(best, ring_time(tau, sigma, kind or p.kind, K, rho))
+    return best
+
+
+def _outer(topo, p, S, K, reduce_Bps):
+    piece, rho = _pass_args(p, S, K, reduce_Bps)
+    A = B = 0.0
+    for e in p.rings:
+        for tau, sigma in _edges(topo, e).rings(piece):
+            a, b = outer_ring_times(tau, sigma, K, rho)
+            A, B = max(A, a), max(B, b)
+    return A, B
+
+
+def _hd_time(topo, p, S, K, reduce_Bps):
+    """Uncontended chain of a halving-doubling pass (a lower bound under contention)."""
+    e = p.rings[0]
+    bw = link_key_Bps(topo)
+    lat = link_key_latency_s(topo)
+    R, n = e.members.shape
+    total = np.zeros((R, n))
+    smax = np.zeros((R, n))
+    for k in range(p.steps):
+        dist = p.step_partner_distance(k)
+        piece = p.step_fraction(k) * S / K
+        rho = piece / reduce_Bps if (reduce_Bps is not None and k < p.rs_steps) else 0.0
+        tau = np.zeros((R, n))
+        sig = np.zeros((R, n))
+        for r in range(R):
+            for i in range(n):
+                a, z = int(e.members[r, i]), int(e.members[r, i ^ dist])
+                route = replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z)
+                keys = np.asarray(route, np.int64)
+                tau[r, i] = float(np.sum(piece / bw[keys] + lat[keys]))
+                sig[r, i] = float(np.max(piece / bw[keys])) if len(keys) else 0.0
+        src = np.arange(n) ^ dist  # position i receives from i ^ dist
+        total = total[:, src] + tau[:, src] + rho
+        smax = np.maximum(smax[:, src], sig[:, src])
+    return float(np.max(total + (K - 1) * smax))
+
+
+def _pair_time(topo, p, S, K, reduce_Bps):
+    """Halving-doubling between two members is the two-member ring (exact)."""
+    piece, rho = _pass_args(p, S, K, reduce_Bps)
+    bw = link_key_Bps(topo)
+    lat = link_key_latency_s(topo)
+    e = p.rings[0]
+    best = 0.0
+    for r in range(e.num_rings):
+        tau, sig = np.zeros(2), np.zeros(2)
+        for i in range(2):
+            a, z = int(e.members[r, i]), int(e.members[r, 1 - i])
+            keys = np.asarray(replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z), np.int64)
+            tau[i] = float(np.sum(piece / bw[keys] + lat[keys]))
+            sig[i] = float(np.max(piece / bw[keys])) if len(keys) else 0.0
+        best = max(best, ring_time(tau, sig, p.kind, K, rho))
+    return best
+
+
+def _half_time(topo, passes, S, K, reduce_Bps):
+    """Time of one half's chip-level (or flat) passes, started by every member at once."""
+    if not passes:
+        return 0.0
+    if passes[0].pattern == "hd":
+        return sum(_hd_time(topo, p, S, K, reduce_Bps) if p.size > 2 else _pair_time(topo, p, S, K, reduce_Bps)
+                   for p in passes)
+    kinds = [p.kind for p in passes]
+    if "ar" not in kinds:
+        return sum(_ring_pass_time(topo, p, S, K, reduce_Bps) for p in passes)
+    # all-reduce: rs_1 .. rs_{m-1}, ar_m, ag_{m-1} .. ag_1, nested from the inside out
+    m = kinds.index("ar")
+    inner = _ring_pass_time(topo, passes[m], S, K, reduce_Bps)
+    for p in passes[:m][::-1]:
+        A, B = _outer(topo, p, S, K, reduce_Bps)
+        inner = max(A, inner + B)
+    return inner
+
+
+def plan_time(plan, nbytes, *, chunks=1, reduce_Bps=None):
+    """Closed-form time of a planned collective (see the module docstring)."""
+    topo = plan.topology
+    S = float(nbytes)
+    K = int(chunks)
+    chip = max([_half_time(topo, half, S, K, reduce_Bps) for half in plan.halves] + [0.0])
+    if plan.pre and plan.post:
+        A, B = _outer(topo, plan.pre[0], S, K, reduce_Bps)
+        return max(A, chip + B)
+    total = chip
+    if plan.pre:
+        total += _ring_pass_time(topo, plan.pre[0], S, K, reduce_Bps)
+    if plan.post:
+        total += _ring_pass_time(topo, plan.post[0], S, K, reduce_Bps)
+    return total
+
+
+@lru_cache(maxsize=1024)
+def _structurally_exact(plan):
+    topo = plan.topology
+    for p in plan.passes:
+        if p.pattern == "hd" and p.size > 2:
+            return False
+        if p.rings[0].num_rings > 1 and topo.link_Bps_override:
+            return False
+    return shared_link_streams(plan) == 0
+
+
+def is_exact(plan, *, chunks=1, reduce_Bps=None):
+    """True when :func:`plan_time` equals the simulated time (to rounding).
+
+    Needs: no link carrying two streams, no halving-doubling over more than
+    two members, alike rings in passes of several rings (no per-link
+    override there), and one more condition on ring all-reduce passes with
+    ``chunks > 1`` and a reduction slower than a link (``reduce_Bps`` below
+    a link's bandwidth, so ``rho`` exceeds a piece's link time): there a
+    member can have an all-gather piece ready before its last reduce-scatter
+    piece is summed, the link serves them out of (step, piece) order, and the
+    window formula assumes that order. On rings whose edges are all alike
+    this does not change the time (checked by the tests); on other rings the
+    closed form is then a lower bound (off by at most ~1% in the tests).
+    """
+    if not _structurally_exact(plan):
+        return False
+    if chunks > 1 and reduce_Bps is not None:
+        topo = plan.topology
+        for p in plan.passes:
+            if p.kind != "ar" or p.pattern != "ring":
+                continue
+            for e in p.rings:
+                ed = _edges(topo, e)
+                fastest = 1.0 / ed.inv_max.min() if ed.inv_max.min() > 0 else math.inf
+                alike = all(np.all(a == a[:, :1]) for a in (ed.inv_sum, ed.inv_max, ed.lat_sum))
+                if reduce_Bps < fastest and not alike:
+                    return False
+    return True
+
+
+def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
+                  reduce_Bps=None):
+    """Closed-form time in seconds of a collective (``nbytes = S``, the full buffer per replica)."""
+    plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
+    return plan_time(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps)

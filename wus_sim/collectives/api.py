@@ -1,0 +1,290 @@
+"""Entry points: simulate a collective, its closed form, and a cached time for the step simulator.
+
+Engines (``engine=``):
+
+* ``"fast"``: :mod:`wus_sim.collectives.fast_engine`, an exact max-plus
+  recurrence over numpy arrays for static, uncontended schedules.
+* ``"simpy"``: :mod:`wus_sim.collectives.simpy_engine`, every message through
+  the SimPy network; the reference, and the only one for contended or dynamic
+  schedules (halving-doubling, explicit replica lists, bidirectional rings on
+  mesh axes, 2d-split off a square uniform torus).
+* ``"auto"`` (default): the fast engine when it exists and
+  ``fast_engine.supports(...)`` says yes, else SimPy.
+
+Both engines implement the same timing model and schedule (see
+:mod:`wus_sim.network` and :mod:`wus_sim.collectives.schedule`) and agree to
+rounding where both run. Bandwidths reported follow NCCL's convention:
+``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
+``algbw * (N-1)/N`` for reduce-scatter and all-gather (``N`` = group size).
+"""
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+import importlib
+import math
+import time
+
+import numpy as np
+
+from ..errors import ConfigError, UnknownNameError
+from ..topology import Topology, load_topology
+from ..units import GB, parse_size
+from .analytic import is_exact, plan_time
+from .schedule import ALGORITHMS, OPS, link_loads, plan_collective
+
+__all__ = ["ENGINES", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
+           "fast_engine_module"]
+
+ENGINES = ("auto", "fast", "simpy")
+"""Engine names accepted by :func:`simulate_collective`."""
+
+
+@dataclass
+class CollectiveResult:
+    """One simulated collective. Times in seconds, sizes in bytes, bandwidths in GB/s (10^9 B/s)."""
+
+    op: str
+    algorithm: str
+    topology: str
+    """Topology name."""
+    nbytes: float
+    """``S``: the full, unsharded buffer per replica."""
+    group_size: int
+    """Replicas in one group (``N``)."""
+    time_s: float
+    """Simulated completion time."""
+    analytic_time_s: float
+    """Closed-form time (:func:`analytic_time`); equal to ``time_s`` when ``exact``."""
+    exact: bool
+    """True when the closed form is exact for this schedule (no link carries two streams)."""
+    events: int
+    """Message hops simulated (one per message per link)."""
+    engine: str
+    """``"fast"`` or ``"simpy"``: the engine that ran."""
+    wall_s: float
+    """Wall-clock seconds of the simulation (plan, messages and run; not topology loading)."""
+    algbw_GBps: float
+    """``S / time_s`` in GB/s (``inf`` for a zero-time collective)."""
+    busbw_GBps: float
+    """``algbw`` times ``2(N-1)/N`` (all-reduce) or ``(N-1)/N`` (reduce-scatter, all-gather)."""
+    link_bytes: np.ndarray = field(repr=False, default=None)
+    """Bytes carried per ICI link slot (``topology.num_link_slots`` long, 0 where no link)."""
+    link_busy_s: np.ndarray = field(repr=False, default=None)
+    """Seconds each ICI link slot was busy."""
+    chunks: int = 1
+    bidirectional: bool = False
+    reduce_Bps: float = None
+
+    def to_dict(self):
+        """Flat, JSON-ready record (no per-link arrays; their maximum and total instead)."""
+        def num(x):
+            return None if x is None or not math.isfinite(x) else float(x)
+
+        return {
+            "topology": self.topology, "op": self.op, "algorithm": self.algorithm,
+            "nbytes": num(self.nbytes), "group_size": self.group_size,
+            "time_s": num(self.time_s), "analytic_time_s": num(self.analytic_time_s),
+            "exact": self.exact, "algbw_GBps": num(self.algbw_GBps), "busbw_GBps": num(self.busbw_GBps),
+            "events": int(self.events), "engine": self.engine, "wall_s": num(self.wall_s),
+            "chunks": self.chunks, "bidirectional": self.bidirectional,
+            "reduce_GBps": None if self.reduce_Bps is None else self.reduce_Bps / GB,
+            "max_link_bytes": num(float(np.max(self.link_bytes))) if self.link_bytes is not None
+            and len(self.link_bytes) else 0.0,
+            "total_link_bytes": num(float(np.sum(self.link_bytes))) if self.link_bytes is not None else 0.0,
+        }
+
+
+def fast_engine_module():
+    """The fast engine module, or ``None`` if it is not installed."""
+    try:
+        return importlib.import_module("wus_sim.collectives.fast_engine")
+    except ModuleNotFoundError as exc:
+        if exc.name == "wus_sim.collectives.fast_engine":
+            return None
+        raise
+
+
+# ================================================================ arguments
+def _topology(topology):
+    return topology if isinstance(topology, Topology) else load_topology(topology)
+
+
+def _size(nbytes):
+    if isinstance(nbytes, str):
+        return float(parse_size(nbytes))
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(nbytes) or not nbytes > 0:
+        raise ConfigError("must be a size > 0 bytes, e.g. 67108864 or '64MiB'", key_path="size", value=nbytes)
+    return float(nbytes)
+
+
+def _chunks(chunks):
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+        raise ConfigError("must be a whole number >= 1", key_path="chunks", value=chunks)
+    return int(chunks)
+
+
+def _reduce(reduce_Bps):
+    if reduce_Bps is None:
+        return None
+    if isinstance(reduce_Bps, bool) or not isinstance(reduce_Bps, (int, float, np.integer, np.floating)) \
+            or not reduce_Bps > 0:
+        raise ConfigError("must be > 0 bytes/s (or None for no reduction cost)", key_path="reduce_Bps",
+                          value=reduce_Bps)
+    return float(reduce_Bps)
+
+
+def _group_key(group):
+    """Hashable, normalized group (``None`` for the whole slice)."""
+    if group is None or (isinstance(group, str) and group.lower() == "all"):
+        return None
+    if isinstance(group, str):
+        return group.lower()
+    if isinstance(group, (int, np.integer)) and not isinstance(group, bool):
+        return int(group)
+    try:
+        return tuple(group)
+    except TypeError:
+        return group
+
+
+def _topology_key(t):
+    return (t.name, t.dims, t.wrap, t.axis_link_Bps, t.hop_latency_s, t.onchip_Bps, t.cores_per_chip,
+            t.link_Bps_override, t.chip.hbm_Bps)
+
+
+_TOPOLOGIES = {}
+
+
+def _remember(topology):
+    key = _topology_key(topology)
+    _TOPOLOGIES.setdefault(key, topology)
+    return key
+
+
+@lru_cache(maxsize=1024)
+def _plan(tkey, op, algorithm, group, bidirectional):
+    group = list(group) if isinstance(group, tuple) else group
+    return plan_collective(_TOPOLOGIES[tkey], op, algorithm, group=group, bidirectional=bidirectional)
+
+
+def _plan_for(topology, op, algorithm, group, bidirectional):
+    if op not in OPS:
+        raise UnknownNameError("collective op", op, OPS)
+    if algorithm not in ALGORITHMS:
+        raise UnknownNameError("algorithm", algorithm, ALGORITHMS)
+    return _plan(_remember(topology), op, algorithm, _group_key(group), bool(bidirectional))
+
+
+def _bandwidths(op, nbytes, time_s, group_size):
+    algbw = nbytes / time_s / GB if time_s > 0 else math.inf
+    n = group_size
+    factor = (2 * (n - 1) / n) if op == "all-reduce" else ((n - 1) / n)
+    busbw = algbw * factor if math.isfinite(algbw) else (0.0 if n == 1 else math.inf)
+    return algbw, busbw
+
+
+# ================================================================ entry points
+def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
+                  reduce_Bps=None):
+    """Closed-form alpha-beta time, seconds (see :mod:`wus_sim.collectives.analytic`).
+
+    *nbytes* = ``S``, the full buffer per replica for all three ops.
+    """
+    topology = _topology(topology)
+    plan = _plan_for(topology, op, algorithm, group, bidirectional)
+    return plan_time(plan, _size(nbytes), chunks=_chunks(chunks), reduce_Bps=_reduce(reduce_Bps))
+
+
+def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
+                        engine="auto", reduce_Bps=None):
+    """Simulate one collective and return a :class:`CollectiveResult`.
+
+    *topology*: a :class:`~wus_sim.topology.Topology` or a spec for
+    :func:`~wus_sim.topology.load_topology`. *op* in :data:`OPS`, *algorithm*
+    in :data:`ALGORITHMS`. *nbytes* = ``S`` (a number or a size string such as
+    ``"64MiB"``). *group*: ``None``/``"all"``, an axis (``"x"``, ``"y"``,
+    ``"z"`` or 0, 1, 2: every line along it at once) or a list of replica ids
+    (ring in that order). *chunks*: pieces per step, pipelined. *reduce_Bps*:
+    if given, each reduce-scatter arrival of ``b`` bytes is summed in
+    ``b / reduce_Bps`` seconds before it is forwarded. *engine*: ``"auto"``,
+    ``"fast"`` or ``"simpy"``.
+    """
+    topology = _topology(topology)
+    if engine not in ENGINES:
+        raise UnknownNameError("engine", engine, ENGINES)
+    S = _size(nbytes)
+    K = _chunks(chunks)
+    red = _reduce(reduce_Bps)
+    t0 = time.perf_counter()
+    plan = _plan_for(topology, op, algorithm, group, bidirectional)
+    group_arg = _group_key(group)
+    group_arg = list(group_arg) if isinstance(group_arg, tuple) else group_arg
+    fast = None
+    if engine in ("auto", "fast"):
+        fast = fast_engine_module()
+        if fast is None and engine == "fast":
+            raise ConfigError("is not installed (wus_sim/collectives/fast_engine.py missing)",
+                              key_path="engine", value="fast")
+        if fast is not None:
+            why = fast.why_unsupported(topology, op, algorithm, group=group_arg, bidirectional=bidirectional,
+                                       chunks=K)
+            if why is not None:
+                if engine == "fast":
+                    raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
+                                      key_path="engine", value="fast")
+                fast = None
+    if fast is not None:
+        out = fast.run(topology, op, algorithm, S, group=group_arg, bidirectional=bidirectional, chunks=K,
+                       reduce_Bps=red)
+        link_bytes = getattr(out, "link_bytes", None)
+        if link_bytes is None:
+            link_bytes = link_loads(plan, S)[: topology.num_link_slots]
+        link_busy = getattr(out, "link_busy_s", None)
+        if link_busy is None:
+            bw = np.where(topology.link_exists, topology.link_Bps, np.inf)
+            link_busy = link_bytes / bw
+        time_s, events, used = float(out.time_s), int(out.events), "fast"
+    else:
+        from .schedule import compile_messages
+        from .simpy_engine import run_schedule
+
+        out = run_schedule(compile_messages(plan, S, chunks=K, reduce_Bps=red))
+        n = topology.num_link_slots
+        link_bytes, link_busy = out.link_bytes[:n], out.link_busy_s[:n]
+        time_s, events, used = out.time_s, out.events, "simpy"
+    wall = time.perf_counter() - t0
+    analytic = plan_time(plan, S, chunks=K, reduce_Bps=red)
+    algbw, busbw = _bandwidths(op, S, time_s, plan.group_size)
+    return CollectiveResult(
+        op=op, algorithm=algorithm, topology=topology.name, nbytes=S, group_size=plan.group_size,
+        time_s=time_s, analytic_time_s=analytic, exact=is_exact(plan, chunks=K, reduce_Bps=red),
+        events=events, engine=used,
+        wall_s=wall, algbw_GBps=algbw, busbw_GBps=busbw, link_bytes=np.asarray(link_bytes, float),
+        link_busy_s=np.asarray(link_busy, float), chunks=K, bidirectional=bool(bidirectional),
+        reduce_Bps=red)
+
+
+@lru_cache(maxsize=1 << 16)
+def _cached_time(tkey, op, algorithm, S, group, bidirectional, chunks, reduce_Bps):
+    topology = _TOPOLOGIES[tkey]
+    plan = _plan(tkey, op, algorithm, group, bidirectional)
+    if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps):
+        return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps)
+    group = list(group) if isinstance(group, tuple) else group
+    return simulate_collective(topology, op, algorithm, S, group=group, bidirectional=bidirectional,
+                               chunks=chunks, reduce_Bps=reduce_Bps).time_s
+
+
+def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
+                    reduce_Bps=None):
+    """Time in seconds of a collective, memoized; for callers that ask thousands of times.
+
+    Uses the closed form where it is exact (every uncontended ring schedule),
+    else the fast engine if it supports the case, else SimPy.
+    """
+    topology = _topology(topology)
+    plan = _plan_for(topology, op, algorithm, group, bidirectional)  # validates op/algorithm/group
+    del plan
+    return _cached_time(_remember(topology), op, algorithm, _size(nbytes), _group_key(group),
+                        bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps))

@@ -1,0 +1,105 @@
+"""The reference engine: every message of a schedule through the SimPy network.
+
+The schedule (:mod:`wus_sim.collectives.schedule`) is a dependency graph of
+nodes: messages and per-member barriers. A node becomes ready when its
+dependencies are met (a delivery, or another node becoming ready), plus its
+reduction time; a ready message is handed to :class:`wus_sim.network.Network`,
+which moves it hop by hop through FIFO links (see the timing model there).
+
+Cost per message is kept to a few Python calls: nodes are plain integers,
+dependencies are flat lists, and the network batches all events of one time
+into one SimPy event. Measured on the 2-core machine: a 64 MiB 2-D
+all-reduce on 32x32 chips (tpu-v3-2048, 2 cores per chip, about 131,000
+message hops) in about 0.4 s including the schedule build.
+"""
+
+from dataclasses import dataclass
+import time
+
+import numpy as np
+
+from ..network import Network, num_link_keys
+
+__all__ = ["SimpyOutcome", "run_schedule"]
+
+
+@dataclass
+class SimpyOutcome:
+    """What :func:`run_schedule` returns."""
+
+    time_s: float
+    """Completion time: the last node ready or delivered (last member's last arrival plus its reduction)."""
+    events: int
+    """Message hops sent (one per message per link)."""
+    link_bytes: np.ndarray
+    """Bytes sent per link key (ICI slots, then on-chip links)."""
+    link_busy_s: np.ndarray
+    """Seconds each link key was busy."""
+    link_messages: np.ndarray
+    """Messages sent per link key."""
+    wall_s: float
+    """Wall-clock seconds of the simulation (not the schedule build)."""
+    ready_t: list = None
+    """Per node: ready time (only with ``record=True``)."""
+    deliver_t: list = None
+    """Per node: delivery time (only with ``record=True``)."""
+
+
+def run_schedule(sched, *, record=False):
+    """Simulate *sched* (a :class:`~wus_sim.collectives.schedule.Schedule`) on a fresh network."""
+    import simpy
+
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    net = Network(env, sched.plan.topology)
+    ndeps, rptr, rch, dptr, dch = (a.tolist() for a in sched.dependency_arrays())
+    path_id = sched.path_id.tolist()
+    paths = sched.paths
+    nbytes = sched.msg_bytes.tolist()
+    rank = sched.rank.tolist()
+    rho = sched.rho.tolist()
+    n = sched.num_nodes
+    ready_t = [0.0] * n if record else None
+    deliver_t = [0.0] * n if record else None
+    send, after = net.send, net.after
+
+    def resolve(children):
+        for x in children:
+            ndeps[x] -= 1
+            if ndeps[x] == 0:
+                r = rho[x]
+                if r > 0.0:
+                    after(r, ready, x)
+                else:
+                    ready(x)
+
+    def delivered(m, t):
+        if record:
+            deliver_t[m] = t
+        resolve(dch[dptr[m]:dptr[m + 1]])
+
+    def ready(m):
+        if record:
+            ready_t[m] = env.now
+        p = path_id[m]
+        if p >= 0:
+            send(paths[p], nbytes[m], rank=rank[m], seq=m, callback=delivered, tag=m)
+        resolve(rch[rptr[m]:rptr[m + 1]])
+        if p < 0:
+            delivered(m, env.now)
+
+    for m in [m for m in range(n) if ndeps[m] == 0]:  # roots, listed before any is resolved
+        if True:
+            if rho[m] > 0.0:
+                after(rho[m], ready, m)
+            else:
+                ready(m)
+    env.run()
+    left = sum(1 for x in ndeps if x > 0)
+    assert left == 0, f"{left} schedule nodes never became ready (a dependency cycle)"
+    keys = num_link_keys(sched.plan.topology)
+    assert len(net.links) == keys
+    return SimpyOutcome(
+        time_s=float(env.now), events=net.hops_sent, link_bytes=net.link_bytes(),
+        link_busy_s=net.link_busy_s(), link_messages=net.link_messages(),
+        wall_s=time.perf_counter() - t0, ready_t=ready_t, deliver_t=deliver_t)
