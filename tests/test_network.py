@@ -1,0 +1,204 @@
+"""The SimPy link model: store-and-forward timing, FIFO with the (ready, rank, seq) tie-break,
+counters, link keys, against an independent event-by-event reference."""
+
+import heapq
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings, strategies as st
+
+from wus_sim.network import (Network, link_key_Bps, link_key_latency_s, num_link_keys, onchip_link_key,
+                             replica_route, transfer)
+from wus_sim.topology import Topology, load_chips
+
+
+def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
+    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
+    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
+    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap, axis_link_Bps=tuple(bw),
+                    hop_latency_s=hop_latency_us * 1e-6, cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
+
+
+def simulate(topo, messages):
+    """Send ``(ready_t, path, nbytes, rank, seq)`` messages; return their delivery times and the network."""
+    env = simpy.Environment()
+    net = Network(env, topo)
+    out = {}
+
+    def deliver(tag, t):
+        out[tag] = t
+
+    for i, (ready, path, nbytes, rank, seq) in enumerate(messages):
+        net.send(path, nbytes, rank=rank, seq=seq, callback=deliver, tag=i, delay=ready)
+    env.run()
+    return [out[i] for i in range(len(messages))], net
+
+
+def reference(topo, messages):
+    """Independent reference: a global heap of (time, order) events, one per hop request and
+    link release; a link serves its waiting messages by (ready time, rank, seq)."""
+    bw = link_key_Bps(topo)
+    lat = link_key_latency_s(topo)
+    heap, counter = [], itertools.count()
+    busy, waiting, out = {}, {}, {}
+    # at equal times, releases (0) go before requests (1); requests in (rank, seq) order
+    for i, (ready, path, nbytes, rank, seq) in enumerate(messages):
+        heapq.heappush(heap, (ready, 1, rank, seq, next(counter), ("req", i, 0)))
+    while heap:
+        t, _, _, _, _, ev = heapq.heappop(heap)
+        if ev[0] == "rel":
+            link = ev[1]
+            busy[link] = False
+            if waiting.get(link):
+                _, r, s, _, i, h = heapq.heappop(waiting[link])
+                start(t, link, i, h, messages, busy, heap, counter, bw, lat)
+            continue
+        _, i, h = ev
+        ready, path, nbytes, rank, seq = messages[i]
+        if h == len(path):
+            out[i] = t
+            continue
+        link = path[h]
+        if busy.get(link) or waiting.get(link):
+            heapq.heappush(waiting.setdefault(link, []), (t, rank, seq, next(counter), i, h))
+        else:
+            start(t, link, i, h, messages, busy, heap, counter, bw, lat)
+    return [out[i] for i in range(len(messages))]
+
+
+def start(t, link, i, h, messages, busy, heap, counter, bw, lat):
+    _, path, nbytes, rank, seq = messages[i]
+    busy[link] = True
+    end = t + nbytes / bw[link]
+    heapq.heappush(heap, (end, 0, 0, 0, next(counter), ("rel", link)))
+    heapq.heappush(heap, (end + lat[link], 1, rank, seq, next(counter), ("req", i, h + 1)))
+
+
+# ===================================================================== basics
+def test_store_and_forward_time_of_one_message():
+    topo = make((6,), True, link_GBps=50.0, hop_latency_us=2.0)
+    path = topo.route(0, 3)
+    (t,), net = simulate(topo, [(0.0, path, 1e6, 0, 0)])
+    assert len(path) == 3
+    assert t == pytest.approx(3 * (1e6 / 50e9 + 2e-6), rel=1e-12)
+    assert net.hops_sent == 3
+    assert all(net.links[k].nbytes == 1e6 and net.links[k].messages == 1 for k in path)
+
+
+def test_same_time_ties_go_by_rank_then_sequence_not_by_insertion():
+    topo = make((4,), True)
+    path = [int(topo.link_id(0, 0, +1))]
+    b = 1e6
+    s = b / 100e9
+    msgs = [(0.0, path, b, 5, 0), (0.0, path, b, 2, 1), (0.0, path, b, 2, 0)]
+    times, _ = simulate(topo, msgs)
+    order = np.argsort(times)
+    assert list(order) == [2, 1, 0]
+    assert times[2] == pytest.approx(s + 1e-6) and times[0] == pytest.approx(3 * s + 1e-6)
+
+
+def test_fifo_earlier_ready_beats_lower_rank():
+    topo = make((4,), True)
+    path = [int(topo.link_id(0, 0, +1))]
+    b = 1e6
+    times, _ = simulate(topo, [(1e-7, path, b, 0, 0), (0.0, path, b, 9, 0)])
+    assert times[1] < times[0]
+
+
+def test_onchip_links_have_no_latency_and_onchip_bandwidth():
+    topo = make((2,), True, cores=2, onchip_GBps=250.0)
+    path = replica_route(topo, 0, 1)
+    assert path == [int(onchip_link_key(topo, 0, 0))]
+    (t,), _ = simulate(topo, [(0.0, path, 1e6, 0, 0)])
+    assert t == pytest.approx(1e6 / 250e9, rel=1e-12)
+
+
+def test_link_keys():
+    topo = make((3, 2), (True, False), cores=4)
+    assert num_link_keys(topo) == topo.num_link_slots + topo.num_chips * 4
+    bw, lat = link_key_Bps(topo), link_key_latency_s(topo)
+    assert len(bw) == len(lat) == num_link_keys(topo)
+    assert np.all(bw[topo.num_link_slots:] == topo.onchip_Bps) and np.all(lat[topo.num_link_slots:] == 0)
+    assert np.array_equal(np.isnan(bw[: topo.num_link_slots]), ~topo.link_exists)
+    assert make((3,), cores=1).num_link_slots == num_link_keys(make((3,), cores=1))
+    # replica routes: around the chip's on-chip ring, or the chip-level dimension-order route
+    assert replica_route(topo, 4 * 2 + 3, 4 * 2 + 1) == [int(onchip_link_key(topo, 2, 3)),
+                                                         int(onchip_link_key(topo, 2, 0))]
+    assert replica_route(topo, 1, 4 * 5 + 2) == topo.route(0, 5)
+
+
+def test_transfer_process_and_counters():
+    topo = make((4, 4), True)
+    env = simpy.Environment()
+    net = Network(env, topo)
+    got = []
+
+    def proc(env, rank):
+        t = yield env.process(transfer(env, net, topo.route(0, 10), 2e6, rank=rank))
+        got.append((rank, t))
+
+    env.process(proc(env, 1))
+    env.process(proc(env, 0))
+    env.run()
+    s, a = 2e6 / 100e9, 1e-6
+    assert dict(got) == pytest.approx({0: 4 * (s + a), 1: 4 * (s + a) + s})
+    busy = net.link_busy_s()
+    assert busy.max() == pytest.approx(2 * s) and np.count_nonzero(busy) == 4
+    assert net.link_bytes().sum() == pytest.approx(2 * 4 * 2e6)
+
+
+def test_network_module_imports_no_simpy():
+    code = "import sys, wus_sim.network, wus_sim.collectives; assert 'simpy' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_zero_byte_message_is_a_bug():
+    env = simpy.Environment()
+    net = Network(env, make((2,)))
+    with pytest.raises(ValueError):
+        net.send([0], 0.0, rank=0, seq=0, callback=lambda *_: None)
+
+
+# =========================================================== against a reference
+@st.composite
+def traffic(draw):
+    dims = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
+    wrap = draw(st.lists(st.booleans(), min_size=len(dims), max_size=len(dims)))
+    cores = draw(st.sampled_from([1, 2]))
+    bws = draw(st.lists(st.sampled_from([25.0, 50.0, 100.0]), min_size=len(dims), max_size=len(dims)))
+    lat = draw(st.sampled_from([0.0, 0.5, 2.0]))
+    topo = make(dims, wrap, link_GBps=bws, hop_latency_us=lat, cores=cores)
+    n = draw(st.integers(1, 25))
+    msgs = []
+    for i in range(n):
+        src = draw(st.integers(0, topo.num_replicas - 1))
+        dst = draw(st.integers(0, topo.num_replicas - 1))
+        ready = draw(st.sampled_from([0.0, 0.0, 1e-6, 3e-6, 1e-5]))  # many equal ready times
+        nbytes = draw(st.sampled_from([1e3, 1e5, 1e6, 12345.5]))
+        rank = draw(st.integers(0, 4))
+        msgs.append((ready, replica_route(topo, src, dst), nbytes, rank, i))
+    return topo, msgs
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=traffic(), seed=st.integers(0, 2**16))
+def test_contended_traffic_equals_reference_and_ignores_insertion_order(case, seed):
+    topo, msgs = case
+    times, net = simulate(topo, msgs)
+    ref = reference(topo, msgs)
+    assert np.allclose(times, ref, rtol=1e-12, atol=0)
+    # the same messages handed over in another order: identical times (deterministic tie-break)
+    perm = np.random.default_rng(seed).permutation(len(msgs))
+    shuffled, _ = simulate(topo, [msgs[i] for i in perm])
+    assert [shuffled[list(perm).index(i)] for i in range(len(msgs))] == times
+    # bytes conserved on every link: each message's bytes once per link of its path
+    expect = np.zeros(num_link_keys(topo))
+    for _, path, nbytes, _, _ in msgs:
+        np.add.at(expect, np.asarray(path, dtype=np.int64), nbytes)
+    assert np.allclose(net.link_bytes(), expect, rtol=1e-12)
+    bw = np.nan_to_num(link_key_Bps(topo), nan=np.inf)
+    assert np.allclose(net.link_busy_s(), expect / bw, rtol=1e-12)
