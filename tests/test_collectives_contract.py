@@ -1,0 +1,246 @@
+"""One contract suite for every collective algorithm x op (scikit-learn style).
+
+For each case the schedule is simulated on the SimPy engine with every message's
+ready and delivery time recorded, and the data every message carries is replayed
+(:func:`wus_sim.collectives.schedule.replay_data`): after reduce-scatter each replica
+must hold its own shard, summed exactly once over its group; after all-gather and
+all-reduce every replica must hold the whole buffer. Then: shards partition the
+buffer into equal parts, each member sends what it receives, the links carry exactly
+the schedule's bytes, the time is at least the closed form (and equal where that is
+exact), and the fast engine agrees wherever it runs.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, collective_time, simulate_collective
+from wus_sim.collectives.analytic import is_exact, plan_time
+from wus_sim.collectives.api import fast_engine_module
+from wus_sim.collectives.schedule import compile_messages, link_loads, plan_collective, replay_data
+from wus_sim.collectives.simpy_engine import run_schedule
+from wus_sim.errors import ConfigError, UnknownNameError
+from wus_sim.network import num_link_keys
+from wus_sim.topology import Topology, load_chips
+from wus_sim.units import MiB
+
+REL = 1e-9
+
+
+def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
+    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
+    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
+    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap, axis_link_Bps=tuple(bw),
+                    hop_latency_s=hop_latency_us * 1e-6, cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
+
+
+# power-of-two slices (every algorithm runs on them), small enough to replay the data
+TOPOLOGIES = {
+    "torus4x4": make((4, 4), True, link_GBps=[100.0, 50.0]),
+    "mesh4x2c2": make((4, 2), False, cores=2, hop_latency_us=2.0),
+    "torus2x2x2": make((2, 2, 2), True, link_GBps=[100.0, 50.0, 25.0]),
+    "mixed8x2c2": make((8, 2), (False, True), cores=2),
+    "line8": make((8,), False, hop_latency_us=0.5),
+}
+VARIANTS = [  # (chunks, reduce_Bps, group, bidirectional)
+    (1, None, None, False), (3, 40e9, None, False), (2, 900e9, "x", False), (1, None, None, True),
+    (2, None, "y", True),
+]
+
+
+def run_case(topo, op, alg, S, chunks, red, group, bidir):
+    plan = plan_collective(topo, op, alg, group=group, bidirectional=bidir)
+    sched = compile_messages(plan, S, chunks=chunks, reduce_Bps=red, track=True)
+    out = run_schedule(sched, record=True)
+    return plan, sched, out
+
+
+def sent_equals_received(sched):
+    """Per (level, member): bytes sent == bytes received, from the message table."""
+    meta = sched.meta
+    nodes = meta["node"]
+    plan = sched.plan
+    tags = {}
+    for p in plan.pre:
+        tags[0] = p
+    for h, half in enumerate(plan.halves):
+        for i, p in enumerate(half):
+            tags[1 + 1000 * h + i] = p
+    for p in plan.post:
+        tags[999_999] = p
+    sent, got = {}, {}
+    for j, m in enumerate(nodes):
+        p = tags[int(meta["pass"][j])]
+        e = p.rings[int(meta["dir"][j])]
+        r = int(meta["ring"][j])
+        a = (p.level, int(e.members[r, int(meta["pos"][j])]))
+        z = (p.level, int(e.members[r, int(meta["dst"][j])]))
+        sent[a] = sent.get(a, 0.0) + sched.msg_bytes[m]
+        got[z] = got.get(z, 0.0) + sched.msg_bytes[m]
+    return sent.keys() == got.keys() and all(np.isclose(sent[k], got[k], rtol=1e-12) for k in sent)
+
+
+@pytest.mark.parametrize("topo_name", list(TOPOLOGIES))
+@pytest.mark.parametrize("alg", ALGORITHMS)
+@pytest.mark.parametrize("op", OPS)
+def test_contract(op, alg, topo_name):
+    base = TOPOLOGIES[topo_name]
+    fast = fast_engine_module()
+    checked = 0
+    for chunks, red, group, bidir in VARIANTS:
+        if group == "y" and base.ndim < 2:
+            group = "x"
+        if alg == "halving-doubling" and bidir:
+            with pytest.raises(ConfigError):
+                plan_collective(base, op, alg, bidirectional=True)
+            continue
+        S = 3 * MiB + 7  # not divisible by the group size nor by the chunks: bytes are exact floats
+        plan, sched, out = run_case(base, op, alg, S, chunks, red, group, bidir)
+        checked += 1
+        # the data: every replica ends with the right chunk set
+        rep = replay_data(sched, out.ready_t, out.deliver_t)
+        assert rep["ok"], rep["problems"][:3]
+        # shards partition each group's buffer into equal parts of S/N
+        N = plan.group_size
+        for g in _groups(plan):
+            leaves = np.concatenate([rep["shards"][r] for r in g])
+            assert len(np.unique(leaves)) == len(leaves) == rep["leaves"]
+            assert {len(rep["shards"][r]) for r in g} == {rep["leaves"] // N}
+        # each member sends what it receives; links carry exactly the schedule's bytes
+        assert sent_equals_received(sched)
+        assert np.allclose(out.link_bytes, link_loads(plan, S), rtol=1e-12, atol=1e-6)
+        assert len(out.link_bytes) == num_link_keys(base)
+        assert out.events == sched.num_hops
+        # time vs closed form: never below it, equal where it is exact
+        a = plan_time(plan, S, chunks=chunks, reduce_Bps=red)
+        assert out.time_s >= a * (1 - REL)
+        if is_exact(plan, chunks=chunks, reduce_Bps=red):
+            assert out.time_s == pytest.approx(a, rel=REL)
+        # engines agree where both run
+        if fast is not None and fast.supports(base, op, alg, group=group, bidirectional=bidir, chunks=chunks):
+            f = fast.run(base, op, alg, S, group=group, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
+            assert f.time_s == pytest.approx(out.time_s, rel=REL)
+            assert f.events == out.events
+    assert checked
+
+
+def _groups(plan):
+    topo = plan.topology
+    c = topo.cores_per_chip
+    g = plan.group
+    if g.kind == "list":
+        return [list(g.replicas)]
+    if g.kind == "all":
+        return [list(range(topo.num_replicas))]
+    return [[int(x) * c + q for x in line for q in range(c)] for line in topo.axis_rings(g.axis)]
+
+
+@pytest.mark.parametrize("alg", ["ring", "bidir-ring", "halving-doubling"])
+@pytest.mark.parametrize("op", OPS)
+def test_explicit_replica_lists(op, alg):
+    topo = make((4, 4), True, cores=2)
+    group = [0, 11, 21, 30] if alg != "ring" else [0, 11, 21, 30, 5, 17]
+    plan, sched, out = run_case(topo, op, alg, 2 * MiB, 2, 60e9, group, False)
+    assert replay_data(sched, out.ready_t, out.deliver_t)["ok"]
+    assert out.time_s >= plan_time(plan, 2 * MiB, chunks=2, reduce_Bps=60e9) * (1 - REL)
+    if alg == "ring":
+        # the ring runs in the given order: step 0 goes 0->11->21->30->5->17->0, routed
+        e = plan.halves[0][0].rings[0]
+        assert list(e.members[0]) == group
+        for i in range(len(group)):
+            path = e.edge_path(0, i)
+            a, z = group[i] // 2, group[(i + 1) % len(group)] // 2
+            assert path == topo.route(a, z)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("alg", ALGORITHMS)
+def test_one_member_groups_take_no_time(op, alg):
+    topo = make((1, 4), True)  # axis x has one chip
+    r = simulate_collective(topo, op, alg, MiB, group="x")
+    assert r.time_s == 0.0 and r.events == 0 and r.group_size == 1
+    assert analytic_time(topo, op, alg, MiB, group="x") == 0.0
+    if alg in ("ring", "bidir-ring", "halving-doubling"):
+        assert simulate_collective(topo, op, alg, MiB, group=[2]).time_s == 0.0
+
+
+def test_result_fields_and_bandwidth_conventions():
+    topo = make((4, 4), True)
+    S = 64 * MiB
+    for op, factor in (("all-reduce", 2 * 15 / 16), ("reduce-scatter", 15 / 16), ("all-gather", 15 / 16)):
+        r = simulate_collective(topo, op, "2d", S, engine="simpy")
+        assert r.engine == "simpy" and r.group_size == 16 and r.nbytes == S
+        assert r.algbw_GBps == pytest.approx(S / r.time_s / 1e9)
+        assert r.busbw_GBps == pytest.approx(r.algbw_GBps * factor)
+        assert r.link_bytes.shape == r.link_busy_s.shape == (topo.num_link_slots,)
+        assert np.allclose(r.link_busy_s, r.link_bytes / np.where(topo.link_exists, topo.link_Bps, np.inf))
+        d = r.to_dict()
+        for key in ("time_s", "analytic_time_s", "algbw_GBps", "busbw_GBps", "events", "engine", "wall_s",
+                    "nbytes", "group_size", "topology", "op", "algorithm"):
+            assert key in d
+
+
+def test_engine_dispatch():
+    topo = make((4, 4), True)
+    assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB).engine == "simpy"
+    assert simulate_collective(topo, "all-reduce", "2d", MiB, engine="simpy").engine == "simpy"
+    with pytest.raises(UnknownNameError, match="engine"):
+        simulate_collective(topo, "all-reduce", "2d", MiB, engine="warp")
+    fast = fast_engine_module()
+    if fast is None:
+        pytest.skip("fast engine not installed")
+    assert simulate_collective(topo, "all-reduce", "2d", MiB).engine == "fast"
+    with pytest.raises(ConfigError, match="engine"):
+        simulate_collective(topo, "all-reduce", "halving-doubling", MiB, engine="fast")
+
+
+def test_bad_input_is_a_user_error():
+    topo = make((3, 3), True)
+    with pytest.raises(ConfigError, match="power-of-two"):
+        simulate_collective(topo, "all-reduce", "halving-doubling", MiB)
+    with pytest.raises(ConfigError, match="power-of-two"):
+        simulate_collective(make((4, 4)), "all-reduce", "halving-doubling", MiB, group=[0, 1, 2])
+    with pytest.raises(UnknownNameError, match="algorithm"):
+        simulate_collective(topo, "all-reduce", "tree", MiB)
+    with pytest.raises(UnknownNameError, match="op"):
+        analytic_time(topo, "broadcast", "ring", MiB)
+    for kw in ({"chunks": 0}, {"chunks": 1.5}, {"reduce_Bps": 0.0}, {"group": "w"}, {"group": [0, 0]},
+               {"group": [99]}, {"group": []}, {"group": 3}):
+        with pytest.raises(ConfigError):
+            simulate_collective(topo, "all-reduce", "ring", MiB, **kw)
+    for size in (0, -5, float("nan"), "lots"):
+        with pytest.raises(ConfigError):
+            simulate_collective(topo, "all-reduce", "ring", size)
+    with pytest.raises(ConfigError, match="explicit replica list"):
+        simulate_collective(topo, "all-reduce", "2d", MiB, group=[0, 1])
+
+
+def test_collective_time_matches_simulation_and_is_cached():
+    topo = make((4, 4), True, cores=2)
+    for alg in ("2d", "halving-doubling", "ring"):
+        t = collective_time(topo, "all-reduce", alg, 3 * MiB, chunks=2)
+        assert t == pytest.approx(simulate_collective(topo, "all-reduce", alg, 3 * MiB, chunks=2,
+                                                      engine="simpy").time_s, rel=REL)
+    # an equal topology object (a fresh load) hits the same cache entry
+    again = replace(topo)
+    assert collective_time(again, "all-reduce", "2d", 3 * MiB, chunks=2) == \
+        collective_time(topo, "all-reduce", "2d", 3 * MiB, chunks=2)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_replay_catches_a_broken_schedule(op):
+    """The data replay is not vacuous: sending without waiting for the data, or sending
+    the wrong chunk, is caught."""
+    topo = make((4,), True)
+    plan = plan_collective(topo, op, "ring")
+    # 1) drop the "arrival of the previous step" dependencies: messages leave too early
+    sched = compile_messages(plan, MiB, track=True)
+    sched.deps = [d for d in sched.deps if not np.all(d[2] == 0)]
+    out = run_schedule(sched, record=True)
+    assert not replay_data(sched, out.ready_t, out.deliver_t)["ok"]
+    # 2) a message that claims another step (so another chunk)
+    sched = compile_messages(plan, MiB, track=True)
+    out = run_schedule(sched, record=True)
+    sched.meta["step"][3] = (sched.meta["step"][3] + 1) % plan.halves[0][0].steps
+    assert not replay_data(sched, out.ready_t, out.deliver_t)["ok"]
