@@ -1,5 +1,5 @@
 """Every shipped experiment (experiments/*.yaml) loads, and runs end to end with the real simulator:
-its reduced form in the normal suite, the full sweep marked slow."""
+its reduced form in the normal suite, the full sweep marked slow (`pytest -m slow`)."""
 
 from pathlib import Path
 
@@ -58,12 +58,6 @@ def only_run(monkeypatch):
     monkeypatch.setattr(wus_sim.cli, "SUBCOMMANDS", ("run",))
 
 
-needs_step = pytest.mark.skipif(
-    not (Path(__file__).resolve().parent.parent / "wus_sim" / "step.py").is_file(),
-    reason="the step simulator is not built yet")
-
-
-@needs_step
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=ids)
 def test_reduced_run(path, tmp_path):
     exp = load_experiment(path)
@@ -71,7 +65,6 @@ def test_reduced_run(path, tmp_path):
     check_run(exp, df, tmp_path, reduced=True)
 
 
-@needs_step
 @pytest.mark.slow
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=ids)
 def test_full_run(path, tmp_path):

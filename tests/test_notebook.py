@@ -44,8 +44,6 @@ def test_notebook_is_stored_without_outputs():
     assert not outputs(nb)
 
 
-@pytest.mark.skipif(not (NOTEBOOK.parent.parent / "wus_sim" / "step.py").is_file(),
-                    reason="the step simulator is not built yet")
 def test_notebook_runs_the_quickstart_and_draws_every_plot(tmp_path):
     nb = execute({"WUS_SIM_RESULTS": "", "PYTHONPATH": os.pathsep.join(sys.path)})
     errors = [o for o in outputs(nb) if o.output_type == "error"]

@@ -49,7 +49,7 @@ def test_speedup_draws_one_line_per_series_with_the_sharded_speedups(frame, ax):
     assert len(lines) == series.ngroups
     drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in lines}
     for (workload, optimizer, bw), group in series:
-        label = next(lbl for lbl in drawn if lbl.startswith(f"{workload}, {optimizer}") and f"={bw:g}" in lbl)
+        label = next(lbl for lbl in drawn if lbl == f"{workload}, {optimizer}, {bw:g} GB/s")
         group = group.sort_values("replicas")
         assert drawn[label][0] == list(group["replicas"].astype(float))
         assert np.allclose(drawn[label][1], group["speedup"])

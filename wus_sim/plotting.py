@@ -78,17 +78,29 @@ def _varying(df, exclude=()):
 
 def _label_keys(df, wanted, exclude, unique_by=("strategy",)):
     """*wanted* columns, plus as few other varying parameters as it takes for the rows
-    of each (label, *unique_by*) to be one, so that no two series collapse into one."""
+    of each (label, *unique_by*) to be one, so that no two series collapse into one.
+
+    Greedy: add the parameter that separates the most rows, until none is left to separate
+    (or none helps); the topology comes last among equals, its replica count says more.
+    """
     wanted = [wanted] if isinstance(wanted, str) else list(wanted or [])
     keys = [k for k in wanted if k in df.columns]
     candidates = [k for k in _varying(df, exclude=set(keys)) if k not in exclude]
-    # The topology decides the replica count: prefer the count, then name the topology if needed.
     candidates.sort(key=lambda k: k == "topology")
-    if "replicas" in exclude and "topology" in candidates:
-        candidates = [k for k in candidates if k != "topology"] + ["topology"]
     by = [c for c in unique_by if c in df.columns]
-    while candidates and len(df) and df.duplicated(subset=keys + by).any():
-        keys.append(candidates.pop(0))
+
+    def clashes(cols):
+        return int(df.duplicated(subset=cols + by).sum()) if len(df) else 0
+
+    current = clashes(keys)
+    while candidates and current:
+        best = min(candidates, key=lambda k: (clashes(keys + [k]), candidates.index(k)))
+        after = clashes(keys + [best])
+        if after >= current:
+            break
+        keys.append(best)
+        candidates.remove(best)
+        current = after
     return keys
 
 
@@ -100,19 +112,36 @@ def _fmt(value):
     return str(value)
 
 
+_SHORT = {
+    "per_replica_batch": "{}/replica", "global_batch": "global batch {}", "link_GBps": "{} GB/s",
+    "hop_latency_us": "{} us/hop", "bucket_MiB": "{} MiB buckets", "grad_dtype": "{} grads",
+    "cores": "{} cores", "replicas": "{} replicas", "chips": "{} chips", "ndim": "{}-D",
+    "mxu_efficiency": "MXU {}", "steps": "{} steps",
+}
+"""How a value reads in a legend or group label, per column (others read ``column=value``)."""
+_BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),
+               "overlap_grad_reduce": ("overlapped reduce", "reduce after backward"),
+               "overlap_all_gather": ("overlapped gather", "gather at step end")}
+
+
 def _label(keys, values):
+    import pandas as pd
+
     if not keys:
         return "all"
     values = values if isinstance(values, tuple) else (values,)
     parts = []
     for k, v in zip(keys, values):
-        text = _fmt(v)
-        if k == "ndim":
-            parts.append(f"{text}-D")
+        missing = not isinstance(v, (list, tuple)) and bool(pd.isna(v))
+        text = "default" if missing else _fmt(v)
+        if k in _BOOL_WORDS and text in ("True", "False"):
+            parts.append(_BOOL_WORDS[k][text == "False"])
+        elif k in _SHORT:
+            parts.append(_SHORT[k].format(text))
         elif isinstance(v, str) and not text.replace(".", "").isdigit() and text not in ("True", "False"):
             parts.append(text)  # names speak for themselves
         else:
-            parts.append(f"{column_label(k, display=False)[0]}={text}")
+            parts.append(f"{k}={text}")
     return ", ".join(parts)
 
 
@@ -163,9 +192,8 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=True
             fontsize=8, color="0.35")
     if logx and len(rows):
         _log2_axis(ax, rows[x].astype(float))
-    ax.set_xlabel("data-parallel replicas" if x == "replicas" else column_label(x)[0]
-                  + (" (log2)" if logx else ""))
-    ax.set_ylabel("speedup = replicated / sharded step time" if y == "speedup" else column_label(y)[0])
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel("speedup = replicated / sharded step time" if y == "speedup" else _axis_label(y))
     ax.set_title(title or "Speedup of sharded over replicated weight update")
     _legend_outside(ax, title=", ".join(keys) if keys else None)
     return lines
@@ -181,7 +209,7 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
     parts = [p for p in parts if p in rows.columns]
     keys = _label_keys(rows, by if by is not None else _varying(rows), exclude=())
     groups = _groups(rows, keys)
-    width, gap = 0.8, 0.6
+    width, gap = 0.8, 1.0
     positions, strategies, bottoms, values = [], [], [], {p: [] for p in parts}
     centers, group_labels, speedups = [], [], []
     x = 0.0
@@ -209,7 +237,7 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
             ax.annotate(f"x{s:.2f}", (xpos, top), xytext=(0, 2), textcoords="offset points",
                         ha="center", va="bottom", fontsize=8)
     ax.set_xticks(positions, [_STRATEGY_SHORT[s] for s in strategies], minor=True)
-    ax.set_xticks(centers, group_labels)
+    _group_ticks(ax, centers, group_labels)
     ax.tick_params(axis="x", which="major", length=0, pad=16)
     ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
     ax.grid(axis="x", visible=False)
@@ -230,7 +258,7 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     rows = _with(df, ["mem_peak_bytes"]).dropna(subset=["mem_peak_bytes"])
     parts = [p for p in parts if p in rows.columns and rows[p].fillna(0).abs().sum() > 0]
     keys = _label_keys(rows, by if by is not None else ["optimizer"], exclude=())
-    width, gap = 0.8, 0.6
+    width, gap = 0.8, 1.0
     x, positions, strategies, centers, group_labels = 0.0, [], [], [], []
     values = {p: [] for p in parts}
     peaks, infeasible = [], []
@@ -268,7 +296,7 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
             ax.plot([], [], " ", label=f"HBM per replica: {hbm:.3g} GiB (off scale)")
             hbm = None
     ax.set_xticks(positions, [_STRATEGY_SHORT[s] for s in strategies], minor=True)
-    ax.set_xticks(centers, group_labels)
+    _group_ticks(ax, centers, group_labels)
     ax.tick_params(axis="x", which="major", length=0, pad=16)
     ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
     ax.grid(axis="x", visible=False)
@@ -321,12 +349,12 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
     ax.grid(False)
-    ax.set_xlabel(column_label(x)[0])
-    ax.set_ylabel("data-parallel replicas" if y == "replicas" else column_label(y)[0])
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel(_axis_label(y))
     cbar = ax.figure.colorbar(image, ax=ax, pad=0.02)
     cbar.set_label("speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0])
     what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
-    ax.set_title(title or f"{what}\nby {column_label(x)[0].split(' [')[0]} and {y}")
+    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
     return image
 
 
@@ -343,12 +371,15 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated"
     lines = []
     colors = [c["color"] for c in _prop_cycle()]
     markers = "osD^v<>ph*"
+    both = rows["strategy"].nunique() > 1
     for i, (values, group) in enumerate(_groups(rows, keys)):
-        for strategy, style in (("replicated", "-"), ("sharded", "--")):
+        for strategy, style in (("replicated", "-"), ("sharded", "--" if both else "-")):
             sgroup = group[group["strategy"] == strategy].sort_values(x)
             if sgroup.empty:
                 continue
-            label = f"{_label(keys, values)} ({_STRATEGY_SHORT[strategy]})" if keys else strategy
+            label = _label(keys, values) if keys else strategy
+            if keys and both:
+                label += f" ({_STRATEGY_SHORT[strategy]})"
             xv = sgroup[x].astype(float) if _numeric(sgroup[x]) else sgroup[x].astype(str)
             (line,) = ax.plot(xv, sgroup[y].astype(float) * scale, linestyle=style,
                               marker=markers[i % len(markers)], color=colors[i % len(colors)],
@@ -360,11 +391,21 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated"
         ax.set_yscale("log")
     if y == "speedup":
         ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
-    ax.set_xlabel("data-parallel replicas" if x == "replicas" else column_label(x)[0])
-    ax.set_ylabel(column_label(y)[0])
-    ax.set_title(title or f"{column_label(y)[0].split(' [')[0]} vs {column_label(x)[0].split(' [')[0]}")
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel(_axis_label(y))
+    ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
     _legend_outside(ax)
     return lines
+
+
+def _group_ticks(ax, centers, labels):
+    """Group names under each pair of bars; smaller when there are many, so neighbours do not touch."""
+    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
+    crowded = longest * len(labels) > 60
+    if crowded:  # break long names after a hyphen: "transformer-\nbig"
+        labels = ["\n".join(line.replace("-", "-\n", 1) if len(line) > 12 else line for line in label.split("\n"))
+                  for label in labels]
+    ax.set_xticks(centers, labels, fontsize=8 if crowded else 9)
 
 
 def _stack(ax, positions, width, parts, values):
@@ -390,6 +431,25 @@ def _bar_tops(containers):
         for i, patch in enumerate(c.patches):
             tops[i] = max(tops[i], patch.get_y() + patch.get_height())
     return tops
+
+
+_AXIS_NAMES = {
+    "replicas": ("data-parallel replicas", ""), "cores": ("slice size", "TPU cores"),
+    "chips": ("slice size", "chips"), "per_replica_batch": ("per-replica batch", "examples"),
+    "global_batch": ("global batch", "examples"), "link_GBps": ("link bandwidth", "GB/s"),
+    "hop_latency_us": ("hop latency", "us"), "bucket_MiB": ("fusion bucket", "MiB"),
+    "step_time_s": ("step time", "ms"), "speedup": ("speedup (replicated / sharded)", ""),
+}
+
+
+def _axis_label(name, *, unit=True):
+    """Readable axis label with the unit values are shown in (ms for seconds, GiB for bytes)."""
+    text, shown = _AXIS_NAMES.get(name, (None, None))
+    if text is None:
+        label = column_label(name)[0]
+        text, _, rest = label.partition(" [")
+        shown = rest.rstrip("]")
+    return f"{text} [{shown}]" if unit and shown else text
 
 
 def _numeric(series):
@@ -423,8 +483,8 @@ class _Kind:
 PLOT_KINDS = {
     "speedup": _Kind(plot_speedup, {"x": ("column", "replicas"), "y": ("column", "speedup"),
                                     "hue": ("columns", "workload"), "logx": ("bool", True)}, (6.4, 3.8)),
-    "breakdown": _Kind(plot_breakdown, {"by": ("columns", None), "annotate": ("bool", True)}, (7.5, 4.0)),
-    "memory": _Kind(plot_memory, {"by": ("columns", None), "capacity": ("bool", True)}, (7.5, 4.0)),
+    "breakdown": _Kind(plot_breakdown, {"by": ("columns", None), "annotate": ("bool", True)}, (6.4, 4.0)),
+    "memory": _Kind(plot_memory, {"by": ("columns", None), "capacity": ("bool", True)}, (6.4, 4.0)),
     "heatmap": _Kind(plot_heatmap, {"x": ("column", "link_GBps"), "y": ("column", "replicas"),
                                     "value": ("column", "speedup"), "strategy": ("string", "sharded"),
                                     "fmt": ("string", ".2f"), "cmap": ("string", "RdYlGn")}, (6.4, 4.4)),
@@ -495,7 +555,7 @@ def draw_figure(plot, df):
     rows = _select(df, plot.options.get("where"))
     facet = plot.options.get("facet")
     panels = _groups(rows, [facet]) if facet else [((), rows)]
-    ncols = min(len(panels), 2 if plot.kind in ("breakdown", "memory") else 3)
+    ncols = min(len(panels), 3)
     nrows = math.ceil(len(panels) / ncols)
     w, h = plot.options.get("figsize", kind.size)
     with plt.rc_context(_STYLE):
@@ -531,6 +591,11 @@ def _figure_legend(fig, axes):
         legend.remove()
     if any(label.startswith("HBM per replica (") for label in seen):
         seen = {k: v for k, v in seen.items() if not k.endswith("(off scale)")}
+    # Stacked parts top to bottom, as in each panel's own legend; then the rest as first seen.
+    stack = [column_label(p)[0].split(" [")[0] for p in reversed(BREAKDOWN_PARTS + MEMORY_PARTS)]
+    order = {label: i for i, label in enumerate(stack)}
+    first = list(seen)
+    seen = dict(sorted(seen.items(), key=lambda kv: (order.get(kv[0], len(stack)), first.index(kv[0]))))
     if seen:
         fig.legend(list(seen.values()), list(seen.keys()), loc="outside right upper", frameon=False, title=title)
 

@@ -51,6 +51,8 @@ RUN_COLUMNS = (
        "runs that partitioned each replica over several cores.", "run"),
     _c("spatial_ways", "", "Int64", "Cores each replica is spatially partitioned over (1 = one replica per core).",
        "run"),
+    _c("cores", "", "Int64", "Cores (TensorCores) in the slice: chips x cores_per_chip, the '32' of 'v3-32'.",
+       "run"),
     _c("chips", "", "Int64", "Chips in the slice.", "run"),
     _c("chip", "", "string", "Chip model of the slice (tpu-v3, tpu-v4, ...; 'generic' for inline topologies).", "run"),
     _c("dims", "", "string", "Chips per torus axis, e.g. '32x32' or '8x8x8'.", "run"),

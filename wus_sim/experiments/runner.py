@@ -76,7 +76,6 @@ def evaluate_point(point_fn, point):
     except WusError as exc:
         rows = [{"strategy": s, "status": "error", "error": str(exc)} for s in strategies_of(point)]
     wall_s = time.perf_counter() - t0
-    slice_info = _slice_columns(point)
     out = []
     for row in rows:
         full = dict(point)
@@ -85,25 +84,31 @@ def evaluate_point(point_fn, point):
         full.setdefault("status", "ok")
         if full.get("error") is None:
             full["error"] = ""
-        for k, v in slice_info.items():
-            if full.get(k) is None:
-                full[k] = v
         out.append(full)
     _fill_speedup(out)
     return {"rows": out, "wall_s": wall_s}
 
 
-def _slice_columns(point):
+def _slice_columns(point, cache):
+    """Slice facts for the results (filled where the simulator did not report them); derived
+    when the results are assembled, so rows resumed from an older journal get them too."""
     from ..topology import load_topology
 
+    key = tuple(json.dumps(point.get(k), default=str)
+                for k in ("topology", "link_GBps", "hop_latency_us", "wraparound", "cores_per_chip"))
+    if key in cache:
+        return cache[key]
+    cache[key] = {}
     try:
         topo = load_topology(point["topology"], link_GBps=point.get("link_GBps"),
                              hop_latency_us=point.get("hop_latency_us"),
                              wraparound=point.get("wraparound"), cores_per_chip=point.get("cores_per_chip"))
     except (WusError, ValueError):
-        return {}
-    return {"replicas": topo.num_replicas, "chips": topo.num_chips, "chip": topo.chip.name, "dims": topo.shape_str,
-            "ndim": topo.ndim, "wrap": ",".join("T" if w else "F" for w in topo.wrap)}
+        return cache[key]
+    cache[key] = {"replicas": topo.num_replicas, "cores": topo.num_cores, "chips": topo.num_chips,
+                  "chip": topo.chip.name, "dims": topo.shape_str, "ndim": topo.ndim,
+                  "wrap": ",".join("T" if w else "F" for w in topo.wrap)}
+    return cache[key]
 
 
 def _fill_speedup(rows):
@@ -212,12 +217,17 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
         bar.close()
         journal.close()
 
-    rows = []
+    rows, cache = [], {}
     for index, (h, point) in enumerate(zip(hashes, points)):
         entry = done[h]
+        slice_info = _slice_columns(point, cache)
         for row in entry["rows"]:
-            rows.append({"experiment": experiment.name, "point_index": index, "point_hash": h,
-                         "wall_s": entry["wall_s"], **row})
+            full = {"experiment": experiment.name, "point_index": index, "point_hash": h,
+                    "wall_s": entry["wall_s"], **row}
+            for k, v in slice_info.items():
+                if full.get(k) is None:
+                    full[k] = v
+            rows.append(full)
     from .results import to_frame
 
     frame = to_frame(rows)

@@ -48,15 +48,10 @@ __all__ = [
 STRATEGY_CHOICES = ("replicated", "sharded", "both")
 """Values of the ``strategy`` key; ``both`` simulates the two and reports the speedup."""
 
-_ALGORITHMS_CONTRACT = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
-
-
 def _algorithms():
-    """Collective algorithms, from the collective engine (the contract's list until it exists)."""
-    try:
-        from ..collectives import ALGORITHMS
-    except ImportError:
-        return _ALGORITHMS_CONTRACT
+    """Collective algorithms of the collective engine (imported when a point is checked)."""
+    from ..collectives import ALGORITHMS
+
     return tuple(ALGORITHMS)
 
 
