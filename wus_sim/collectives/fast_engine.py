@@ -19,7 +19,8 @@ messages per second.
 
 Why this is exact. Within one phase every directed link carries the messages of
 exactly one ring edge (:func:`supports` checks it), so a link's FIFO queue only
-ever holds one sender's messages. Those become ready in (step, piece) order: a
+ever holds one sender's messages. Those become ready in (step, piece) order (one
+exception, below): a
 member handles its steps in order, and its step-*k* piece *c* is ready when piece
 *c* of step *k-1* has arrived from member *i-1* (and been summed in) and the member
 is past step *k-1*; arrivals over one edge keep their sending order (every link on
@@ -28,34 +29,27 @@ the sequence following the sender's schedule, i.e. (phase, step, piece) order to
 So a link serves in (step, piece) order and ``start = max(ready, link_free)`` over
 that order *is* the FIFO queue. Across phases, a link's later messages are ready
 after its earlier ones for the same reason (a member starts a phase only after it
-finished the previous one), so the per-link free times simply carry over.
+finished the previous one), so the per-link free times simply carry over. The two
+halves of 2d-split share every axis; it runs here only where they take turns (a
+square torus with uniform links, where both halves finish each pass together), and
+their passes are interleaved in time order.
 
 Chunks: the *K* pieces of a step queue back to back on each hop, so with one
 occupancy ``o`` per piece, ``s_c = max(t_c, s_{c-1} + o)`` unrolls into a running
 maximum, ``s_c = c*o + max(free, max_{j<=c}(t_j - j*o))``: one
 ``np.maximum.accumulate`` per hop and step instead of a Python loop over pieces.
 
-Schedule (documented once here, shared with the SimPy engine):
+One case breaks (step, piece) order: an all-reduce ring pass with chunks and a
+reduction cost, where a member can have piece 0 of its first all-gather step ready
+before its last reduce-scatter piece is summed. The engine checks the order as it
+goes in that case and, if a link would serve out of order, re-runs that pass one
+message at a time in global time order (:func:`_ring_pass_events`), still exact.
 
-* A ring phase over a buffer of ``B`` bytes per member and ``n`` members sends
-  ``n-1`` steps of ``B/n`` (reduce-scatter, all-gather) or ``2(n-1)`` (all-reduce:
-  the all-gather steps continue the same ring, piece by piece, right after the
-  member's own reduce-scatter steps; no barrier).
-* Bidirectional: each direction ring carries half of the phase's buffer.
-* 2d: reduce-scatter phases axis 0, 1, 2 on ``S``, ``S/d0``, ``S/(d0 d1)``;
-  all-gather phases in reverse; all-reduce = reduce-scatter phases, the last axis's
-  ring all-reduce, then all-gather phases. A member starts a phase when it has
-  finished the previous one: all pieces of both directions.
-* 2d-split: two halves of the buffer, one axis 0 then 1, the other 1 then 0.
-* ``cores_per_chip = c > 1``: an on-chip ring (core *j* -> *j+1* over its own
-  on-chip link, ``onchip_Bps``, no latency) reduce-scatters ``S`` among the cores,
-  the chip-level collective runs on ``S`` per chip (starting when all its cores
-  are done), then an on-chip all-gather.
-
-Rings are the shared embeddings of :mod:`wus_sim.collectives.embedding` (axis
-lines, folded mesh rings, the whole-slice Hamiltonian ring, on-chip rings), with
-bandwidth and latency per link key from :mod:`wus_sim.network`'s pure helpers. No
-SimPy is imported, so that ``wus-sim collective`` stays quick.
+The schedule (passes, ring embeddings, groups, 2d-split halves, on-chip levels,
+per-member barriers between passes) is the shared plan of
+:mod:`wus_sim.collectives.schedule`, so both engines run the same messages; link
+bandwidth and latency per link key come from :mod:`wus_sim.network`'s pure
+helpers. No SimPy is imported, so that ``wus-sim collective`` stays quick.
 """
 
 from dataclasses import dataclass
@@ -70,7 +64,6 @@ from ..topology import Topology
 from . import schedule
 
 __all__ = ["FastOutcome", "supports", "run", "why_unsupported"]
-
 
 
 @dataclass(frozen=True)
@@ -137,6 +130,7 @@ def _prepare(topo, emb):
         keys = flat_links[edges, h]
         more.append((edges, keys, 1.0 / bw[keys], lat[keys]))
     return _Rings(emb=emb, links0=links0, s_per_byte0=1.0 / bw[links0], lat0=lat[links0], more=tuple(more))
+
 
 # ================================================================= schedules
 @lru_cache(maxsize=32)
