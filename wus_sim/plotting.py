@@ -22,7 +22,7 @@ from .experiments.results import column_label, columns
 
 __all__ = [
     "PLOT_KINDS", "BREAKDOWN_PARTS", "MEMORY_PARTS",
-    "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap", "plot_lines",
+    "STYLE", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap", "plot_lines",
     "check_plots", "draw_figure", "save_plots",
 ]
 
@@ -41,11 +41,12 @@ _PART_COLORS = {
     "mem_collective_buffers_bytes": "#BBBBBB",
 }
 _STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd"}
-_STYLE = {
+STYLE = {
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
     "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
     "axes.grid": True, "grid.alpha": 0.3, "svg.fonttype": "none",
 }
+"""matplotlib rcParams of the saved plots (``plt.rcParams.update(STYLE)`` in a notebook)."""
 
 
 # ----------------------------------------------------------------- helpers
@@ -558,7 +559,7 @@ def draw_figure(plot, df):
     ncols = min(len(panels), 3)
     nrows = math.ceil(len(panels) / ncols)
     w, h = plot.options.get("figsize", kind.size)
-    with plt.rc_context(_STYLE):
+    with plt.rc_context(STYLE):
         fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), layout="constrained", squeeze=False)
         for ax, (value, panel) in zip(axes.flat, panels):
             title = plot.options.get("title")

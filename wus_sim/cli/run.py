@@ -86,6 +86,10 @@ def summary_table(frame, swept_keys, *, max_rows=40):
         keys = [k for k in ("workload", "topology") if k in frame.columns]
     if "topology" in keys and "replicas" in frame.columns:
         keys.insert(keys.index("topology") + 1, "replicas")
+    # Batches the simulator resolved (MLPerf run's, or global / replicas) say what ran.
+    for k in ("per_replica_batch", "global_batch"):
+        if k in frame.columns and k not in keys and frame[k].nunique(dropna=True) > 1:
+            keys.append(k)
     lines = []
     for _, group in frame.groupby("point_index", sort=True):
         row = {k: group[k].iloc[0] for k in keys}
