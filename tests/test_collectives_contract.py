@@ -244,3 +244,71 @@ def test_replay_catches_a_broken_schedule(op):
     out = run_schedule(sched, record=True)
     sched.meta["step"][3] = (sched.meta["step"][3] + 1) % plan.halves[0][0].steps
     assert not replay_data(sched, out.ready_t, out.deliver_t)["ok"]
+
+
+# ============================================================ embeddings
+from wus_sim.collectives.embedding import (axis_rings, line_ring_pattern, onchip_rings, routes,  # noqa: E402
+                                           sequence_ring, slice_ring)
+
+
+def _walk(topo, emb):
+    """Every edge's links start at its member and end at the next member."""
+    for r in range(emb.num_rings):
+        for i in range(emb.size):
+            cur = int(emb.members[r, i])
+            for k in emb.edge_path(r, i):
+                assert topo.link_exists[k] and topo.link_src[k] == cur
+                cur = int(topo.link_dst[k])
+            assert cur == emb.members[r, (i + 1) % emb.size]
+
+
+@pytest.mark.parametrize("d", range(1, 10))
+@pytest.mark.parametrize("wrap", [True, False])
+def test_line_rings_follow_the_brief(d, wrap):
+    topo = make((d, 3), (wrap, True))
+    used = []
+    for reverse in (False, True):
+        emb = axis_rings(topo, 0, reverse)
+        _walk(topo, emb)
+        assert emb.members.shape == (3, d)
+        used.append(emb.link_use(topo.num_link_slots))
+    axis0 = (topo.link_axis == 0) & topo.link_exists
+    if d == 1:
+        return
+    if wrap:  # + ring on + links, reverse ring on - links: every link of the axis once overall
+        assert np.array_equal(used[0] + used[1], axis0.astype(int))
+    else:  # the folded ring (and its reverse) use every directed link of the line exactly once
+        assert np.array_equal(used[0], axis0.astype(int)) and np.array_equal(used[1], axis0.astype(int))
+        order, _ = line_ring_pattern(d, False)
+        evens = [p for p in order if p % 2 == 0]
+        assert evens == sorted(evens) and order[len(evens):] == sorted(order[len(evens):])[::-1]
+
+
+@pytest.mark.parametrize("dims,wrap", [((4, 4), True), ((3, 4), False), ((4, 3), True), ((3, 3), True),
+                                       ((3, 3), False), ((4, 4, 4), True), ((3, 3, 3), False),
+                                       ((2, 3, 5), False), ((1, 6, 1), True), ((5, 1), False)])
+def test_slice_ring_is_hamiltonian_and_uncontended(dims, wrap):
+    topo = make(dims, wrap)
+    fwd, rev = slice_ring(topo), slice_ring(topo, reverse=True)
+    for emb in (fwd, rev):
+        _walk(topo, emb)
+        assert sorted(emb.members[0].tolist()) == list(range(topo.num_chips))
+        assert emb.link_use(topo.num_link_slots).max() <= 1  # no link serves two edges
+    active = [d for d in dims if d > 1]
+    if len(active) >= 2 and any(d % 2 == 0 for d in active):
+        # a Hamiltonian cycle of one-hop edges, and its reverse uses the opposite links
+        assert fwd.hops.max() == 1
+        assert not np.any((fwd.link_use(topo.num_link_slots) > 0) & (rev.link_use(topo.num_link_slots) > 0))
+
+
+def test_sequence_and_onchip_rings_and_vectorized_routes():
+    topo = make((4, 3), (True, False), cores=2)
+    emb = sequence_ring(topo, [0, 7, 13, 22, 6])
+    assert list(emb.members[0]) == [0, 7, 13, 22, 6] and emb.edge_path(0, 4) == topo.route(3, 0)
+    oc = onchip_rings(topo)
+    assert oc.members.shape == (12, 2) and np.all(oc.hops == 1)
+    rng = np.random.default_rng(0)
+    for dims, wrap in [((5, 4, 3), (True, False, True)), ((2, 6), (True, True)), ((7,), (False,))]:
+        t = make(dims, wrap)
+        src, dst = rng.integers(0, t.num_chips, 300), rng.integers(0, t.num_chips, 300)
+        assert routes(t, src, dst) == [tuple(t.route(a, b)) for a, b in zip(src, dst)]

@@ -180,22 +180,33 @@ class Network:
         self.send(path, nbytes, rank=rank, seq=seq, callback=lambda _tag, t: event.succeed(t))
         return event
 
-    def _start(self, link, msg, hop):
+    def _start(self, link, msg, hop, now):
+        # hot path: one call per message hop
         nbytes = msg[1]
         s = nbytes / link.bw_Bps
-        link.busy_until = self.env.now + s
+        t_free = now + s
+        link.busy_until = t_free
         link.nbytes += nbytes
         link.busy_s += s
         link.messages += 1
         self.hops_sent += 1
-        self._slot(s)[2].append(link)
-        self._slot(s + link.latency_s)[0].append((msg, hop))
+        slots = self._slots
+        slot = slots.get(t_free)
+        if slot is None:
+            slot = self._slot(s)
+        slot[2].append(link)
+        t_arrive = now + (s + link.latency_s)
+        slot = slots.get(t_arrive)
+        if slot is None:
+            slot = self._slot(s + link.latency_s)
+        slot[0].append((msg, hop))
 
     def _fire(self, event):
         t = self.env.now
         # the slot stays registered while it runs, so zero-delay sends and calls join it
         arrivals, calls, frees, requests = self._slots[t]
         links = self.links
+        start = self._start
         ia = ic = jf = 0
         while True:
             # (1) hops that end now: move on, or deliver (callbacks may send at this time)
@@ -219,7 +230,7 @@ class Network:
                 jf += 1
                 if link.queue and link.busy_until <= t:
                     _, _, _, _, msg, hop = heapq.heappop(link.queue)
-                    self._start(link, msg, hop)
+                    start(link, msg, hop, t)
             if not requests:
                 break
             # (4) new requests in (rank, seq) order take an idle link or queue
@@ -228,7 +239,7 @@ class Network:
             for rank, seq, uid, msg, hop in batch:
                 link = links[msg[0][hop]]
                 if link.busy_until <= t and not link.queue:
-                    self._start(link, msg, hop)
+                    start(link, msg, hop, t)
                 else:
                     heapq.heappush(link.queue, (t, rank, seq, uid, msg, hop))
             # a service shorter than the clock's resolution can end "now": go round again

@@ -60,7 +60,7 @@ import math
 import numpy as np
 
 from ..network import link_key_Bps, link_key_latency_s, replica_route
-from .schedule import plan_collective, shared_link_streams
+from .schedule import hd_routes, plan_collective, shared_link_streams
 
 __all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times"]
 
@@ -228,27 +228,36 @@ def _outer(topo, p, S, K, reduce_Bps):
     return A, B
 
 
+@lru_cache(maxsize=1024)
+def _hd_step(topo, p, k):
+    """Per (ring, member) of halving-doubling step *k*: sum of 1/bw, sum of latencies and
+    max of 1/bw over the route to the partner."""
+    e = p.rings[0]
+    R, n = e.members.shape
+    flat = [route for row in hd_routes(topo, p)[k] for route in row]
+    lengths = np.fromiter(map(len, flat), np.int64, count=len(flat))
+    keys = np.fromiter((key for route in flat for key in route), np.int64, count=int(lengths.sum()))
+    idx = np.repeat(np.arange(len(flat)), lengths)
+    inv = 1.0 / link_key_Bps(topo)[keys]
+    inv_sum = np.bincount(idx, weights=inv, minlength=len(flat))
+    lat_sum = np.bincount(idx, weights=link_key_latency_s(topo)[keys], minlength=len(flat))
+    inv_max = np.zeros(len(flat))
+    np.maximum.at(inv_max, idx, inv)
+    return inv_sum.reshape(R, n), lat_sum.reshape(R, n), inv_max.reshape(R, n)
+
+
 def _hd_time(topo, p, S, K, reduce_Bps):
     """Uncontended chain of a halving-doubling pass (a lower bound under contention)."""
-    e = p.rings[0]
-    bw = link_key_Bps(topo)
-    lat = link_key_latency_s(topo)
-    R, n = e.members.shape
+    R, n = p.rings[0].members.shape
     total = np.zeros((R, n))
     smax = np.zeros((R, n))
     for k in range(p.steps):
         dist = p.step_partner_distance(k)
         piece = p.step_fraction(k) * S / K
         rho = piece / reduce_Bps if (reduce_Bps is not None and k < p.rs_steps) else 0.0
-        tau = np.zeros((R, n))
-        sig = np.zeros((R, n))
-        for r in range(R):
-            for i in range(n):
-                a, z = int(e.members[r, i]), int(e.members[r, i ^ dist])
-                route = replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z)
-                keys = np.asarray(route, np.int64)
-                tau[r, i] = float(np.sum(piece / bw[keys] + lat[keys]))
-                sig[r, i] = float(np.max(piece / bw[keys])) if len(keys) else 0.0
+        inv_sum, lat_sum, inv_max = _hd_step(topo, p, k)
+        tau = piece * inv_sum + lat_sum
+        sig = piece * inv_max
         src = np.arange(n) ^ dist  # position i receives from i ^ dist
         total = total[:, src] + tau[:, src] + rho
         smax = np.maximum(smax[:, src], sig[:, src])

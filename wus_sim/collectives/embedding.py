@@ -43,7 +43,7 @@ from ..network import onchip_link_key, replica_route
 
 __all__ = [
     "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
-    "sequence_ring", "onchip_rings", "active_axes",
+    "sequence_ring", "onchip_rings", "active_axes", "routes",
 ]
 
 
@@ -222,6 +222,39 @@ def slice_ring(topology, reverse=False):
     n = len(order)
     paths = [_grid_edge(topology, order[i], order[(i + 1) % n]) for i in range(n)]
     return _from_lists([order], [paths])
+
+
+# ------------------------------------------------------------------ routing
+def routes(topology, src, dst):
+    """Dimension-order routes of many chip pairs at once, exactly :meth:`Topology.route`
+    (axis 0 first, the shortest way round on a wrapped axis, ties going ``+``).
+
+    Returns a list of tuples of link ids, one per pair.
+    """
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    cur = src.copy()
+    cs, cd = topology.coords[src], topology.coords[dst]
+    rows = []
+    for axis, d in enumerate(topology.dims):
+        delta = cd[:, axis] - cs[:, axis]
+        if topology.wrap[axis]:
+            fwd = delta % d
+            back = (d - fwd) % d
+            plus = fwd <= back
+            direction = np.where(plus, 1, -1)
+            count = np.where(plus, fwd, back)
+        else:
+            direction = np.where(delta >= 0, 1, -1)
+            count = np.abs(delta)
+        for j in range(int(count.max(initial=0))):
+            active = count > j
+            rows.append(np.where(active, topology.link_id(cur, axis, direction), -1))
+            cur = np.where(active, topology.neighbor(cur, axis, direction), cur)
+    if not rows:
+        return [()] * len(src)
+    table = np.array(rows).T.tolist()
+    return [tuple(k for k in row if k >= 0) for row in table]
 
 
 # ------------------------------------------------------------ explicit groups

@@ -51,16 +51,18 @@ Schedule (shared with the fast engine; see the team brief):
 """
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from ..errors import ConfigError, UnknownNameError
 from ..network import num_link_keys, replica_route
-from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, sequence_ring, slice_ring
+from .embedding import (RingEmbedding, active_axes, axis_rings, onchip_rings, routes, sequence_ring,
+                        slice_ring)
 
 __all__ = [
     "OPS", "ALGORITHMS", "Group", "resolve_group", "Pass", "Plan", "plan_collective",
-    "Schedule", "compile_messages", "link_loads", "shared_link_streams", "replay_data",
+    "Schedule", "compile_messages", "link_loads", "shared_link_streams", "replay_data", "hd_routes",
 ]
 
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
@@ -330,6 +332,27 @@ def _check_power_of_two(n, what, cores=1):
                           key_path="algorithm", value="halving-doubling", show_value=False)
 
 
+@lru_cache(maxsize=256)
+def hd_routes(topology, p):
+    """Halving-doubling pass *p*: per step, the ``(R, n)`` nested list of link-key tuples
+    from member ``i`` to its partner (cached; routes depend only on the partner distance)."""
+    e = p.rings[0]
+    R, n = e.members.shape
+    by_distance = {}
+    out = []
+    for k in range(p.steps):
+        dist = p.step_partner_distance(k)
+        if dist not in by_distance:
+            partner = e.members[:, np.arange(n) ^ dist]
+            if p.level == "flat":
+                flat = [tuple(replica_route(topology, a, z)) for a, z in zip(e.members.ravel(), partner.ravel())]
+            else:
+                flat = routes(topology, e.members.ravel(), partner.ravel())
+            by_distance[dist] = [flat[r * n:(r + 1) * n] for r in range(R)]
+        out.append(by_distance[dist])
+    return out
+
+
 # =================================================================== messages
 @dataclass(eq=False)
 class Schedule:
@@ -394,7 +417,7 @@ class _Builder:
         self.plan, self.S, self.K, self.reduce_Bps = plan, float(S), int(chunks), reduce_Bps
         self.n = 0
         self.path_id, self.msg_bytes, self.rank, self.rho = [], [], [], []
-        self.paths, self.path_index = [], {}
+        self.paths = []
         self.deps = []
         self.meta = {k: [] for k in ("pass", "dir", "ring", "pos", "step", "piece", "dst")}
 
@@ -413,12 +436,9 @@ class _Builder:
         self.deps.append((child[ok].ravel(), parent[ok].ravel(), np.full(int(ok.sum()), kind, np.int64)))
 
     def path(self, keys):
-        keys = tuple(int(k) for k in keys if k >= 0)
-        pid = self.path_index.get(keys)
-        if pid is None:
-            pid = self.path_index[keys] = len(self.paths)
-            self.paths.append(keys)
-        return pid
+        """Index of a new path entry (tuples of link keys; -1 padding dropped)."""
+        self.paths.append(tuple(int(k) for k in keys if k >= 0) if not isinstance(keys, tuple) else keys)
+        return len(self.paths) - 1
 
 
 def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
@@ -499,12 +519,12 @@ def _compile_pass(b, p, gate, track, pass_tag):
     else:
         dst_pos = np.stack([pos ^ p.step_partner_distance(k) for k in range(N)])
         pid_k = np.empty((N, D, R, n), np.int64)
+        table = hd_routes(topo, p)
         for k in range(N):
             for r in range(R):
+                row = table[k][r]
                 for i in range(n):
-                    a, z = int(members[0, r, i]), int(members[0, r, dst_pos[k, i]])
-                    route = replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z)
-                    pid_k[k, 0, r, i] = b.path(route)
+                    pid_k[k, 0, r, i] = b.path(row[i])
     src_pos = np.empty_like(dst_pos)  # who sends to position i at step k
     for k in range(N):
         src_pos[k, dst_pos[k]] = pos
@@ -568,15 +588,9 @@ def link_loads(plan, nbytes):
                 keys = e.links[e.links >= 0]
                 np.add.at(out, keys, per_edge)
         else:
-            e = p.rings[0]
-            n = p.size
-            for k in range(p.steps):
-                dist = p.step_partner_distance(k)
-                for r in range(e.num_rings):
-                    for i in range(n):
-                        a, z = int(e.members[r, i]), int(e.members[r, i ^ dist])
-                        route = replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z)
-                        np.add.at(out, np.asarray(route, np.int64), p.step_fraction(k) * S)
+            for k, table in enumerate(hd_routes(topo, p)):
+                keys = np.fromiter((key for row in table for route in row for key in route), np.int64)
+                np.add.at(out, keys, p.step_fraction(k) * S)
     return out
 
 
@@ -595,15 +609,8 @@ def shared_link_streams(plan):
         if p.steps == 0:
             continue
         if p.pattern == "hd":
-            e = p.rings[0]
-            for k in range(p.steps // (2 if p.kind == "ar" else 1)):
-                keys = []
-                for r in range(e.num_rings):
-                    for i in range(p.size):
-                        a, z = int(e.members[r, i]), int(e.members[r, i ^ p.step_partner_distance(k)])
-                        route = replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z)
-                        keys += route
-                keys = np.asarray(keys, np.int64)
+            for table in hd_routes(topo, p):
+                keys = np.fromiter((key for row in table for route in row for key in route), np.int64)
                 if len(keys) and np.bincount(keys).max() > 1:
                     return int((np.bincount(keys) > 1).sum())
             continue
