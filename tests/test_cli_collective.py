@@ -1,0 +1,121 @@
+"""``wus-sim collective``: JSON and table output, one-line errors, every shipped slice answers."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from wus_sim.cli import main
+from wus_sim.topology import known_topologies, load_topology
+
+ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
+KEYS = {"time_s", "analytic_time_s", "algbw_GBps", "busbw_GBps", "events", "engine", "wall_s", "nbytes",
+        "group_size", "topology", "op", "algorithm"}
+
+
+def run(capsys, *argv):
+    code = main(["collective", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_json_has_the_documented_keys_and_units(capsys):
+    d = run_json(capsys, "torus:8x8", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB")
+    assert KEYS <= d.keys()
+    assert d["nbytes"] == 64 * 2**20 and d["group_size"] == 64 and d["topology"] == "torus:8x8"
+    assert d["algbw_GBps"] == pytest.approx(d["nbytes"] / d["time_s"] / 1e9)
+    assert d["busbw_GBps"] == pytest.approx(d["algbw_GBps"] * 2 * 63 / 64)
+    assert d["time_s"] == pytest.approx(d["analytic_time_s"], rel=1e-9) and d["exact"]
+    assert d["events"] == 64 * (2 * 7 + 2 * 7)
+
+
+def test_options_change_the_answer(capsys):
+    base = ["torus:8x8", "--op", "all-reduce", "--algorithm", "2d", "--size", "1.5GB"]
+    t0 = run_json(capsys, *base)["time_s"]
+    assert run_json(capsys, *base, "--link-GBps", "50")["time_s"] > t0
+    assert run_json(capsys, *base, "--hop-latency-us", "20")["time_s"] > t0
+    assert run_json(capsys, *base, "--bidirectional")["time_s"] < t0
+    assert run_json(capsys, *base, "--reduce")["time_s"] > t0
+    assert run_json(capsys, *base, "--chunks", "4", "--hop-latency-us", "20")["time_s"] < \
+        run_json(capsys, *base, "--hop-latency-us", "20")["time_s"]
+    assert run_json(capsys, *base, "--engine", "simpy")["engine"] == "simpy"
+    g = run_json(capsys, *base, "--group", "y")
+    assert g["group_size"] == 8 and g["time_s"] < t0
+    lst = run_json(capsys, "torus:4x4", "--op", "all-gather", "--algorithm", "ring", "--size", "1MiB",
+                   "--group", "0,5,10,15")
+    assert lst["group_size"] == 4 and lst["engine"] in ("fast", "simpy")
+
+
+def test_table_output(capsys):
+    code, out, err = run(capsys, "tpu-v3-32", "--op", "reduce-scatter", "--algorithm", "ring", "--size", "67108864")
+    assert code == 0 and not err
+    for label in ("topology", "time", "closed form", "algbw", "busbw", "engine"):
+        assert any(line.startswith(label) for line in out.splitlines())
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["nope", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB"], "tpu-v3-2048"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "12parsecs"], "--size"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "-3"], "--size"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "tree", "--size", "1MiB"], "known: 2d, 2d-split"),
+    (["torus:4x4", "--op", "gather", "--algorithm", "ring", "--size", "1MiB"], "reduce-scatter"),
+    (["torus:3x3", "--op", "all-reduce", "--algorithm", "halving-doubling", "--size", "1MiB"], "power-of-two"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB", "--engine", "gpu"], "engine"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB", "--group", "q"], "group"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB", "--chunks", "0"], "chunks"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB", "--link-GBps", "0"], "link"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "halving-doubling", "--size", "1MiB",
+      "--bidirectional"], "bidirectional"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("wus-sim collective: error:")
+
+
+def test_whole_command_in_a_fresh_interpreter_without_simpy():
+    """The quick path: a 32x32 slice answers from the fast engine without importing SimPy
+    (the < 0.5 s wall target is a benchmark figure, see ``wus-sim bench``)."""
+    code = ("import sys; from wus_sim.cli import main; "
+            "rc = main(['collective', 'tpu-v3-2048', '--op', 'all-reduce', '--algorithm', '2d', "
+            "'--size', '64MiB', '--json']); "
+            "assert rc == 0 and 'simpy' not in sys.modules, sorted(m for m in sys.modules if 'simpy' in m)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    d = json.loads(out.stdout)
+    assert d["engine"] == "fast" and d["group_size"] == 2048
+    bad = subprocess.run([sys.executable, "-m", "wus_sim", "collective", "torus:3x3", "--op", "all-reduce",
+                          "--algorithm", "halving-doubling", "--size", "1MiB"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def _is_big_simpy_case(name, alg):
+    """Halving-doubling over a thousand or more chips runs on SimPy for seconds."""
+    return alg == "halving-doubling" and load_topology(name).num_chips >= 1024
+
+
+CASES = [pytest.param(name, alg, marks=pytest.mark.slow) if _is_big_simpy_case(name, alg) else (name, alg)
+         for name in known_topologies() for alg in ALGORITHMS]
+
+
+@pytest.mark.parametrize("name,alg", CASES)
+def test_every_shipped_topology_and_algorithm_answers(capsys, name, alg):
+    d = run_json(capsys, name, "--op", "all-reduce", "--algorithm", alg, "--size", "1MiB")
+    topo = load_topology(name)
+    assert d["group_size"] == topo.num_replicas and d["time_s"] > 0 and d["events"] > 0
+    assert d["time_s"] >= d["analytic_time_s"] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("name", [n for n in known_topologies() if _is_big_simpy_case(n, "halving-doubling")])
+def test_big_halving_doubling_reduced(capsys, name):
+    """Reduced form of the slow cases above: one axis of the same slice."""
+    d = run_json(capsys, name, "--op", "all-reduce", "--algorithm", "halving-doubling", "--size", "1MiB",
+                 "--group", "x")
+    assert d["engine"] == "simpy" and d["time_s"] >= d["analytic_time_s"] * (1 - 1e-9)
