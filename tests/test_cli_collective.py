@@ -96,13 +96,8 @@ def test_whole_command_in_a_fresh_interpreter_without_simpy():
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-def _is_big_simpy_case(name, alg):
-    """Halving-doubling over a thousand or more chips runs on SimPy for seconds."""
-    return alg == "halving-doubling" and load_topology(name).num_chips >= 1024
-
-
-CASES = [pytest.param(name, alg, marks=pytest.mark.slow) if _is_big_simpy_case(name, alg) else (name, alg)
-         for name in known_topologies() for alg in ALGORITHMS]
+# halving-doubling runs on SimPy: tpu-v4-4096 (368,640 message hops) takes about 1.5 s
+CASES = [(name, alg) for name in known_topologies() for alg in ALGORITHMS]
 
 
 @pytest.mark.parametrize("name,alg", CASES)
@@ -111,11 +106,3 @@ def test_every_shipped_topology_and_algorithm_answers(capsys, name, alg):
     topo = load_topology(name)
     assert d["group_size"] == topo.num_replicas and d["time_s"] > 0 and d["events"] > 0
     assert d["time_s"] >= d["analytic_time_s"] * (1 - 1e-9)
-
-
-@pytest.mark.parametrize("name", [n for n in known_topologies() if _is_big_simpy_case(n, "halving-doubling")])
-def test_big_halving_doubling_reduced(capsys, name):
-    """Reduced form of the slow cases above: one axis of the same slice."""
-    d = run_json(capsys, name, "--op", "all-reduce", "--algorithm", "halving-doubling", "--size", "1MiB",
-                 "--group", "x")
-    assert d["engine"] == "simpy" and d["time_s"] >= d["analytic_time_s"] * (1 - 1e-9)
