@@ -260,9 +260,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
     axes = [a for a in axes if topology.dims[a] > 1]
     pre = post = ()
     if c > 1:
-        ring = onchip_rings(topology)
-        if g.kind == "axis":  # only the chips of the group's lines (all chips: every chip is on a line)
-            pass
+        ring = onchip_rings(topology)  # every chip is on one of an axis group's lines too
         if kind != "ag":
             pre = (Pass("core", "rs", "ring", (ring,), 1.0, stream=("core",)),)
         if kind != "rs":
@@ -446,7 +444,6 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
     topo = plan.topology
     b = _Builder(plan, nbytes, chunks, reduce_Bps)
     c = topo.cores_per_chip
-    num_members = topo.num_replicas if plan.group.kind == "list" else topo.num_chips
     gate_core = None  # per replica: node whose readiness starts the next core pass
     if plan.pre:
         done = _compile_pass(b, plan.pre[0], None, track, 0)
@@ -470,8 +467,6 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
         for f in finals:
             if f is not None:
                 b.dep(ids, f, 1)
-        if chip_gate is not None and not any(f is not None for f in finals):
-            b.dep(ids, chip_gate, 1)
         core_gate = np.repeat(ids, c)
         _compile_pass(b, plan.post[0], core_gate, track, 999_999)
     sched = Schedule(plan, float(nbytes), int(chunks), b.n,
@@ -482,7 +477,6 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
     if track:
         sched.meta = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in b.meta.items()}
         sched.meta["node"] = np.flatnonzero(sched.path_id >= 0)
-    del num_members
     return sched
 
 
@@ -676,7 +670,7 @@ def replay_data(sched, ready_t, deliver_t):
     meta = sched.meta
     nodes = meta["node"]
     passes = {}
-    for idx, p in enumerate(plan.pre):
+    for p in plan.pre:
         passes[0] = p
     for h, half in enumerate(plan.halves):
         for i, p in enumerate(half):
@@ -853,7 +847,6 @@ def _holders(p, member, leaves, layouts, per_half, c, flat):
     """Replica holding each leaf of a message at *member* of pass *p*."""
     if p.level in ("core", "flat"):
         return np.full(len(leaves), member)
-    core = (leaves % per_half) // 1
     # the core index is the second-to-last axis of the leaf layout (pieces last)
     K = per_half // int(np.prod(layouts[0]))
     core = ((leaves % per_half) // K) % layouts[0][-1]
