@@ -24,7 +24,13 @@ take the first of their waiting messages (which were ready strictly earlier);
 (4) this time's new requests, sorted by ``(rank, seq)``, take their link if it
 is idle or join its queue. Batching same-time events also keeps the cost per
 message hop near two list appends, which is what lets the SimPy engine run a
-32x32 2-D all-reduce in about a quarter of a second.
+64 MiB 2-D all-reduce on 32x32 chips (126,976 message hops) in 0.27 s
+(2-core machine, min of 5).
+
+A message that becomes ready at a time whose slot already ran (e.g. sent by
+a SimPy process resumed later at that same time) gets a new slot at that time;
+it is ordered after the earlier slot's requests. The collective engines never
+do that: they only send from inside slots or at time 0.
 
 Why not ``simpy.Resource`` per link: with request/release events per hop the
 same 32x32 case took 0.82 s for the network alone (measured, 2-core machine),
