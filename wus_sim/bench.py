@@ -46,7 +46,7 @@ from typing import Callable
 from .units import MiB, format_bytes, format_time
 
 __all__ = [
-    "Measurement", "Case", "CASES", "register", "collective_case", "cli_case",
+    "Measurement", "Case", "CASES", "register", "collective_case", "cli_case", "step_case", "experiment_case",
     "run_case", "run_bench", "format_table", "machine_info", "Unavailable",
 ]
 
@@ -109,23 +109,8 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
             if not fast_engine.supports(topo, op, algorithm, **{k: v for k, v in kw.items() if k != "reduce_Bps"}):
                 raise Unavailable(fast_engine.why_unsupported(topo, op, algorithm))
             return topo, fast_engine
-        try:
-            from .collectives import simulate_collective
-        except ImportError:
-            simulate_collective = None
-        if simulate_collective is None and engine == "simpy":
-            # before the api lands: the same work it does (plan, message table, SimPy run)
-            try:
-                from .collectives import schedule, simpy_engine
-            except ImportError as exc:
-                raise Unavailable(f"the SimPy engine is not importable: {exc}") from None
+        from .collectives import simulate_collective
 
-            def simulate_collective(topo, op, algorithm, nbytes, *, engine, chunks=1, reduce_Bps=None, **rest):
-                plan = schedule.plan_collective(topo, op, algorithm, **rest)
-                sched = schedule.compile_messages(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps)
-                return simpy_engine.run_schedule(sched)
-        elif simulate_collective is None:
-            raise Unavailable("wus_sim.collectives.simulate_collective is not there yet")
         return topo, simulate_collective
 
     def run(state):
@@ -158,6 +143,53 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
     return Case(name, "cli", setup, run, quick=quick, full=full, problem=problem, measure_memory=False)
 
 
+def step_case(name, workload, topology, optimizer=None, *, quick=False, full=True):
+    """A case simulating one point, both strategies (plan, collectives, SimPy timeline), from
+    cold caches; the simulated time is the sharded step time, events are SimPy events."""
+
+    def setup():
+        from .collectives import clear_caches
+
+        clear_caches()
+        return None
+
+    def run(_):
+        from .step import simulate_strategies
+
+        results, _ = simulate_strategies(workload, topology, optimizer)
+        events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
+        return Measurement(results["sharded"].step_time_s, events)
+
+    return Case(name, "timeline", setup, run, quick=quick, full=full,
+                problem=f"step {workload} {optimizer or 'default'} on {topology}")
+
+
+def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
+    """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
+    included); events are the points simulated, simulated time is not applicable."""
+    import tempfile
+
+    def setup():
+        if not os.path.isfile(path):
+            raise Unavailable(f"{path} not found (run the benchmark from a source checkout)")
+        return tempfile.mkdtemp(prefix="wus-bench-")
+
+    def run(out_dir):
+        argv = [sys.executable, "-m", "wus_sim", "run", path, "--jobs", str(jobs), "--out", out_dir, "--quiet",
+                *extra]
+        out = subprocess.run(argv, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv[2:])} failed: {out.stderr.strip()}")
+        import csv
+
+        with open(os.path.join(out_dir, "results.csv")) as fh:
+            points = len({row["point_hash"] for row in csv.DictReader(fh)})
+        return Measurement(None, points)
+
+    return Case(name, "run", setup, run, quick=quick, full=full, problem=f"experiment {path}",
+                measure_memory=False)
+
+
 # ======================================================================= cases
 _S = 64 * MiB
 for _dims in ("32x32", "64x64", "128x128", "256x256"):
@@ -181,6 +213,13 @@ register(collective_case("quick: 2d all-reduce 1MiB torus:8x8 (SimPy)", "torus:8
                          engine="simpy", quick=True, full=False))
 register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "all-reduce", "ring", MiB,
                          quick=True, full=False))
+# issue 4: what-if sweeps run thousands of points
+_EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments")
+register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
+                   "adam"))
+register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
+                         os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
+register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
 
 
 # ===================================================================== running
@@ -250,7 +289,8 @@ def format_table(records):
         if r["status"] != "ok":
             rows.append([r["case"], r["engine"], r["status"], "-", "-", "-"])
             continue
-        rows.append([r["case"], r["engine"], format_time(r["sim_time_s"]), format_time(r["wall_median_s"]),
+        sim = "-" if r["sim_time_s"] is None else format_time(r["sim_time_s"])
+        rows.append([r["case"], r["engine"], sim, format_time(r["wall_median_s"]),
                      _rate(r["messages_per_s"]),
                      "-" if r["peak_mem_bytes"] is None else format_bytes(r["peak_mem_bytes"])])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]

@@ -11,8 +11,8 @@ recurrence), :mod:`.api` (the entry points below). Importing the package loads
 no SimPy.
 """
 
-from .api import ENGINES, CollectiveResult, analytic_time, collective_time, simulate_collective
+from .api import ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, simulate_collective
 from .schedule import ALGORITHMS, OPS
 
 __all__ = ["OPS", "ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective", "analytic_time",
-           "collective_time"]
+           "collective_time", "clear_caches"]

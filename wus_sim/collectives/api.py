@@ -33,7 +33,7 @@ from .analytic import is_exact, plan_time
 from .schedule import ALGORITHMS, OPS, link_loads, plan_collective
 
 __all__ = ["ENGINES", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
-           "fast_engine_module"]
+           "clear_caches", "fast_engine_module"]
 
 ENGINES = ("auto", "fast", "simpy")
 """Engine names accepted by :func:`simulate_collective`."""
@@ -288,3 +288,10 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     del plan
     return _cached_time(_remember(topology), op, algorithm, _size(nbytes), _group_key(group),
                         bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps))
+
+
+def clear_caches():
+    """Forget memoized plans and times (benchmarks time cold runs with it)."""
+    _plan.cache_clear()
+    _cached_time.cache_clear()
+    _TOPOLOGIES.clear()
