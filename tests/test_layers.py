@@ -78,3 +78,12 @@ def test_package_import_is_light():
     code = "import sys, wus_sim; bad = [m for m in ('simpy', 'pandas', 'matplotlib') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves():
+    import wus_sim
+
+    for name in wus_sim.__all__:
+        assert getattr(wus_sim, name) is not None, name
+    with pytest.raises(AttributeError):
+        wus_sim.no_such_name
