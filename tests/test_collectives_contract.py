@@ -18,7 +18,8 @@ import pytest
 from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, collective_time, simulate_collective
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.api import fast_engine_module
-from wus_sim.collectives.schedule import compile_messages, link_loads, plan_collective, replay_data
+from wus_sim.collectives.schedule import (compile_messages, link_loads, passes_by_tag, plan_collective,
+                                         replay_data)
 from wus_sim.collectives.simpy_engine import run_schedule
 from wus_sim.errors import ConfigError, UnknownNameError
 from wus_sim.network import num_link_keys
@@ -61,14 +62,7 @@ def sent_equals_received(sched):
     meta = sched.meta
     nodes = meta["node"]
     plan = sched.plan
-    tags = {}
-    for p in plan.pre:
-        tags[0] = p
-    for h, half in enumerate(plan.halves):
-        for i, p in enumerate(half):
-            tags[1 + 1000 * h + i] = p
-    for p in plan.post:
-        tags[999_999] = p
+    tags = passes_by_tag(plan)
     sent, got = {}, {}
     for j, m in enumerate(nodes):
         p = tags[int(meta["pass"][j])]

@@ -62,7 +62,8 @@ from .embedding import (RingEmbedding, active_axes, axis_rings, onchip_rings, ro
 
 __all__ = [
     "OPS", "ALGORITHMS", "Group", "resolve_group", "Pass", "Plan", "plan_collective",
-    "Schedule", "compile_messages", "link_loads", "shared_link_streams", "replay_data", "hd_routes",
+    "Schedule", "compile_messages", "passes_by_tag", "link_loads", "shared_link_streams", "replay_data",
+    "hd_routes",
 ]
 
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
@@ -439,6 +440,30 @@ class _Builder:
         return len(self.paths) - 1
 
 
+# Pass tags: ``Schedule.meta["pass"]`` names the pass of the plan each message belongs to.
+# ``plan.pre`` and ``plan.post`` hold at most one pass each (plan_collective builds them as
+# 0- or 1-tuples: the on-chip reduce-scatter and all-gather), so one tag each is enough.
+_PRE_TAG = 0
+_POST_TAG = 999_999
+_HALF_TAG_STRIDE = 1000  # a half has at most 2 * 3 - 1 = 5 passes (3-D all-reduce)
+
+
+def _half_tag(h, i):
+    """Tag of pass *i* of buffer half *h*."""
+    return 1 + _HALF_TAG_STRIDE * h + i
+
+
+def passes_by_tag(plan):
+    """``{tag: Pass}``: the pass of *plan* each ``Schedule.meta["pass"]`` tag stands for."""
+    assert len(plan.pre) <= 1 and len(plan.post) <= 1, "one tag each for the on-chip passes"
+    tags = {_PRE_TAG: p for p in plan.pre}
+    for h, half in enumerate(plan.halves):
+        for i, p in enumerate(half):
+            tags[_half_tag(h, i)] = p
+    tags.update({_POST_TAG: p for p in plan.post})
+    return tags
+
+
 def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
     """The :class:`Schedule` of *plan* for ``S = nbytes``; ``track`` keeps the data-model fields."""
     topo = plan.topology
@@ -446,7 +471,7 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
     c = topo.cores_per_chip
     gate_core = None  # per replica: node whose readiness starts the next core pass
     if plan.pre:
-        done = _compile_pass(b, plan.pre[0], None, track, 0)
+        done = _compile_pass(b, plan.pre[0], None, track, _PRE_TAG)
         gate_core = done
     # chip-level gates: every chip waits for all its cores
     chip_gate = None
@@ -459,7 +484,7 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
     for h, passes in enumerate(plan.halves):
         gate = chip_gate
         for i, p in enumerate(passes):
-            gate = _compile_pass(b, p, gate, track, 1 + 1000 * h + i)
+            gate = _compile_pass(b, p, gate, track, _half_tag(h, i))
         finals.append(gate)
     if plan.post:
         # a core starts the on-chip all-gather when its chip finished every half
@@ -468,7 +493,7 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
             if f is not None:
                 b.dep(ids, f, 1)
         core_gate = np.repeat(ids, c)
-        _compile_pass(b, plan.post[0], core_gate, track, 999_999)
+        _compile_pass(b, plan.post[0], core_gate, track, _POST_TAG)
     sched = Schedule(plan, float(nbytes), int(chunks), b.n,
                      np.concatenate(b.path_id) if b.path_id else np.zeros(0, np.int64), b.paths,
                      np.concatenate(b.msg_bytes) if b.msg_bytes else np.zeros(0),
@@ -669,14 +694,7 @@ def replay_data(sched, ready_t, deliver_t):
             state[r, :, r] = 1
     meta = sched.meta
     nodes = meta["node"]
-    passes = {}
-    for p in plan.pre:
-        passes[0] = p
-    for h, half in enumerate(plan.halves):
-        for i, p in enumerate(half):
-            passes[1 + 1000 * h + i] = p
-    for p in plan.post:
-        passes[999_999] = p
+    passes = passes_by_tag(plan)
     problems = []
     # events: deliveries (0) before sends (1) at equal times
     events = [(ready_t[m], 1, j) for j, m in enumerate(nodes)] + [(deliver_t[m], 0, j) for j, m in enumerate(nodes)]
