@@ -209,39 +209,14 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
     rows = _ok(_with(df, ["step_time_s", "speedup"]))
     parts = [p for p in parts if p in rows.columns]
     keys = _label_keys(rows, by if by is not None else _varying(rows), exclude=())
-    groups = _groups(rows, keys)
-    width, gap = 0.8, 1.0
-    positions, strategies, bottoms, values = [], [], [], {p: [] for p in parts}
-    centers, group_labels, speedups = [], [], []
-    x = 0.0
-    for gvalues, group in groups:
-        start = x
-        for strategy in ("replicated", "sharded"):
-            srow = group[group["strategy"] == strategy]
-            if srow.empty:
-                continue
-            srow = srow.iloc[0]
-            positions.append(x)
-            strategies.append(strategy)
-            for p in parts:
-                values[p].append(float(srow[p]) * 1e3 if srow[p] == srow[p] else 0.0)
-            if strategy == "sharded" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
-                speedups.append((x, float(srow["step_time_s"]) * 1e3, float(srow["speedup"])))
-            x += 1.0
-        if x > start:
-            centers.append((start + x - 1.0) / 2)
-            group_labels.append(_label(keys, gvalues).replace(", ", "\n"))
-            x += gap
-    containers = _stack(ax, positions, width, parts, values)
+    bars = _strategy_bars(rows, keys, parts, scale=1e3)
+    containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
     if annotate:
-        for xpos, top, s in speedups:
-            ax.annotate(f"x{s:.2f}", (xpos, top), xytext=(0, 2), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(positions, [_STRATEGY_SHORT[s] for s in strategies], minor=True)
-    _group_ticks(ax, centers, group_labels)
-    ax.tick_params(axis="x", which="major", length=0, pad=16)
-    ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
-    ax.grid(axis="x", visible=False)
+        for xpos, srow in zip(bars.positions, bars.rows):
+            if srow["strategy"] == "sharded" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
+                ax.annotate(f"x{float(srow['speedup']):.2f}", (xpos, float(srow["step_time_s"]) * 1e3),
+                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    _strategy_ticks(ax, bars)
     ax.set_ylim(0, max(_bar_tops(containers), default=1.0) * 1.12)
     ax.set_ylabel("step time [ms]")
     ax.set_title(title or "Step-time breakdown: replicated (rep) vs sharded (shd) update")
@@ -259,32 +234,12 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     rows = _with(df, ["mem_peak_bytes"]).dropna(subset=["mem_peak_bytes"])
     parts = [p for p in parts if p in rows.columns and rows[p].fillna(0).abs().sum() > 0]
     keys = _label_keys(rows, by if by is not None else ["optimizer"], exclude=())
-    width, gap = 0.8, 1.0
-    x, positions, strategies, centers, group_labels = 0.0, [], [], [], []
-    values = {p: [] for p in parts}
-    peaks, infeasible = [], []
-    for gvalues, group in _groups(rows, keys):
-        start = x
-        for strategy in ("replicated", "sharded"):
-            srow = group[group["strategy"] == strategy]
-            if srow.empty:
-                continue
-            srow = srow.iloc[0]
-            positions.append(x)
-            strategies.append(strategy)
-            for p in parts:
-                values[p].append(float(srow[p]) / 2**30 if srow[p] == srow[p] else 0.0)
-            peaks.append(float(srow["mem_peak_bytes"]) / 2**30)
-            infeasible.append(srow.get("status", "ok") != "ok")
-            x += 1.0
-        if x > start:
-            centers.append((start + x - 1.0) / 2)
-            group_labels.append(_label(keys, gvalues).replace(", ", "\n"))
-            x += gap
-    containers = _stack(ax, positions, width, parts, values)
-    ax.scatter(positions, peaks, marker="_", s=200, color="black", zorder=3, label="peak")
-    for xpos, peak, bad in zip(positions, peaks, infeasible):
-        if bad:
+    bars = _strategy_bars(rows, keys, parts, scale=2.0**-30)
+    peaks = [float(srow["mem_peak_bytes"]) / 2**30 for srow in bars.rows]
+    containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
+    ax.scatter(bars.positions, peaks, marker="_", s=200, color="black", zorder=3, label="peak")
+    for xpos, peak, srow in zip(bars.positions, peaks, bars.rows):
+        if srow.get("status", "ok") != "ok":
             ax.annotate("does not fit", (xpos, peak), xytext=(0, 3), textcoords="offset points",
                         ha="center", fontsize=7, color="#C44E52")
     hbm = None
@@ -296,11 +251,7 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
             # Far above the bars: say it rather than squash them.
             ax.plot([], [], " ", label=f"HBM per replica: {hbm:.3g} GiB (off scale)")
             hbm = None
-    ax.set_xticks(positions, [_STRATEGY_SHORT[s] for s in strategies], minor=True)
-    _group_ticks(ax, centers, group_labels)
-    ax.tick_params(axis="x", which="major", length=0, pad=16)
-    ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
-    ax.grid(axis="x", visible=False)
+    _strategy_ticks(ax, bars)
     tops = _bar_tops(containers) + peaks + ([hbm] if hbm else [])
     ax.set_ylim(0, max(tops, default=1.0) * 1.1)
     ax.set_ylabel("memory per replica [GiB]")
@@ -397,6 +348,58 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated"
     ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
     _legend_outside(ax)
     return lines
+
+
+_BAR_WIDTH = 0.8
+_GROUP_GAP = 1.0  # empty bar slots between groups
+
+
+@dataclass
+class _StrategyBars:
+    """Replicated and sharded bars side by side, one pair per group: where they stand, what they show."""
+
+    positions: list
+    strategies: list
+    rows: list
+    """The results row each bar draws."""
+    values: dict
+    """Per part: the scaled value of each bar (0 where missing)."""
+    centers: list
+    """Middle of each group's bars, for its label."""
+    group_labels: list
+
+
+def _strategy_bars(rows, keys, parts, scale):
+    """Lay out the first replicated and sharded row of each group (by *keys*), values of *parts* x *scale*."""
+    bars = _StrategyBars([], [], [], {p: [] for p in parts}, [], [])
+    x = 0.0
+    for gvalues, group in _groups(rows, keys):
+        start = x
+        for strategy in ("replicated", "sharded"):
+            srow = group[group["strategy"] == strategy]
+            if srow.empty:
+                continue
+            srow = srow.iloc[0]
+            bars.positions.append(x)
+            bars.strategies.append(strategy)
+            bars.rows.append(srow)
+            for p in parts:
+                bars.values[p].append(float(srow[p]) * scale if srow[p] == srow[p] else 0.0)
+            x += 1.0
+        if x > start:
+            bars.centers.append((start + x - 1.0) / 2)
+            bars.group_labels.append(_label(keys, gvalues).replace(", ", "\n"))
+            x += _GROUP_GAP
+    return bars
+
+
+def _strategy_ticks(ax, bars):
+    """"rep"/"shd" under each bar, the group's name under each pair."""
+    ax.set_xticks(bars.positions, [_STRATEGY_SHORT[s] for s in bars.strategies], minor=True)
+    _group_ticks(ax, bars.centers, bars.group_labels)
+    ax.tick_params(axis="x", which="major", length=0, pad=16)
+    ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
+    ax.grid(axis="x", visible=False)
 
 
 def _group_ticks(ax, centers, labels):
