@@ -251,6 +251,21 @@ class Topology:
             bw[int(link)] = float(value)
         return np.where(self.link_exists, bw, np.nan)
 
+    def bisection_Bps(self, axis=None):
+        """Bandwidth, one direction, across the cut that halves the slice along *axis*
+        (default: the largest axis), bytes/s. Datasheets quote this figure (Cloud TPU v3:
+        6.4 TB/s for a v3 pod), so it checks the link figures against the published ones."""
+        axis = int(np.argmax(self.dims)) if axis is None else axis
+        d = self.dims[axis]
+        if d < 2:
+            return 0.0
+        # links from the lower half (coordinate < d/2) to the upper half, + and - ways
+        x = self.coords[self.link_src, axis]
+        dst = np.where(self.link_exists, self.link_dst, 0)
+        y = self.coords[dst, axis]
+        crossing = self.link_exists & (self.link_axis == axis) & (x < d // 2) & (y >= d // 2)
+        return float(np.nansum(self.link_Bps[crossing]))
+
     def links(self):
         """List of existing directed links as ``(link_id, src_chip, dst_chip, axis, direction)``."""
         ids = np.flatnonzero(self.link_exists)
