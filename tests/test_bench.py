@@ -97,3 +97,16 @@ def test_bad_repeat_and_unknown_case_are_user_errors(capsys):
     assert main(["bench", "--quick", "--case", "no such case"]) == 2
     err = capsys.readouterr().err
     assert "--repeat" in err and "no such case" in err
+
+
+def test_experiment_case_leaves_no_output_directory(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    quickstart = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments",
+                              "quickstart.yaml")
+    case = bench.experiment_case("quickstart reduced", quickstart, jobs=1, extra=("--reduced", "--no-plots"))
+    rec = bench.run_case(case, repeat=1)
+    assert rec["status"] == "ok" and rec["events"] >= 1, rec
+    assert not list(tmp_path.iterdir())

@@ -167,23 +167,24 @@ def step_case(name, workload, topology, optimizer=None, *, quick=False, full=Tru
 def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
     """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
     included); events are the points simulated, simulated time is not applicable."""
-    import tempfile
-
     def setup():
         if not os.path.isfile(path):
             raise Unavailable(f"{path} not found (run the benchmark from a source checkout)")
-        return tempfile.mkdtemp(prefix="wus-bench-")
+        return None
 
-    def run(out_dir):
-        argv = [sys.executable, "-m", "wus_sim", "run", path, "--jobs", str(jobs), "--out", out_dir, "--quiet",
-                *extra]
-        out = subprocess.run(argv, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv[2:])} failed: {out.stderr.strip()}")
+    def run(_):
         import csv
+        import tempfile
 
-        with open(os.path.join(out_dir, "results.csv")) as fh:
-            points = len({row["point_hash"] for row in csv.DictReader(fh)})
+        # a fresh output directory per run (no journal to resume from), removed afterwards
+        with tempfile.TemporaryDirectory(prefix="wus-bench-") as out_dir:
+            argv = [sys.executable, "-m", "wus_sim", "run", path, "--jobs", str(jobs), "--out", out_dir, "--quiet",
+                    *extra]
+            out = subprocess.run(argv, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv[2:])} failed: {out.stderr.strip()}")
+            with open(os.path.join(out_dir, "results.csv")) as fh:
+                points = len({row["point_hash"] for row in csv.DictReader(fh)})
         return Measurement(None, points)
 
     return Case(name, "run", setup, run, quick=quick, full=full, problem=f"experiment {path}",
