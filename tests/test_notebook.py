@@ -45,7 +45,8 @@ def test_notebook_is_stored_without_outputs():
 
 
 def test_notebook_runs_the_quickstart_and_draws_every_plot(tmp_path):
-    nb = execute({"WUS_SIM_RESULTS": "", "PYTHONPATH": os.pathsep.join(sys.path)})
+    # the kernel's temporary files go under tmp_path, so the test can see that the run's are removed
+    nb = execute({"WUS_SIM_RESULTS": "", "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)})
     errors = [o for o in outputs(nb) if o.output_type == "error"]
     assert not errors, errors[0]["evalue"] if errors else None
     images = [o for o in outputs(nb) if "image/png" in o.get("data", {})]
@@ -53,6 +54,7 @@ def test_notebook_runs_the_quickstart_and_draws_every_plot(tmp_path):
     assert len(images) >= 5
     text = "".join(o.get("text", "") for o in outputs(nb))
     assert "ran quickstart:" in text
+    assert not list(tmp_path.glob("wus-sim-quickstart-*"))
 
 
 def test_notebook_loads_a_given_results_file(tmp_path):
