@@ -7,7 +7,6 @@ default) so these tests check the command, not the simulator.
 import pytest
 import yaml
 
-import wus_sim.cli
 from wus_sim.cli import main
 from wus_sim.experiments import runner
 from wus_sim.experiments.results import read_results
@@ -30,8 +29,6 @@ DOC = {
 @pytest.fixture(autouse=True)
 def fake_simulator(monkeypatch):
     monkeypatch.setattr(runner, "_default_point_fn", lambda: fake_point)
-    # Only this subcommand: these tests are about `run`, not about its siblings importing.
-    monkeypatch.setattr(wus_sim.cli, "SUBCOMMANDS", ("run",))
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-import wus_sim.cli
 from wus_sim.cli import main
 from wus_sim.experiments.results import columns, read_results
 from wus_sim.experiments.spec import load_experiment
@@ -51,11 +50,6 @@ def check_run(exp, df, out, reduced):
     for plot in exp.plots:
         for ext in ("png", "svg"):
             assert (out / f"{plot.name}.{ext}").stat().st_size > 0
-
-
-@pytest.fixture(autouse=True)
-def only_run(monkeypatch):
-    monkeypatch.setattr(wus_sim.cli, "SUBCOMMANDS", ("run",))
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=ids)
