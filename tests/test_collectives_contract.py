@@ -15,9 +15,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, collective_time, simulate_collective
+from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, collective_time, fast_engine, simulate_collective
 from wus_sim.collectives.analytic import is_exact, plan_time
-from wus_sim.collectives.api import fast_engine_module
 from wus_sim.collectives.schedule import (compile_messages, link_loads, passes_by_tag, plan_collective,
                                          replay_data)
 from wus_sim.collectives.simpy_engine import run_schedule
@@ -80,7 +79,6 @@ def sent_equals_received(sched):
 @pytest.mark.parametrize("op", OPS)
 def test_contract(op, alg, topo_name):
     base = TOPOLOGIES[topo_name]
-    fast = fast_engine_module()
     checked = 0
     for chunks, red, group, bidir in VARIANTS:
         if group == "y" and base.ndim < 2:
@@ -112,8 +110,8 @@ def test_contract(op, alg, topo_name):
         if is_exact(plan, chunks=chunks, reduce_Bps=red):
             assert out.time_s == pytest.approx(a, rel=REL)
         # engines agree where both run
-        if fast is not None and fast.supports(base, op, alg, group=group, bidirectional=bidir, chunks=chunks):
-            f = fast.run(base, op, alg, S, group=group, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
+        if fast_engine.supports(base, op, alg, group=group, bidirectional=bidir, chunks=chunks):
+            f = fast_engine.run(base, op, alg, S, group=group, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
             assert f.time_s == pytest.approx(out.time_s, rel=REL)
             assert f.events == out.events
     assert checked
@@ -181,9 +179,6 @@ def test_engine_dispatch():
     assert simulate_collective(topo, "all-reduce", "2d", MiB, engine="simpy").engine == "simpy"
     with pytest.raises(UnknownNameError, match="engine"):
         simulate_collective(topo, "all-reduce", "2d", MiB, engine="warp")
-    fast = fast_engine_module()
-    if fast is None:
-        pytest.skip("fast engine not installed")
     assert simulate_collective(topo, "all-reduce", "2d", MiB).engine == "fast"
     with pytest.raises(ConfigError, match="engine"):
         simulate_collective(topo, "all-reduce", "halving-doubling", MiB, engine="fast")

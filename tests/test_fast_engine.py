@@ -7,7 +7,7 @@ Three independent references:
 * ``_des``: a small discrete-event simulation written for this test (heap of events,
   an explicit FIFO queue per link keyed by (ready time, sender, sequence)), which does
   not rely on the engine's argument that FIFO order equals step order;
-* the SimPy engine of :mod:`wus_sim.collectives.simpy_engine`, once it is importable.
+* the SimPy engine of :mod:`wus_sim.collectives.simpy_engine`.
 """
 
 import heapq
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import embedding, fast_engine as fe
+from wus_sim.collectives import analytic, embedding, fast_engine as fe, simulate_collective
 from wus_sim.network import link_key_Bps, link_key_latency_s
 from wus_sim.errors import ConfigError
 from wus_sim.topology import Topology, load_chips, load_topology
@@ -377,15 +377,14 @@ def test_mesh_line_folded_ring_closed_form(d, S, op, lat):
     assert rel_err(got, expect) < REL
 
 
-def test_analytic_time_agrees_when_available():
-    analytic = pytest.importorskip("wus_sim.collectives.analytic").analytic_time
+def test_analytic_time_agrees():
     cases = [("torus:8x8", "2d"), ("torus:16", "ring"), ("torus:4x4x4", "2d"), ("tpu-v3-32", "2d"),
              ("torus:8x8", "bidir-ring"), ("torus:8x8", "2d-split")]
     for spec, alg in cases:
         topo = load_topology(spec)
         for op in OPS:
             if fe.supports(topo, op, alg):
-                a = analytic(topo, op, alg, 64 * MiB)
+                a = analytic.analytic_time(topo, op, alg, 64 * MiB)
                 assert rel_err(fe.run(topo, op, alg, 64 * MiB).time_s, a) < REL, (spec, alg, op)
 
 
@@ -407,7 +406,6 @@ def slices(draw):
 def test_equals_shared_closed_form_on_meshes_and_tori(topo, S, op, alg, bidir, chunks, reduce_GBps):
     """Against :func:`wus_sim.collectives.analytic.analytic_time` wherever it says it is exact
     (folded mesh rings, mixed wraparound, per-axis bandwidths, chunks, reduction, 2 cores)."""
-    analytic = pytest.importorskip("wus_sim.collectives.analytic")
     if alg != "2d":
         bidir = False
     assume(fe.supports(topo, op, alg, bidirectional=bidir, chunks=chunks))
@@ -489,19 +487,9 @@ def test_slow_link_skews_only_its_own_line():
 
 # ================================================================ SimPy engine
 def _simpy(topo, op, alg, S, *, group=None, bidirectional=False, chunks=1, reduce_Bps=None):
-    """(time_s, events) from the SimPy engine: through the api once it exists, else the
-    schedule and engine modules directly. Skips while the SimPy engine is not importable."""
-    sim = pytest.importorskip("wus_sim.collectives.simpy_engine")
-    kw = dict(group=group, bidirectional=bidirectional, chunks=chunks, reduce_Bps=reduce_Bps)
-    try:
-        from wus_sim.collectives import simulate_collective
-    except ImportError:
-        from wus_sim.collectives import schedule
-
-        plan = schedule.plan_collective(topo, op, alg, group=group, bidirectional=bidirectional)
-        out = sim.run_schedule(schedule.compile_messages(plan, S, chunks=chunks, reduce_Bps=reduce_Bps))
-        return out.time_s, out.events
-    out = simulate_collective(topo, op, alg, S, engine="simpy", **kw)
+    """(time_s, events) from the SimPy engine, through the api."""
+    out = simulate_collective(topo, op, alg, S, engine="simpy", group=group, bidirectional=bidirectional,
+                              chunks=chunks, reduce_Bps=reduce_Bps)
     return out.time_s, out.events
 
 

@@ -8,8 +8,8 @@ Engines (``engine=``):
   the SimPy network; the reference, and the only one for contended or dynamic
   schedules (halving-doubling, explicit replica lists, bidirectional rings on
   mesh axes, 2d-split off a square uniform torus).
-* ``"auto"`` (default): the fast engine when it exists and
-  ``fast_engine.supports(...)`` says yes, else SimPy.
+* ``"auto"`` (default): the fast engine when ``fast_engine.supports(...)``
+  says yes, else SimPy.
 
 Both engines implement the same timing model and schedule (see
 :mod:`wus_sim.network` and :mod:`wus_sim.collectives.schedule`) and agree to
@@ -20,7 +20,6 @@ rounding where both run. Bandwidths reported follow NCCL's convention:
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-import importlib
 import math
 import time
 
@@ -29,11 +28,12 @@ import numpy as np
 from ..errors import ConfigError, UnknownNameError
 from ..topology import Topology, load_topology
 from ..units import GB, parse_size
+from . import fast_engine
 from .analytic import is_exact, plan_time
-from .schedule import ALGORITHMS, OPS, link_loads, plan_collective
+from .schedule import ALGORITHMS, OPS, plan_collective
 
 __all__ = ["ENGINES", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
-           "clear_caches", "fast_engine_module"]
+           "clear_caches"]
 
 ENGINES = ("auto", "fast", "simpy")
 """Engine names accepted by :func:`simulate_collective`."""
@@ -92,16 +92,6 @@ class CollectiveResult:
             and len(self.link_bytes) else 0.0,
             "total_link_bytes": num(float(np.sum(self.link_bytes))) if self.link_bytes is not None else 0.0,
         }
-
-
-def fast_engine_module():
-    """The fast engine module, or ``None`` if it is not installed."""
-    try:
-        return importlib.import_module("wus_sim.collectives.fast_engine")
-    except ModuleNotFoundError as exc:
-        if exc.name == "wus_sim.collectives.fast_engine":
-            return None
-        raise
 
 
 # ================================================================ arguments
@@ -220,30 +210,18 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     plan = _plan_for(topology, op, algorithm, group, bidirectional)
     group_arg = _group_key(group)
     group_arg = list(group_arg) if isinstance(group_arg, tuple) else group_arg
-    fast = None
+    use_fast = False
     if engine in ("auto", "fast"):
-        fast = fast_engine_module()
-        if fast is None and engine == "fast":
-            raise ConfigError("is not installed (wus_sim/collectives/fast_engine.py missing)",
+        why = fast_engine.why_unsupported(topology, op, algorithm, group=group_arg, bidirectional=bidirectional,
+                                          chunks=K)
+        if why is not None and engine == "fast":
+            raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
                               key_path="engine", value="fast")
-        if fast is not None:
-            why = fast.why_unsupported(topology, op, algorithm, group=group_arg, bidirectional=bidirectional,
-                                       chunks=K)
-            if why is not None:
-                if engine == "fast":
-                    raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
-                                      key_path="engine", value="fast")
-                fast = None
-    if fast is not None:
-        out = fast.run(topology, op, algorithm, S, group=group_arg, bidirectional=bidirectional, chunks=K,
-                       reduce_Bps=red)
-        link_bytes = getattr(out, "link_bytes", None)
-        if link_bytes is None:
-            link_bytes = link_loads(plan, S)[: topology.num_link_slots]
-        link_busy = getattr(out, "link_busy_s", None)
-        if link_busy is None:
-            bw = np.where(topology.link_exists, topology.link_Bps, np.inf)
-            link_busy = link_bytes / bw
+        use_fast = why is None
+    if use_fast:
+        out = fast_engine.run(topology, op, algorithm, S, group=group_arg, bidirectional=bidirectional, chunks=K,
+                              reduce_Bps=red)
+        link_bytes, link_busy = out.link_bytes, out.link_busy_s
         time_s, events, used = float(out.time_s), int(out.events), "fast"
     else:
         from .schedule import compile_messages
