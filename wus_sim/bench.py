@@ -10,9 +10,9 @@ in :func:`run_bench` does not change::
 Each case runs ``repeat`` times (fresh ``setup()`` each time, so per-topology caches
 are part of the timed work); the record holds the median and minimum wall time,
 the messages per second (``events / median wall``) and, from one extra untimed
-run under :mod:`tracemalloc`, the peak Python/numpy memory. A case whose engine is
-not available (e.g. the SimPy engine before it lands) is a record with
-``status = "unavailable"`` and a ``reason``, not a crash.
+run under :mod:`tracemalloc`, the peak Python/numpy memory. A case that cannot run
+here (the fast engine does not support it, its experiment file is not found) is a
+record with ``status = "unavailable"`` and a ``reason``, not a crash.
 
 Record fields (one flat dict per case):
 
@@ -32,7 +32,6 @@ Record fields (one flat dict per case):
 """
 
 from dataclasses import dataclass
-import importlib.util
 import json
 import os
 import platform
@@ -52,7 +51,7 @@ __all__ = [
 
 
 class Unavailable(Exception):
-    """Raised by a case's setup when what it needs does not exist (yet)."""
+    """Raised by a case's setup when the case cannot run here (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -128,11 +127,6 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
     """A case timing a whole ``wus-sim ...`` command in a fresh interpreter (imports
     included); *argv* must include ``--json`` so the simulated time can be read back."""
 
-    def setup():
-        if importlib.util.find_spec(f"wus_sim.cli.{argv[0]}") is None:
-            raise Unavailable(f"`wus-sim {argv[0]}` is not available yet")
-        return None
-
     def run(_):
         out = subprocess.run([sys.executable, "-m", "wus_sim", *argv], capture_output=True, text=True)
         if out.returncode != 0:
@@ -140,7 +134,7 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
         doc = json.loads(out.stdout)
         return Measurement(float(doc["time_s"]), int(doc.get("events", 0)))
 
-    return Case(name, "cli", setup, run, quick=quick, full=full, problem=problem, measure_memory=False)
+    return Case(name, "cli", lambda: None, run, quick=quick, full=full, problem=problem, measure_memory=False)
 
 
 def step_case(name, workload, topology, optimizer=None, *, quick=False, full=True):

@@ -14,7 +14,7 @@ import sys
 
 __all__ = ["main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "bench", "topology")
+SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "bench")
 """Subcommand module names, in the order ``--help`` lists them."""
 
 
@@ -26,12 +26,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"wus_sim.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"wus_sim.cli.{name}":
-                continue  # subcommand not built yet
-            raise
+        module = importlib.import_module(f"wus_sim.cli.{name}")
         sub_parser = module.add_parser(sub)
         sub_parser.set_defaults(_module=module)
     return parser
