@@ -24,6 +24,7 @@ that overlaps the next step's forward makes one step in isolation misleading.
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 
 __all__ = ["Bucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
 
@@ -134,19 +135,16 @@ def run_timeline(program, steps=3):
     # weights are needed in forward order
     gather_order = sorted(range(len(buckets)), key=lambda b: (min(buckets[b].layers), b))
 
-    def on_core(kind, name, t_s, step, args=None):
-        with core.request() as req:
+    def occupy(resource, where, kind, name, t_s, step, args=None):
+        """Hold *resource* (``where``: ``'core'`` or ``'net'``) for *t_s* and record the interval."""
+        with resource.request() as req:
             yield req
             t0 = env.now
             yield env.timeout(t_s)
-            intervals.append(Interval("core", kind, name, t0, env.now, step, args or {}))
+            intervals.append(Interval(where, kind, name, t0, env.now, step, args or {}))
 
-    def on_net(kind, name, t_s, step, args=None):
-        with net.request() as req:
-            yield req
-            t0 = env.now
-            yield env.timeout(t_s)
-            intervals.append(Interval("net", kind, name, t0, env.now, step, args or {}))
+    on_core = partial(occupy, core, "core")
+    on_net = partial(occupy, net, "net")
 
     def train(env):
         # Before the first step every replica holds full weights.
