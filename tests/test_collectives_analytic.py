@@ -12,18 +12,12 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from wus_sim.collectives import simulate_collective
 from wus_sim.collectives.analytic import _max_window, is_exact, plan_time, ring_time
 from wus_sim.collectives.schedule import plan_collective, shared_link_streams
-from wus_sim.topology import Topology, load_chips
 from wus_sim.units import GiB, KiB, MiB
+
+from make_topology import make
 
 REL = 1e-9  # the issue asks for 1e-6; the engines agree to rounding
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
-
-
-def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
-    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
-    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
-    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap, axis_link_Bps=tuple(bw),
-                    hop_latency_s=hop_latency_us * 1e-6, cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
 
 
 def messages(plan, chunks):

@@ -22,17 +22,11 @@ from wus_sim.collectives.schedule import (compile_messages, link_loads, passes_b
 from wus_sim.collectives.simpy_engine import run_schedule
 from wus_sim.errors import ConfigError, UnknownNameError
 from wus_sim.network import num_link_keys
-from wus_sim.topology import Topology, load_chips
 from wus_sim.units import MiB
 
+from make_topology import make
+
 REL = 1e-9
-
-
-def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
-    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
-    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
-    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap, axis_link_Bps=tuple(bw),
-                    hop_latency_s=hop_latency_us * 1e-6, cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
 
 
 # power-of-two slices (every algorithm runs on them), small enough to replay the data

@@ -22,20 +22,14 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from wus_sim.collectives import analytic, embedding, fast_engine as fe, simulate_collective
 from wus_sim.network import link_key_Bps, link_key_latency_s
 from wus_sim.errors import ConfigError
-from wus_sim.topology import Topology, load_chips, load_topology
+from wus_sim.topology import load_topology
 from wus_sim.units import GiB, KiB, MiB
+
+from make_topology import make
 
 REL = 1e-9
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
 KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
-
-
-def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
-    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
-    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
-    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap,
-                    axis_link_Bps=tuple(bw), hop_latency_s=hop_latency_us * 1e-6,
-                    cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
 
 
 def rel_err(a, b):

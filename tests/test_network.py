@@ -13,14 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from wus_sim.network import (Network, link_key_Bps, link_key_latency_s, num_link_keys, onchip_link_key,
                              replica_route, transfer)
-from wus_sim.topology import Topology, load_chips
 
-
-def make(dims, wrap=True, *, link_GBps=100.0, hop_latency_us=1.0, cores=1, onchip_GBps=200.0):
-    wrap = (wrap,) * len(dims) if isinstance(wrap, bool) else tuple(wrap)
-    bw = np.broadcast_to(np.asarray(link_GBps, float) * 1e9, (len(dims),))
-    return Topology("t", load_chips()["generic"], dims=tuple(dims), wrap=wrap, axis_link_Bps=tuple(bw),
-                    hop_latency_s=hop_latency_us * 1e-6, cores_per_chip=cores, onchip_Bps=onchip_GBps * 1e9)
+from make_topology import make
 
 
 def simulate(topo, messages):
