@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import math
 from pathlib import Path
 
-from .config import Section, key_join
-from .errors import ConfigError
+from .config import key_join
 from .experiments.results import column_label, columns
 
 __all__ = [

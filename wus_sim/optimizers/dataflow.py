@@ -20,8 +20,7 @@ Rules (documented in :mod:`wus_sim.optimizers.language`):
 
 from dataclasses import dataclass, field
 
-from .language import (COLS, ELEMENTWISE, FULL, INPUTS, REDUCTIONS, ROWS, SCALAR, Const, Op,
-                       Var, kind_name, names_read)
+from .language import FULL, INPUTS, REDUCTIONS, SCALAR, Const, Op, Var, kind_name, names_read
 
 __all__ = ["Flow", "FlowError", "flow", "NodeInfo"]
 
