@@ -404,7 +404,10 @@ def _strategy_ticks(ax, bars):
 def _group_ticks(ax, centers, labels):
     """Group names under each pair of bars; smaller when there are many, so neighbours do not touch."""
     longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
-    crowded = longest * len(labels) > 60
+    # characters of a 9 pt label (about 0.6 em wide) that fit under one group of bars
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    fit = width_in * 72 / (9 * 0.6) / max(len(labels), 1)
+    crowded = longest > 0.8 * fit
     if crowded:  # break long names after a hyphen: "transformer-\nbig"
         labels = ["\n".join(line.replace("-", "-\n", 1) if len(line) > 12 else line for line in label.split("\n"))
                   for label in labels]
