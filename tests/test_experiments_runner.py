@@ -135,6 +135,30 @@ def test_resume_skips_journaled_points_and_survives_a_torn_line(tmp_path, monkey
     assert sorted(e["hash"] for e in entries) == sorted({point_hash(p) for p in exp.points()})
 
 
+def test_resume_redoes_points_journaled_by_another_model_version(tmp_path, monkeypatch):
+    from wus_sim.experiments import runner
+
+    exp = experiment()
+    run_experiment(exp, tmp_path, point_fn=fake_point)
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("WUS_FAKE_LOG", str(log))
+    same = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
+    assert same.num_stale == 0 and not log.exists()
+    monkeypatch.setattr(runner, "model_fingerprint", lambda point_fn=None: "fn:changed")
+    again = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
+    assert again.num_stale == exp.num_points and again.num_resumed == 0
+    assert len(log.read_text().split()) == exp.num_points
+
+
+def test_shipped_model_fingerprint_follows_the_sources():
+    from wus_sim.experiments.runner import model_fingerprint
+    from wus_sim.step import simulate_point
+
+    fp = model_fingerprint(simulate_point)
+    assert fp.startswith("sim:") and fp == model_fingerprint()
+    assert model_fingerprint(fake_point).startswith("fn:")
+
+
 def test_run_without_resume_starts_over(tmp_path, monkeypatch):
     exp = experiment()
     run_experiment(exp, tmp_path, point_fn=fake_point)

@@ -65,6 +65,8 @@ def run(args):
         print()
         print(f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
               f"in {result.wall_s:.1f} s -> {out_dir}/")
+        if result.num_stale:
+            print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
         names = ["results.csv", "results.parquet", "columns.md", "config.resolved.yaml"]
         names += sorted({p.name for p in written})
         print("  " + ", ".join(names))

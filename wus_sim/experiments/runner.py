@@ -12,7 +12,11 @@ one is taken, so a run killed at any moment has every point it finished on
 disk (a line cut short by the kill is ignored and truncated on resume). With
 ``resume=True`` the points whose hash is in the journal are not run again;
 the results are always assembled from the journal, one entry per hash, so each
-point appears exactly once.
+point appears exactly once. Each entry also records the *model fingerprint*
+(a hash of the simulator's source, its data files and the shipped topologies,
+or the point function's name for a custom one): entries made by another
+version of the model are stale and their points run again, so a resume after
+a code or data change never mixes old and new results.
 
 Infeasible points. A point function may return rows with ``status='infeasible'``
 (e.g. out of HBM); if it raises :class:`~wus_sim.errors.InfeasibleError` for the
@@ -23,6 +27,7 @@ exits non-zero). Programming errors propagate.
 """
 
 from dataclasses import dataclass
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -32,7 +37,7 @@ import time
 from ..errors import ConfigError, InfeasibleError, WusError
 from .spec import point_hash, strategies_of
 
-__all__ = ["RunResult", "run_experiment", "evaluate_point", "read_journal", "JOURNAL_NAME"]
+__all__ = ["RunResult", "run_experiment", "evaluate_point", "read_journal", "model_fingerprint", "JOURNAL_NAME"]
 
 JOURNAL_NAME = "points.jsonl"
 
@@ -51,6 +56,8 @@ class RunResult:
     """Points simulated by this call (the rest came from the journal)."""
     num_resumed: int
     wall_s: float
+    num_stale: int = 0
+    """Journal entries not reused because another version of the model made them."""
 
     @property
     def num_errors(self):
@@ -122,6 +129,26 @@ def _fill_speedup(rows):
 
 
 # ----------------------------------------------------------------- journal
+def model_fingerprint(point_fn=None):
+    """Stable id of the model behind *point_fn*: for the shipped simulator, a hash of
+    every ``wus_sim`` source and data file and the shipped topology files; for another
+    function, its qualified name."""
+    if point_fn is not None and point_fn is not _default_point_fn():
+        return f"fn:{getattr(point_fn, '__module__', '?')}.{getattr(point_fn, '__qualname__', repr(point_fn))}"
+    package = Path(__file__).resolve().parent.parent
+    from ..topology import topology_dirs
+
+    files = sorted(package.rglob("*.py")) + sorted(package.rglob("*.yaml"))
+    for d in topology_dirs():
+        if d.is_dir():
+            files += sorted(d.glob("*.yaml"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode())
+        digest.update(f.read_bytes())
+    return "sim:" + digest.hexdigest()[:16]
+
+
 def read_journal(path, *, repair=False):
     """Entries of a points journal, keyed by point hash (first entry wins).
 
@@ -196,7 +223,9 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     journal_path = out_dir / JOURNAL_NAME
     done = read_journal(journal_path, repair=True) if resume else {}
     wanted = set(hashes)
-    done = {h: e for h, e in done.items() if h in wanted}
+    fingerprint = model_fingerprint(point_fn)
+    stale = sum(1 for h, e in done.items() if h in wanted and e.get("model") != fingerprint)
+    done = {h: e for h, e in done.items() if h in wanted and e.get("model") == fingerprint}
     todo = [(i, h, p) for i, (h, p) in enumerate(zip(hashes, points)) if h not in done]
     # Duplicated points (the same parameters twice in a sweep) run once.
     seen, unique_todo = set(done), []
@@ -209,7 +238,7 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     bar = _progress_bar(len(set(hashes)), len(done), progress)
     try:
         for index, h, point, outcome in _execute(point_fn, unique_todo, jobs, scheduler):
-            entry = {"hash": h, "index": index, "point": point, **outcome}
+            entry = {"hash": h, "index": index, "model": fingerprint, "point": point, **outcome}
             journal.append(entry)
             done[h] = entry
             bar.update(1)
@@ -236,7 +265,7 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
         files.update(write_run_files(experiment, frame, out_dir, reduced=reduced, limit=limit))
     return RunResult(frame=frame, out_dir=out_dir, files=files, num_points=len(points),
                      num_run=len(unique_todo), num_resumed=len(points) - len(todo),
-                     wall_s=time.perf_counter() - t0)
+                     wall_s=time.perf_counter() - t0, num_stale=stale)
 
 
 def write_run_files(experiment, frame, out_dir, *, reduced=False, limit=None):
