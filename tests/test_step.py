@@ -124,3 +124,26 @@ def test_cli_step_single_strategy_and_errors(capsys):
     assert main(["step", "nosuchmodel", "-t", "tpu-v3-32"]) == 2
     err = capsys.readouterr().err
     assert "unknown workload" in err and "Traceback" not in err
+
+
+def test_trace_splits_collectives_into_their_phases(tmp_path):
+    from wus_sim.collectives import phase_times
+    from wus_sim.topology import load_topology
+
+    trace = tmp_path / "t.json"
+    assert main(["step", "transformer-big", "-t", "tpu-v3-2048", "-o", "adam", "--trace", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    grads = [e for e in events if e["ph"] == "X" and e["cat"] == "grad" and e["pid"] == 1]
+    phases = [e for e in events if e["ph"] == "X" and e["cat"] == "phase" and e["pid"] == 1]
+    # every gradient all-reduce on the 2-D torus shows its six phases, tiling it exactly
+    assert len(phases) == 6 * len(grads)
+    for g in grads:
+        inside = sorted((p for p in phases if g["ts"] - 1e-6 <= p["ts"] < g["ts"] + g["dur"] - 1e-9),
+                        key=lambda p: p["ts"])
+        assert [tracks[(1, p["tid"])] for p in inside] == [
+            f"ICI phase: {n}" for n in ("on-chip reduce-scatter", "axis X reduce-scatter", "axis Y reduce-scatter",
+                                        "axis Y all-gather", "axis X all-gather", "on-chip all-gather")]
+        assert sum(p["dur"] for p in inside) == pytest.approx(g["dur"], rel=1e-9)
+    # a schedule whose phases overlap (2-D all-reduce on a mesh) is not split
+    assert phase_times(load_topology("tpu-v3-32"), "all-reduce", "2d", 2**20) is None

@@ -5,8 +5,11 @@ complete events (``"ph": "X"``) with ``ts``/``dur`` in microseconds, plus metada
 events (``"ph": "M"``) naming processes and threads. One process per simulated
 strategy; in it one track (thread) for the replica's compute and one per kind
 of collective on the network (gradient reduction, optimizer reductions, weight
-all-gather). Every replica of a synchronous data-parallel step runs the same
-timeline, so one replica's tracks stand for all.
+all-gather), and, where the collective's phases run back to back (every
+uncontended single-buffer schedule), one track per phase (``axis X
+reduce-scatter``, ``on-chip all-gather``, ...) showing each collective split
+into its phases. Every replica of a synchronous data-parallel step runs the
+same timeline, so one replica's tracks stand for all.
 """
 
 import json
@@ -23,13 +26,19 @@ _TRACKS = {
 }
 
 
-def trace_events(timelines):
-    """Trace events for ``{label: TimelineResult}``; returns a list of dicts."""
+def trace_events(timelines, phases=None):
+    """Trace events for ``{label: TimelineResult}``; returns a list of dicts.
+
+    *phases*: ``(op, nbytes) -> [(phase label, seconds), ...] or None`` (see
+    :func:`wus_sim.collectives.phase_times`); phase slices are drawn only where they
+    add up to the collective's duration.
+    """
     events = []
+    phase_tids = {}
     for pid, (label, result) in enumerate(timelines.items(), start=1):
         events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": label}})
         events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}})
-        for (_, _), (tid, tname) in sorted(set(_TRACKS.items()), key=lambda kv: kv[1][0]):
+        for tid, tname in sorted(set(_TRACKS.values())):
             events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": tname}})
         for iv in result.intervals:
             tid, _ = _TRACKS[(iv.track, iv.kind)]
@@ -39,15 +48,36 @@ def trace_events(timelines):
                 "ph": "X", "pid": pid, "tid": tid, "name": iv.name, "cat": iv.kind,
                 "ts": iv.start_s * 1e6, "dur": (iv.end_s - iv.start_s) * 1e6, "args": args,
             })
+            if phases is not None and iv.kind in ("grad", "gather", "extra") and "op" in iv.args:
+                events.extend(_phase_events(pid, iv, phases(iv.args["op"], iv.args["nbytes"]), phase_tids))
+        for name, tid in phase_tids.items():
+            events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
+                           "args": {"name": f"ICI phase: {name}"}})
         for i, t in enumerate(result.step_starts_s):
             events.append({"ph": "i", "s": "p", "pid": pid, "tid": 1, "name": f"step {i} start",
                            "ts": t * 1e6})
     return events
 
 
-def write_trace(path, timelines):
-    """Write ``{label: TimelineResult}`` as trace-event JSON to *path*."""
-    doc = {"traceEvents": trace_events(timelines), "displayTimeUnit": "ms",
+def _phase_events(pid, iv, phase_list, phase_tids):
+    """The phases of one collective interval, back to back from its start."""
+    if not phase_list:
+        return []
+    duration = iv.end_s - iv.start_s
+    if abs(sum(t for _, t in phase_list) - duration) > 1e-9 * max(duration, 1e-12):
+        return []  # the interval is not this schedule's exact time: draw no phases
+    out, t0 = [], iv.start_s
+    for name, t_s in phase_list:
+        tid = phase_tids.setdefault(name, 10 + len(phase_tids))
+        out.append({"ph": "X", "pid": pid, "tid": tid, "name": f"{name} ({iv.name})", "cat": "phase",
+                    "ts": t0 * 1e6, "dur": t_s * 1e6, "args": {"step": iv.step, "phase": name}})
+        t0 += t_s
+    return out
+
+
+def write_trace(path, timelines, phases=None):
+    """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
+    doc = {"traceEvents": trace_events(timelines, phases), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
     with open(path, "w") as fh:
         json.dump(doc, fh)

@@ -77,7 +77,12 @@ def run(args):
     if args.trace:
         from ..trace import write_trace
 
-        write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline})
+        from ..collectives import phase_times
+
+        def phases(op, nbytes):
+            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=args.bidirectional)
+
+        write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
     report = _report(args, topology, results, meta, speedup(results))
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))

@@ -12,7 +12,8 @@ no SimPy.
 """
 
 from .api import ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, simulate_collective
+from .analytic import phase_times
 from .schedule import ALGORITHMS, OPS
 
 __all__ = ["OPS", "ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective", "analytic_time",
-           "collective_time", "clear_caches"]
+           "collective_time", "clear_caches", "phase_times"]

@@ -62,7 +62,7 @@ import numpy as np
 from ..network import link_key_Bps, link_key_latency_s, replica_route
 from .schedule import hd_routes, plan_collective, shared_link_streams
 
-__all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times"]
+__all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
 
 
 # ================================================================ window maxima
@@ -364,3 +364,42 @@ def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=
     """Closed-form time in seconds of a collective (``nbytes = S``, the full buffer per replica)."""
     plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
     return plan_time(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps)
+
+
+_KIND_NAMES = {"rs": "reduce-scatter", "ag": "all-gather"}
+
+
+def _phase_label(p, kind):
+    where = ("on-chip" if p.level == "core" else f"axis {'XYZ'[p.axis]}" if p.axis is not None
+             else "ring")
+    return f"{where} {_KIND_NAMES[kind]}"
+
+
+def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
+                reduce_Bps=None):
+    """The collective's phases one after the other, ``[(label, seconds), ...]``, or ``None``.
+
+    A phase is one ring pass of one level (``'on-chip reduce-scatter'``, ``'axis X
+    all-gather'``; an all-reduce ring pass counts as its reduce-scatter and
+    all-gather halves). Returned only where the phases really run back to back
+    and their sum equals the exact closed form (to 1e-9): uncontended, single
+    buffer half (not ``2d-split``), not halving-doubling. Traces draw them.
+    """
+    plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
+    if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps):
+        return None
+    passes = list(plan.pre) + [p for half in plan.halves for p in half] + list(plan.post)
+    if any(p.pattern != "ring" for p in passes):
+        return None
+    topo, S, K = plan.topology, float(nbytes), int(chunks)
+    out = []
+    for p in passes:
+        if p.size <= 1:
+            continue
+        kinds = ("rs", "ag") if p.kind == "ar" else (p.kind,)
+        for kind in kinds:
+            out.append((_phase_label(p, kind), float(_ring_pass_time(topo, p, S, K, reduce_Bps, kind=kind))))
+    total = plan_time(plan, S, chunks=K, reduce_Bps=reduce_Bps)
+    if not math.isclose(sum(t for _, t in out), total, rel_tol=1e-9, abs_tol=1e-15):
+        return None
+    return out
