@@ -18,7 +18,7 @@ from wus_sim.optimizers import (LAYOUTS, analyse, describe_text, known_optimizer
 SHIPPED = ("sgd", "momentum", "nesterov", "adam", "adamw", "lamb", "lars", "adafactor")
 
 
-def test_every_optimizer_of_the_brief_ships():
+def test_every_optimizer_the_issue_names_ships():
     assert set(SHIPPED) <= set(known_optimizers())
     assert known_prefixes() == ["clip"]
     for name in SHIPPED:
@@ -266,7 +266,7 @@ def test_program_round_trips_through_yaml(name, tmp_path):
 
 # --- output ------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [*SHIPPED, "adam+clip", "adafactor+clip"])
-def test_to_dict_is_json_with_the_brief_keys(name):
+def test_to_dict_is_json_with_the_documented_keys(name):
     d = json.loads(json.dumps(analyse(name).to_dict()))
     for key in ("slots", "bytes_read_per_element", "bytes_written_per_element", "flops_per_element",
                 "cross_replica_reductions"):

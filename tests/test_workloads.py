@@ -13,7 +13,7 @@ from wus_sim.workloads import known_workloads, load_workload
 SHIPPED = ("resnet50", "transformer-big", "ncf", "ncf-ml20mx16x32", "bert-large", "gnmt",
            "ssd-resnet34", "mask-rcnn")
 
-# Published parameter counts (workloads.md / the brief), typed here independently of the YAML.
+# Published parameter counts (workloads.md, the issue), typed here independently of the YAML.
 PUBLISHED = {
     "resnet50": 25_557_032,
     "transformer-big": 210_808_832,

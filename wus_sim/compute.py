@@ -41,10 +41,11 @@ class ComputeParams:
     """Efficiencies and peaks of the compute model that no datasheet gives (all sweepable)."""
 
     mxu_efficiency: float = 0.5
-    """Fraction of the matrix-unit peak that forward/backward achieve. Not from a primary
-    source in ../shared/reference: MLPerf-scale TPU runs are generally reported at roughly
-    40-60 % of peak (the lead's brief); 0.5 is the middle of that range. Small per-replica
-    batches and non-matmul work (batch norm, softmax) pull real runs lower. Sweep it."""
+    """Fraction of the matrix-unit peak that forward/backward achieve. An assumption, not a
+    measured figure: none of our references gives the MXU utilisation of the MLPerf v0.6 TPU
+    runs, so 0.5 stands for "half of peak", a round working value. Small per-replica batches
+    and non-matmul work (batch norm, softmax) pull real runs lower. It is the first thing to
+    sweep (point key ``mxu_efficiency``, ``wus-sim step --mxu-efficiency``)."""
     backward_flops_ratio: float = 2.0
     """Backward FLOPs / forward FLOPs: one matmul for the activation gradient and one for the
     weight gradient per forward matmul (workloads.md: training ~3 x forward)."""

@@ -262,7 +262,7 @@ class OptimizerAnalysis:
     """Hyper-parameter defaults (the analysis does not depend on their values)."""
     sources: dict = field(default_factory=dict, compare=False)
 
-    # --- the brief's fields, from the primary case -------------------------------------
+    # --- the fields `describe optimizer --json` promises, from the primary case -------------------------------------
     @property
     def slots(self):
         """Full-tensor slots per weight element (Adam 2; Adafactor 0, its state is factored)."""
@@ -380,7 +380,7 @@ class OptimizerAnalysis:
         return min(options, key=cost).layout
 
     def to_dict(self):
-        """JSON-ready; the brief's keys at top level (primary case), every case under ``cases``."""
+        """JSON-ready; the documented keys at top level (primary case), every case under ``cases``."""
         p = self.primary
         return {
             "name": self.name, "description": self.description, "hyper": dict(self.hyper),
