@@ -1,24 +1,41 @@
 """The network as a discrete-event model over a :class:`~wus_sim.topology.Topology`.
 
-Timing model (the team brief fixes it; the fast engine implements the same):
+Timing model (the team brief fixes it; the fast engine and the closed forms implement the same):
 
 * Every direction of every ICI link, and every on-chip core-to-core link, is a
   server with one place (capacity 1), a bandwidth ``bw`` (bytes/s) and a
   latency (``topology.hop_latency_s`` on ICI links, 0 on-chip: intra-die,
   an assumption).
-* A message of ``b`` bytes follows a path of links, store-and-forward: at each
-  hop it waits until the link is free, occupies it for ``b / bw`` seconds, the
-  link is then free for the next message, and the message reaches the next
-  chip ``latency`` seconds later. It is delivered after its last hop.
-* Each link serves its queue first-in first-out. Messages that reach a link
+* A message of ``b`` bytes follows a path of links, store-and-forward (the
+  default, ``routing="store-and-forward"``): at each hop it waits until the
+  link is free, occupies it for ``b / bw`` seconds, the link is then free for
+  the next message, and the message reaches the next chip ``latency`` seconds
+  later. It is delivered after its last hop.
+* Optional ``routing="cut-through"`` (virtual cut-through): the head moves on
+  as soon as the hop starts, the tail follows. Over hops ``1..h``, hop ``i``
+  starts at ``s_i = max(head arrival, link i free)``, the head reaching the
+  next chip at ``s_i + latency_i`` (``s_0 + latency_0`` = the ready time);
+  the tail cannot leave hop ``i`` before it has arrived from hop ``i-1``, so
+  the hop ends at ``e_i = max(s_i + b / bw_i, e_{i-1} + latency_{i-1})``;
+  link ``i`` is held ``[s_i, e_i]`` (its busy counter adds ``b / bw_i``, the
+  time at line rate, which is ``e_i - s_i`` unless an upstream hop is slower);
+  delivery at ``e_h + latency_h``. On one hop both routings are the same;
+  uncontended over ``h`` hops of equal bandwidth a message takes
+  ``h * latency + b / bw`` instead of ``h * (latency + b / bw)``. A message whose next
+  link is busy waits whole at that chip (virtual cut-through, not wormhole:
+  it does not hold the links behind it; an assumption).
+* Each link serves its queue first-in first-out (under cut-through a message
+  reaches a link when its head does). Messages that reach a link
   at the same time are ordered by ``(sender rank, sequence number)``; so the
   order is ``(ready time, rank, seq)``, independent of event-processing order.
 
 How the tie-break is made deterministic. SimPy processes events scheduled for
 the same time in insertion order, which depends on history. We therefore keep
 one SimPy event per distinct time (a "slot") holding everything due then, and
-process a slot in a fixed order: (1) messages finishing a hop move on (to the
-next hop's request list) or are delivered (their callback runs and may send
+process a slot in a fixed order: (1) messages reaching the next chip
+(store-and-forward: the whole message; cut-through: its head, carrying the
+time its tail will follow) move on to the next hop's request list, or are
+delivered (their callback runs and may send
 new messages at this time); (2) zero-delay calls; (3) links that become free
 take the first of their waiting messages (which were ready strictly earlier);
 (4) this time's new requests, sorted by ``(rank, seq)``, take their link if it
@@ -49,10 +66,23 @@ import heapq
 
 import numpy as np
 
+from .errors import UnknownNameError
+
 __all__ = [
-    "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
+    "ROUTINGS", "check_routing", "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
     "Link", "Network", "transfer",
 ]
+
+
+ROUTINGS = ("store-and-forward", "cut-through")
+"""Routing modes of the timing model (see the module docstring); the first is the default."""
+
+
+def check_routing(routing):
+    """*routing* if it is one of :data:`ROUTINGS`, else :class:`~wus_sim.errors.UnknownNameError`."""
+    if routing not in ROUTINGS:
+        raise UnknownNameError("routing", routing, ROUTINGS)
+    return routing
 
 
 # ================================================================ link keys (pure)
@@ -117,7 +147,7 @@ class Link:
         self.busy_until = 0.0
         """Time the message now on the link finishes (<= now when idle), s."""
         self.queue = []
-        """Heap of waiting messages ``(ready_t, rank, seq, uid, msg, hop)``."""
+        """Heap of waiting messages ``(ready_t, rank, seq, uid, msg, hop, tail_t)``."""
         self.nbytes = 0.0
         """Bytes sent so far (counter)."""
         self.busy_s = 0.0
@@ -136,10 +166,13 @@ class Network:
     ``transfer`` is the same as a SimPy event, for processes (see :func:`transfer`).
     """
 
-    def __init__(self, env, topology):
+    def __init__(self, env, topology, *, routing="store-and-forward"):
         self.env = env
         """The ``simpy.Environment`` whose clock drives the links."""
         self.topology = topology
+        self.routing = check_routing(routing)
+        """``"store-and-forward"`` or ``"cut-through"`` (see the module docstring)."""
+        self._start = self._start_cut_through if routing == "cut-through" else self._start_store_forward
         bw = link_key_Bps(topology)
         lat = link_key_latency_s(topology)
         self.links = [Link(k, float(bw[k]), float(lat[k])) if bw[k] == bw[k] else None
@@ -178,7 +211,7 @@ class Network:
         if not path:
             self.after(delay, callback, tag, self.env.now + delay)
             return
-        self._slot(delay)[3].append((rank, seq, self._uid, msg, 0))
+        self._slot(delay)[3].append((rank, seq, self._uid, msg, 0, -np.inf))
 
     def transfer(self, path, nbytes, *, rank=0, seq=0):
         """A SimPy event that succeeds with the delivery time of a message sent now."""
@@ -186,8 +219,8 @@ class Network:
         self.send(path, nbytes, rank=rank, seq=seq, callback=lambda _tag, t: event.succeed(t))
         return event
 
-    def _start(self, link, msg, hop, now):
-        # hot path: one call per message hop
+    def _start_store_forward(self, link, msg, hop, now, tail):
+        # hot path: one call per message hop (tail: unused, the whole message is here)
         nbytes = msg[1]
         s = nbytes / link.bw_Bps
         t_free = now + s
@@ -205,7 +238,29 @@ class Network:
         slot = slots.get(t_arrive)
         if slot is None:
             slot = self._slot(s + link.latency_s)
-        slot[0].append((msg, hop))
+        slot[0].append((msg, hop, tail))
+
+    def _start_cut_through(self, link, msg, hop, now, tail):
+        # tail: when the message's tail reaches this hop (e_{i-1} + latency_{i-1}; -inf on hop 1)
+        nbytes = msg[1]
+        held = max(nbytes / link.bw_Bps, tail - now)
+        t_free = now + held  # the slot key SimPy's clock will show (now + delay), not tail itself
+        link.busy_until = t_free
+        link.nbytes += nbytes
+        link.busy_s += nbytes / link.bw_Bps  # at line rate, as the fast engine counts (docstring)
+        link.messages += 1
+        self.hops_sent += 1
+        slot = self._slots.get(t_free)
+        if slot is None:
+            slot = self._slot(held)
+        slot[2].append(link)
+        lat = link.latency_s
+        # the head moves on at once; after the last hop, delivery is when the tail arrives
+        delay = held + lat if hop + 1 == len(msg[0]) else lat
+        slot = self._slots.get(now + delay)
+        if slot is None:
+            slot = self._slot(delay)
+        slot[0].append((msg, hop, t_free + lat))
 
     def _fire(self, event):
         t = self.env.now
@@ -217,12 +272,12 @@ class Network:
         while True:
             # (1) hops that end now: move on, or deliver (callbacks may send at this time)
             while ia < len(arrivals):
-                msg, hop = arrivals[ia]
+                msg, hop, tail = arrivals[ia]
                 ia += 1
                 hop += 1
                 if hop < len(msg[0]):
                     self._uid += 1
-                    requests.append((msg[2], msg[3], self._uid, msg, hop))
+                    requests.append((msg[2], msg[3], self._uid, msg, hop, tail))
                 else:
                     msg[4](msg[5], t)
             # (2) zero-delay calls
@@ -235,19 +290,19 @@ class Network:
                 link = frees[jf]
                 jf += 1
                 if link.queue and link.busy_until <= t:
-                    _, _, _, _, msg, hop = heapq.heappop(link.queue)
-                    start(link, msg, hop, t)
+                    _, _, _, _, msg, hop, tail = heapq.heappop(link.queue)
+                    start(link, msg, hop, t, tail)
             if not requests:
                 break
             # (4) new requests in (rank, seq) order take an idle link or queue
             batch = sorted(requests)
             requests.clear()
-            for rank, seq, uid, msg, hop in batch:
+            for rank, seq, uid, msg, hop, tail in batch:
                 link = links[msg[0][hop]]
                 if link.busy_until <= t and not link.queue:
-                    start(link, msg, hop, t)
+                    start(link, msg, hop, t, tail)
                 else:
-                    heapq.heappush(link.queue, (t, rank, seq, uid, msg, hop))
+                    heapq.heappush(link.queue, (t, rank, seq, uid, msg, hop, tail))
             # a service shorter than the clock's resolution can end "now": go round again
             if ia == len(arrivals) and ic == len(calls) and jf == len(frees) and not requests:
                 break

@@ -47,13 +47,14 @@ class SimpyOutcome:
     """Per node: delivery time (only with ``record=True``)."""
 
 
-def run_schedule(sched, *, record=False):
-    """Simulate *sched* (a :class:`~wus_sim.collectives.schedule.Schedule`) on a fresh network."""
+def run_schedule(sched, *, record=False, routing="store-and-forward"):
+    """Simulate *sched* (a :class:`~wus_sim.collectives.schedule.Schedule`) on a fresh network
+    with the given *routing* (:data:`wus_sim.network.ROUTINGS`)."""
     import simpy
 
     t0 = time.perf_counter()
     env = simpy.Environment()
-    net = Network(env, sched.plan.topology)
+    net = Network(env, sched.plan.topology, routing=routing)
     ndeps, rptr, rch, dptr, dch = (a.tolist() for a in sched.dependency_arrays())
     path_id = sched.path_id.tolist()
     paths = sched.paths
