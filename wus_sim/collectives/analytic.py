@@ -17,8 +17,9 @@ to the simulation, to rounding) whenever no link carries two streams:
 
 A ring pass is a max-plus linear system; its completion time is the longest
 path through the (edge station, piece) lattice. For an edge ``e`` with
-per-piece transit ``tau_e`` (sum over its hops of ``piece/bw + latency``) and
-slowest hop ``sigma_e = piece/min bw``, a path crosses a window ``w`` of
+per-piece transit ``tau_e`` (store-and-forward: sum over its hops of
+``piece/bw + latency``; cut-through: sum of the latencies plus the slowest
+hop's ``piece/bw``) and slowest hop ``sigma_e = piece/min bw``, a path crosses a window ``w`` of
 consecutive edges backwards and spends all of its piece-to-piece steps on the
 slowest hop it meets, so (``a = |w|``)::
 
@@ -27,6 +28,17 @@ slowest hop it meets, so (``a = |w|``)::
     all-reduce:      T = max_w  sum_w tau_e + rho min(a-1, n-1) + ((2n-1-a) K - 1) sigma(w),
                      1 <= a <= 2n-2 (the all-gather steps continue the ring; a path can
                      queue down to the reduce-scatter steps before changing edge)
+
+Why the same formulas serve both routings: over one edge (its links private to
+it), the ``m``-th piece leaves no earlier than the ``j``-th piece's ready time
+plus ``tau_e + (m - j) sigma_e``, for every ``j <= m``, and that bound is
+reached; under store-and-forward because each extra piece waits once, at some
+hop, for that hop's time; under cut-through because the longest path through
+the (hop, piece) lattice sums every latency once and picks ``m - j + 1`` hop
+times at non-decreasing hops, at best the slowest each time. The edge is
+therefore the same max-plus system with a different ``tau_e``, and the window
+maxima below hold unchanged (property tests against the SimPy engine:
+``tests/test_cut_through.py``). On one-hop edges the two ``tau`` agree.
 
 With every edge alike this reduces to the textbook forms, e.g. reduce-scatter
 ``T = (n-2) max(K s, tau + rho) + K s + alpha_h + rho`` with ``s = B/(n K bw)``
@@ -38,7 +50,7 @@ that never leaves the outer links (formulas in :func:`_outer_times`). Phases of
 reduce-scatter and all-gather add. Maxima over windows are computed for every
 window at once with prefix sums and a sparse table (``O(n log n)`` numpy).
 
-Halving-doubling: the uncontended chain (each member's step ``k`` waits for its
+Halving-doubling: the uncontended chain (with the routing's ``tau`` per step) (each member's step ``k`` waits for its
 partner's step ``k-1``), i.e. ``sum_k (hops_k (alpha + b_k/bw) + rho_k) +
 (K-1) max_k s_k`` along every member's chain. Its messages share links on a
 torus, so the simulation is slower: this is a lower bound, not the time.
@@ -59,7 +71,7 @@ import math
 
 import numpy as np
 
-from ..network import link_key_Bps, link_key_latency_s, replica_route
+from ..network import check_routing, link_key_Bps, link_key_latency_s, replica_route
 from .schedule import hd_routes, plan_collective, shared_link_streams
 
 __all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
@@ -198,9 +210,12 @@ class _Edges:
         key = np.concatenate([self.inv_sum, self.inv_max, self.lat_sum], axis=1)
         _, self.rep = np.unique(key, axis=0, return_index=True)
 
-    def rings(self, piece):
+    def rings(self, piece, routing="store-and-forward"):
+        """``(tau, sigma)`` per distinct ring: store-and-forward pays every hop's time in
+        ``tau``, cut-through only the slowest (the others overlap with it)."""
+        inv = self.inv_max if routing == "cut-through" else self.inv_sum
         for r in self.rep:
-            yield self.inv_sum[r] * piece + self.lat_sum[r], self.inv_max[r] * piece
+            yield inv[r] * piece + self.lat_sum[r], self.inv_max[r] * piece
 
 
 def _pass_args(p, S, K, reduce_Bps):
@@ -209,20 +224,20 @@ def _pass_args(p, S, K, reduce_Bps):
     return piece, rho
 
 
-def _ring_pass_time(topo, p, S, K, reduce_Bps, kind=None):
+def _ring_pass_time(topo, p, S, K, reduce_Bps, kind=None, routing="store-and-forward"):
     piece, rho = _pass_args(p, S, K, reduce_Bps)
     best = 0.0
     for e in p.rings:
-        for tau, sigma in _edges(topo, e).rings(piece):
+        for tau, sigma in _edges(topo, e).rings(piece, routing):
             best = max(best, ring_time(tau, sigma, kind or p.kind, K, rho))
     return best
 
 
-def _outer(topo, p, S, K, reduce_Bps):
+def _outer(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
     piece, rho = _pass_args(p, S, K, reduce_Bps)
     A = B = 0.0
     for e in p.rings:
-        for tau, sigma in _edges(topo, e).rings(piece):
+        for tau, sigma in _edges(topo, e).rings(piece, routing):
             a, b = outer_ring_times(tau, sigma, K, rho)
             A, B = max(A, a), max(B, b)
     return A, B
@@ -246,7 +261,7 @@ def _hd_step(topo, p, k):
     return inv_sum.reshape(R, n), lat_sum.reshape(R, n), inv_max.reshape(R, n)
 
 
-def _hd_time(topo, p, S, K, reduce_Bps):
+def _hd_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
     """Uncontended chain of a halving-doubling pass (a lower bound under contention)."""
     R, n = p.rings[0].members.shape
     total = np.zeros((R, n))
@@ -256,7 +271,7 @@ def _hd_time(topo, p, S, K, reduce_Bps):
         piece = p.step_fraction(k) * S / K
         rho = piece / reduce_Bps if (reduce_Bps is not None and k < p.rs_steps) else 0.0
         inv_sum, lat_sum, inv_max = _hd_step(topo, p, k)
-        tau = piece * inv_sum + lat_sum
+        tau = piece * (inv_max if routing == "cut-through" else inv_sum) + lat_sum
         sig = piece * inv_max
         src = np.arange(n) ^ dist  # position i receives from i ^ dist
         total = total[:, src] + tau[:, src] + rho
@@ -264,7 +279,7 @@ def _hd_time(topo, p, S, K, reduce_Bps):
     return float(np.max(total + (K - 1) * smax))
 
 
-def _pair_time(topo, p, S, K, reduce_Bps):
+def _pair_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
     """Halving-doubling between two members is the two-member ring (exact)."""
     piece, rho = _pass_args(p, S, K, reduce_Bps)
     bw = link_key_Bps(topo)
@@ -276,45 +291,47 @@ def _pair_time(topo, p, S, K, reduce_Bps):
         for i in range(2):
             a, z = int(e.members[r, i]), int(e.members[r, 1 - i])
             keys = np.asarray(replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z), np.int64)
-            tau[i] = float(np.sum(piece / bw[keys] + lat[keys]))
             sig[i] = float(np.max(piece / bw[keys])) if len(keys) else 0.0
+            hop_s = sig[i] if routing == "cut-through" else float(np.sum(piece / bw[keys]))
+            tau[i] = hop_s + float(np.sum(lat[keys]))
         best = max(best, ring_time(tau, sig, p.kind, K, rho))
     return best
 
 
-def _half_time(topo, passes, S, K, reduce_Bps):
+def _half_time(topo, passes, S, K, reduce_Bps, routing="store-and-forward"):
     """Time of one half's chip-level (or flat) passes, started by every member at once."""
     if not passes:
         return 0.0
     if passes[0].pattern == "hd":
-        return sum(_hd_time(topo, p, S, K, reduce_Bps) if p.size > 2 else _pair_time(topo, p, S, K, reduce_Bps)
-                   for p in passes)
+        return sum(_hd_time(topo, p, S, K, reduce_Bps, routing) if p.size > 2
+                   else _pair_time(topo, p, S, K, reduce_Bps, routing) for p in passes)
     kinds = [p.kind for p in passes]
     if "ar" not in kinds:
-        return sum(_ring_pass_time(topo, p, S, K, reduce_Bps) for p in passes)
+        return sum(_ring_pass_time(topo, p, S, K, reduce_Bps, routing=routing) for p in passes)
     # all-reduce: rs_1 .. rs_{m-1}, ar_m, ag_{m-1} .. ag_1, nested from the inside out
     m = kinds.index("ar")
-    inner = _ring_pass_time(topo, passes[m], S, K, reduce_Bps)
+    inner = _ring_pass_time(topo, passes[m], S, K, reduce_Bps, routing=routing)
     for p in passes[:m][::-1]:
-        A, B = _outer(topo, p, S, K, reduce_Bps)
+        A, B = _outer(topo, p, S, K, reduce_Bps, routing)
         inner = max(A, inner + B)
     return inner
 
 
-def plan_time(plan, nbytes, *, chunks=1, reduce_Bps=None):
+def plan_time(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
     """Closed-form time of a planned collective (see the module docstring)."""
+    check_routing(routing)
     topo = plan.topology
     S = float(nbytes)
     K = int(chunks)
-    chip = max([_half_time(topo, half, S, K, reduce_Bps) for half in plan.halves] + [0.0])
+    chip = max([_half_time(topo, half, S, K, reduce_Bps, routing) for half in plan.halves] + [0.0])
     if plan.pre and plan.post:
-        A, B = _outer(topo, plan.pre[0], S, K, reduce_Bps)
+        A, B = _outer(topo, plan.pre[0], S, K, reduce_Bps, routing)
         return max(A, chip + B)
     total = chip
     if plan.pre:
-        total += _ring_pass_time(topo, plan.pre[0], S, K, reduce_Bps)
+        total += _ring_pass_time(topo, plan.pre[0], S, K, reduce_Bps, routing=routing)
     if plan.post:
-        total += _ring_pass_time(topo, plan.post[0], S, K, reduce_Bps)
+        total += _ring_pass_time(topo, plan.post[0], S, K, reduce_Bps, routing=routing)
     return total
 
 
@@ -329,7 +346,7 @@ def _structurally_exact(plan):
     return shared_link_streams(plan) == 0
 
 
-def is_exact(plan, *, chunks=1, reduce_Bps=None):
+def is_exact(plan, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
     """True when :func:`plan_time` equals the simulated time (to rounding).
 
     Needs: no link carrying two streams, no halving-doubling over more than
@@ -342,7 +359,11 @@ def is_exact(plan, *, chunks=1, reduce_Bps=None):
     window formula assumes that order. On rings whose edges are all alike
     this does not change the time (checked by the tests); on other rings the
     closed form is then a lower bound (off by at most ~1% in the tests).
+    Under cut-through routing that case is exact only on single-hop rings
+    (where the two routings coincide); with multi-hop edges it is reported as
+    not exact (untested territory, so the value is only claimed as a bound).
     """
+    check_routing(routing)
     if not _structurally_exact(plan):
         return False
     if chunks > 1 and reduce_Bps is not None:
@@ -356,14 +377,16 @@ def is_exact(plan, *, chunks=1, reduce_Bps=None):
                 alike = all(np.all(a == a[:, :1]) for a in (ed.inv_sum, ed.inv_max, ed.lat_sum))
                 if reduce_Bps < fastest and not alike:
                     return False
+                if reduce_Bps < fastest and routing == "cut-through" and (e.hops > 1).any():
+                    return False
     return True
 
 
 def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-                  reduce_Bps=None):
+                  reduce_Bps=None, routing="store-and-forward"):
     """Closed-form time in seconds of a collective (``nbytes = S``, the full buffer per replica)."""
     plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    return plan_time(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps)
+    return plan_time(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
 
 
 _KIND_NAMES = {"rs": "reduce-scatter", "ag": "all-gather"}
@@ -376,7 +399,7 @@ def _phase_label(p, kind):
 
 
 def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-                reduce_Bps=None):
+                reduce_Bps=None, routing="store-and-forward"):
     """The collective's phases one after the other, ``[(label, seconds), ...]``, or ``None``.
 
     A phase is one ring pass of one level (``'on-chip reduce-scatter'``, ``'axis X
@@ -386,7 +409,7 @@ def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=Fa
     buffer half (not ``2d-split``), not halving-doubling. Traces draw them.
     """
     plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps):
+    if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return None
     passes = list(plan.pre) + [p for half in plan.halves for p in half] + list(plan.post)
     if any(p.pattern != "ring" for p in passes):
@@ -398,8 +421,9 @@ def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=Fa
             continue
         kinds = ("rs", "ag") if p.kind == "ar" else (p.kind,)
         for kind in kinds:
-            out.append((_phase_label(p, kind), float(_ring_pass_time(topo, p, S, K, reduce_Bps, kind=kind))))
-    total = plan_time(plan, S, chunks=K, reduce_Bps=reduce_Bps)
+            out.append((_phase_label(p, kind),
+                        float(_ring_pass_time(topo, p, S, K, reduce_Bps, kind=kind, routing=routing))))
+    total = plan_time(plan, S, chunks=K, reduce_Bps=reduce_Bps, routing=routing)
     if not math.isclose(sum(t for _, t in out), total, rel_tol=1e-9, abs_tol=1e-15):
         return None
     return out

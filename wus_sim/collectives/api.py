@@ -11,7 +11,8 @@ Engines (``engine=``):
 * ``"auto"`` (default): the fast engine when ``fast_engine.supports(...)``
   says yes, else SimPy.
 
-Both engines implement the same timing model and schedule (see
+Both engines implement the same timing model, store-and-forward or, with
+``routing="cut-through"``, cut-through, and the same schedule (see
 :mod:`wus_sim.network` and :mod:`wus_sim.collectives.schedule`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
 ``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
@@ -26,13 +27,14 @@ import time
 import numpy as np
 
 from ..errors import ConfigError, UnknownNameError
+from ..network import ROUTINGS, check_routing
 from ..topology import Topology, load_topology
 from ..units import GB, parse_size
 from . import fast_engine
 from .analytic import is_exact, plan_time
 from .schedule import ALGORITHMS, OPS, plan_collective
 
-__all__ = ["ENGINES", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
+__all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "clear_caches"]
 
 ENGINES = ("auto", "fast", "simpy")
@@ -74,6 +76,8 @@ class CollectiveResult:
     chunks: int = 1
     bidirectional: bool = False
     reduce_Bps: float = None
+    routing: str = "store-and-forward"
+    """``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
 
     def to_dict(self):
         """Flat, JSON-ready record (no per-link arrays; their maximum and total instead)."""
@@ -86,7 +90,7 @@ class CollectiveResult:
             "time_s": num(self.time_s), "analytic_time_s": num(self.analytic_time_s),
             "exact": self.exact, "algbw_GBps": num(self.algbw_GBps), "busbw_GBps": num(self.busbw_GBps),
             "events": int(self.events), "engine": self.engine, "wall_s": num(self.wall_s),
-            "chunks": self.chunks, "bidirectional": self.bidirectional,
+            "chunks": self.chunks, "bidirectional": self.bidirectional, "routing": self.routing,
             "reduce_GBps": None if self.reduce_Bps is None else self.reduce_Bps / GB,
             "max_link_bytes": num(float(np.max(self.link_bytes))) if self.link_bytes is not None
             and len(self.link_bytes) else 0.0,
@@ -176,18 +180,20 @@ def _bandwidths(op, nbytes, time_s, group_size):
 
 # ================================================================ entry points
 def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-                  reduce_Bps=None):
+                  reduce_Bps=None, routing="store-and-forward"):
     """Closed-form alpha-beta time, seconds (see :mod:`wus_sim.collectives.analytic`).
 
-    *nbytes* = ``S``, the full buffer per replica for all three ops.
+    *nbytes* = ``S``, the full buffer per replica for all three ops; *routing* as in
+    :func:`simulate_collective`.
     """
     topology = _topology(topology)
     plan = _plan_for(topology, op, algorithm, group, bidirectional)
-    return plan_time(plan, _size(nbytes), chunks=_chunks(chunks), reduce_Bps=_reduce(reduce_Bps))
+    return plan_time(plan, _size(nbytes), chunks=_chunks(chunks), reduce_Bps=_reduce(reduce_Bps),
+                     routing=check_routing(routing))
 
 
 def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-                        engine="auto", reduce_Bps=None):
+                        engine="auto", reduce_Bps=None, routing="store-and-forward"):
     """Simulate one collective and return a :class:`CollectiveResult`.
 
     *topology*: a :class:`~wus_sim.topology.Topology` or a spec for
@@ -198,11 +204,14 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     (ring in that order). *chunks*: pieces per step, pipelined. *reduce_Bps*:
     if given, each reduce-scatter arrival of ``b`` bytes is summed in
     ``b / reduce_Bps`` seconds before it is forwarded. *engine*: ``"auto"``,
-    ``"fast"`` or ``"simpy"``.
+    ``"fast"`` or ``"simpy"``. *routing*: ``"store-and-forward"`` (default) or
+    ``"cut-through"`` (see :mod:`wus_sim.network`; the two differ only on
+    multi-hop edges: mesh folded rings, routed edges, halving-doubling).
     """
     topology = _topology(topology)
     if engine not in ENGINES:
         raise UnknownNameError("engine", engine, ENGINES)
+    check_routing(routing)
     S = _size(nbytes)
     K = _chunks(chunks)
     red = _reduce(reduce_Bps)
@@ -213,49 +222,49 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     use_fast = False
     if engine in ("auto", "fast"):
         why = fast_engine.why_unsupported(topology, op, algorithm, group=group_arg, bidirectional=bidirectional,
-                                          chunks=K)
+                                          chunks=K, routing=routing)
         if why is not None and engine == "fast":
             raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
                               key_path="engine", value="fast")
         use_fast = why is None
     if use_fast:
         out = fast_engine.run(topology, op, algorithm, S, group=group_arg, bidirectional=bidirectional, chunks=K,
-                              reduce_Bps=red)
+                              reduce_Bps=red, routing=routing)
         link_bytes, link_busy = out.link_bytes, out.link_busy_s
         time_s, events, used = float(out.time_s), int(out.events), "fast"
     else:
         from .schedule import compile_messages
         from .simpy_engine import run_schedule
 
-        out = run_schedule(compile_messages(plan, S, chunks=K, reduce_Bps=red))
+        out = run_schedule(compile_messages(plan, S, chunks=K, reduce_Bps=red), routing=routing)
         n = topology.num_link_slots
         link_bytes, link_busy = out.link_bytes[:n], out.link_busy_s[:n]
         time_s, events, used = out.time_s, out.events, "simpy"
     wall = time.perf_counter() - t0
-    analytic = plan_time(plan, S, chunks=K, reduce_Bps=red)
+    analytic = plan_time(plan, S, chunks=K, reduce_Bps=red, routing=routing)
     algbw, busbw = _bandwidths(op, S, time_s, plan.group_size)
     return CollectiveResult(
         op=op, algorithm=algorithm, topology=topology.name, nbytes=S, group_size=plan.group_size,
-        time_s=time_s, analytic_time_s=analytic, exact=is_exact(plan, chunks=K, reduce_Bps=red),
+        time_s=time_s, analytic_time_s=analytic, exact=is_exact(plan, chunks=K, reduce_Bps=red, routing=routing),
         events=events, engine=used,
         wall_s=wall, algbw_GBps=algbw, busbw_GBps=busbw, link_bytes=np.asarray(link_bytes, float),
         link_busy_s=np.asarray(link_busy, float), chunks=K, bidirectional=bool(bidirectional),
-        reduce_Bps=red)
+        reduce_Bps=red, routing=routing)
 
 
 @lru_cache(maxsize=1 << 16)
-def _cached_time(tkey, op, algorithm, S, group, bidirectional, chunks, reduce_Bps):
+def _cached_time(tkey, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
     topology = _TOPOLOGIES[tkey]
     plan = _plan(tkey, op, algorithm, group, bidirectional)
-    if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps):
-        return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps)
+    if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
+        return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
     group = list(group) if isinstance(group, tuple) else group
     return simulate_collective(topology, op, algorithm, S, group=group, bidirectional=bidirectional,
-                               chunks=chunks, reduce_Bps=reduce_Bps).time_s
+                               chunks=chunks, reduce_Bps=reduce_Bps, routing=routing).time_s
 
 
 def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-                    reduce_Bps=None):
+                    reduce_Bps=None, routing="store-and-forward"):
     """Time in seconds of a collective, memoized; for callers that ask thousands of times.
 
     Uses the closed form where it is exact (every uncontended ring schedule),
@@ -265,7 +274,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     plan = _plan_for(topology, op, algorithm, group, bidirectional)  # validates op/algorithm/group
     del plan
     return _cached_time(_remember(topology), op, algorithm, _size(nbytes), _group_key(group),
-                        bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps))
+                        bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
 
 
 def clear_caches():

@@ -39,6 +39,14 @@ occupancy ``o`` per piece, ``s_c = max(t_c, s_{c-1} + o)`` unrolls into a runnin
 maximum, ``s_c = c*o + max(free, max_{j<=c}(t_j - j*o))``: one
 ``np.maximum.accumulate`` per hop and step instead of a Python loop over pieces.
 
+Cut-through routing (``routing="cut-through"``, see :mod:`wus_sim.network`): each
+hop also carries the time the tail arrives, ``start = max(head, link_free)``, ``end =
+max(start + occ, tail)``, ``link_free = end``, the head moves on at ``start + lat`` and
+the tail at ``end + lat`` (:func:`_hops_cut_through`). A link still sees its edge's
+pieces in (step, piece) order (each head leaves a private FIFO hop strictly after the
+previous one), so everything above holds and both routings are supported alike; on
+single-hop edges the two are the same recurrence.
+
 One case breaks (step, piece) order: an all-reduce ring pass with chunks and a
 reduction cost, where a member can have piece 0 of its first all-gather step ready
 before its last reduce-scatter piece is summed. The engine checks the order as it
@@ -59,7 +67,7 @@ import heapq
 import numpy as np
 
 from ..errors import ConfigError, WusError
-from ..network import link_key_Bps, link_key_latency_s, num_link_keys
+from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys
 from ..topology import Topology
 from . import schedule
 
@@ -221,7 +229,54 @@ def _hops(t, hops, chunks, check):
     return t
 
 
-def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s):
+def _hops_cut_through(t, hops, chunks, check):
+    """:func:`_hops` under cut-through routing; returns the arrival times of the tails.
+
+    *t* (the ready times) becomes the head's times. Per hop, with ``head`` the time the
+    head reaches it and ``tail`` the time the tail does (``-inf`` on the first hop)::
+
+        start = max(head, link_free)           # the link serves in head order (FIFO)
+        end   = max(start + occ, tail)         # the tail cannot leave before it arrives
+        link_free = end;  head = start + lat;  tail = end + lat
+
+    With chunks, ``end_c = max(x_c, end_{c-1} + occ)``, ``x_c = max(head_c + occ, tail_c)``
+    and ``end_{-1} = free``, unrolled into a running maximum as in :func:`_hops`.
+    """
+    tail = np.full_like(t, -np.inf)
+    for edges, free, occ, lat, jo, last in hops:
+        if edges is None:
+            u, v = t, tail
+        else:
+            flat = t.reshape((-1,) + t.shape[2:])
+            flat_tail = tail.reshape((-1,) + tail.shape[2:])
+            u, v = flat[edges], flat_tail[edges]
+        if chunks == 1:
+            start = np.maximum(u, free)
+            end = np.maximum(start + occ, v)
+            free[...] = end
+            u[...] = start + lat
+            v[...] = end + lat
+        else:
+            if check:
+                if (u[..., 0] < last).any() or (u[..., 1:] < u[..., :-1]).any():
+                    raise _OutOfOrder
+                last[...] = u[..., -1]
+            y = np.maximum(u + occ[..., None], v) - jo
+            np.maximum(y[..., 0], free + occ, out=y[..., 0])
+            np.maximum.accumulate(y, axis=-1, out=y)
+            end = y + jo
+            before = np.concatenate([free[..., None], end[..., :-1]], axis=-1)  # previous piece's end
+            start = np.maximum(u, before)
+            free[...] = end[..., -1]
+            u[...] = start + lat[..., None]
+            v[...] = end + lat[..., None]
+        if edges is not None:
+            flat[edges] = u
+            flat_tail[edges] = v
+    return tail
+
+
+def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s, routing="store-and-forward"):
     """Advance one ring operation over every ring of *rings*; return each member's
     completion time ``(L, n)`` and the number of steps. *free* (link free times, by
     link key) is updated in place.
@@ -254,16 +309,18 @@ def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s):
     t = np.array(ready0, dtype=float)
     if chunks > 1:
         t = np.repeat(t[..., None], chunks, axis=-1)
+    send = _hops_cut_through if routing == "cut-through" else _hops
     try:
         for k in range(nsteps):
             prev = t.copy() if skewed else None
-            t = _shift(_hops(t, hops, chunks, check))
+            t = _shift(send(t, hops, chunks, check))
             if skewed:
                 np.maximum(t, prev, out=t)
             if k < reducing and reduce_s:
                 t += reduce_s
     except _OutOfOrder:
-        return _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s), nsteps
+        return _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s,
+                                 routing), nsteps
     free[rings.links0] = hops[0][1]
     for (_, keys, _, _), hop in zip(rings.more, hops[1:]):
         free[keys] = hop[1]
@@ -271,7 +328,8 @@ def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s):
     return done, nsteps
 
 
-def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s):
+def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s,
+                      routing="store-and-forward"):
     """The same pass, one message at a time in global (ready time, step, piece) order.
 
     Exact whatever order a link serves in (each link still carries one edge only),
@@ -289,23 +347,25 @@ def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks
     start = np.asarray(ready0, dtype=float).ravel().tolist()
     ready = [start[e] for e in range(E) for _ in range(chunks)]
     done = list(start)
-    heap = [(start[e], 0, c, 0, e) for e in range(E) for c in range(chunks)]
+    cut_through = routing == "cut-through"
+    heap = [(start[e], 0, c, 0, e, -np.inf) for e in range(E) for c in range(chunks)]
     heapq.heapify(heap)
     while heap:
-        t, k, c, h, e = heapq.heappop(heap)
+        t, k, c, h, e, tail = heapq.heappop(heap)  # t: when the (head of the) piece reaches hop h
         path = paths[e]
         key, occ, lat = path[h]
-        end = max(t, link_free[key]) + occ
+        begin = max(t, link_free[key])
+        end = max(begin + occ, tail)
         link_free[key] = end
         arrival = end + lat
         if h + 1 < len(path):
-            heapq.heappush(heap, (arrival, k, c, h + 1, e))
+            heapq.heappush(heap, (begin + lat if cut_through else arrival, k, c, h + 1, e, arrival))
             continue
         m = e - e % n + (e % n + 1) % n  # next member of the same ring
         r = max(arrival, ready[m * chunks + c]) + (reduce_s if k < reducing else 0.0)
         ready[m * chunks + c] = r
         if k + 1 < nsteps:
-            heapq.heappush(heap, (r, k + 1, c, 0, m))
+            heapq.heappush(heap, (r, k + 1, c, 0, m, -np.inf))
         elif r > done[m]:
             done[m] = r
     for key, t in link_free.items():
@@ -328,16 +388,19 @@ def _check(topo, chunks):
         raise ConfigError("must be a whole number >= 1", key_path="chunks", value=chunks)
 
 
-def why_unsupported(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1):
+def why_unsupported(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1,
+                    routing="store-and-forward"):
     """Why :func:`supports` says no (``None`` if it says yes); bad input says what is wrong."""
     try:
         _check(topology, chunks)
+        check_routing(routing)
         return _plan(topology, op, algorithm, group, bidirectional)[1]
     except WusError as exc:
         return str(exc)
 
 
-def supports(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1):
+def supports(topology, op, algorithm, *, group=None, bidirectional=False, chunks=1,
+             routing="store-and-forward"):
     """True if the schedule is static and uncontended, so :func:`run` is exact.
 
     False for halving-doubling (partners several hops away contend), bidirectional
@@ -346,20 +409,21 @@ def supports(topology, op, algorithm, *, group=None, bidirectional=False, chunks
     whole-slice ring on an odd x odd mesh with its reverse), 2d-split unless the
     slice is a square torus with uniform links (otherwise its halves can want an
     axis at the same time), and invalid input. The api falls back to the SimPy
-    engine then.
+    engine then. Both routings are supported alike (see the module docstring).
     """
     return why_unsupported(topology, op, algorithm, group=group, bidirectional=bidirectional,
-                           chunks=chunks) is None
+                           chunks=chunks, routing=routing) is None
 
 
 def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-        reduce_Bps=None):
+        reduce_Bps=None, routing="store-and-forward"):
     """Simulate the collective exactly; *nbytes* = ``S``, the full buffer per replica.
 
     Raises :class:`ConfigError` (key ``engine``) if :func:`supports` says no.
     """
     topo = topology
     _check(topo, chunks)
+    check_routing(routing)
     if not nbytes > 0:
         raise ConfigError("must be > 0 bytes", key_path="size", value=nbytes)
     if reduce_Bps is not None and not reduce_Bps > 0:
@@ -383,7 +447,7 @@ def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chu
             n = emb.size
             piece = p.fraction * S / n / chunks
             red = 0.0 if reduce_Bps is None else piece / reduce_Bps
-            done, nsteps = _ring_pass(free, ready[emb.members], rings, p.kind, piece, chunks, red)
+            done, nsteps = _ring_pass(free, ready[emb.members], rings, p.kind, piece, chunks, red, routing)
             out[emb.members] = done if d == 0 else np.maximum(out[emb.members], done)
             events += nsteps * chunks * rings.num_hops
             link_bytes[rings.used_links] += nsteps * piece * chunks
