@@ -27,6 +27,10 @@ def add_parser(subparsers):
     p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
     p.add_argument("--engine", default="auto", metavar="NAME",
                    help="auto (default: fast engine where it applies, else SimPy), fast or simpy")
+    p.add_argument("--routing", default="store-and-forward", metavar="R",
+                   help="store-and-forward (default: every hop receives the whole message before "
+                        "sending it on) or cut-through (the head moves on at once; differs only on "
+                        "multi-hop edges such as a mesh's folded rings)")
     p.add_argument("--group", default="all", metavar="G",
                    help="all (default), x, y, z (every line along that axis at once), "
                         "or comma-separated replica ids (a ring in that order)")
@@ -68,7 +72,7 @@ def run(args):
     reduce_Bps = topo.hbm_Bps_per_replica if args.reduce else None
     r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=_group(args.group),
                             bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
-                            reduce_Bps=reduce_Bps)
+                            reduce_Bps=reduce_Bps, routing=args.routing)
     record = r.to_dict()
     record["group"] = args.group
     if args.json:
@@ -80,7 +84,8 @@ def run(args):
                      f"{topo.hop_latency_s / US:g} us/hop)"),
         ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else "")
          + (f", {r.chunks} chunks" if r.chunks > 1 else "")
-         + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")),
+         + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
+         + (f", {r.routing} routing" if r.routing != "store-and-forward" else "")),
         ("group", f"{args.group}: {r.group_size} replicas"),
         ("size S", f"{format_bytes(r.nbytes)} ({int(r.nbytes)} B) per replica"),
         ("time", format_time(r.time_s)),
