@@ -294,3 +294,46 @@ def test_cli_routing():
     bad = run("--routing", "wormhole")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
     assert "cut-through" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ============================================================ the step simulator
+def test_step_serial_comm_follows_the_routing():
+    """A serial replicated step on a mesh slice: its exposed communication is the sum of the
+    gradient collectives' closed forms under the routing asked for; cut-through is cheaper."""
+    from wus_sim.step import StepOptions, simulate_step
+
+    topo = load_topology("tpu-v3-32")  # 4x4 mesh (sub-pod slice), 2 cores per chip
+    comm = {}
+    for routing in ROUTINGS:
+        opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, routing=routing)
+        res = simulate_step("resnet50", topo, "momentum", "replicated", options=opts)
+        want = sum(analytic_time(topo, c.op, "2d", c.nbytes, routing=routing) for c in res.work.grad_collectives)
+        assert res.breakdown["exposed_comm_s"] == pytest.approx(want, rel=1e-9)
+        comm[routing] = want
+    assert comm[CT] < comm[SF]
+
+
+def test_point_key_and_cli_step(capsys):
+    from wus_sim.cli import main
+    from wus_sim.errors import ConfigError
+    from wus_sim.experiments.spec import check_point_value, complete_point
+    from wus_sim.step import simulate_point
+
+    assert complete_point({"workload": "resnet50", "topology": "tpu-v3-32"})["routing"] == SF
+    assert check_point_value("routing", CT) == CT
+    with pytest.raises(ConfigError, match="cut-through"):
+        check_point_value("routing", "wormhole")
+    base = {"workload": "resnet50", "topology": "torus:4x4", "strategy": "replicated"}
+    torus = [simulate_point({**base, "routing": r})[0]["step_time_s"] for r in ROUTINGS]
+    assert torus[0] == pytest.approx(torus[1], rel=1e-12)  # one-hop rings: nothing changes
+    assert main(["step", "resnet50", "-t", "mesh:4x4", "--strategy", "replicated", "--json",
+                 "--no-overlap-grad-reduce", "--routing", "cut-through"]) == 0
+    ct = json.loads(capsys.readouterr().out)
+    assert main(["step", "resnet50", "-t", "mesh:4x4", "--strategy", "replicated", "--json",
+                 "--no-overlap-grad-reduce"]) == 0
+    sf = json.loads(capsys.readouterr().out)
+    assert ct["routing"] == CT and sf["routing"] == SF
+    assert ct["breakdown"]["exposed_comm_s"] < sf["breakdown"]["exposed_comm_s"]
+    assert main(["step", "resnet50", "-t", "mesh:4x4", "--routing", "wormhole"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown routing" in err and "Traceback" not in err

@@ -48,6 +48,8 @@ class StepOptions:
     """Collective algorithm of gradient reductions and weight all-gathers."""
     bidirectional: bool = False
     """Run each ring phase in both directions at once."""
+    routing: str = "store-and-forward"
+    """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
     overlap_grad_reduce: bool = True
     """Start a bucket's gradient collective as soon as backward has produced it."""
     overlap_all_gather: bool = True
@@ -126,7 +128,8 @@ def _program(plan, work, topology, per_replica_batch, options):
     def coll_s(op, nbytes):
         if nbytes <= 0:
             return 0.0
-        return collective_time(topology, op, options.algorithm, nbytes, bidirectional=options.bidirectional)
+        return collective_time(topology, op, options.algorithm, nbytes, bidirectional=options.bidirectional,
+                               routing=options.routing)
 
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways)
@@ -226,6 +229,7 @@ def simulate_point(point):
     options = StepOptions(
         algorithm=p.get("algorithm") or "2d",
         bidirectional=bool(p.get("bidirectional", False)),
+        routing=p.get("routing") or "store-and-forward",
         overlap_grad_reduce=p.get("overlap_grad_reduce", True) is not False,
         overlap_all_gather=p.get("overlap_all_gather", True) is not False,
         grad_dtype=p.get("grad_dtype"),

@@ -34,6 +34,8 @@ def add_parser(subparsers):
     p.add_argument("--algorithm", default="2d", metavar="A",
                    help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling (default 2d)")
     p.add_argument("--bidirectional", action="store_true", help="bidirectional ring phases")
+    p.add_argument("--routing", default="store-and-forward", metavar="R",
+                   help="network routing: store-and-forward (default) or cut-through")
     p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")
     p.add_argument("--bucket-MiB", type=float, dest="bucket_MiB", metavar="F", help="fusion bucket size, MiB")
     p.add_argument("--no-overlap-grad-reduce", action="store_true",
@@ -63,7 +65,7 @@ def run(args):
         raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
     topology = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
     options = StepOptions(
-        algorithm=args.algorithm, bidirectional=args.bidirectional,
+        algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
         overlap_grad_reduce=not args.no_overlap_grad_reduce, overlap_all_gather=not args.no_overlap_all_gather,
         grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
@@ -80,7 +82,8 @@ def run(args):
         from ..collectives import phase_times
 
         def phases(op, nbytes):
-            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=args.bidirectional)
+            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=args.bidirectional,
+                               routing=args.routing)
 
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
     report = _report(args, topology, results, meta, speedup(results))
@@ -114,7 +117,7 @@ def _report(args, topology, results, meta, up):
         "workload": args.workload, "topology": topology.name, "optimizer": meta["optimizer"],
         "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
         "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
-        "params": meta["params"], "algorithm": args.algorithm,
+        "params": meta["params"], "algorithm": args.algorithm, "routing": args.routing,
     }
     if len(per) == 1:
         (strategy, only), = per.items()

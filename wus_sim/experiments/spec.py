@@ -55,6 +55,13 @@ def _algorithms():
     return tuple(ALGORITHMS)
 
 
+def _routings():
+    """Routing modes of the network model (imported when a point is checked)."""
+    from ..network import ROUTINGS
+
+    return tuple(ROUTINGS)
+
+
 # ---------------------------------------------------------------- name checks
 def _existing_path(text, base_dir):
     """*text* as an existing YAML file (relative to cwd, then to *base_dir*), or None."""
@@ -204,6 +211,9 @@ POINT_KEYS = _table(
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
     Param("bidirectional", "bool", default=False, nullable=False,
           meaning="Run each ring phase in both directions at once (half the data each way)."),
+    Param("routing", "choice", default="store-and-forward", nullable=False, choices=_routings,
+          meaning="Network routing: store-and-forward (each hop receives the whole message first) or "
+                  "cut-through (the head moves on at once; differs on multi-hop edges, e.g. mesh folded rings)."),
     Param("bucket_MiB", "number", positive=True, unit="MiB",
           meaning="Gradient fusion bucket size (2^20 B); null = the planner's default."),
     Param("overlap_grad_reduce", "bool", default=True, nullable=False,
