@@ -309,7 +309,8 @@ def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s, routing
     t = np.array(ready0, dtype=float)
     if chunks > 1:
         t = np.repeat(t[..., None], chunks, axis=-1)
-    send = _hops_cut_through if routing == "cut-through" else _hops
+    # on one-hop edges cut-through is store-and-forward, bit for bit: keep the cheaper recurrence
+    send = _hops_cut_through if routing == "cut-through" and rings.more else _hops
     try:
         for k in range(nsteps):
             prev = t.copy() if skewed else None
