@@ -62,8 +62,10 @@ per-link bandwidth override on a pass of several rings), and no reordering
 of pieces at the all-reduce turn (see :func:`is_exact`). Otherwise the value
 is the uncontended time in (step, piece) order: a lower bound of the
 simulated time under contention; with per-link overrides on multi-ring passes
-it takes the slowest ring of each pass and can be off either way (<0.1% in
-the tests).
+it takes the slowest ring of each pass and can be off either way (seen up to
+13 % above the simulated time, when one slow link sits on one ring of a pass of
+many rings). :func:`~wus_sim.collectives.api.collective_time` therefore uses
+the closed form only where it is exact and simulates everything else.
 """
 
 from functools import lru_cache
