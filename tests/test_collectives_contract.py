@@ -247,7 +247,7 @@ def _walk(topo, emb):
 
 @pytest.mark.parametrize("d", range(1, 10))
 @pytest.mark.parametrize("wrap", [True, False])
-def test_line_rings_follow_the_brief(d, wrap):
+def test_line_rings_follow_the_documented_embedding(d, wrap):
     topo = make((d, 3), (wrap, True))
     used = []
     for reverse in (False, True):

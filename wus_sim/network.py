@@ -1,6 +1,6 @@
 """The network as a discrete-event model over a :class:`~wus_sim.topology.Topology`.
 
-Timing model (the team brief fixes it; the fast engine and the closed forms implement the same):
+Timing model (the fast engine and the closed forms implement the same):
 
 * Every direction of every ICI link, and every on-chip core-to-core link, is a
   server with one place (capacity 1), a bandwidth ``bw`` (bytes/s) and a

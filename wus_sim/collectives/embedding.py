@@ -7,7 +7,7 @@ member of ring ``r`` in ring order; edge ``i`` goes from ``members[r, i]`` to
 (store-and-forward, in that order). Link keys are the topology's dense ICI link
 ids, extended by on-chip core links (:func:`wus_sim.network.onchip_link_key`).
 
-Embeddings used (the team brief fixes them; both engines rely on them):
+Embeddings used (both engines rely on them):
 
 * One axis line of ``d`` chips (:func:`axis_rings`): wrapped axis: ring order
   ``0..d-1``, edge ``i -> i+1`` on the ``+`` link of chip ``i`` (the reverse

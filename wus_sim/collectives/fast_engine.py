@@ -13,7 +13,7 @@ a phase by one algorithm step with a few vector operations per hop::
 
 then shifts the arrivals one place along each ring (member i's message reaches
 member i+1) and adds the reduction time on reduce-scatter steps. That is the
-brief's timing model, message for message, so the result equals the SimPy engine's
+timing model of :mod:`wus_sim.network`, message for message, so the result equals the SimPy engine's
 (:mod:`wus_sim.collectives.simpy_engine`) up to rounding, at a few hundred million
 messages per second.
 

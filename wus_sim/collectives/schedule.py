@@ -13,7 +13,7 @@ all three operations (reduce-scatter: ``S`` in, ``S/N`` out; all-gather:
 float byte counts: ``S/n`` and ``S/(n K)`` need not be whole numbers (a real
 implementation pads; padding is below the model's resolution).
 
-Schedule (shared with the fast engine; see the team brief):
+Schedule (shared with the fast engine):
 
 * Levels: with ``c > 1`` cores per chip, an on-chip ring reduce-scatter of
   ``S`` among the cores first (``core`` level), then the chip-level collective
