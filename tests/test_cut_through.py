@@ -22,7 +22,7 @@ from wus_sim.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s
 from wus_sim.topology import load_topology
 from wus_sim.units import KiB, MiB
 
-from make_topology import make
+from make_topology import folded_ring_time, make
 
 REL = 1e-9
 CT, SF = "cut-through", "store-and-forward"
@@ -175,19 +175,6 @@ def test_single_hop_halving_doubling_pairs_equal():
 
 
 # ============================================ mesh folded rings: the closed form
-def folded_ring_cut_through(d, buf, bw, lat, kind):
-    """A mesh line's folded ring, K = 1, cut-through: an edge of ``h`` hops costs
-    ``h lat + b/bw``; no link queues (every edge costs more than one message time), so the
-    slowest window of N consecutive edges is the time: ``N b/bw + hops(window) lat``."""
-    if d == 1:
-        return 0.0
-    order = embedding.line_ring_pattern(d, False)[0]
-    hops = [abs(order[(i + 1) % d] - order[i]) for i in range(d)]
-    nsteps = 2 * (d - 1) if kind == "ar" else d - 1
-    window = max(sum(hops[(i - j) % d] for j in range(1, nsteps + 1)) for i in range(d))
-    return window * lat + nsteps * buf / d / bw
-
-
 KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 
 
@@ -196,7 +183,7 @@ KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 def test_mesh_folded_ring_closed_form(d, S, op, lat):
     topo = make((d,), False, hop_latency_us=lat)
     ct = simulate_collective(topo, op, "ring", S, engine="simpy", routing=CT)
-    expect = folded_ring_cut_through(d, S, 100e9, lat * 1e-6, KIND[op])
+    expect = folded_ring_time(d, S, 100e9, lat * 1e-6, KIND[op], routing="cut-through")
     assert rel_err(ct.time_s, expect) < REL
     assert ct.exact and rel_err(ct.analytic_time_s, expect) < REL
     assert rel_err(fast_engine.run(topo, op, "ring", S, routing=CT).time_s, expect) < REL

@@ -25,7 +25,7 @@ from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology
 from wus_sim.units import GiB, KiB, MiB
 
-from make_topology import make
+from make_topology import folded_ring_time, make
 
 REL = 1e-9
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
@@ -84,19 +84,6 @@ def torus_time(topo, op, algorithm, S, *, bidirectional=False, chunks=1, reduce_
             total += ring_time(d, buf, bw, lat, kind, chunks, reduce_Bps)
         buf /= d
     return total
-
-
-def folded_ring_time(d, buf, bw, lat, kind):
-    """A mesh line's folded ring, K = 1: member i finishes after the N edges before it;
-    no link ever queues (every edge costs >= one message time), so the slowest window
-    of N consecutive edges, ``hops * (lat + b/bw)``, is the time."""
-    if d == 1:
-        return 0.0
-    order = embedding.line_ring_pattern(d, False)[0]
-    hops = [abs(order[(i + 1) % d] - order[i]) for i in range(d)]
-    nsteps = 2 * (d - 1) if kind == "ar" else d - 1
-    window = max(sum(hops[(i - j) % d] for j in range(1, nsteps + 1)) for i in range(d))
-    return window * (lat + buf / d / bw)
 
 
 # ==================================================== an independent simulator
