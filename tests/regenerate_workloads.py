@@ -364,7 +364,6 @@ def spec_bert(data):
 
 def spec_gnmt(data):
     key = "gnmt_v32320"
-    t = data[key]
     tokens, h, vocab = 50, 1024, 32320
     lstm_layers = 5 + 4   # encoder: bidirectional layer 0 (2) + 3; decoder: attention LSTM + 3
     return dict(
@@ -397,7 +396,6 @@ def spec_gnmt(data):
 
 def spec_ncf(data, *, v06):
     key = "ncf_ml20mx16x32" if v06 else "ncf_ml20m"
-    t = data[key]
     return dict(
         name="ncf-ml20mx16x32" if v06 else "ncf", key=key,
         description=("NCF / NeuMF on ml-20mx16x32 (2.2 M users, 856 k items), the MLPerf v0.6 reference "

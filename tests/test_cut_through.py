@@ -14,7 +14,7 @@ import simpy
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, collective_time, simulate_collective
-from wus_sim.collectives import embedding, fast_engine
+from wus_sim.collectives import fast_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.schedule import plan_collective
 from wus_sim.errors import UnknownNameError
