@@ -34,7 +34,7 @@ from .topology import load_topology
 from .units import MiB
 from .workloads import load_workload
 
-__all__ = ["StepOptions", "StepResult", "simulate_step", "simulate_strategies", "simulate_point",
+__all__ = ["StepOptions", "StepResult", "simulate_step", "simulate_strategies", "simulate_point", "speedup",
            "resolve_batch"]
 
 GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
@@ -181,20 +181,20 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIE
     results = {}
     for strategy in strategies:
         work = step_work(plan, strategy)
-        memory = memory_breakdown(plan, strategy, batch)
         try:
-            memory_breakdown(plan, strategy, batch, check=True)
+            memory = memory_breakdown(plan, strategy, batch, check=True)
         except InfeasibleError as exc:
+            memory = memory_breakdown(plan, strategy, batch)  # the breakdown the error describes
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
             results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc))
             continue
         program = _program(plan, work, topology, batch, options)
         tl = run_timeline(program, steps=options.steps)
         results[strategy] = StepResult(strategy, "ok", tl.step_time_s, dict(tl.breakdown), memory, work, tl)
-    results_meta = {"replicas": plan.replicas, "spatial_ways": plan.spatial_ways, "per_replica_batch": batch,
+    meta = {"replicas": plan.replicas, "spatial_ways": plan.spatial_ways, "per_replica_batch": batch,
                     "global_batch": batch * plan.replicas, "params": plan.params,
                     "optimizer": plan.analysis.name, "plan": plan}
-    return results, results_meta
+    return results, meta
 
 
 def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
@@ -248,12 +248,12 @@ def simulate_point(point):
     for s, res in results.items():
         rec = dict(p)
         rec.update(res.to_record())
+        rec.update(topology.slice_columns())
         rec.update({
             "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
+            # data-parallel replicas: fewer than the cores when the MLPerf run partitions spatially
             "optimizer": meta["optimizer"], "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
-            "params": meta["params"], "chips": topology.num_chips, "chip": topology.chip.name,
-            "dims": topology.shape_str, "ndim": topology.ndim,
-            "wrap": ",".join("T" if w else "F" for w in topology.wrap),
+            "params": meta["params"],
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up if s == "sharded" else math.nan,
             "wall_s": wall,

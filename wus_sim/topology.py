@@ -188,9 +188,6 @@ class Topology:
         """Matrix-unit peak of one replica, FLOP/s."""
         return self.chip.peak_flops / self.cores_per_chip
 
-    def chip_of_replica(self, replica):
-        return np.asarray(replica) // self.cores_per_chip
-
     # ------------------------------------------------------------------ links
     def link_id(self, chip, axis, direction):
         """Dense id of the link leaving *chip* along *axis*, ``direction`` = +1 or -1."""
@@ -310,10 +307,6 @@ class Topology:
                 cur = int(self.neighbor(cur, axis, direction))
         return links
 
-    def hops(self, src, dst):
-        """Hop count of the dimension-order route."""
-        return len(self.route(src, dst))
-
     # ----------------------------------------------------------------- export
     def to_networkx(self):
         """A ``networkx.MultiDiGraph``: nodes are chip ids with ``coord``; edges carry
@@ -328,21 +321,11 @@ class Topology:
                        bw_Bps=float(self.link_Bps[link]))
         return g
 
-    def summary(self):
-        """Flat dict of the slice's figures (SI units) for reports and records."""
-        return {
-            "topology": self.name,
-            "dims": self.shape_str,
-            "wraparound": ",".join("T" if w else "F" for w in self.wrap),
-            "chips": self.num_chips,
-            "cores_per_chip": self.cores_per_chip,
-            "replicas": self.num_replicas,
-            "links": self.num_links,
-            "link_GBps": [b / GB for b in self.axis_link_Bps],
-            "hop_latency_us": self.hop_latency_s / US,
-            "onchip_GBps": self.onchip_Bps / GB,
-            "chip": self.chip.name,
-        }
+    def slice_columns(self):
+        """The slice's columns of a results row (documented in ``wus_sim.experiments.results``)."""
+        return {"replicas": self.num_replicas, "cores": self.num_cores, "chips": self.num_chips,
+                "chip": self.chip.name, "dims": self.shape_str, "ndim": self.ndim,
+                "wrap": ",".join("T" if w else "F" for w in self.wrap)}
 
     def __repr__(self):
         kind = "torus" if all(self.wrap) else ("mesh" if not any(self.wrap) else "partial-torus")
