@@ -6,13 +6,14 @@ replicas do shows up in the collective durations, which the collective engine
 computes over every replica and link of the group (see
 :mod:`wus_sim.collectives`).
 
-Two resources, both FIFO (SimPy serves simultaneous requests in the order they
-were made, and this module makes them in a fixed order, so runs are
-deterministic):
+Two streams:
 
-* ``core``: the replica's compute stream (forward, backward, update run one at
-  a time on it);
-* ``net``: the replica group's ICI links. Every collective of a step uses all
+* ``core``: the replica's compute (forward, backward, update run one at a time).
+  One process, the training loop itself, runs it, so it needs no resource:
+  compute is a timeout in that process;
+* ``net``: the replica group's ICI links, a FIFO SimPy resource (SimPy serves
+  simultaneous requests in the order they were made, and this module makes
+  them in a fixed order, so runs are deterministic). Every collective of a step uses all
   links of the group, so two collectives that are ready at once queue: the
   second waits for the first (they contend). A collective and compute overlap.
 
@@ -24,7 +25,6 @@ that overlaps the next step's forward makes one step in isolation misleading.
 """
 
 from dataclasses import dataclass, field
-from functools import partial
 
 __all__ = ["Bucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
 
@@ -119,7 +119,6 @@ def run_timeline(program, steps=3):
     if steps < 2:
         raise ValueError('"steps" must be >= 2')
     env = simpy.Environment()
-    core = simpy.Resource(env, capacity=1)
     net = simpy.Resource(env, capacity=1)
     intervals = []
     starts = []
@@ -135,16 +134,19 @@ def run_timeline(program, steps=3):
     # weights are needed in forward order
     gather_order = sorted(range(len(buckets)), key=lambda b: (min(buckets[b].layers), b))
 
-    def occupy(resource, where, kind, name, t_s, step, args=None):
-        """Hold *resource* (``where``: ``'core'`` or ``'net'``) for *t_s* and record the interval."""
-        with resource.request() as req:
+    def compute(kind, name, t_s, step):
+        """Run on the core (only the training loop does) and record the interval."""
+        t0 = env.now
+        yield env.timeout(t_s)
+        intervals.append(Interval("core", kind, name, t0, env.now, step, {}))
+
+    def on_net(kind, name, t_s, step, args=None):
+        """Hold the group's links for *t_s* (after the collectives queued before) and record it."""
+        with net.request() as req:
             yield req
             t0 = env.now
             yield env.timeout(t_s)
-            intervals.append(Interval(where, kind, name, t0, env.now, step, args or {}))
-
-    on_core = partial(occupy, core, "core")
-    on_net = partial(occupy, net, "net")
+            intervals.append(Interval("net", kind, name, t0, env.now, step, args or {}))
 
     def train(env):
         # Before the first step every replica holds full weights.
@@ -154,7 +156,7 @@ def run_timeline(program, steps=3):
             for layer in range(nlayers):
                 for b in layer_buckets[layer]:
                     yield gathered[b]
-                yield env.process(on_core("fwd", f"fwd L{layer}", program.fwd_layer_s[layer], step))
+                yield from compute("fwd", f"fwd L{layer}", program.fwd_layer_s[layer], step)
             grad_done = [None] * len(buckets)
             pending = list(grad_order)
 
@@ -167,7 +169,7 @@ def run_timeline(program, steps=3):
                         {"op": bk.grad_op, "nbytes": bk.grad_nbytes}))
 
             for layer in reversed(range(nlayers)):
-                yield env.process(on_core("bwd", f"bwd L{layer}", program.bwd_layer_s[layer], step))
+                yield from compute("bwd", f"bwd L{layer}", program.bwd_layer_s[layer], step)
                 if program.overlap_grad_reduce:
                     launch_ready(layer)
             launch_ready(-1)
@@ -175,7 +177,7 @@ def run_timeline(program, steps=3):
                 yield ev
             for i, t_s in enumerate(program.extra_reduction_s):
                 yield env.process(on_net("extra", f"extra all-reduce {i}", t_s, step))
-            yield env.process(on_core("update", "update", program.update_s, step))
+            yield from compute("update", "update", program.update_s, step)
             gathered = [env.event().succeed() for _ in buckets]
             for b in gather_order:
                 bk = buckets[b]
