@@ -79,8 +79,11 @@ def run(args):
     if args.trace:
         from ..trace import write_trace
 
+        from functools import lru_cache
+
         from ..collectives import phase_times
 
+        @lru_cache(maxsize=None)  # every step repeats the same bucket sizes
         def phases(op, nbytes):
             return phase_times(topology, op, args.algorithm, nbytes, bidirectional=args.bidirectional,
                                routing=args.routing)
