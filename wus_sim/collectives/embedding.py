@@ -67,10 +67,6 @@ class RingEmbedding:
         """Members per ring (``n``)."""
         return int(self.members.shape[1])
 
-    @property
-    def max_hops(self):
-        return int(self.links.shape[2])
-
     def edge_path(self, ring, i):
         """Link keys of edge *i* of ring *ring*, as a list."""
         return [int(k) for k in self.links[ring, i, : self.hops[ring, i]]]
@@ -161,7 +157,7 @@ def _boustrophedon(dims):
 
 
 def slice_ring_order(topology):
-    """Chip ids of the whole-slice ring in ring order, and whether all its edges are one hop.
+    """Chip ids of the whole-slice ring in ring order.
 
     See the module docstring for the construction.
     """
@@ -185,16 +181,14 @@ def slice_ring_order(topology):
                 coords.append(((line, x),) + tuple(zip(others, h)))
         for h in reversed(path):
             coords.append(((line, 0),) + tuple(zip(others, h)))
-        one_hop = True
     else:
         for h in _boustrophedon([dims[b] for b in active]):
             coords.append(tuple(zip(active, h)))
-        one_hop = False
     full = np.zeros((len(coords), topology.ndim), dtype=np.int64)
     for i, c in enumerate(coords):
         for axis, x in c:
             full[i, axis] = x
-    return topology.chip_id(full), one_hop
+    return topology.chip_id(full)
 
 
 def _grid_edge(topology, a, b):
@@ -215,7 +209,7 @@ def slice_ring(topology, reverse=False):
         return _from_lists([[0]], [[[]]])
     if len(active) == 1:
         return axis_rings(topology, active[0], reverse)
-    order, _ = slice_ring_order(topology)
+    order = slice_ring_order(topology)
     order = [int(c) for c in order]
     if reverse:
         order = order[::-1]

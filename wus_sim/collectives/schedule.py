@@ -383,10 +383,6 @@ class Schedule:
     """Per-message data-model fields (pass index, direction, ring, position, step, piece, dst position)."""
 
     @property
-    def num_messages(self):
-        return int((self.path_id >= 0).sum())
-
-    @property
     def num_hops(self):
         """Message hops (the ``events`` both engines count)."""
         lengths = np.array([len(p) for p in self.paths] + [0])
