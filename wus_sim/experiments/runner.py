@@ -112,9 +112,7 @@ def _slice_columns(point, cache):
                              wraparound=point.get("wraparound"), cores_per_chip=point.get("cores_per_chip"))
     except (WusError, ValueError):
         return cache[key]
-    cache[key] = {"replicas": topo.num_replicas, "cores": topo.num_cores, "chips": topo.num_chips,
-                  "chip": topo.chip.name, "dims": topo.shape_str, "ndim": topo.ndim,
-                  "wrap": ",".join("T" if w else "F" for w in topo.wrap)}
+    cache[key] = topo.slice_columns()
     return cache[key]
 
 
