@@ -53,6 +53,13 @@ def test_describe_optimizer_json(capsys, name):
     assert isinstance(d["cross_replica_reductions"], list)
 
 
+@pytest.mark.parametrize("kind, name", [("workload", "gnmt"), ("optimizer", "adam")])
+def test_describe_grad_dtype_short_and_long_spellings_agree(capsys, kind, name):
+    out = {dtype: json.loads(run_cli(capsys, "describe", kind, name, "--json", "--grad-dtype", dtype)[1])
+           for dtype in ("bf16", "bfloat16", "fp32", "float32")}
+    assert out["bf16"] == out["bfloat16"] != out["fp32"] == out["float32"]
+
+
 def test_describe_optimizer_text(capsys):
     code, out, _ = run_cli(capsys, "describe", "optimizer", "lamb")
     assert code == 0 and "norm(w)" in out
@@ -113,6 +120,9 @@ def test_plan_options(capsys):
     bf16 = json.loads(run_cli(capsys, "plan", "gnmt", "-t", "tpu-v3-32", "-o", "adam", "--json",
                               "--grad-dtype", "bfloat16")[1])
     assert bf16["strategies"]["replicated"]["grad_nbytes"] * 2 == base["strategies"]["replicated"]["grad_nbytes"]
+    for short, long in (("bf16", bf16), ("fp32", base)):   # `wus-sim step`'s spellings name the same dtypes
+        assert json.loads(run_cli(capsys, "plan", "gnmt", "-t", "tpu-v3-32", "-o", "adam", "--json",
+                                  "--grad-dtype", short)[1]) == long
     small = json.loads(run_cli(capsys, "plan", "gnmt", "-t", "tpu-v3-32", "-o", "adam", "--json",
                                "--bucket-MiB", "1")[1])
     assert len(small["buckets"]) > len(base["buckets"])

@@ -9,6 +9,8 @@ known names are listed.
 
 import json
 
+from .plan import GRAD_DTYPES
+
 __all__ = ["add_parser", "run", "workload_text"]
 
 
@@ -20,7 +22,7 @@ def add_parser(subparsers):
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="shipped name or path to a YAML file (omit to list the known names)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--grad-dtype", choices=("float32", "bfloat16"), default=None,
+    p.add_argument("--grad-dtype", choices=list(GRAD_DTYPES), default=None,
                    help="gradient dtype (default: the workload's; optimizer: float32)")
     return p
 
@@ -39,7 +41,7 @@ def _workload(args):
         return 0
     w = load_workload(args.name)
     if args.grad_dtype:
-        w = w.with_grad_bytes(DTYPE_BYTES[args.grad_dtype])
+        w = w.with_grad_bytes(DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]])
     if args.json:
         print(json.dumps(w.to_dict(), indent=1))
     else:
@@ -54,7 +56,7 @@ def _optimizer(args):
     if not args.name:
         print("\n".join(known_optimizers() + [f"+{p}" for p in known_prefixes()]))
         return 0
-    grad_bytes = DTYPE_BYTES[args.grad_dtype] if args.grad_dtype else 4
+    grad_bytes = DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]] if args.grad_dtype else 4
     analysis = analyse(args.name, grad_bytes=grad_bytes)
     if args.json:
         print(json.dumps(analysis.to_dict(), indent=1))

@@ -15,7 +15,11 @@ one replica per core.
 
 import json
 
-__all__ = ["add_parser", "run", "build_report"]
+__all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES"]
+
+GRAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "float32": "float32", "bfloat16": "bfloat16"}
+"""``--grad-dtype`` spellings -> the dtype name of :data:`wus_sim.workloads.DTYPE_BYTES`: the short
+ones ``wus-sim step`` and experiment files use, and the workload files' long ones."""
 
 
 def add_parser(subparsers):
@@ -41,7 +45,7 @@ def add_parser(subparsers):
     p.add_argument("--max-padding-ratio", type=float, metavar="R",
                    help="keep a tensor replicated if sharding would pad it by more than R x its size "
                         "(default 1)")
-    p.add_argument("--grad-dtype", choices=("float32", "bfloat16"), help="gradient dtype (default: the workload's)")
+    p.add_argument("--grad-dtype", choices=list(GRAD_DTYPES), help="gradient dtype (default: the workload's)")
     p.add_argument("--replica", type=int, default=1, metavar="R",
                    help="replica whose shard ownership is shown (default 1)")
     p.add_argument("--check", action="store_true",
@@ -84,7 +88,7 @@ def build_report(args):
              replicate_below_elements=args.replicate_below,
              max_padding_ratio=(DEFAULT_MAX_PADDING_RATIO if args.max_padding_ratio is None
                                 else args.max_padding_ratio),
-             grad_bytes=DTYPE_BYTES[args.grad_dtype] if args.grad_dtype else None)
+             grad_bytes=DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]] if args.grad_dtype else None)
     replica = args.replica
     if not 0 <= replica < p.replicas:
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
