@@ -132,7 +132,7 @@ def _text(r):
         "  formats: " + ", ".join(f"{k} {v}" for k, v in f.items() if v)
         + f"  (replicated: {r['replicated_elements']:,} elements; tensors under "
           f"{r['replicate_below_elements']:,} elements or padded > {r['max_padding_ratio']:g}x stay whole)",
-        f"  buckets: {r['buckets'] if isinstance(r['buckets'], int) else len(r['buckets'])} "
+        f"  buckets: {len(r['buckets'])} "
         f"(closed at {format_bytes(r['bucket_bytes'])} of gradients, in backward order; "
         f"gradients {r['grad_bytes']} B, gathered weights {r['gather_bytes']} B per element)",
     ]
