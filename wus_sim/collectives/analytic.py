@@ -73,7 +73,7 @@ import math
 
 import numpy as np
 
-from ..network import check_routing, link_key_Bps, link_key_latency_s, replica_route
+from ..network import check_routing, link_key_Bps, link_key_latency_s
 from .schedule import hd_routes, plan_collective, shared_link_streams
 
 __all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
@@ -284,20 +284,9 @@ def _hd_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
 def _pair_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
     """Halving-doubling between two members is the two-member ring (exact)."""
     piece, rho = _pass_args(p, S, K, reduce_Bps)
-    bw = link_key_Bps(topo)
-    lat = link_key_latency_s(topo)
-    e = p.rings[0]
-    best = 0.0
-    for r in range(e.num_rings):
-        tau, sig = np.zeros(2), np.zeros(2)
-        for i in range(2):
-            a, z = int(e.members[r, i]), int(e.members[r, 1 - i])
-            keys = np.asarray(replica_route(topo, a, z) if p.level == "flat" else topo.route(a, z), np.int64)
-            sig[i] = float(np.max(piece / bw[keys])) if len(keys) else 0.0
-            hop_s = sig[i] if routing == "cut-through" else float(np.sum(piece / bw[keys]))
-            tau[i] = hop_s + float(np.sum(lat[keys]))
-        best = max(best, ring_time(tau, sig, p.kind, K, rho))
-    return best
+    inv_sum, lat_sum, inv_max = _hd_step(topo, p, 0)  # every step goes to the other member
+    tau = piece * (inv_max if routing == "cut-through" else inv_sum) + lat_sum
+    return max(ring_time(t, s, p.kind, K, rho) for t, s in zip(tau, piece * inv_max))
 
 
 def _half_time(topo, passes, S, K, reduce_Bps, routing="store-and-forward"):
@@ -413,7 +402,7 @@ def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=Fa
     plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return None
-    passes = list(plan.pre) + [p for half in plan.halves for p in half] + list(plan.post)
+    passes = plan.passes
     if any(p.pattern != "ring" for p in passes):
         return None
     topo, S, K = plan.topology, float(nbytes), int(chunks)
