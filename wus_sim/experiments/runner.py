@@ -92,7 +92,6 @@ def evaluate_point(point_fn, point):
         if full.get("error") is None:
             full["error"] = ""
         out.append(full)
-    _fill_speedup(out)
     return {"rows": out, "wall_s": wall_s}
 
 
@@ -114,16 +113,6 @@ def _slice_columns(point, cache):
         return cache[key]
     cache[key] = topo.slice_columns()
     return cache[key]
-
-
-def _fill_speedup(rows):
-    """Add ``speedup`` to the sharded row when the simulator did not (both strategies ok)."""
-    by = {r.get("strategy"): r for r in rows}
-    rep, sh = by.get("replicated"), by.get("sharded")
-    if rep is None or sh is None or sh.get("speedup") is not None:
-        return
-    if rep.get("status") == "ok" and sh.get("status") == "ok" and sh.get("step_time_s"):
-        sh["speedup"] = rep["step_time_s"] / sh["step_time_s"]
 
 
 # ----------------------------------------------------------------- journal
