@@ -75,11 +75,6 @@ class MemoryBreakdown:
         return {f.name: (dict(self.details) if f.name == "details" else getattr(self, f.name))
                 for f in fields(self)} | {"fits": self.fits}
 
-    def describe(self):
-        """One line: peak and its parts."""
-        parts = ", ".join(f"{p.replace('_', ' ')} {format_bytes(getattr(self, p))}" for p in PARTS)
-        return f"{self.strategy}: peak {format_bytes(self.peak)} ({parts})"
-
 
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.

@@ -286,10 +286,6 @@ class Plan:
         return [t for t in self.tensors if t.replicated]
 
     @property
-    def sharded_elements(self):
-        return int(sum(t.size for t in self.sharded_tensors))
-
-    @property
     def replicated_elements(self):
         return int(sum(t.size for t in self.replicated_tensors))
 

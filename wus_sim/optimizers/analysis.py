@@ -106,10 +106,6 @@ class Reduction:
             raise ValueError(f"{self.what}: a [{self.vector}] vector needs the tensor shape")
         return _count(ROWS if self.vector == "rows" else COLS, shape)
 
-    def nbytes(self, shape=None):
-        """Bytes all-reduced (see :meth:`values`)."""
-        return self.values(shape) * self.dtype_bytes
-
     def to_dict(self):
         size = self.vector if self.vector else (self.values_total if self.scope == "global" else self.values_per_tensor)
         return {"what": self.what, "scope": self.scope, "values_per_tensor": self.values_per_tensor,
