@@ -82,9 +82,9 @@ def layer_ncf(name):
 
 
 # ------------------------------------------------------------ FLOPs per layer
-def matmul_flops(tensors, *, kinds=("kernel",)):
-    """2 x MACs per unit for the dense weights of a layer (one row of input per unit)."""
-    return sum(2 * size(s) for n, s in tensors if n.rsplit("/", 1)[-1] in kinds)
+def matmul_flops(tensors):
+    """2 x MACs per unit for the dense weights (``.../kernel``) of a layer (one row of input per unit)."""
+    return sum(2 * size(s) for n, s in tensors if n.rsplit("/", 1)[-1] == "kernel")
 
 
 def resnet50_conv_hw(name, input_hw=224):
@@ -236,8 +236,7 @@ def spec_mrcnn(data):
     r50 = data["resnet50_v1.5"]["tensors"]
     scale_side = MRCNN_IMAGE / 224
     stem = [(n, s) for n, s in r50 if n.split("/")[0] in ("conv0", "group1")]
-    stem_flops = round(conv_flops([(n, s) for n, s in stem if n.endswith("kernel")], resnet50_conv_hw)
-                       * scale_side ** 2)
+    stem_flops = round(conv_flops(stem, resnet50_conv_hw) * scale_side ** 2)   # conv_flops counts kernels only
     # structural estimate per layer, later scaled to the json's (rough) total
     def raw_flops(name, ts):
         return sum(2 * size(s) * mrcnn_hw_count(n) for n, s in ts if n.endswith("kernel"))
@@ -283,16 +282,12 @@ def spec_transformer(data):
     t = data[key]
     seq, d, heads, n_enc, n_dec = 256, 1024, 16, 6, 6
     vocab = t["tensors"][0][1][0]
-
-    def flops(name, ts):
-        return matmul_flops(ts)
-
     return dict(
         name="transformer-big", key=key,
         description="Transformer big (6+6 layers, d 1024, ff 4096, 16 heads) on WMT En-De, MLPerf v0.6 "
                     "translation; shared 33712 x 1024 embedding/softmax",
         layer_of=layer_transformer,
-        layer_flops=flops,
+        layer_flops=lambda name, ts: matmul_flops(ts),
         extra_layers={"end": ("softmax (tied to embedding_shared_weights)", 2 * vocab * d)},
         flops=dict(unit="(source + target) token pair", units_per_example=seq, example_unit="sequence pair",
                    counts="matmul work only (2 x MACs): ~151 MFLOP per source token (encoder) + ~270 MFLOP per "

@@ -58,15 +58,9 @@ def test_tensors_are_exactly_the_reference_lists(name):
 @pytest.mark.skipif(not REFERENCE.is_file(), reason="shared reference not available")
 def test_shipped_files_are_what_the_generator_writes(tmp_path):
     import runpy
-    import sys
 
-    tool = Path(__file__).resolve().parent / "regenerate_workloads.py"
-    argv = sys.argv
-    sys.argv = [str(tool), "--json", str(REFERENCE), "--out", str(tmp_path)]
-    try:
-        runpy.run_path(str(tool), run_name="__main__")
-    finally:
-        sys.argv = argv
+    tool = runpy.run_path(str(Path(__file__).resolve().parent / "regenerate_workloads.py"))
+    tool["main"](["--json", str(REFERENCE), "--out", str(tmp_path)])
     shipped = Path(load_workload("resnet50").path).parent
     for name in SHIPPED:
         assert (tmp_path / f"{name}.yaml").read_text() == (shipped / f"{name}.yaml").read_text(), name
