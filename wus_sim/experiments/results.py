@@ -1,11 +1,12 @@
 """The results table: every column, its unit and meaning, in one place; CSV/Parquet writing.
 
 A run's results are long form: one row per simulated point and strategy.
-Point parameters come first (documented by :data:`wus_sim.experiments.spec.POINT_KEYS`,
-which is where their meaning lives), then what the runner adds about the run and
-the slice, then the simulator's results. :func:`columns` merges the three into
-the one table that :func:`write_columns_doc` writes beside the results as
-``columns.md`` and ``columns.json``.
+The point's identity comes first (experiment, point index and hash), then the point
+parameters (documented by :data:`wus_sim.experiments.spec.POINT_KEYS`, which is
+where their meaning lives), then what the runner adds about the run and the slice
+(status, error, wall time, replicas, chips, ...), then the simulator's results.
+:func:`columns` merges the three into the one table that :func:`write_columns_doc`
+writes beside the results as ``columns.md`` and ``columns.json``.
 """
 
 from dataclasses import asdict, dataclass

@@ -7,16 +7,16 @@ one flat record per strategy. Points run in worker processes
 scheduler address is given, or in this process with ``jobs=1``.
 
 Resume. Every finished point is appended to ``DIR/points.jsonl`` as one JSON
-line (its hash, index, parameters, rows), flushed and fsynced before the next
-one is taken, so a run killed at any moment has every point it finished on
-disk (a line cut short by the kill is ignored and truncated on resume). With
-``resume=True`` the points whose hash is in the journal are not run again;
-the results are always assembled from the journal, one entry per hash, so each
-point appears exactly once. Each entry also records the *model fingerprint*
-(a hash of the simulator's source, its data files and the shipped topologies,
-or the point function's name for a custom one): entries made by another
-version of the model are stale and their points run again, so a resume after
-a code or data change never mixes old and new results.
+line (``hash``, ``index``, ``model``, ``point``, ``rows``, ``wall_s``), flushed
+and fsynced before the next one is taken, so a run killed at any moment has
+every point it finished on disk (a line cut short by the kill is ignored and
+truncated on resume). With ``resume=True`` the points whose hash is in the
+journal are not run again; the results are always assembled from the journal,
+one entry per hash, so each point appears exactly once. ``model`` is the *model
+fingerprint* (a hash of the simulator's source, its data files and the shipped
+topologies, or the point function's name for a custom one): entries made by
+another version of the model are stale and their points run again, so a resume
+after a code or data change never mixes old and new results.
 
 Infeasible points. A point function may return rows with ``status='infeasible'``
 (e.g. out of HBM); if it raises :class:`~wus_sim.errors.InfeasibleError` for the
