@@ -360,8 +360,6 @@ class Experiment:
     reduce: dict = field(default_factory=dict)
     """``{key: [values]}``: the reduced form keeps only points whose value is listed."""
     plots: tuple = ()
-    raw: dict = field(default_factory=dict, repr=False, compare=False)
-    """The parsed YAML document as written."""
 
     @property
     def num_points(self):
@@ -542,7 +540,7 @@ def parse_experiment(doc, *, file=None, name=None):
     plots = _parse_plots(top) if "plots" in top else ()
 
     exp = Experiment(name=exp_name, description=description, file=top.file, base=base, axes=tuple(axes),
-                     reduce=reduce, plots=plots, raw=doc)
+                     reduce=reduce, plots=plots)
     # Cross-key rules are checked on every point now, so a bad combination fails before any run.
     exp.points()
     if reduce and not exp.points(reduced=True):
