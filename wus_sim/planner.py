@@ -35,7 +35,7 @@ reduction the analyser reports, fusing the values of every sharded tensor
 (LAMB ``norm(w)``: one fp32 value per tensor; global-norm clipping: one value).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import math
 
 from .errors import ConfigError
@@ -386,11 +386,11 @@ class Plan:
 # ========================================================================== planning
 def resolve_analysis(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4):
     """An optimizer analysis from an analysis, an Optimizer program, or a name/path."""
-    from .optimizers import analyse  # same layer; imported here so workloads-only users skip it
+    from .optimizers import OptimizerAnalysis, analyse  # same layer; imported here so workloads-only users skip it
 
-    if hasattr(optimizer, "case_for") and hasattr(optimizer, "primary"):
-        if optimizer.grad_bytes == grad_bytes and optimizer.weight_bytes == weight_bytes \
-                and optimizer.slot_bytes == slot_bytes:
+    if isinstance(optimizer, OptimizerAnalysis):
+        if (optimizer.weight_bytes, optimizer.grad_bytes, optimizer.slot_bytes) == (weight_bytes, grad_bytes,
+                                                                                     slot_bytes):
             return optimizer
         optimizer = optimizer.name  # re-derive with this workload's dtypes
     return analyse(optimizer, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes)
@@ -515,7 +515,7 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
             reductions=reductions))
 
     buckets, owner = _fuse(tensor_plans, bucket_bytes, gb)
-    tensor_plans = [_with_bucket(tp, owner[tp.index]) for tp in tensor_plans]
+    tensor_plans = [replace(tp, bucket=owner[tp.index]) for tp in tensor_plans]
     extra = _extra_reductions(analysis, tensor_plans)
 
     notes = []
@@ -533,10 +533,6 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
                 weight_bytes=wb, grad_bytes=gb, slot_bytes=sb, gather_bytes=ab,
                 tensors=tuple(tensor_plans), buckets=tuple(buckets), extra_reductions=tuple(extra),
                 notes=tuple(notes))
-
-
-def _with_bucket(tp, bucket):
-    return TensorPlan(**{**tp.__dict__, "bucket": bucket})
 
 
 def _fuse(tensor_plans, bucket_bytes, grad_bytes):
