@@ -41,9 +41,7 @@ def run(args):
     experiment = load_experiment(args.experiment)
     if args.limit is not None and args.limit < 1:
         raise ConfigError("must be >= 1", key_path="--limit", value=args.limit)
-    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
-    if jobs < 1:
-        raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)  # run_experiment checks it
     if experiment.plots and not args.no_plots:
         from ..plotting import check_plots
 
@@ -67,9 +65,7 @@ def run(args):
               f"in {result.wall_s:.1f} s -> {out_dir}/")
         if result.num_stale:
             print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
-        names = ["results.csv", "results.parquet", "columns.md", "config.resolved.yaml"]
-        names += sorted({p.name for p in written})
-        print("  " + ", ".join(names))
+        print("  " + ", ".join([p.name for p in result.files.values()] + sorted({p.name for p in written})))
     if result.num_errors:
         first = result.frame.loc[result.frame["status"] == "error", "error"].iloc[0]
         print(f"wus-sim run: {result.num_errors} rows failed; first: {first}", file=sys.stderr)
