@@ -161,15 +161,11 @@ def _contention(plan):
     if len(plan.halves) > 1 and not plan.split_time_separated:
         return ("the two halves of 2d-split may want one axis at the same time (only on a square "
                 "torus with uniform links do they take turns)")
-    for passes in plan.halves:
-        # one stream per ring embedding (a reduce-scatter pass and the all-gather pass over the same
-        # rings follow each other at every member); two streams on one link would contend
-        embs = list({id(e): e for p in passes for e in p.rings}.values())
-        keys = np.concatenate([e.links[e.links >= 0] for e in embs] + [np.zeros(0, np.int64)])
-        if len(keys) and np.bincount(keys).max() > 1:
-            if any(p.level == "flat" for p in passes):
-                return "the routed edges of this explicit replica ring share links"
-            return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
+    # two streams (ring edges) on one link would contend: the closed form's exactness test
+    if schedule.shared_link_streams(plan):
+        if any(p.level == "flat" for p in plan.passes):
+            return "the routed edges of this explicit replica ring share links"
+        return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
     return None
 
 
