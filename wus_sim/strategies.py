@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 import math
 
 from .errors import UnknownNameError
+from .memory import STRATEGY_NAMES
 from .planner import Plan
 
 __all__ = ["STRATEGIES", "Collective", "UpdateWork", "StepWork", "step_work", "update_work"]
 
-STRATEGIES = ("replicated", "sharded")
-"""The update strategies, in the order reports list them."""
+STRATEGIES = STRATEGY_NAMES
+"""The update strategies, in the order reports list them (named once, in the lower-layer :mod:`memory`)."""
 
 
 @dataclass(frozen=True)
