@@ -149,8 +149,9 @@ def step_work(plan: Plan, strategy):
         extra = [Collective("all-reduce", int(r.nbytes), r.what) for r in plan.extra_reductions]
     notes = ()
     if strategy == "sharded" and plan.replicated_tensors:
-        notes = (f"{len(plan.replicated_tensors)} tensors under {plan.replicate_below_elements} elements stay "
-                 "replicated: all-reduced and updated whole on every replica",)
+        notes = (f"{len(plan.replicated_tensors)} tensors stay replicated (under {plan.replicate_below_elements} "
+                 "elements, or not worth cutting: see the plan's notes): all-reduced and updated whole on every "
+                 "replica",)
     return StepWork(strategy=strategy, grad_collectives=tuple(grads), update=update_work(plan, strategy),
                     extra_allreduces=tuple(extra), weight_allgathers=tuple(gathers), notes=notes)
 
