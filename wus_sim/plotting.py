@@ -481,22 +481,19 @@ def _prop_cycle():
 class _Kind:
     function: object
     options: dict
-    """option -> (kind, default): kind is 'column', 'columns', 'bool', 'string', 'choice:a|b'."""
+    """option -> its type: 'column', 'columns', 'bool' or 'string' (defaults are the function's)."""
     size: tuple
     """Default figure size of one panel, inches."""
 
 
 PLOT_KINDS = {
-    "speedup": _Kind(plot_speedup, {"x": ("column", "replicas"), "y": ("column", "speedup"),
-                                    "hue": ("columns", "workload"), "logx": ("bool", True)}, (6.4, 3.8)),
-    "breakdown": _Kind(plot_breakdown, {"by": ("columns", None), "annotate": ("bool", True)}, (6.4, 4.0)),
-    "memory": _Kind(plot_memory, {"by": ("columns", None), "capacity": ("bool", True)}, (6.4, 4.0)),
-    "heatmap": _Kind(plot_heatmap, {"x": ("column", "link_GBps"), "y": ("column", "replicas"),
-                                    "value": ("column", "speedup"), "strategy": ("string", "sharded"),
-                                    "fmt": ("string", ".2f"), "cmap": ("string", "RdYlGn")}, (6.4, 4.4)),
-    "lines": _Kind(plot_lines, {"x": ("column", None), "y": ("column", "step_time_s"),
-                                "hue": ("columns", None), "logx": ("bool", False),
-                                "logy": ("bool", False)}, (6.4, 3.8)),
+    "speedup": _Kind(plot_speedup, {"x": "column", "y": "column", "hue": "columns", "logx": "bool"}, (6.4, 3.8)),
+    "breakdown": _Kind(plot_breakdown, {"by": "columns", "annotate": "bool"}, (6.4, 4.0)),
+    "memory": _Kind(plot_memory, {"by": "columns", "capacity": "bool"}, (6.4, 4.0)),
+    "heatmap": _Kind(plot_heatmap, {"x": "column", "y": "column", "value": "column", "strategy": "string",
+                                    "fmt": "string", "cmap": "string"}, (6.4, 4.4)),
+    "lines": _Kind(plot_lines, {"x": "column", "y": "column", "hue": "columns", "logx": "bool", "logy": "bool"},
+                   (6.4, 3.8)),
 }
 """Plot kinds an experiment may ask for: the function and its options."""
 
@@ -512,7 +509,7 @@ def check_plots(plots):
             raise sec.error("kind", f"must be one of {', '.join(PLOT_KINDS)}", plot.kind)
         kind = PLOT_KINDS[plot.kind]
         sec.check_keys(required={"kind"}, optional={"name"} | _COMMON | set(kind.options))
-        for option, (otype, _default) in kind.options.items():
+        for option, otype in kind.options.items():
             if option not in plot.options:
                 continue
             value = plot.options[option]
