@@ -441,7 +441,7 @@ def _analyse_case(opt, case, sizes, reduction_bytes):
     non_elementwise = tuple(f"{render(i.node)}: {_DESCRIBE_OVER[r.over]}" for i, r in reductions)
     factored = any(r.over in ("rows", "cols") for _, r in reductions) or \
         any(k in (ROWS, COLS) for k in f.slots.values())
-    names = ("flat", "rows", "cols") if case.min_rank >= 2 else ("flat",)
+    names = LAYOUTS if case.min_rank >= 2 else ("flat",)
     layouts = tuple(_layout(name, reductions, f, case, reduction_bytes) for name in names)
     preferred = "rows" if factored else "flat"
     passes = 1 + max((i.level for i in f.nodes if i.kind == FULL), default=0)

@@ -20,14 +20,12 @@ length rows/cols. ``log`` lists every cross-replica all-reduce performed as
 
 import numpy as np
 
-from .analysis import analyse, matrix_view
+from .analysis import _KIND, _SPLIT, analyse, matrix_view
 from .dataflow import flow
 from .language import COLS, FULL, REDUCTIONS, ROWS, SCALAR, Const, Var, kind_name, render
 from .registry import load_optimizer
 
 __all__ = ["run_step"]
-
-_KINDS = {"full": FULL, "rows": ROWS, "cols": COLS, "scalar": SCALAR}
 
 _BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,
            ">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal,
@@ -74,7 +72,7 @@ def run_step(optimizer, weights, grads, state=None, *, step=1, hyper=None, shard
         if not option.allowed:
             raise ValueError(f"{name}: layout {layout!r} not allowed: {option.reason}")
         cut = _Cut(w.shape, layout, shards, check=all_reduce)
-        slots = {s: _KINDS[k] for s, k in ca.slot_kinds.items()}
+        slots = {s: _KIND[k] for s, k in ca.slot_kinds.items()}
         init = {s: cut.from_canonical(kind, state.get(name, {}).get(s)) for s, kind in slots.items()}
         crossing = {r.at for r in option.reductions} if all_reduce else set()
         arg_kinds = {(i.index, i.position): i.arg_kinds[0]
@@ -121,7 +119,7 @@ class _Cut:
         return {ROWS: (self.rows, 1), COLS: (1, self.cols), SCALAR: ()}[kind]
 
     def split_kinds(self):
-        return {"flat": {FULL}, "rows": {FULL, ROWS}, "cols": {FULL, COLS}}[self.layout]
+        return _SPLIT[self.layout]
 
     def from_canonical(self, kind, value):
         if value is None:
