@@ -7,14 +7,10 @@ from wus_sim.errors import ConfigError, InfeasibleError, UnknownNameError
 from wus_sim.memory import PARTS, memory_both, memory_breakdown
 from wus_sim.optimizers import analyse
 from wus_sim.planner import plan
-from wus_sim.topology import Topology, load_chips, load_topology
+from wus_sim.topology import load_topology
 from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
 
-GENERIC = load_chips()["generic"]
-
-
-def torus(dims, cores=1):
-    return Topology("t", GENERIC, dims=tuple(dims), wrap=(True,) * len(dims), cores_per_chip=cores)
+from make_topology import make
 
 
 def make_workload(shapes, act=1000.0):
@@ -33,7 +29,7 @@ shape_st = st.lists(st.integers(1, 80), min_size=1, max_size=3).map(tuple)
        opt=st.sampled_from(["sgd", "momentum", "adam", "lamb", "lars"]), batch=st.integers(1, 64))
 def test_sharded_slots_are_replicated_over_n_plus_padding(shapes, dims, opt, batch):
     w = make_workload(shapes)
-    p = plan(w, torus(dims), opt, replicate_below_elements=0, max_padding_ratio=10**6)
+    p = plan(w, make(dims), opt, replicate_below_elements=0, max_padding_ratio=10**6)
     n = p.replicas
     m = memory_both(p, batch)
     rep, sh = m["replicated"], m["sharded"]
@@ -56,7 +52,7 @@ def test_no_padding_when_n_divides_every_tensor(dims, scale):
     for d in dims:
         n *= d
     w = make_workload([(n * scale, 3), (n,), (2, n * 5)])
-    sh = memory_breakdown(plan(w, torus(dims), "adam", replicate_below_elements=0), "sharded", 1)
+    sh = memory_breakdown(plan(w, make(dims), "adam", replicate_below_elements=0), "sharded", 1)
     assert sh.padding == 0 and sh.details["slot_padding"] == 0
 
 
@@ -77,7 +73,7 @@ def test_shipped_workloads_with_replicated_tiny_tensors(name):
 
 def test_adafactor_keeps_the_column_statistic_whole():
     w = make_workload([(64, 10)])
-    p = plan(w, torus((4, 4)), "adafactor", replicate_below_elements=0)
+    p = plan(w, make((4, 4)), "adafactor", replicate_below_elements=0)
     rep, sh = memory_both(p, 1).values()
     assert rep.slots == (64 + 10) * 4
     assert sh.slots == (64 // 16 + 10) * 4

@@ -9,14 +9,10 @@ from hypothesis import given, settings, strategies as st
 from wus_sim.errors import ConfigError, UnknownNameError
 from wus_sim.optimizers import analyse, known_optimizers
 from wus_sim.planner import DEFAULT_BUCKET_BYTES, plan, shard_index, shard_ranges
-from wus_sim.topology import Topology, load_chips, load_topology
+from wus_sim.topology import load_topology
 from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
 
-GENERIC = load_chips()["generic"]
-
-
-def torus(dims, cores=1, wrap=True):
-    return Topology("t", GENERIC, dims=tuple(dims), wrap=(wrap,) * len(dims), cores_per_chip=cores)
+from make_topology import make
 
 
 def make_workload(shapes):
@@ -81,7 +77,7 @@ def test_every_shipped_workload_plans(name, topo):
        opt=st.sampled_from(["sgd", "adam", "lamb", "lars", "adafactor", "adam+clip"]),
        bucket=st.integers(1, 4096), below=st.integers(0, 64), ratio=st.sampled_from([0.0, 0.5, 1.0, 100.0]))
 def test_plan_invariants_hold_for_any_model_and_n(shapes, dims, cores, opt, bucket, below, ratio):
-    p = plan(make_workload(shapes), torus(dims, cores), opt, bucket_bytes=bucket, replicate_below_elements=below,
+    p = plan(make_workload(shapes), make(dims, cores=cores), opt, bucket_bytes=bucket, replicate_below_elements=below,
              max_padding_ratio=ratio)
     check_plan_invariants(p)
     for t in p.sharded_tensors:
@@ -95,13 +91,13 @@ def test_padding_is_zero_when_n_divides_every_tensor(shapes, dims, opt):
     n = math.prod(dims)
     # make every tensor divisible by N by scaling its first dimension
     shapes = [(s[0] * n,) + s[1:] for s in shapes]
-    p = plan(make_workload(shapes), torus(dims), opt, replicate_below_elements=0)
+    p = plan(make_workload(shapes), make(dims), opt, replicate_below_elements=0)
     assert p.padding_elements == 0 and p.padded_params == p.params
     assert all(t.format == "split" for t in p.tensors)
 
 
 def test_split_is_preferred_and_flat_pads_otherwise():
-    p = plan(make_workload([(3, 64), (7, 5), (64,)]), torus((4, 4)), "adam", replicate_below_elements=0)
+    p = plan(make_workload([(3, 64), (7, 5), (64,)]), make((4, 4)), "adam", replicate_below_elements=0)
     a, b, c = p.tensors
     assert (a.format, a.split_dim, a.padding) == ("split", 1, 0)
     assert (b.format, b.padded_size, b.padding) == ("flat", 48, 13)
@@ -111,7 +107,7 @@ def test_split_is_preferred_and_flat_pads_otherwise():
 def test_adafactor_never_flattens_a_matrix():
     # flat cuts break the row/column statistics (analyser's shard constraint)
     shapes = [(7, 5), (33, 3, 10), (48, 17), (9,)]
-    p = plan(make_workload(shapes), torus((4, 4)), "adafactor", replicate_below_elements=0,
+    p = plan(make_workload(shapes), make((4, 4)), "adafactor", replicate_below_elements=0,
              max_padding_ratio=100)
     for t in p.tensors:
         if len(t.shape) >= 2:
@@ -146,7 +142,7 @@ def test_replicate_threshold():
 def test_excessive_padding_keeps_a_tensor_replicated():
     # Adafactor may not flatten a matrix: 24 x 24 over 64 replicas pads 24 rows (or columns) to 64
     w = make_workload([(24, 24), (128, 24)])
-    topo = torus((8, 8))
+    topo = make((8, 8))
     p = plan(w, topo, "adafactor", replicate_below_elements=0)
     assert p.tensors[0].replicated and p.tensors[0].replicated_because == "padding"
     assert not p.tensors[1].replicated and p.tensors[1].format == "split"
@@ -206,7 +202,7 @@ def test_lamb_lars_one_value_per_tensor_sgd_none_clip_one():
 @settings(max_examples=40, deadline=None)
 @given(dims=dims_st, cores=st.integers(1, 2))
 def test_shard_index_is_a_bijection_and_ranges_nest(dims, cores):
-    topo = torus(dims, cores)
+    topo = make(dims, cores=cores)
     n = topo.num_replicas
     length = 3 * n
     owned = []

@@ -9,14 +9,10 @@ from wus_sim.errors import UnknownNameError
 from wus_sim.optimizers import analyse
 from wus_sim.planner import plan
 from wus_sim.strategies import STRATEGIES, step_work, update_work
-from wus_sim.topology import Topology, load_chips, load_topology
+from wus_sim.topology import load_topology
 from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
 
-GENERIC = load_chips()["generic"]
-
-
-def torus(dims, cores=1):
-    return Topology("t", GENERIC, dims=tuple(dims), wrap=(True,) * len(dims), cores_per_chip=cores)
+from make_topology import make
 
 
 def make_workload(shapes):
@@ -76,7 +72,7 @@ def test_replicated_update_bytes_are_params_times_analysed_bytes(opt):
        opt=st.sampled_from(["sgd", "momentum", "adam", "lamb", "lars"]))
 def test_sharded_update_is_one_nth_plus_padding(shapes, dims, opt):
     w = make_workload(shapes)
-    p = plan(w, torus(dims), opt, replicate_below_elements=0, max_padding_ratio=10**6)
+    p = plan(w, make(dims), opt, replicate_below_elements=0, max_padding_ratio=10**6)
     n = p.replicas
     rep, sh = update_work(p, "replicated"), update_work(p, "sharded")
     assert sh.elements * n == p.padded_params
@@ -125,7 +121,7 @@ def test_extra_allreduces_only_when_sharded():
 def test_update_flops_include_vector_and_scalar_work():
     # Adafactor's row/column statistics add per-row and per-column flops beyond the per-element ones
     w = make_workload([(64, 32)])
-    p = plan(w, torus((4,)), "adafactor", replicate_below_elements=0)
+    p = plan(w, make((4,)), "adafactor", replicate_below_elements=0)
     a = analyse("adafactor")
     u = update_work(p, "replicated")
     assert u.flops == a.flops((64, 32)) > a.flops_per_element * 64 * 32
