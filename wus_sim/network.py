@@ -99,8 +99,7 @@ def onchip_link_key(topology, chip, core):
 
 def link_key_Bps(topology):
     """Per-direction bandwidth of every link key, bytes/s (``nan`` where an ICI slot has no link)."""
-    c = topology.cores_per_chip
-    onchip = np.full(topology.num_chips * c if c > 1 else 0, float(topology.onchip_Bps))
+    onchip = np.full(num_link_keys(topology) - topology.num_link_slots, float(topology.onchip_Bps))
     return np.concatenate([topology.link_Bps, onchip])
 
 
@@ -178,8 +177,6 @@ class Network:
         self.links = [Link(k, float(bw[k]), float(lat[k])) if bw[k] == bw[k] else None
                       for k in range(len(bw))]
         """``Link`` per link key (``None`` for ICI slots that a mesh edge lacks)."""
-        self.hops_sent = 0
-        """Message hops started so far (one per message per link)."""
         self._slots = {}
         self._uid = 0
 
@@ -228,7 +225,6 @@ class Network:
         link.nbytes += nbytes
         link.busy_s += s
         link.messages += 1
-        self.hops_sent += 1
         slots = self._slots
         slot = slots.get(t_free)
         if slot is None:
@@ -249,7 +245,6 @@ class Network:
         link.nbytes += nbytes
         link.busy_s += nbytes / link.bw_Bps  # at line rate, as the fast engine counts (docstring)
         link.messages += 1
-        self.hops_sent += 1
         slot = self._slots.get(t_free)
         if slot is None:
             slot = self._slot(held)
@@ -309,6 +304,11 @@ class Network:
         del self._slots[t]
 
     # --------------------------------------------------------------- counters
+    @property
+    def hops_sent(self):
+        """Message hops started so far (one per message per link)."""
+        return sum(l.messages for l in self.links if l is not None)
+
     def link_bytes(self):
         """Bytes sent per link key (array; 0 where no link)."""
         return np.array([l.nbytes if l is not None else 0.0 for l in self.links])
