@@ -138,12 +138,23 @@ def plot_specs(plots):
     ([{"kind": "heatmap", "figsize": [4]}], "plots[0].figsize", "[width, height]"),
     ([{"kind": "memory", "where": {"optimiser": "adam"}}], "plots[0].where.optimiser", "is not a results column"),
     ([{"kind": "speedup"}, {"kind": "breakdown", "annotate": "yes"}], "plots[1].annotate", "true or false"),
+    ([{"kind": "lines", "y": "speedup"}], "plots[0]", "missing required key 'x'"),
 ])
 def test_bad_plot_specs_name_file_key_path_and_rule(plots, where, rule):
     with pytest.raises(ConfigError) as info:
         check_plots(plot_specs(plots))
     message = str(info.value)
     assert message.startswith(f"exp.yaml: {where}") and rule in message
+
+
+def test_plot_kind_options_are_keywords_of_the_function():
+    import inspect
+
+    for name, kind in PLOT_KINDS.items():
+        keywords = {k for k, p in inspect.signature(kind.function).parameters.items() if p.kind is p.KEYWORD_ONLY}
+        # every YAML option reaches the function, and every option it needs can be given
+        assert set(kind.options) <= keywords - {"title"}, name
+        assert set(kind.required()) <= set(kind.options), name
 
 
 def test_save_plots_writes_png_and_svg_for_every_kind(frame, tmp_path):

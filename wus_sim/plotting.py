@@ -485,6 +485,13 @@ class _Kind:
     size: tuple
     """Default figure size of one panel, inches."""
 
+    def required(self):
+        """Options the function cannot do without (keyword-only, no default), e.g. ``lines``' ``x``."""
+        import inspect
+
+        return sorted(name for name, p in inspect.signature(self.function).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY and p.default is p.empty)
+
 
 PLOT_KINDS = {
     "speedup": _Kind(plot_speedup, {"x": "column", "y": "column", "hue": "columns", "logx": "bool"}, (6.4, 3.8)),
@@ -508,7 +515,8 @@ def check_plots(plots):
         if plot.kind not in PLOT_KINDS:
             raise sec.error("kind", f"must be one of {', '.join(PLOT_KINDS)}", plot.kind)
         kind = PLOT_KINDS[plot.kind]
-        sec.check_keys(required={"kind"}, optional={"name"} | _COMMON | set(kind.options))
+        # A missing required option is an error now, not a TypeError after the sweep.
+        sec.check_keys(required=["kind", *kind.required()], optional={"name"} | _COMMON | set(kind.options))
         for option, otype in kind.options.items():
             if option not in plot.options:
                 continue
