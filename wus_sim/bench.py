@@ -45,7 +45,7 @@ from typing import Callable
 from .units import MiB, format_bytes, format_time
 
 __all__ = [
-    "Measurement", "Case", "CASES", "register", "collective_case", "cli_case", "step_case", "experiment_case",
+    "Measurement", "Case", "CASES", "register", "collective_problem", "collective_case", "cli_case", "step_case", "experiment_case",
     "run_case", "run_bench", "format_table", "machine_info", "Unavailable",
 ]
 
@@ -92,11 +92,16 @@ def register(case):
 
 
 # ================================================================ case builders
+def collective_problem(topology, op, algorithm, nbytes, **kw):
+    """The ``problem`` of a collective case: cases (and CLI cases) simulating the same one share it."""
+    return f"{op} {algorithm} {format_bytes(nbytes)} on {topology}" + "".join(
+        f" {k}={v}" for k, v in sorted(kw.items()))
+
+
 def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", quick=False, full=True, **kw):
     """A case simulating one collective on *engine* (``fast`` calls the fast engine
     directly; other names go through ``simulate_collective(engine=...)``)."""
-    problem = f"{op} {algorithm} {format_bytes(nbytes)} on {topology}" + "".join(
-        f" {k}={v}" for k, v in sorted(kw.items()))
+    problem = collective_problem(topology, op, algorithm, nbytes, **kw)
 
     def setup():
         from .topology import load_topology
@@ -105,8 +110,10 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
         if engine == "fast":
             from .collectives import fast_engine
 
-            if not fast_engine.supports(topo, op, algorithm, **{k: v for k, v in kw.items() if k != "reduce_Bps"}):
-                raise Unavailable(fast_engine.why_unsupported(topo, op, algorithm))
+            reason = fast_engine.why_unsupported(topo, op, algorithm,
+                                                 **{k: v for k, v in kw.items() if k != "reduce_Bps"})
+            if reason is not None:
+                raise Unavailable(reason)
             return topo, fast_engine
         from .collectives import simulate_collective
 
@@ -200,7 +207,7 @@ register(collective_case("2d all-reduce 64MiB tpu-v3-2048 (api, engine auto)", "
 register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole command)",
                   ["collective", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
                    "--json"],
-                  problem=f"all-reduce 2d {format_bytes(_S)} on tpu-v3-2048"))
+                  problem=collective_problem("tpu-v3-2048", "all-reduce", "2d", _S)))
 # the reduced set run by tests: small, one problem on both engines
 register(collective_case("quick: 2d all-reduce 1MiB torus:8x8", "torus:8x8", "all-reduce", "2d", MiB,
                          quick=True, full=False))
