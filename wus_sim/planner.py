@@ -248,20 +248,34 @@ class Plan:
     workload: object
     topology: object
     analysis: object
+    """The optimizer analysis, derived with the plan's weight, gradient and slot dtypes."""
     replicas: int
-    spatial_ways: int
     bucket_bytes: int
     replicate_below_elements: int
     max_padding_ratio: float
-    weight_bytes: int
-    grad_bytes: int
-    slot_bytes: int
     gather_bytes: int
     """Bytes per weight element in the all-gather (the weights' dtype by default)."""
     tensors: tuple
     buckets: tuple
     extra_reductions: tuple
     notes: tuple = field(default=())
+
+    @property
+    def spatial_ways(self):
+        """Cores per replica (> 1: spatial partitioning)."""
+        return self.topology.num_replicas // self.replicas
+
+    @property
+    def weight_bytes(self):
+        return self.analysis.weight_bytes
+
+    @property
+    def grad_bytes(self):
+        return self.analysis.grad_bytes
+
+    @property
+    def slot_bytes(self):
+        return self.analysis.slot_bytes
 
     # -------------------------------------------------------------- totals
     @property
@@ -528,9 +542,8 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
         notes.append(f"each replica spans {cores // n} cores (spatial partitioning); shards are cut flat "
                      "over replica ids")
     return Plan(workload=workload, topology=topology, analysis=analysis, replicas=n,
-                spatial_ways=cores // n, bucket_bytes=bucket_bytes, replicate_below_elements=below,
-                max_padding_ratio=float(max_padding_ratio),
-                weight_bytes=wb, grad_bytes=gb, slot_bytes=sb, gather_bytes=ab,
+                bucket_bytes=bucket_bytes, replicate_below_elements=below,
+                max_padding_ratio=float(max_padding_ratio), gather_bytes=ab,
                 tensors=tuple(tensor_plans), buckets=tuple(buckets), extra_reductions=tuple(extra),
                 notes=tuple(notes))
 
