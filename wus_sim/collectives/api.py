@@ -6,8 +6,8 @@ Engines (``engine=``):
   recurrence over numpy arrays for static, uncontended schedules.
 * ``"simpy"``: :mod:`wus_sim.collectives.simpy_engine`, every message through
   the SimPy network; the reference, and the only one for contended or dynamic
-  schedules (halving-doubling, explicit replica lists, bidirectional rings on
-  mesh axes, 2d-split off a square uniform torus).
+  schedules (halving-doubling, explicit replica lists whose routed edges share
+  links, bidirectional rings on mesh axes, 2d-split off a square uniform torus).
 * ``"auto"`` (default): the fast engine when ``fast_engine.supports(...)``
   says yes, else SimPy.
 
@@ -218,7 +218,6 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     t0 = time.perf_counter()
     plan = _plan_for(topology, op, algorithm, group, bidirectional)
     group_arg = _group_key(group)
-    group_arg = list(group_arg) if isinstance(group_arg, tuple) else group_arg
     use_fast = False
     if engine in ("auto", "fast"):
         why = fast_engine.why_unsupported(topology, op, algorithm, group=group_arg, bidirectional=bidirectional,
@@ -258,7 +257,6 @@ def _cached_time(tkey, op, algorithm, S, group, bidirectional, chunks, reduce_Bp
     plan = _plan(tkey, op, algorithm, group, bidirectional)
     if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
-    group = list(group) if isinstance(group, tuple) else group
     return simulate_collective(topology, op, algorithm, S, group=group, bidirectional=bidirectional,
                                chunks=chunks, reduce_Bps=reduce_Bps, routing=routing).time_s
 
@@ -271,8 +269,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     else the fast engine if it supports the case, else SimPy.
     """
     topology = _topology(topology)
-    plan = _plan_for(topology, op, algorithm, group, bidirectional)  # validates op/algorithm/group
-    del plan
+    _plan_for(topology, op, algorithm, group, bidirectional)  # validates op/algorithm/group
     return _cached_time(_remember(topology), op, algorithm, _size(nbytes), _group_key(group),
                         bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
 
