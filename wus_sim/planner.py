@@ -410,6 +410,14 @@ def resolve_analysis(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4):
     return analyse(optimizer, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes)
 
 
+def _value_bytes(value, default, key):
+    """Bytes per value of a 16- or 32-bit dtype option (*default* if *value* is None)."""
+    nbytes = default if value is None else int(value)
+    if nbytes not in (2, 4):
+        raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path=key, value=value)
+    return nbytes
+
+
 def _candidates(shape, size, n):
     """``(format, layout, split_dim, padded_size, shard_shape)`` for every way to cut *shape*."""
     rank = len(shape)
@@ -494,13 +502,9 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
         raise ConfigError("must be >= 0", key_path="replicate_below_elements", value=replicate_below_elements)
     if not max_padding_ratio >= 0:
         raise ConfigError("must be >= 0", key_path="max_padding_ratio", value=max_padding_ratio)
-    gb = workload.grad_bytes if grad_bytes is None else int(grad_bytes)
-    if gb not in (2, 4):
-        raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path="grad_bytes", value=grad_bytes)
+    gb = _value_bytes(grad_bytes, workload.grad_bytes, "grad_bytes")
     wb, sb = workload.weight_bytes, workload.slot_bytes
-    ab = wb if gather_bytes is None else int(gather_bytes)
-    if ab not in (2, 4):
-        raise ConfigError("must be 2 (bfloat16) or 4 (float32)", key_path="gather_bytes", value=gather_bytes)
+    ab = _value_bytes(gather_bytes, wb, "gather_bytes")
     analysis = resolve_analysis(optimizer, weight_bytes=wb, grad_bytes=gb, slot_bytes=sb)
 
     tensor_plans = []
