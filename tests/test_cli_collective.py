@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from wus_sim.cli import main
+from wus_sim.cli import collective as cli_collective, main
+from wus_sim.collectives import ALGORITHMS, OPS
 from wus_sim.topology import known_topologies, load_topology
 
-ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
 KEYS = {"time_s", "analytic_time_s", "algbw_GBps", "busbw_GBps", "events", "engine", "wall_s", "nbytes",
         "group_size", "topology", "op", "algorithm"}
 
@@ -51,6 +51,11 @@ def test_options_change_the_answer(capsys):
     lst = run_json(capsys, "torus:4x4", "--op", "all-gather", "--algorithm", "ring", "--size", "1MiB",
                    "--group", "0,5,10,15")
     assert lst["group_size"] == 4 and lst["engine"] in ("fast", "simpy")
+
+
+def test_help_lists_the_packages_ops_and_algorithms():
+    """The CLI keeps its own copies (no numpy on ``--help``); they must not drift."""
+    assert cli_collective._OPS == OPS and cli_collective._ALGORITHMS == ALGORITHMS
 
 
 def test_table_output(capsys):

@@ -8,6 +8,8 @@ import json
 
 __all__ = ["add_parser", "run"]
 
+# copies of wus_sim.collectives.OPS / ALGORITHMS for the help text, so that building the
+# parser imports no numpy (tests/test_cli_collective.py checks they match)
 _OPS = ("reduce-scatter", "all-gather", "all-reduce")
 _ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
 
