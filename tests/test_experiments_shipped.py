@@ -12,7 +12,7 @@ from wus_sim.plotting import check_plots
 
 EXPERIMENTS = sorted((Path(__file__).resolve().parent.parent / "experiments").glob("*.yaml"))
 SHIPPED = {"quickstart", "paper_speedup", "mlperf_v06", "adam_vs_sgd", "whatif_link_bw",
-           "whatif_wraparound", "whatif_v4_3d", "whatif_batch"}
+           "whatif_wraparound", "whatif_v4_3d", "whatif_batch", "whatif_mxu_efficiency"}
 ids = [p.stem for p in EXPERIMENTS]
 
 

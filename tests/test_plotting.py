@@ -49,10 +49,10 @@ def test_speedup_draws_one_line_per_series_with_the_sharded_speedups(frame, ax):
     assert len(lines) == series.ngroups
     drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in lines}
     for (workload, optimizer, bw), group in series:
-        label = next(lbl for lbl in drawn if lbl == f"{workload}, {optimizer}, {bw:g} GB/s")
+        xs, ys = drawn[f"{workload}, {optimizer}, {bw:g} GB/s"]
         group = group.sort_values("replicas")
-        assert drawn[label][0] == list(group["replicas"].astype(float))
-        assert np.allclose(drawn[label][1], group["speedup"])
+        assert xs == list(group["replicas"].astype(float))
+        assert np.allclose(ys, group["speedup"])
     assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
     assert list(ax.get_xticks()) == [32, 128, 512, 2048]
     assert "replicas" in ax.get_xlabel() and "speedup" in ax.get_ylabel()
