@@ -76,7 +76,7 @@ def build_report(args):
     workload = load_workload(args.workload)
     topology = load_topology(args.topology)
     config = workload.config_for(topology.name)
-    batch = args.per_replica_batch or (config.per_replica_batch if config else workload.default_per_replica_batch)
+    batch = args.per_replica_batch or workload.per_replica_batch_for(topology.name)
     if batch < 1:
         raise ConfigError("must be >= 1", key_path="--per-replica-batch", value=batch)
     replicas = args.replicas or (config.replicas if config else None)
