@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import simulate_collective
+from wus_sim.collectives import OPS, simulate_collective
 from wus_sim.collectives.analytic import _max_window, is_exact, plan_time, ring_time
 from wus_sim.collectives.schedule import plan_collective, shared_link_streams
 from wus_sim.units import GiB, KiB, MiB
@@ -17,7 +17,6 @@ from wus_sim.units import GiB, KiB, MiB
 from make_topology import make
 
 REL = 1e-9  # the issue asks for 1e-6; the engines agree to rounding
-OPS = ("reduce-scatter", "all-gather", "all-reduce")
 
 
 def messages(plan, chunks):

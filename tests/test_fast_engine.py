@@ -10,6 +10,7 @@ Three independent references:
 * the SimPy engine of :mod:`wus_sim.collectives.simpy_engine`.
 """
 
+from dataclasses import replace
 import heapq
 import itertools
 import math
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import analytic, embedding, fast_engine as fe, simulate_collective
+from wus_sim.collectives import OPS, analytic, embedding, fast_engine as fe, simulate_collective
 from wus_sim.network import link_key_Bps, link_key_latency_s
 from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology
@@ -28,7 +29,6 @@ from wus_sim.units import GiB, KiB, MiB
 from make_topology import folded_ring_time, make
 
 REL = 1e-9
-OPS = ("reduce-scatter", "all-gather", "all-reduce")
 KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 
 
@@ -341,7 +341,6 @@ def test_2d_allreduce_textbook_form(dx, dy, S):
        chunks=st.integers(1, 8), reduce_GBps=st.sampled_from([None, 50.0, 900.0]),
        cores=st.sampled_from([1, 2, 4]))
 def test_chunks_reduction_and_cores_closed_form(topo, S, op, bidir, chunks, reduce_GBps, cores):
-    from dataclasses import replace
     topo = replace(topo, cores_per_chip=cores)
     red = None if reduce_GBps is None else reduce_GBps * 1e9
     got = fe.run(topo, op, "2d", S, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
@@ -421,7 +420,6 @@ def test_equals_per_message_simulation_with_a_slow_link(dims, wrap, alg, kw, op)
         links = np.flatnonzero(topo.link_exists)
         topo = topo.with_link_bandwidth(rng.choice(links, size=2, replace=False), 10e9)
     for chunks, red, cores in [(1, None, 1), (3, 20e9, 1), (1, 40e9, 2), (2, None, 2)]:
-        from dataclasses import replace
         t = replace(topo, cores_per_chip=cores)
         if not fe.supports(t, op, alg, chunks=chunks, **kw):
             # an explicit list names replicas: with 2 cores per chip, [12..15] is two chips and
@@ -487,7 +485,6 @@ def test_equals_simpy_engine(dims, wrap, alg):
     ran = 0
     for op in OPS:
         for chunks, red, cores in [(1, None, 1), (2, 30e9, 1), (1, None, 2), (3, 80e9, 2)]:
-            from dataclasses import replace
             t = replace(topo, cores_per_chip=cores)
             if not fe.supports(t, op, alg, chunks=chunks):
                 continue
