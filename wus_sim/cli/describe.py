@@ -77,8 +77,9 @@ def workload_text(w):
            f"  small tensors (< {SMALL_TENSOR_ELEMENTS} elements): {len(small)} holding "
            f"{sum(t.size for t in small):,} elements",
            "  tensor sizes (elements):"]
-    width = max(len(str(h[2])) for h in w.size_histogram())
-    for lo, hi, count, elements in w.size_histogram():
+    hist = w.size_histogram()
+    width = max(len(str(h[2])) for h in hist)
+    for lo, hi, count, elements in hist:
         bar = "#" * max(1, round(40 * count / len(w.tensors)))
         out.append(f"    [{lo:>11,} , {hi:>11,}) {count:>{width}} tensors {elements:>13,} elements  {bar}")
     biggest = max(w.tensors, key=lambda t: t.size)
