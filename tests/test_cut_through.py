@@ -127,15 +127,15 @@ def test_fifo_order_under_contention():
     loser starts when the winner's tail has left the link."""
     topo = make((3, 3), False)
     b = 1e6
-    o = b / 100e9
+    o, a = b / topo.axis_link_Bps[0], topo.hop_latency_s
     # (0,1) -> (1,1) -> (2,1) and (1,2) -> (1,1) -> (2,1): the second hop is the same link
     shared = topo.route(topo.chip_id((1, 1)), topo.chip_id((2, 1)))[0]
     m0 = (0.0, [topo.route(topo.chip_id((0, 1)), topo.chip_id((1, 1)))[0], shared], b, 1, 0)
     m1 = (0.0, [topo.route(topo.chip_id((1, 2)), topo.chip_id((1, 1)))[0], shared], b, 0, 0)
     (t0, t1), _ = simulate(topo, [m0, m1], CT)
-    # both heads reach the shared link at 1 us; rank 0 (m1) wins and holds it until 1 us + o
-    assert t1 == pytest.approx(2e-6 + o, rel=REL)
-    assert t0 == pytest.approx(1e-6 + 2 * o + 1e-6, rel=REL)
+    # both heads reach the shared link after one latency a; rank 0 (m1) wins and holds it until a + o
+    assert t1 == pytest.approx(2 * a + o, rel=REL)
+    assert t0 == pytest.approx(a + 2 * o + a, rel=REL)
     assert reference(topo, [m0, m1]) == pytest.approx([t0, t1], rel=REL)
 
 
@@ -183,7 +183,7 @@ KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 def test_mesh_folded_ring_closed_form(d, S, op, lat):
     topo = make((d,), False, hop_latency_us=lat)
     ct = simulate_collective(topo, op, "ring", S, engine="simpy", routing=CT)
-    expect = folded_ring_time(d, S, 100e9, lat * 1e-6, KIND[op], routing="cut-through")
+    expect = folded_ring_time(d, S, topo.axis_link_Bps[0], topo.hop_latency_s, KIND[op], routing="cut-through")
     assert rel_err(ct.time_s, expect) < REL
     assert ct.exact and rel_err(ct.analytic_time_s, expect) < REL
     assert rel_err(fast_engine.run(topo, op, "ring", S, routing=CT).time_s, expect) < REL

@@ -87,12 +87,12 @@ def test_same_time_ties_go_by_rank_then_sequence_not_by_insertion():
     topo = make((4,), True)
     path = [int(topo.link_id(0, 0, +1))]
     b = 1e6
-    s = b / 100e9
+    s, a = b / topo.axis_link_Bps[0], topo.hop_latency_s
     msgs = [(0.0, path, b, 5, 0), (0.0, path, b, 2, 1), (0.0, path, b, 2, 0)]
     times, _ = simulate(topo, msgs)
     order = np.argsort(times)
     assert list(order) == [2, 1, 0]
-    assert times[2] == pytest.approx(s + 1e-6) and times[0] == pytest.approx(3 * s + 1e-6)
+    assert times[2] == pytest.approx(s + a) and times[0] == pytest.approx(3 * s + a)
 
 
 def test_fifo_earlier_ready_beats_lower_rank():
@@ -138,7 +138,7 @@ def test_transfer_process_and_counters():
     env.process(proc(env, 1))
     env.process(proc(env, 0))
     env.run()
-    s, a = 2e6 / 100e9, 1e-6
+    s, a = 2e6 / topo.axis_link_Bps[0], topo.hop_latency_s
     assert dict(got) == pytest.approx({0: 4 * (s + a), 1: 4 * (s + a) + s})
     busy = net.link_busy_s()
     assert busy.max() == pytest.approx(2 * s) and np.count_nonzero(busy) == 4
