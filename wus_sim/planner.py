@@ -508,6 +508,7 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     analysis = resolve_analysis(optimizer, weight_bytes=wb, grad_bytes=gb, slot_bytes=sb)
 
     tensor_plans = []
+    sharded_reductions = []      # [(Reduction, values)] of each sharded tensor
     why = {"small": 0, "padding": 0, "no allowed cut": 0}
     for i, t in enumerate(workload.tensors):
         case = analysis.case_for(t.shape)
@@ -524,7 +525,8 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
                 replicated_because=reason))
             continue
         fmt, layout, dim, padded, shard = choice
-        reductions = tuple((r.what, int(v)) for r, v in analysis.reductions_for(t.shape, layout))
+        sharded_reductions.append(analysis.reductions_for(t.shape, layout))
+        reductions = tuple((r.what, int(v)) for r, v in sharded_reductions[-1])
         tensor_plans.append(TensorPlan(
             index=i, name=t.name, shape=t.shape, layer=t.layer, size=t.size, format=fmt, layout=layout,
             split_dim=dim, padded_size=padded, shard_shape=shard, slot_elements=full_slots,
@@ -534,7 +536,7 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
 
     buckets, owner = _fuse(tensor_plans, bucket_bytes, gb)
     tensor_plans = [replace(tp, bucket=owner[tp.index]) for tp in tensor_plans]
-    extra = _extra_reductions(analysis, tensor_plans)
+    extra = _extra_reductions(sharded_reductions)
 
     notes = []
     if why["padding"]:
@@ -586,13 +588,14 @@ def _fuse(tensor_plans, bucket_bytes, grad_bytes):
     return buckets, owner
 
 
-def _extra_reductions(analysis, tensor_plans):
-    """One all-reduce per reduction the analyser reports, fusing every sharded tensor's values."""
+def _extra_reductions(sharded_reductions):
+    """One all-reduce per reduction the analyser reports, fusing every sharded tensor's values.
+
+    Replicated tensors add nothing: whole on every replica, their reductions are local.
+    """
     fused = {}
-    for tp in tensor_plans:
-        if tp.replicated:
-            continue  # a replicated tensor is whole on every replica: its reductions are local
-        for red, values in analysis.reductions_for(tp.shape, tp.layout):
+    for reductions in sharded_reductions:
+        for red, values in reductions:
             key = (red.what, red.scope)
             entry = fused.setdefault(key, {"values": 0, "tensors": 0, "dtype": red.dtype_bytes})
             if red.scope == "global":
