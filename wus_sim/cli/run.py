@@ -35,13 +35,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..errors import ConfigError
     from ..experiments.spec import load_experiment
 
     experiment = load_experiment(args.experiment)
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError("must be >= 1", key_path="--limit", value=args.limit)
-    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)  # run_experiment checks it
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)  # run_experiment checks it and --limit
     if experiment.plots and not args.no_plots:
         from ..plotting import check_plots
 

@@ -203,6 +203,8 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
         point_fn = _default_point_fn()
     if jobs is None or jobs < 1:
         raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
+    if limit is not None and limit < 1:
+        raise ConfigError("must be >= 1", key_path="--limit", value=limit)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     points = experiment.points(reduced=reduced, limit=limit)
