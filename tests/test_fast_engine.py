@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import OPS, analytic, embedding, fast_engine as fe, simulate_collective
+from wus_sim.collectives import OPS, analytic, analytic_time, embedding, fast_engine as fe, simulate_collective
 from wus_sim.network import link_key_Bps, link_key_latency_s
 from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology
@@ -364,7 +364,7 @@ def test_analytic_time_agrees():
         topo = load_topology(spec)
         for op in OPS:
             if fe.supports(topo, op, alg):
-                a = analytic.analytic_time(topo, op, alg, 64 * MiB)
+                a = analytic_time(topo, op, alg, 64 * MiB)
                 assert rel_err(fe.run(topo, op, alg, 64 * MiB).time_s, a) < REL, (spec, alg, op)
 
 
@@ -384,7 +384,7 @@ def slices(draw):
        alg=st.sampled_from(["ring", "bidir-ring", "2d", "2d-split"]), bidir=st.booleans(),
        chunks=st.integers(1, 4), reduce_GBps=st.sampled_from([None, 30.0, 900.0]))
 def test_equals_shared_closed_form_on_meshes_and_tori(topo, S, op, alg, bidir, chunks, reduce_GBps):
-    """Against :func:`wus_sim.collectives.analytic.analytic_time` wherever it says it is exact
+    """Against :func:`wus_sim.collectives.analytic_time` wherever it says it is exact
     (folded mesh rings, mixed wraparound, per-axis bandwidths, chunks, reduction, 2 cores)."""
     if alg != "2d":
         bidir = False
@@ -392,7 +392,7 @@ def test_equals_shared_closed_form_on_meshes_and_tori(topo, S, op, alg, bidir, c
     plan, _ = fe._plan(topo, op, alg, None, bidir)
     red = None if reduce_GBps is None else reduce_GBps * 1e9
     assume(analytic.is_exact(plan, chunks=chunks, reduce_Bps=red))
-    expect = analytic.analytic_time(topo, op, alg, S, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
+    expect = analytic_time(topo, op, alg, S, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
     got = fe.run(topo, op, alg, S, bidirectional=bidir, chunks=chunks, reduce_Bps=red).time_s
     assert rel_err(got, expect) < REL
 

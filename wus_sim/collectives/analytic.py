@@ -76,7 +76,7 @@ import numpy as np
 from ..network import check_routing, link_key_Bps, link_key_latency_s
 from .schedule import hd_routes, plan_collective, shared_link_streams
 
-__all__ = ["analytic_time", "plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
+__all__ = ["plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
 
 
 # ================================================================ window maxima
@@ -371,13 +371,6 @@ def is_exact(plan, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
                 if reduce_Bps < fastest and routing == "cut-through" and (e.hops > 1).any():
                     return False
     return True
-
-
-def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
-                  reduce_Bps=None, routing="store-and-forward"):
-    """Closed-form time in seconds of a collective (``nbytes = S``, the full buffer per replica)."""
-    plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    return plan_time(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
 
 
 _KIND_NAMES = {"rs": "reduce-scatter", "ag": "all-gather"}
