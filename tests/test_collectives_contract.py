@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, collective_time, fast_engine, simulate_collective
+from wus_sim.collectives import (ALGORITHMS, OPS, analytic_time, api, collective_time, fast_engine,
+                                 simulate_collective)
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.schedule import (compile_messages, link_loads, passes_by_tag, plan_collective,
                                          replay_data)
@@ -207,8 +208,10 @@ def test_collective_time_matches_simulation_and_is_cached():
                                                       engine="simpy").time_s, rel=REL)
     # an equal topology object (a fresh load) hits the same cache entry
     again = replace(topo)
+    hits = api._cached_time.cache_info().hits
     assert collective_time(again, "all-reduce", "2d", 3 * MiB, chunks=2) == \
         collective_time(topo, "all-reduce", "2d", 3 * MiB, chunks=2)
+    assert api._cached_time.cache_info().hits == hits + 2  # the value alone would not show caching
 
 
 @pytest.mark.parametrize("op", OPS)
