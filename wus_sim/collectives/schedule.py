@@ -212,13 +212,6 @@ class Plan:
     def group_size(self):
         return self.group.size
 
-    @property
-    def chip_members(self):
-        """Members of one chip-level (or flat) group."""
-        if self.group.kind == "list":
-            return self.group.size
-        return self.group.size // self.topology.cores_per_chip
-
 
 def _validate(topology, op, algorithm, bidirectional):
     if op not in OPS:
