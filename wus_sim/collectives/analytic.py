@@ -50,9 +50,10 @@ that never leaves the outer links (formulas in :func:`_outer_times`). Phases of
 reduce-scatter and all-gather add. Maxima over windows are computed for every
 window at once with prefix sums and a sparse table (``O(n log n)`` numpy).
 
-Halving-doubling: the uncontended chain (with the routing's ``tau`` per step) (each member's step ``k`` waits for its
-partner's step ``k-1``), i.e. ``sum_k (hops_k (alpha + b_k/bw) + rho_k) +
-(K-1) max_k s_k`` along every member's chain. Its messages share links on a
+Halving-doubling: the uncontended chain (each member's step ``k`` waits for its
+partner's step ``k-1``), i.e. ``sum_k (tau_k + rho_k) + (K-1) max_k s_k`` along
+every member's chain, ``tau_k`` the routing's transit of a step-``k`` piece
+(store-and-forward: ``hops_k (alpha + b_k/bw)``). Its messages share links on a
 torus, so the simulation is slower: this is a lower bound, not the time.
 
 Exactness conditions (:func:`is_exact`): every link carries one stream (see
