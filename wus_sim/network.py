@@ -142,7 +142,8 @@ class Link:
         self.bw_Bps = bw_Bps
         """Bandwidth of this direction, bytes/s."""
         self.latency_s = latency_s
-        """Time from the end of a send until the message is at the next chip, s."""
+        """Hop latency, s: the message reaches the next chip this long after the send ends
+        (cut-through: its head, this long after the send starts)."""
         self.busy_until = 0.0
         """Time the message now on the link finishes (<= now when idle), s."""
         self.queue = []
