@@ -142,3 +142,12 @@ def test_plan_spatial_config_and_check(capsys):
     assert code == 2 and "over by" in err and err.count("\n") == 1
     code, out, _ = run_cli(capsys, "plan", "bert-large", "-t", "tpu-v3-32", "--per-replica-batch", "64")
     assert code == 0 and "over by" in out
+
+
+def test_plan_rejects_zero_batch_and_replicas(capsys):
+    from wus_sim.cli import main
+
+    assert main(["plan", "resnet50", "-t", "tpu-v3-32", "--per-replica-batch", "0"]) == 2
+    assert "--per-replica-batch" in capsys.readouterr().err
+    assert main(["plan", "resnet50", "-t", "tpu-v3-32", "--replicas", "0"]) == 2
+    assert "replicas" in capsys.readouterr().err

@@ -76,10 +76,11 @@ def build_report(args):
     workload = load_workload(args.workload)
     topology = load_topology(args.topology)
     config = workload.config_for(topology.name)
-    batch = args.per_replica_batch or workload.per_replica_batch_for(topology.name)
+    batch = (workload.per_replica_batch_for(topology.name) if args.per_replica_batch is None
+             else args.per_replica_batch)
     if batch < 1:
         raise ConfigError("must be >= 1", key_path="--per-replica-batch", value=batch)
-    replicas = args.replicas or (config.replicas if config else None)
+    replicas = (config.replicas if config else None) if args.replicas is None else args.replicas
     if args.bucket_MiB is not None and not args.bucket_MiB > 0:
         raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
     bucket_bytes = int(args.bucket_MiB * MiB) if args.bucket_MiB is not None else DEFAULT_BUCKET_BYTES
@@ -106,7 +107,7 @@ def build_report(args):
     report = p.to_dict(replica=replica)
     report.update(
         per_replica_batch=batch,
-        batch_source=("--per-replica-batch" if args.per_replica_batch else
+        batch_source=("--per-replica-batch" if args.per_replica_batch is not None else
                       f"MLPerf v0.6 run on {topology.name}" if config else "workload default"),
         mlperf_config=vars(config).copy() if config else None,
         compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},
