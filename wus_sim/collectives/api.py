@@ -8,8 +8,8 @@ Engines (``engine=``):
   the SimPy network; the reference, and the only one for contended or dynamic
   schedules (halving-doubling, explicit replica lists whose routed edges share
   links, bidirectional rings on mesh axes, 2d-split off a square uniform torus).
-* ``"auto"`` (default): the fast engine when ``fast_engine.supports(...)``
-  says yes, else SimPy.
+* ``"auto"`` (default): the fast engine when ``fast_engine.contention(plan)``
+  finds none (what ``fast_engine.supports(...)`` checks), else SimPy.
 
 Both engines implement the same timing model, store-and-forward or, with
 ``routing="cut-through"``, cut-through, and the same schedule (see
@@ -217,18 +217,15 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
     plan = _plan_for(topology, op, algorithm, group, bidirectional)
-    group_arg = _group_key(group)
     use_fast = False
     if engine in ("auto", "fast"):
-        why = fast_engine.why_unsupported(topology, op, algorithm, group=group_arg, bidirectional=bidirectional,
-                                          chunks=K, routing=routing)
+        why = fast_engine.contention(plan)
         if why is not None and engine == "fast":
             raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
                               key_path="engine", value="fast")
         use_fast = why is None
     if use_fast:
-        out = fast_engine.run(topology, op, algorithm, S, group=group_arg, bidirectional=bidirectional, chunks=K,
-                              reduce_Bps=red, routing=routing)
+        out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         link_bytes, link_busy = out.link_bytes, out.link_busy_s
         time_s, events, used = float(out.time_s), int(out.events), "fast"
     else:

@@ -71,7 +71,7 @@ from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_
 from ..topology import Topology
 from . import schedule
 
-__all__ = ["FastOutcome", "supports", "run", "why_unsupported"]
+__all__ = ["FastOutcome", "supports", "run", "run_plan", "why_unsupported", "contention"]
 
 
 @dataclass(frozen=True)
@@ -154,8 +154,10 @@ def _hashable(group):
     return tuple(int(r) for r in group)
 
 
-def _contention(plan):
-    """Why the plan's messages may contend on a link (``None`` if they never do)."""
+@lru_cache(maxsize=256)
+def contention(plan):
+    """Why this engine cannot run *plan* exactly: its messages may contend on a link
+    (``None`` if they never do). Cached per plan object."""
     if any(p.pattern == "hd" for p in plan.passes):
         return "halving-doubling partners are several hops away and their messages contend on links"
     if len(plan.halves) > 1 and not plan.split_time_separated:
@@ -172,7 +174,7 @@ def _contention(plan):
 @lru_cache(maxsize=32)
 def _plan_cached(topo, op, algorithm, group, bidirectional):
     plan = schedule.plan_collective(topo, op, algorithm, group=group, bidirectional=bidirectional)
-    return plan, _contention(plan)
+    return plan, contention(plan)
 
 
 def _plan(topo, op, algorithm, group, bidirectional):
@@ -429,6 +431,13 @@ def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chu
     if why is not None:
         raise ConfigError(f"the fast engine cannot run this collective: {why}; use the simpy engine",
                           key_path="engine", value="fast")
+    return run_plan(plan, nbytes, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
+
+
+def run_plan(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
+    """:func:`run` on an already built plan (the api's cached one), arguments already checked
+    and ``contention(plan)`` ``None``."""
+    topo = plan.topology
     c = topo.cores_per_chip
     S = float(nbytes)
     free = np.zeros(num_link_keys(topo))
