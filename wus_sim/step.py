@@ -22,7 +22,6 @@ one point of an experiment sweep, as flat records.
 
 from dataclasses import dataclass, field
 import math
-import time
 
 from .compute import ComputeParams, layer_times, memory_bound_time_s
 from .errors import ConfigError, InfeasibleError, UnknownNameError
@@ -219,7 +218,6 @@ def simulate_point(point):
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
     """
-    t0 = time.perf_counter()
     p = dict(point)
     topology = load_topology(p["topology"], link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
                              wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"))
@@ -242,7 +240,6 @@ def simulate_point(point):
     results, meta = simulate_strategies(p["workload"], topology, p.get("optimizer"), strategies,
                                         per_replica_batch=p.get("per_replica_batch"),
                                         global_batch=p.get("global_batch"), options=options)
-    wall = time.perf_counter() - t0
     up = speedup(results)
     records = []
     for s, res in results.items():
@@ -256,7 +253,6 @@ def simulate_point(point):
             "params": meta["params"],
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up if s == "sharded" else math.nan,
-            "wall_s": wall,
         })
         records.append(rec)
     return records
