@@ -613,7 +613,8 @@ def shared_link_streams(plan):
     """
     topo = plan.topology
     pairs = []
-    for pi, p in enumerate(plan.passes):
+    streams = {}  # (stream, direction) -> small id
+    for p in plan.passes:
         if p.steps == 0:
             continue
         if p.pattern == "hd":
@@ -626,7 +627,7 @@ def shared_link_streams(plan):
             edge = np.broadcast_to(np.arange(e.num_rings)[:, None, None] * e.size
                                    + np.arange(e.size)[None, :, None], e.links.shape)
             ok = e.links >= 0
-            sid = hash((p.stream, d)) & 0x7FFFFFFF
+            sid = streams.setdefault((p.stream, d), len(streams))
             pairs.append(np.stack([e.links[ok], sid * 1_000_000_007 + edge[ok]], axis=1))
     if not pairs:
         return 0
