@@ -75,7 +75,7 @@ import math
 import numpy as np
 
 from ..network import check_routing, link_key_Bps, link_key_latency_s
-from .schedule import hd_routes, plan_collective, shared_link_streams
+from .schedule import cached_plan, hd_routes, shared_link_streams
 
 __all__ = ["plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
 
@@ -393,7 +393,7 @@ def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=Fa
     and their sum equals the exact closed form (to 1e-9): uncontended, single
     buffer half (not ``2d-split``), not halving-doubling. Traces draw them.
     """
-    plan = plan_collective(topology, op, algorithm, group=group, bidirectional=bidirectional)
+    plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return None
     passes = plan.passes

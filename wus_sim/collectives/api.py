@@ -32,7 +32,7 @@ from ..topology import Topology, load_topology
 from ..units import GB, parse_size
 from . import fast_engine
 from .analytic import is_exact, plan_time
-from .schedule import ALGORITHMS, OPS, plan_collective
+from .schedule import cached_plan, clear_plan_cache, group_key, topology_key
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "clear_caches"]
@@ -128,46 +128,14 @@ def _reduce(reduce_Bps):
     return float(reduce_Bps)
 
 
-def _group_key(group):
-    """Hashable, normalized group (``None`` for the whole slice)."""
-    if group is None or (isinstance(group, str) and group.lower() == "all"):
-        return None
-    if isinstance(group, str):
-        return group.lower()
-    if isinstance(group, (int, np.integer)) and not isinstance(group, bool):
-        return int(group)
-    try:
-        return tuple(group)
-    except TypeError:
-        return group
-
-
-def _topology_key(t):
-    return (t.name, t.dims, t.wrap, t.axis_link_Bps, t.hop_latency_s, t.onchip_Bps, t.cores_per_chip,
-            t.link_Bps_override, t.chip.hbm_Bps)
-
-
 _TOPOLOGIES = {}
+"""Topology per :func:`~wus_sim.collectives.schedule.topology_key`, for the time cache."""
 
 
 def _remember(topology):
-    key = _topology_key(topology)
+    key = topology_key(topology)
     _TOPOLOGIES.setdefault(key, topology)
     return key
-
-
-@lru_cache(maxsize=1024)
-def _plan(tkey, op, algorithm, group, bidirectional):
-    group = list(group) if isinstance(group, tuple) else group
-    return plan_collective(_TOPOLOGIES[tkey], op, algorithm, group=group, bidirectional=bidirectional)
-
-
-def _plan_for(topology, op, algorithm, group, bidirectional):
-    if op not in OPS:
-        raise UnknownNameError("collective op", op, OPS)
-    if algorithm not in ALGORITHMS:
-        raise UnknownNameError("algorithm", algorithm, ALGORITHMS)
-    return _plan(_remember(topology), op, algorithm, _group_key(group), bool(bidirectional))
 
 
 def _bandwidths(op, nbytes, time_s, group_size):
@@ -187,7 +155,7 @@ def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=
     :func:`simulate_collective`.
     """
     topology = _topology(topology)
-    plan = _plan_for(topology, op, algorithm, group, bidirectional)
+    plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     return plan_time(plan, _size(nbytes), chunks=_chunks(chunks), reduce_Bps=_reduce(reduce_Bps),
                      routing=check_routing(routing))
 
@@ -216,7 +184,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     K = _chunks(chunks)
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
-    plan = _plan_for(topology, op, algorithm, group, bidirectional)
+    plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     use_fast = False
     if engine in ("auto", "fast"):
         why = fast_engine.contention(plan)
@@ -251,7 +219,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
 @lru_cache(maxsize=1 << 16)
 def _cached_time(tkey, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
     topology = _TOPOLOGIES[tkey]
-    plan = _plan(tkey, op, algorithm, group, bidirectional)
+    plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
     return simulate_collective(topology, op, algorithm, S, group=group, bidirectional=bidirectional,
@@ -266,13 +234,13 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     else the fast engine if it supports the case, else SimPy.
     """
     topology = _topology(topology)
-    _plan_for(topology, op, algorithm, group, bidirectional)  # validates op/algorithm/group
-    return _cached_time(_remember(topology), op, algorithm, _size(nbytes), _group_key(group),
+    cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
+    return _cached_time(_remember(topology), op, algorithm, _size(nbytes), group_key(group),
                         bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
 
 
 def clear_caches():
     """Forget memoized plans and times (benchmarks time cold runs with it)."""
-    _plan.cache_clear()
+    clear_plan_cache()
     _cached_time.cache_clear()
     _TOPOLOGIES.clear()

@@ -148,12 +148,6 @@ def _prepared(topo, emb):
     return _prepare(topo, emb)
 
 
-def _hashable(group):
-    if group is None or isinstance(group, (str, int, np.integer)):
-        return group
-    return tuple(int(r) for r in group)
-
-
 @lru_cache(maxsize=256)
 def contention(plan):
     """Why this engine cannot run *plan* exactly: its messages may contend on a link
@@ -171,16 +165,11 @@ def contention(plan):
     return None
 
 
-@lru_cache(maxsize=32)
-def _plan_cached(topo, op, algorithm, group, bidirectional):
-    plan = schedule.plan_collective(topo, op, algorithm, group=group, bidirectional=bidirectional)
-    return plan, contention(plan)
-
-
 def _plan(topo, op, algorithm, group, bidirectional):
     """The shared :class:`~wus_sim.collectives.schedule.Plan` and why this engine cannot
     run it (``None`` if it can). Raises on bad input, as ``plan_collective`` does."""
-    return _plan_cached(topo, op, algorithm, _hashable(group), bool(bidirectional))
+    plan = schedule.cached_plan(topo, op, algorithm, group=group, bidirectional=bidirectional)
+    return plan, contention(plan)
 
 
 # ================================================================== the engine

@@ -61,7 +61,8 @@ from .embedding import (RingEmbedding, active_axes, axis_rings, onchip_rings, ro
                         slice_ring)
 
 __all__ = [
-    "OPS", "ALGORITHMS", "Group", "resolve_group", "Pass", "Plan", "plan_collective",
+    "OPS", "ALGORITHMS", "Group", "resolve_group", "Pass", "Plan", "plan_collective", "cached_plan",
+    "clear_plan_cache", "group_key", "topology_key",
     "Schedule", "compile_messages", "passes_by_tag", "link_loads", "shared_link_streams", "replay_data",
     "hd_routes",
 ]
@@ -315,6 +316,56 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         level_sizes.append(tuple((len(directions), topology.dims[a]) for a in order))
     return Plan(topology, op, algorithm, g, bidir, pre=pre, halves=tuple(halves), post=post,
                 level_sizes=tuple(level_sizes), split_time_separated=split_separated)
+
+
+# ================================================================ plan cache
+def group_key(group):
+    """Hashable, normalized group (``None`` for the whole slice)."""
+    if group is None or (isinstance(group, str) and group.lower() == "all"):
+        return None
+    if isinstance(group, str):
+        return group.lower()
+    if isinstance(group, (int, np.integer)) and not isinstance(group, bool):
+        return int(group)
+    try:
+        return tuple(group)
+    except TypeError:
+        return group
+
+
+def topology_key(t):
+    """Hashable value of a topology: equal slices built separately share cache entries."""
+    return (t.name, t.dims, t.wrap, t.axis_link_Bps, t.hop_latency_s, t.onchip_Bps, t.cores_per_chip,
+            t.link_Bps_override, t.chip.hbm_Bps)
+
+
+_TOPOLOGIES = {}
+
+
+@lru_cache(maxsize=1024)
+def _plan_by_key(tkey, op, algorithm, group, bidirectional):
+    group = list(group) if isinstance(group, tuple) else group
+    return plan_collective(_TOPOLOGIES[tkey], op, algorithm, group=group, bidirectional=bidirectional)
+
+
+def cached_plan(topology, op, algorithm, *, group=None, bidirectional=False):
+    """:func:`plan_collective`, memoized by the topology's value and the normalized group.
+
+    The one plan cache of the package: the api, the fast engine and :func:`phase_times
+    <wus_sim.collectives.analytic.phase_times>` share its plans, and with them the caches
+    keyed by plan or embedding objects.
+    """
+    # names are checked before the cache, so that an unhashable one is still a user error
+    _validate(topology, op, algorithm, False)
+    key = topology_key(topology)
+    _TOPOLOGIES.setdefault(key, topology)
+    return _plan_by_key(key, op, algorithm, group_key(group), bool(bidirectional))
+
+
+def clear_plan_cache():
+    """Forget the memoized plans."""
+    _plan_by_key.cache_clear()
+    _TOPOLOGIES.clear()
 
 
 def _check_power_of_two(n, what, cores=1):
