@@ -18,7 +18,7 @@ LAYERS = [
     ("collectives",),
     ("strategies",),
     ("timeline", "step", "trace"),
-    ("experiments", "plotting"),
+    ("experiments", "plotting", "validation"),
     ("cli", "bench", "__main__"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
