@@ -350,7 +350,7 @@ def run_times(bench, cfg, events):
 
 
 # ------------------------------------------------------------------- rows
-def methods(bench, cfg, runs, topo):
+def methods(bench, cfg, runs):
     """(kind, measured, lo, hi, method sentence) for one slice."""
     spl = cfg["steps_per_loop"]
     lo_n, hi_n = min(r["blocks"] for r in runs), max(r["blocks"] for r in runs)
@@ -424,7 +424,7 @@ def build_rows(snap):
                 raise SystemExit(f"{bench} {topo}: log batch {global_batch} != flags {cfg['train_batch']}")
             if global_batch % cfg["replicas"]:
                 raise SystemExit(f"{bench} {topo}: batch {global_batch} not divisible by replicas")
-            kind, med, lo, hi, method = methods(bench, cfg, per_run, topo)
+            kind, med, lo, hi, method = methods(bench, cfg, per_run)
             nums = sorted(int(re.search(r"result_(\d+)", p)[1]) for p in logs)
             if nums != list(range(len(nums))):
                 raise SystemExit(f"{bench} {topo}: result files not numbered 0..N-1")
