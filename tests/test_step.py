@@ -147,3 +147,15 @@ def test_trace_splits_collectives_into_their_phases(tmp_path):
         assert sum(p["dur"] for p in inside) == pytest.approx(g["dur"], rel=1e-9)
     # a schedule whose phases overlap (2-D all-reduce on a mesh) is not split
     assert phase_times(load_topology("tpu-v3-32"), "all-reduce", "2d", 2**20) is None
+
+
+def test_cli_step_on_the_v3_8192_multipod(capsys):
+    """The MLPerf v0.7 multipod shape runs (what-if): 8192 replicas, one per core; compute per
+    replica does not depend on the slice, so forward matches the full pod's at the same batch."""
+    assert main(["step", "resnet50", "--topology", "tpu-v3-8192", "--per-replica-batch", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["replicas"] == 8192 and out["global_batch"] == 8 * 8192
+    assert out["step_time_s"] > 0 and out["speedup"] > 0
+    assert main(["step", "resnet50", "--topology", "tpu-v3-2048", "--per-replica-batch", "8", "--json"]) == 0
+    pod = json.loads(capsys.readouterr().out)
+    assert out["breakdown"]["fwd_s"] == pytest.approx(pod["breakdown"]["fwd_s"], rel=1e-12)

@@ -82,8 +82,28 @@ def test_every_shipped_topology_loads_and_is_consistent():
     pod = load_topology("tpu-v3-2048")
     assert pod.dims == (32, 32) and pod.wrap == (True, True) and pod.num_replicas == 2048
     # v3-N means N cores
-    for n in (8, 32, 128, 256, 512, 1024, 2048):
+    for n in (8, 32, 128, 256, 512, 1024, 2048, 4096, 8192):
         assert load_topology(f"tpu-v3-{n}").num_cores == n
+
+
+@pytest.mark.parametrize("name,host_bounds,chips_per_host", [
+    # MLPerf v0.7 run scripts (mlcommons/training_results_v0.7): deepsea_host_bounds (x, y, z)
+    # times deepsea_chips_per_host_bounds, deepsea_wrap=false,true,false
+    ("tpu-v3-4096", (16, 16, 1), (4, 2, 1)),   # Google/benchmarks/ssd/tpu-v3-4096-JAX
+    ("tpu-v3-8192", (32, 16, 1), (4, 2, 1)),   # Google/benchmarks/bert/tpu-v3-8192-JAX
+])
+def test_v3_multipods_follow_the_mlperf_v07_flags(name, host_bounds, chips_per_host):
+    t = load_topology(name)
+    chips = tuple(h * c for h, c in zip(host_bounds, chips_per_host))[:2]  # z is 1
+    assert t.dims == chips and t.wrap == (False, True)  # only the pod-wide 32-chip axis wraps
+    hosts = host_bounds[0] * host_bounds[1]
+    # 8 chips per host; Google/systems/*.json: 256 (512) nodes x 8 accelerators
+    assert t.num_chips == hosts * 8 == {"tpu-v3-4096": 256, "tpu-v3-8192": 512}[name] * 8
+    # v3-N counts cores: 2 per chip, one replica each (ResNet v0.7 TF: num_replicas=8192)
+    assert t.num_cores == t.num_replicas == 2 * t.num_chips == int(name.rsplit("-", 1)[1])
+    # a mesh axis has no wraparound link: 2 * (dx - 1) * dy directed links on x, 2 * dx * dy on y
+    dx, dy = chips
+    assert t.num_links == 2 * (dx - 1) * dy + 2 * dx * dy
 
 
 def test_inline_and_overrides():

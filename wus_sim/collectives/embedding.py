@@ -25,9 +25,14 @@ Embeddings used (both engines rely on them):
   columns ``1..X-1`` and return along column 0; 3-D: the same over the plane
   path times the remaining line). It uses no wraparound link and each directed
   link at most once, and so does its reverse (disjoint from it). With every
-  active axis odd no such cycle exists on a mesh; we use the boustrophedon
-  path and route its closing edge dimension-order (on a torus that edge uses
-  wraparound links only; on a mesh it runs over links the path leaves free).
+  active axis odd and one of them wrapped (any odd torus: 3x5, 3x3x3), the
+  same snake over the first wrapped axis as ``L``: it ends at position ``a-1``
+  instead of 1, and the wraparound link ``a-1 -> 0`` is the one-hop turn edge,
+  so the cycle is still all one-hop edges (products of cycles are Hamiltonian)
+  and uses that wraparound link once. With every active axis odd and none
+  wrapped (a mesh) no such cycle exists (the grid is bipartite with an odd
+  number of chips); we use the boustrophedon path and route its closing edge
+  dimension-order, over links the path leaves free.
 * An explicit chip or replica sequence (:func:`sequence_ring`): ring in the
   given order, every edge routed dimension-order (shortest way round); edges
   may share links, i.e. contend.
@@ -171,6 +176,11 @@ def slice_ring_order(topology):
         if int(np.prod([dims[b] for b in others])) % 2 == 0:
             line = a
             break
+    if line is None:
+        # every active side odd: the snake then ends at position a-1 of the line, not 1; a
+        # wrapped line axis closes it in one hop (a-1 -> 0 over the wraparound link), so any
+        # torus (C_m x C_n, C_a x C_b x C_c) gets a one-hop cycle
+        line = next((a for a in active if topology.wrap[a]), None)
     coords = []
     if line is not None:
         others = [b for b in active if b != line]
