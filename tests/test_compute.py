@@ -30,12 +30,15 @@ def test_forward_closed_form_and_backward_ratio(name):
        split=st.sampled_from(["flops", "params"]), name=st.sampled_from(known_workloads()))
 def test_layer_times_sum_to_totals(batch, eff, ratio, split, name):
     w = load_workload(name)
-    p = ComputeParams(mxu_efficiency=eff, backward_flops_ratio=ratio, layer_split=split)
+    # without elementwise work and fixed costs a layer is its matmul, or slower when
+    # reading its weights takes longer (the roofline): never faster than the matrix time
+    p = ComputeParams(mxu_efficiency=eff, backward_flops_ratio=ratio, layer_split=split,
+                      elementwise_fwd_bytes=0, elementwise_bwd_bytes=0)
     lt = layer_times(w, V3, batch, p)
     assert lt.forward_s.shape == lt.backward_s.shape == (w.num_layers,)
     assert np.all(lt.forward_s >= 0)
-    assert lt.forward_total_s == pytest.approx(forward_time_s(w, V3, batch, p), rel=1e-12)
-    assert lt.backward_total_s == pytest.approx(backward_time_s(w, V3, batch, p), rel=1e-12)
+    assert lt.forward_total_s >= forward_time_s(w, V3, batch, p) * (1 - 1e-12)
+    assert lt.backward_total_s >= backward_time_s(w, V3, batch, p) * (1 - 1e-12)
     done = lt.backward_done_s()
     assert done[0] == pytest.approx(lt.backward_total_s) and np.all(np.diff(done) <= 1e-18)
 
@@ -43,8 +46,9 @@ def test_layer_times_sum_to_totals(batch, eff, ratio, split, name):
 def test_layer_split_by_flops_differs_from_params_for_a_convnet():
     # ResNet-50's last group holds most parameters but a quarter of the FLOPs
     w = load_workload("resnet50")
-    by_flops = layer_times(w, V3, 1, ComputeParams(layer_split="flops")).forward_s
-    by_params = layer_times(w, V3, 1, ComputeParams(layer_split="params")).forward_s
+    matmul_only = {"elementwise_fwd_bytes": 0, "elementwise_bwd_bytes": 0}
+    by_flops = layer_times(w, V3, 256, ComputeParams(layer_split="flops", **matmul_only)).forward_s
+    by_params = layer_times(w, V3, 256, ComputeParams(layer_split="params", **matmul_only)).forward_s
     last = [i for i, n in enumerate(w.layer_names) if n.startswith(("group4", "fc"))]
     assert by_params[last].sum() > 2 * by_flops[last].sum()
 

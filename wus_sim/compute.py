@@ -3,13 +3,28 @@
 Per replica (one TPU v2/v3 core, or ``spatial_ways`` cores when a replica is
 spatially partitioned):
 
-* forward  = fwd FLOPs per example x per-replica batch / (matrix-unit peak x efficiency)
-* backward = ``backward_flops_ratio`` x forward (2 by default: the gradients with
-  respect to activations and to weights each cost about one forward matmul;
-  workloads.md: "training is usually taken as ~3 x forward")
-* per-layer split of both, by each layer's FLOPs (derived from shapes in the
-  workload files) or by parameter count (``layer_split='params'``), for
-  overlapping gradient reduction with backward later
+* matrix work: fwd FLOPs per example x per-replica batch / (matrix-unit peak x
+  efficiency); backward = ``backward_flops_ratio`` x forward (2 by default: the
+  gradients with respect to activations and to weights each cost about one
+  forward matmul; "training is usually taken as ~3 x forward")
+* per layer (:func:`layer_times`), a roofline and what it leaves out:
+
+  - the layer's matmul takes ``max(matrix time, weight + output bytes / HBM)``
+    (a matmul at a small batch is bound by reading its weights);
+  - then the memory-bound elementwise work on its output (batch or layer norm,
+    activation function, residual add): ``elementwise_{fwd,bwd}_bytes`` per
+    output element through HBM. A layer's output elements are derived from its
+    shapes: ``FLOPs x out_channels / (2 x weight elements)`` (a conv or dense
+    layer does 2 FLOPs per weight per output position); for ResNet-50 they add
+    up to the 11.1 M conv outputs per image of its activation estimate;
+  - a fixed cost per op (``op_overhead_s``: kernel launch and pipeline fill;
+    backward runs ``backward_flops_ratio`` ops per forward op);
+  - with spatial partitioning (a replica over ``spatial_ways`` cores), matrix and
+    elementwise work divide over the cores, weight reads and op overheads do
+    not, and each conv with a kernel wider than 1 exchanges halo rows with its
+    neighbour over ICI (``halo_exchange_time_s``).
+* a fixed cost per step (``step_overhead_s``: host loop, infeed, the step's
+  synchronisation), run by :mod:`wus_sim.step` on the timeline
 * update = max(bytes moved / (HBM bandwidth per replica x efficiency),
                flops / vector-unit peak per replica):
   the optimizer is elementwise, streams weights, gradients and slots through
@@ -31,7 +46,7 @@ from .errors import ConfigError
 __all__ = [
     "ComputeParams", "LayerTimes",
     "replica_peak_flops", "vector_peak_flops",
-    "forward_time_s", "backward_time_s", "layer_times",
+    "forward_time_s", "backward_time_s", "layer_times", "halo_exchange_time_s",
     "update_time_s", "memory_bound_time_s",
 ]
 
@@ -66,11 +81,32 @@ class ComputeParams:
     """Speed-up per core when a replica spans several cores (spatial partitioning, SSD and
     Mask R-CNN in MLPerf v0.6): 1.0 = perfect. Halo exchange makes it lower in reality."""
     layer_split: str = "flops"
-    """How forward/backward time is split over layers: ``'flops'`` (each layer's FLOPs from
-    the workload file) or ``'params'`` (parameter count, a cruder proxy)."""
+    """How forward/backward matrix time is split over layers: ``'flops'`` (each layer's FLOPs
+    from the workload file) or ``'params'`` (parameter count, a cruder proxy)."""
+    elementwise_fwd_bytes: float = 6.0
+    """HBM bytes of memory-bound elementwise work per layer-output element, forward.
+    Declared assumption (bf16 activations, 2 B): batch norm reads the conv output once for
+    its statistics and once to normalise, and writes the result with the activation
+    function fused: 3 x 2 B. Layer norm, softmax and residual adds are of the same order."""
+    elementwise_bwd_bytes: float = 10.0
+    """The same for backward: batch-norm backward reads the output gradient and the input
+    for its two reductions, then reads both again and writes the input gradient: 5 x 2 B.
+    Declared assumption, like :attr:`elementwise_fwd_bytes`."""
+    activation_hbm_efficiency: float = 0.8
+    """Fraction of HBM bandwidth the elementwise kernels and weight reads stream at (the
+    same STREAM-like assumption as :attr:`update_hbm_efficiency`)."""
+    op_overhead_s: float = 0.0
+    """Fixed cost of one op (a forward layer is one op, its backward
+    ``backward_flops_ratio`` ops): kernel launch, pipeline fill and drain, the part of a
+    matmul that does not shrink with the batch. 0 in the uncalibrated physics; the
+    shipped calibration fits it (``wus-sim calibrate``)."""
+    step_overhead_s: float = 0.0
+    """Fixed cost per training step: host loop, infeed, synchronisation. 0 in the
+    uncalibrated physics; the shipped calibration fits it."""
 
     def __post_init__(self):
-        for name in ("mxu_efficiency", "update_hbm_efficiency", "spatial_efficiency"):
+        for name in ("mxu_efficiency", "update_hbm_efficiency", "spatial_efficiency",
+                     "activation_hbm_efficiency"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 < v <= 1):
                 raise ConfigError("must be in (0, 1]", key_path=name, value=v)
@@ -78,6 +114,10 @@ class ComputeParams:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
                 raise ConfigError("must be > 0", key_path=name, value=v)
+        for name in ("elementwise_fwd_bytes", "elementwise_bwd_bytes", "op_overhead_s", "step_overhead_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and v >= 0 and math.isfinite(v)):
+                raise ConfigError("must be a finite number >= 0", key_path=name, value=v)
         if self.vector_flops_per_replica is not None and not self.vector_flops_per_replica > 0:
             raise ConfigError("must be > 0 FLOP/s (or None)", key_path="vector_flops_per_replica",
                               value=self.vector_flops_per_replica)
@@ -154,17 +194,54 @@ def backward_time_s(workload, topology, per_replica_batch, params=None, *, spati
 
 
 def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_ways=1):
-    """:class:`LayerTimes` whose sums equal :func:`forward_time_s` and :func:`backward_time_s`."""
+    """:class:`LayerTimes` of one replica: the per-layer roofline of the module docstring.
+
+    With ``elementwise_*_bytes = 0``, no overheads and compute-bound layers, the sums
+    equal :func:`forward_time_s` and :func:`backward_time_s`.
+    """
     p = _params(params)
-    fwd = forward_time_s(workload, topology, per_replica_batch, p, spatial_ways=spatial_ways)
+    _check_batch(per_replica_batch)
+    ways = int(spatial_ways)
+    fwd = forward_time_s(workload, topology, per_replica_batch, p, spatial_ways=ways)
     if p.layer_split == "flops":
         weights = np.asarray(workload.layer_fwd_flops, dtype=float)
     else:
         weights = workload.layer_params().astype(float)
     if weights.sum() <= 0:  # nothing to split by: spread evenly
         weights = np.ones(workload.num_layers)
-    share = weights / weights.sum()
-    return LayerTimes(forward_s=fwd * share, backward_s=p.backward_flops_ratio * fwd * share)
+    matrix_fwd = fwd * weights / weights.sum()
+    matrix_bwd = p.backward_flops_ratio * matrix_fwd
+
+    hbm_Bps = topology.hbm_Bps_per_replica * p.activation_hbm_efficiency
+    act_B = workload.activation_bytes
+    outputs = workload.layer_output_elements * per_replica_batch  # the replica's, all its cores
+    weight_elems = workload.layer_params().astype(float)
+    # Every core of a spatially partitioned replica reads all weights and writes its part
+    # of the output; forward reads bf16 weights, backward reads them again and writes
+    # weight gradients.
+    io_fwd = (weight_elems * act_B + outputs / ways * act_B) / hbm_Bps
+    io_bwd = (weight_elems * (act_B + workload.grad_bytes) + 2 * outputs / ways * act_B) / hbm_Bps
+    elem_fwd = outputs / ways * p.elementwise_fwd_bytes / hbm_Bps
+    elem_bwd = outputs / ways * p.elementwise_bwd_bytes / hbm_Bps
+    fwd_s = np.maximum(matrix_fwd, io_fwd) + elem_fwd + p.op_overhead_s
+    bwd_s = np.maximum(matrix_bwd, io_bwd) + elem_bwd + p.backward_flops_ratio * p.op_overhead_s
+    if ways > 1:
+        halo = halo_exchange_time_s(workload, topology, per_replica_batch)
+        fwd_s = fwd_s + halo
+        bwd_s = bwd_s + halo  # the halo of the activation gradient goes back the same way
+    return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
+
+
+def halo_exchange_time_s(workload, topology, per_replica_batch):
+    """Per-layer time of a spatially partitioned replica's halo exchange, seconds.
+
+    Each core sends :attr:`Workload.layer_halo_elements` x batch activations (bf16) to
+    each neighbour across its cuts; the two directions of a link run at once, so a layer
+    costs one hop latency plus one message time. Layers without a halo cost 0.
+    """
+    halo = workload.layer_halo_elements * per_replica_batch * workload.activation_bytes
+    link_Bps = min(topology.axis_link_Bps)
+    return np.where(halo > 0, topology.hop_latency_s + halo / link_Bps, 0.0)
 
 
 def memory_bound_time_s(nbytes, flops, topology, params=None):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import key_join
 from .experiments.results import column_label, columns
+from .timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 
 __all__ = [
     "PLOT_KINDS", "BREAKDOWN_PARTS", "MEMORY_PARTS",
@@ -25,16 +26,13 @@ __all__ = [
     "check_plots", "draw_figure", "save_plots",
 ]
 
-BREAKDOWN_PARTS = ("fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
-"""Step-time parts, stacked bottom to top; they add up to ``step_time_s``."""
-
 MEMORY_PARTS = ("mem_weights_bytes", "mem_gradients_bytes", "mem_slots_bytes", "mem_padding_bytes",
                 "mem_activations_bytes", "mem_collective_buffers_bytes")
 """Per-replica memory parts, stacked bottom to top (those present in the results)."""
 
 _PART_COLORS = {
     "fwd_s": "#4C72B0", "bwd_s": "#8FAADC", "update_s": "#DD8452", "exposed_comm_s": "#C44E52",
-    "extra_reduction_s": "#937860", "idle_s": "#BBBBBB",
+    "extra_reduction_s": "#937860", "idle_s": "#BBBBBB", "overhead_s": "#6C6C6C",
     "mem_weights_bytes": "#4C72B0", "mem_gradients_bytes": "#8FAADC", "mem_slots_bytes": "#DD8452",
     "mem_padding_bytes": "#937860", "mem_activations_bytes": "#55A868",
     "mem_collective_buffers_bytes": "#BBBBBB",

@@ -61,6 +61,10 @@ class UpdateWork:
     bytes_read: float
     bytes_written: float
     flops: float
+    kernels: int = 0
+    """Update kernels run on this replica: one per pass over each tensor (or shard) it
+    updates (LARS and LAMB pass twice: the norms, then the step); each costs the
+    compute model's fixed cost per op."""
 
     @property
     def bytes_moved(self):
@@ -121,16 +125,18 @@ def update_work(plan: Plan, strategy):
     replicated tensors (sharded), each costed exactly by the optimizer analysis of its case."""
     _check(strategy)
     a = plan.analysis
-    elements = 0
+    elements = kernels = 0
     read = written = flops = 0.0
     for t in plan.tensors:
         case = a.case_for(t.shape)
+        kernels += case.passes
         shape = t.shape if (strategy == "replicated" or t.replicated) else t.shard_shape
         elements += math.prod(shape)
         read += case.bytes_read(shape)
         written += case.bytes_written(shape)
         flops += case.flops(shape)
-    return UpdateWork(elements=elements, bytes_read=float(read), bytes_written=float(written), flops=float(flops))
+    return UpdateWork(elements=elements, bytes_read=float(read), bytes_written=float(written), flops=float(flops),
+                      kernels=kernels)
 
 
 def step_work(plan: Plan, strategy):

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["Bucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
 
-BREAKDOWN_PARTS = ("fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
+BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
 """Parts of a step time; they add up to ``step_time_s``.
+
+``overhead_s`` is the step's fixed cost (host loop, infeed, synchronisation),
 
 ``exposed_comm_s`` is time the core waits on gradient or weight collectives,
 ``extra_reduction_s`` time it waits on the optimizer's small cross-replica
@@ -76,6 +78,8 @@ class StepProgram:
     overlap_all_gather: bool = False
     """Sharded: let the next step's forward start before all weights are gathered;
     each layer waits only for the buckets holding its weights."""
+    step_overhead_s: float = 0.0
+    """Fixed cost at the start of every step, on the core (host loop, infeed)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ class Interval:
     track: str
     """``'core'`` or ``'net'``."""
     kind: str
-    """``fwd``, ``bwd``, ``update``, ``grad``, ``extra``, ``gather``."""
+    """``overhead``, ``fwd``, ``bwd``, ``update``, ``grad``, ``extra``, ``gather``."""
     name: str
     start_s: float
     end_s: float
@@ -153,6 +157,8 @@ def run_timeline(program, steps=3):
         gathered = [env.event().succeed() for _ in buckets]
         for step in range(steps):
             starts.append(env.now)
+            if program.step_overhead_s > 0:
+                yield from compute("overhead", "step overhead", program.step_overhead_s, step)
             for layer in range(nlayers):
                 for b in layer_buckets[layer]:
                     yield gathered[b]
@@ -224,7 +230,7 @@ def _clip(intervals, t0, t1):
 def _breakdown(intervals, t0, t1):
     """Split ``[t0, t1]`` by what the core does, and while it idles, by what the network does."""
     out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
-    core_kinds = {"fwd": "fwd_s", "bwd": "bwd_s", "update": "update_s"}
+    core_kinds = {"overhead": "overhead_s", "fwd": "fwd_s", "bwd": "bwd_s", "update": "update_s"}
     busy = []
     for iv, s, e in _clip([i for i in intervals if i.track == "core"], t0, t1):
         out[core_kinds[iv.kind]] += e - s

@@ -17,6 +17,7 @@ import json
 __all__ = ["trace_events", "write_trace"]
 
 _TRACKS = {
+    ("core", "overhead"): (1, "compute (replica 0)"),
     ("core", "fwd"): (1, "compute (replica 0)"),
     ("core", "bwd"): (1, "compute (replica 0)"),
     ("core", "update"): (1, "compute (replica 0)"),

@@ -132,6 +132,56 @@ class Workload:
         """Layer index of every tensor, in order (int64 array)."""
         return np.array([t.layer for t in self.tensors], dtype=np.int64)
 
+    @cached_property
+    def layer_output_elements(self):
+        """Output elements per example of each layer, derived from shapes and FLOPs.
+
+        A conv or dense layer does 2 FLOPs per weight per output position, so its output
+        has ``FLOPs x out_channels / (2 x weight elements)`` elements, out_channels being
+        the last dimension of its largest weight of rank >= 2 (TensorFlow layouts: conv
+        ``[kh, kw, cin, cout]``, dense ``[din, dout]``). A layer without such a weight (a
+        tied softmax, a frozen stem) counts 0: its elementwise work is not modelled.
+        """
+        out = np.zeros(self.num_layers)
+        for layer, t in self._main_weights().items():
+            out[layer] = self.layer_fwd_flops[layer] * t.shape[-1] / (2 * t.size)
+        return out
+
+    @cached_property
+    def layer_halo_elements(self):
+        """Input elements per example one spatial cut sends across, for each conv layer.
+
+        A ``kh x kw`` conv needs ``kh // 2`` rows of input beyond its cut on each side; the
+        rows are ``W`` wide with ``cin`` channels, ``W`` taken from a square output map
+        (``sqrt(outputs / cout)``). 0 for 1x1 convs and non-conv layers.
+        """
+        out = np.zeros(self.num_layers)
+        outputs = self.layer_output_elements
+        for layer, t in self._main_weights().items():
+            if len(t.shape) == 4 and t.shape[0] > 1 and outputs[layer] > 0:
+                width = math.sqrt(outputs[layer] / t.shape[-1])
+                out[layer] = (t.shape[0] // 2) * width * t.shape[2]
+        return out
+
+    @cached_property
+    def layer_batch_norm_channels(self):
+        """Channels of each layer's trainable batch norm (its ``.../bn/gamma`` or
+        ``batch_normalization/gamma`` tensor), 0 where it has none."""
+        out = np.zeros(self.num_layers, dtype=np.int64)
+        for t in self.tensors:
+            lowered = t.name.lower()
+            if len(t.shape) == 1 and lowered.endswith("gamma") and ("bn" in lowered or "batch_norm" in lowered):
+                out[t.layer] += t.size
+        return out
+
+    def _main_weights(self):
+        """Layer -> its largest weight of rank >= 2 (the one its matmul multiplies by)."""
+        main = {}
+        for t in self.tensors:
+            if len(t.shape) >= 2 and (t.layer not in main or t.size > main[t.layer].size):
+                main[t.layer] = t
+        return main
+
     def layer_params(self):
         """Elements per layer (array of length :attr:`num_layers`)."""
         return np.bincount(self.layers, weights=self.sizes, minlength=self.num_layers).astype(np.int64)
