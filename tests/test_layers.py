@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parent.parent / "wus_sim"
 LAYERS = [
     ("errors", "units", "records"),
     ("config",),
-    ("topology", "compute", "memory", "workloads", "optimizers", "planner"),
+    ("topology", "compute", "calibration", "memory", "workloads", "optimizers", "planner"),
     ("network",),
     ("collectives",),
     ("strategies",),

@@ -15,7 +15,14 @@ def test_serial_replicated_step_is_compute_plus_collectives_plus_update():
     from wus_sim.collectives import analytic_time
     from wus_sim.compute import forward_time_s, backward_time_s
 
-    opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False)
+    from wus_sim.compute import ComputeParams
+
+    # matmul-only compute (no elementwise traffic, no fixed costs). At 25 % of a v3 core's
+    # 61.5 TFLOP/s and 80 % of its 450 GB/s the ridge is 15.4e12 / 360e9 = 43 FLOP/B; ResNet-50's
+    # lowest-intensity layers (1x1 convs from 64 channels: 2 x 64 FLOP per 2 B output) are
+    # at 64 FLOP/B, so every layer is compute-bound and the layers add up to the matrix time
+    matmul_only = ComputeParams(mxu_efficiency=0.25, elementwise_fwd_bytes=0, elementwise_bwd_bytes=0)
+    opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, compute=matmul_only)
     res = simulate_step("resnet50", "tpu-v3-32", "momentum", "replicated", options=opts)
     topo = __import__("wus_sim.topology", fromlist=["load_topology"]).load_topology("tpu-v3-32")
     from wus_sim.workloads import load_workload
@@ -23,7 +30,8 @@ def test_serial_replicated_step_is_compute_plus_collectives_plus_update():
     w = load_workload("resnet50")
     batch = w.per_replica_batch_for("tpu-v3-32")
     comm = sum(analytic_time(topo, c.op, "2d", c.nbytes) for c in res.work.grad_collectives)
-    expect = (forward_time_s(w, topo, batch) + backward_time_s(w, topo, batch) + comm + res.breakdown["update_s"])
+    expect = (forward_time_s(w, topo, batch, matmul_only) + backward_time_s(w, topo, batch, matmul_only) + comm
+              + res.breakdown["update_s"])
     assert res.step_time_s == pytest.approx(expect, rel=1e-9)
     assert res.breakdown["exposed_comm_s"] == pytest.approx(comm, rel=1e-9)
 

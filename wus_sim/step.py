@@ -23,6 +23,7 @@ one point of an experiment sweep, as flat records.
 from dataclasses import dataclass, field
 import math
 
+from .calibration import load_calibration
 from .compute import ComputeParams, layer_times, memory_bound_time_s
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .memory import memory_breakdown
@@ -59,7 +60,31 @@ class StepOptions:
     """Gradient fusion threshold, bytes."""
     steps: int = 3
     """Consecutive steps simulated (the step time is the steady-state period)."""
-    compute: ComputeParams = field(default_factory=ComputeParams)
+    bn_group_replicas: int = 1
+    """Cross-replica batch norm: replicas whose batch statistics are all-reduced together
+    in every batch-norm layer, forward and backward (1 = local batch norm). MLPerf v0.6
+    ResNet-50 on v3-2048 used groups of 8 cores (its ``model_bn_span`` / per-core batch)."""
+    calibration: object = None
+    """Calibration name, path or :class:`~wus_sim.calibration.Calibration`
+    (:mod:`wus_sim.calibration`); ``None`` = the shipped one, ``'none'`` = the
+    uncalibrated physics."""
+    compute: ComputeParams = None
+    """Compute parameters; ``None`` = the calibration's fitted values over the
+    :class:`ComputeParams` defaults. Given, they are used as they are."""
+    calibration_id: str = field(init=False, default="")
+    """What produced :attr:`compute`: the calibration's id, or ``'explicit'``."""
+
+    def __post_init__(self):
+        if isinstance(self.bn_group_replicas, bool) or not (isinstance(self.bn_group_replicas, int)
+                                                            and self.bn_group_replicas >= 1):
+            raise ConfigError("must be an integer >= 1", key_path="bn_group_replicas", value=self.bn_group_replicas)
+        if self.compute is None:
+            cal = load_calibration(self.calibration)
+            object.__setattr__(self, "compute", cal.compute_params())
+            object.__setattr__(self, "calibration_id", cal.id)
+        else:
+            label = "explicit" if self.calibration is None else load_calibration(self.calibration).id
+            object.__setattr__(self, "calibration_id", label)
 
 
 @dataclass(frozen=True)
@@ -112,8 +137,15 @@ def resolve_batch(workload, topology, replicas, *, per_replica_batch=None, globa
     return workload.per_replica_batch_for(topology.name)
 
 
-def _replicas(workload, topology):
-    """Replicas of the MLPerf run on this slice (spatial partitioning), else one per core."""
+def _replicas(workload, topology, replicas=None):
+    """*replicas* if given, else those of the MLPerf run on this slice (spatial
+    partitioning), else one per core."""
+    if replicas is not None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1 \
+                or topology.num_replicas % replicas:
+            raise ConfigError(f"must divide the slice's {topology.num_replicas} cores", key_path="replicas",
+                              value=replicas)
+        return replicas
     config = workload.config_for(topology.name)
     if config is not None and topology.num_replicas % config.replicas == 0:
         return config.replicas
@@ -132,6 +164,10 @@ def _program(plan, work, topology, per_replica_batch, options):
 
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways)
+    fwd_s, bwd_s = layers.forward_s, layers.backward_s
+    if options.bn_group_replicas > 1:
+        bn = _batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways)
+        fwd_s, bwd_s = fwd_s + bn, bwd_s + bn
     gathers = {c.bucket: c for c in work.weight_allgathers}
     buckets = []
     for c in work.grad_collectives:
@@ -140,24 +176,73 @@ def _program(plan, work, topology, per_replica_batch, options):
             name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers),
             grad_op=c.op, grad_nbytes=c.nbytes, grad_time_s=coll_s(c.op, c.nbytes),
             gather_nbytes=g.nbytes if g else 0.0, gather_time_s=coll_s("all-gather", g.nbytes) if g else 0.0))
-    update_s = memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
+    update_s = (memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
+                + work.update.kernels * options.compute.op_overhead_s)
     extra = tuple(coll_s(c.op, c.nbytes) for c in work.extra_allreduces)
     return StepProgram(
         strategy=work.strategy,
-        fwd_layer_s=tuple(float(t) for t in layers.forward_s),
-        bwd_layer_s=tuple(float(t) for t in layers.backward_s),
+        fwd_layer_s=tuple(float(t) for t in fwd_s),
+        bwd_layer_s=tuple(float(t) for t in bwd_s),
         buckets=tuple(buckets), update_s=update_s, extra_reduction_s=extra,
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
+        step_overhead_s=options.compute.step_overhead_s,
     )
 
 
+def _batch_norm_allreduce_s(workload, topology, options, spatial_ways):
+    """Per-layer time of cross-replica batch norm, seconds.
+
+    One all-reduce of the layer's batch statistics (mean and variance, fp32, per
+    channel) in forward and one (the two gradient sums) in backward, over the cores
+    of ``bn_group_replicas`` neighbouring replicas (every core of a spatially
+    partitioned replica holds part of the batch); the core waits for it. The
+    messages are a few KiB, so latency decides: recursive halving and doubling
+    (2 log2(n) steps) where the group is a power of two, as MPICH does for short
+    messages (Thakur, Rabenseifner and Gropp 2005), else a ring.
+    """
+    import numpy as np
+
+    from .collectives import collective_time
+
+    cores = options.bn_group_replicas * spatial_ways
+    if topology.num_replicas % cores:
+        raise ConfigError(f"spans {cores} cores, which must divide the slice's {topology.num_replicas}",
+                          key_path="bn_group_replicas", value=options.bn_group_replicas)
+    algorithm = "halving-doubling" if cores & (cores - 1) == 0 else "ring"
+    group = _compact_group(topology, cores)
+    channels = workload.layer_batch_norm_channels
+    out = np.zeros(workload.num_layers)
+    for layer in np.flatnonzero(channels):
+        out[layer] = collective_time(topology, "all-reduce", algorithm, 2 * 4 * channels[layer],
+                                     group=group, routing=options.routing)
+    return out
+
+
+def _compact_group(topology, cores):
+    """Replicas of a group of *cores* neighbouring cores: all cores of a near-square block
+    of chips at the origin (a batch-norm group is neighbours, not a row of the pod)."""
+    cpc = topology.cores_per_chip
+    if cores <= cpc:
+        return list(range(cores))
+    chips = cores // cpc
+    a = 1
+    while a * 2 <= topology.dims[0] and chips % (a * 2) == 0 and (a * 2) ** 2 <= chips:
+        a *= 2
+    b = chips // a
+    if len(topology.dims) < 2 or b > topology.dims[1]:  # no room for a block: a line of chips
+        return list(range(cores))
+    block = [x + topology.dims[0] * y for y in range(b) for x in range(a)]
+    return [c * cpc + k for c in block for k in range(cpc)]
+
+
 def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIES, *, per_replica_batch=None,
-                        global_batch=None, options=None):
+                        global_batch=None, replicas=None, options=None):
     """Simulate each of *strategies*; returns ``{strategy: StepResult}``.
 
     *workload*, *topology* and *optimizer* are names/paths or loaded objects;
-    *optimizer* ``None`` means the workload's default.
+    *optimizer* ``None`` means the workload's default; *replicas* ``None`` those of
+    the workload's MLPerf run on this slice, else one per core.
     """
     options = options or StepOptions()
     for s in strategies:
@@ -172,7 +257,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIE
         if options.grad_dtype not in GRAD_DTYPE_BYTES:
             raise ConfigError("must be fp32 or bf16", key_path="grad_dtype", value=options.grad_dtype)
         grad_bytes = GRAD_DTYPE_BYTES[options.grad_dtype]
-    replicas = _replicas(workload, topology)
+    replicas = _replicas(workload, topology, replicas)
     batch = resolve_batch(workload, topology, replicas, per_replica_batch=per_replica_batch,
                           global_batch=global_batch)
     plan = make_plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=options.bucket_bytes,
@@ -221,8 +306,7 @@ def simulate_point(point):
     p = dict(point)
     topology = load_topology(p["topology"], link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
                              wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"))
-    compute = ComputeParams() if p.get("mxu_efficiency") is None else ComputeParams(
-        mxu_efficiency=p["mxu_efficiency"])
+    calibration = load_calibration(p.get("calibration"))
     bucket_MiB = p.get("bucket_MiB")
     options = StepOptions(
         algorithm=p.get("algorithm") or "2d",
@@ -233,7 +317,9 @@ def simulate_point(point):
         grad_dtype=p.get("grad_dtype"),
         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
         steps=int(p.get("steps") or 3),
-        compute=compute,
+        bn_group_replicas=int(p.get("bn_group_replicas") or 1),
+        calibration=calibration,
+        compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
     )
     strategy = p.get("strategy") or "both"
     strategies = STRATEGIES if strategy == "both" else (strategy,)
@@ -254,5 +340,41 @@ def simulate_point(point):
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up if s == "sharded" else math.nan,
         })
+        rec.update(used_values(topology, options, meta["plan"]))
         records.append(rec)
     return records
+
+
+MODEL_COLUMNS = ("op_overhead_s", "step_overhead_s", "elementwise_fwd_bytes", "elementwise_bwd_bytes",
+                 "activation_hbm_efficiency", "update_hbm_efficiency", "spatial_efficiency",
+                 "backward_flops_ratio", "peak_TFLOPs", "hbm_GBps", "onchip_GBps")
+"""Result columns that record model values a point does not set (documented in
+``wus_sim.experiments.results``)."""
+
+
+def used_values(topology, options, plan):
+    """Every parameter value the point actually ran with: point keys left null get the
+    value the model chose, plus the calibrated and datasheet figures behind the times."""
+    from .units import GB
+
+    links = sorted(set(topology.axis_link_Bps))
+    c = options.compute
+    return {
+        "link_GBps": links[0] / GB if len(links) == 1 else min(links) / GB,
+        "hop_latency_us": topology.hop_latency_s * 1e6,
+        "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
+            "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
+        "cores_per_chip": topology.cores_per_chip,
+        "algorithm": options.algorithm, "bidirectional": options.bidirectional, "routing": options.routing,
+        "grad_dtype": {2: "bf16", 4: "fp32"}.get(plan.workload.grad_bytes, str(plan.workload.grad_bytes)),
+        "bucket_MiB": options.bucket_bytes / MiB,
+        "mxu_efficiency": c.mxu_efficiency,
+        "bn_group_replicas": options.bn_group_replicas,
+        "calibration": options.calibration_id,
+        "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,
+        "elementwise_fwd_bytes": c.elementwise_fwd_bytes, "elementwise_bwd_bytes": c.elementwise_bwd_bytes,
+        "activation_hbm_efficiency": c.activation_hbm_efficiency, "update_hbm_efficiency": c.update_hbm_efficiency,
+        "spatial_efficiency": c.spatial_efficiency, "backward_flops_ratio": c.backward_flops_ratio,
+        "peak_TFLOPs": topology.chip.peak_flops / 1e12, "hbm_GBps": topology.chip.hbm_Bps / GB,
+        "onchip_GBps": topology.onchip_Bps / GB,
+    }

@@ -6,7 +6,8 @@ With ``--strategy both`` (the default) also the speedup of sharding.
 ``--json`` keys: ``step_time_s``, ``breakdown``, ``memory`` (bytes per part
 and ``peak``), ``status`` per strategy; for ``both``, one object per strategy
 under ``strategies`` plus top-level ``speedup``, and ``step_time_s``,
-``breakdown``, ``memory`` of the sharded strategy. ``--trace FILE`` writes the
+``breakdown``, ``memory`` of the sharded strategy; ``calibration`` (its id) and
+``parameters`` (every model value the step ran with, none left null). ``--trace FILE`` writes the
 simulated steps as Chrome trace-event JSON (Perfetto, chrome://tracing).
 """
 
@@ -44,7 +45,12 @@ def add_parser(subparsers):
                    help="sharded: all-gather weights at the end of the step, not during the next forward")
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
-    p.add_argument("--mxu-efficiency", type=float, metavar="F", help="fraction of matrix-unit peak reached")
+    p.add_argument("--mxu-efficiency", type=float, metavar="F",
+                   help="fraction of matrix-unit peak reached (default: the calibration's)")
+    p.add_argument("--calibration", metavar="C",
+                   help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
+    p.add_argument("--bn-group-replicas", type=int, default=1, metavar="K",
+                   help="cross-replica batch norm over groups of K replicas (default 1: local)")
     p.add_argument("--steps", type=int, default=3, metavar="K", help="consecutive steps simulated (>= 2)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON of the simulated steps")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -52,10 +58,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..compute import ComputeParams
+    from ..calibration import load_calibration
     from ..errors import ConfigError
     from ..planner import DEFAULT_BUCKET_BYTES
-    from ..step import StepOptions, simulate_strategies, speedup
+    from ..step import StepOptions, simulate_strategies, speedup, used_values
     from ..topology import load_topology
     from ..units import MiB
 
@@ -64,13 +70,14 @@ def run(args):
     if args.bucket_MiB is not None and not args.bucket_MiB > 0:
         raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
     topology = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
+    calibration = load_calibration(args.calibration)
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
         overlap_grad_reduce=not args.no_overlap_grad_reduce, overlap_all_gather=not args.no_overlap_all_gather,
         grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
-        steps=args.steps,
-        compute=ComputeParams() if args.mxu_efficiency is None else ComputeParams(mxu_efficiency=args.mxu_efficiency),
+        steps=args.steps, bn_group_replicas=args.bn_group_replicas, calibration=calibration,
+        compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
     )
     strategies = ("replicated", "sharded") if args.strategy == "both" else (args.strategy,)
     results, meta = simulate_strategies(args.workload, topology, args.optimizer, strategies,
@@ -90,6 +97,8 @@ def run(args):
 
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
     report = _report(args, topology, results, meta, speedup(results))
+    report["calibration"] = options.calibration_id
+    report["parameters"] = used_values(topology, options, meta["plan"])
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))
     else:
@@ -144,12 +153,12 @@ def _text(rep):
     names = list(per)
     lines = [f"step: {rep['workload']} with {rep['optimizer']} on {rep['topology']}: {rep['replicas']} replicas, "
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
-             f"{rep['params']:,} parameters, {rep['algorithm']} collectives"]
+             f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}"]
     w = 22
     lines.append("  " + "".ljust(w) + "".join(n.rjust(16) for n in names))
     lines.append("  " + "step time".ljust(w) + "".join(_fmt_t(per[n]["step_time_s"]).rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "exposed_comm_s": "exposed comm",
-              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle"}
+              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "overhead_s": "step overhead"}
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))

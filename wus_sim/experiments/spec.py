@@ -119,6 +119,16 @@ def _check_topology(value, base_dir):
     return value
 
 
+def _check_calibration(value, base_dir):
+    if not isinstance(value, str) or not value:
+        raise ConfigError("must be a calibration name (default, none) or a path to a calibration YAML", value=value)
+    path = _existing_path(value, base_dir)
+    from ..calibration import load_calibration
+
+    load_calibration(str(path) if path is not None else value)
+    return str(path) if path is not None else value
+
+
 # ---------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Param:
@@ -227,6 +237,13 @@ POINT_KEYS = _table(
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
     Param("steps", "int", default=3, minimum=2, nullable=False, unit="steps",
           meaning="Consecutive training steps simulated; the step time is the steady-state period."),
+    Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
+          meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
+                  "batch-norm layer (1 = local batch norm)."),
+    Param("calibration", "name",
+          meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
+                  "null = the shipped default calibration.",
+          check=_check_calibration),
 )
 """Every key a point may have, in column order. ``wus_sim.step.simulate_point`` accepts exactly these."""
 

@@ -1,0 +1,109 @@
+"""Calibrated chip parameters: one declared file, with its provenance.
+
+The physics of :mod:`wus_sim.compute` leaves a few chip figures that no datasheet
+gives (matrix-unit efficiency, fixed costs per op and per step). ``wus-sim
+calibrate`` fits at most four of them to a declared subset of measured runs
+(:mod:`wus_sim.validation`) and writes a calibration file; the shipped one,
+``wus_sim/data/calibration/default.yaml``, is what every command uses unless told
+``--calibration none`` (the uncalibrated physics: :class:`ComputeParams` defaults)
+or given another file. Every output row names the calibration it ran with
+(:attr:`Calibration.id`).
+
+A calibration file::
+
+    id: mlperf-v06-tpu-v3-2026-11-30        # named in every output row
+    params: {mxu_efficiency: 0.61, op_overhead_s: 1.9e-05, step_overhead_s: 0.0021}
+    provenance: {data: ..., rows: [...], fit_error: {...}, date: ..., method: ...}
+
+Only :class:`~wus_sim.compute.ComputeParams` fields may appear under ``params``.
+"""
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from .compute import ComputeParams
+from .config import Section, load_yaml
+from .errors import ConfigError
+
+__all__ = ["Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION", "calibration_path"]
+
+_SHIPPED = Path(__file__).resolve().parent / "data" / "calibration"
+
+DEFAULT_CALIBRATION = "default"
+"""Name of the shipped calibration every command uses by default."""
+
+NO_CALIBRATION = "none"
+"""Name that selects the uncalibrated physics (no file)."""
+
+_COMPUTE_FIELDS = tuple(f.name for f in fields(ComputeParams))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted :class:`ComputeParams` values and where they came from."""
+
+    id: str
+    """Named in every output row: which calibration produced the numbers."""
+    params: dict = field(default_factory=dict)
+    """ComputeParams field -> fitted value."""
+    provenance: dict = field(default_factory=dict)
+    """Data commit, rows used, fit error, date, method (free-form, from the file)."""
+    path: str = None
+
+    def compute_params(self, **overrides):
+        """:class:`ComputeParams` with the fitted values, then *overrides* (not None) on top."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return ComputeParams(**{**self.params, **given})
+
+    def apply(self, params):
+        """*params* with the fitted values replacing the uncalibrated defaults."""
+        return replace(params, **self.params)
+
+
+def calibration_path(name):
+    """Path of a calibration given by shipped name or file path."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise ConfigError("calibration file not found", key_path="calibration", value=name)
+        return path
+    shipped = _SHIPPED / f"{name}.yaml"
+    if not shipped.is_file():
+        known = sorted(p.stem for p in _SHIPPED.glob("*.yaml")) + [NO_CALIBRATION]
+        raise ConfigError(f"unknown calibration; known: {', '.join(known)} (or a path to a calibration YAML)",
+                          key_path="calibration", value=name)
+    return shipped
+
+
+def load_calibration(name=None):
+    """The calibration named *name* (``None`` = the shipped default, ``'none'`` = none)."""
+    if isinstance(name, Calibration):
+        return name
+    name = DEFAULT_CALIBRATION if name is None else name
+    if not isinstance(name, str) or not name:
+        raise ConfigError("must be a calibration name or a path to a calibration YAML", key_path="calibration",
+                          value=name)
+    if name == NO_CALIBRATION:
+        return Calibration(id=NO_CALIBRATION)
+    return _load_file(str(calibration_path(name)))
+
+
+_CACHE = {}
+
+
+def _load_file(path):
+    if path not in _CACHE:
+        doc = Section(load_yaml(path), file=path)
+        doc.check_keys(required={"id", "params", "provenance"})
+        params = doc.section("params")
+        params.check_keys(optional=set(_COMPUTE_FIELDS))
+        values = {k: params.get(k) for k in params.keys()}
+        try:
+            ComputeParams(**values)  # the same range checks as any other source of these values
+        except ConfigError as exc:
+            raise ConfigError(exc.rule, file=path, key_path=f"params.{exc.key_path}", value=exc.value) from None
+        provenance = doc.get("provenance")
+        if not isinstance(provenance, dict):
+            raise doc.error("provenance", "must be a mapping (data, rows, fit_error, date, method)", provenance)
+        _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path)
+    return _CACHE[path]
