@@ -14,7 +14,7 @@ import sys
 
 __all__ = ["main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "bench")
+SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "validate", "calibrate", "bench")
 """Subcommand module names, in the order ``--help`` lists them."""
 
 

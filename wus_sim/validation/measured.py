@@ -13,7 +13,15 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES"]
+__all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE"]
+
+DATA_SOURCE = {
+    "repository": "github.com/mlcommons/training_results_v0.6",
+    "commit": "f312518c2d6107eec983750eed23950f1f0c8a0e",
+    "table": "wus_sim/data/validation/mlperf_v06_tpu_v3.csv",
+    "generator": "tests/regenerate_mlperf_v06.py",
+}
+"""Where the shipped table comes from (the commit tests/regenerate_mlperf_v06.py pins)."""
 
 SHIPPED_MEASURED = Path(__file__).resolve().parent.parent / "data" / "validation" / "mlperf_v06_tpu_v3.csv"
 """The shipped table (Google's MLPerf v0.6 TPU-v3 submission logs)."""

@@ -1,0 +1,45 @@
+"""``wus-sim calibrate [--out FILE]``: fit the calibrated chip parameters.
+
+Fits at most four global chip parameters (:data:`wus_sim.validation.calibrate.FIT_PARAMS`)
+on the declared calibration rows (:data:`wus_sim.validation.calibrate.CALIBRATION_ROWS`,
+at most two slices per benchmark) of the measured table and writes a calibration
+file with its provenance. ``--out`` defaults to ``calibration.yaml`` in the working
+directory; the shipped defaults are ``wus_sim/data/calibration/default.yaml``, made
+by this command. Use a file with ``--calibration FILE`` on ``step``, ``validate``
+or as the ``calibration`` key of an experiment point.
+"""
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "calibrate", help="fit the calibrated chip parameters to the declared measured runs",
+        description="Fit matrix-unit efficiency and fixed costs per op and per step to the declared "
+                    "calibration rows; write a calibration file with provenance.")
+    p.add_argument("--out", metavar="FILE", default="calibration.yaml",
+                   help="calibration file to write (default calibration.yaml)")
+    p.add_argument("--id", metavar="ID", help="calibration id (default mlperf-v06-tpu-v3-DATE)")
+    return p
+
+
+def run(args):
+    import sys
+
+    from ..validation.calibrate import calibrate, write_calibration
+
+    calls = [0]
+
+    def progress():
+        calls[0] += 1
+        if calls[0] % 10 == 0:
+            print(f"  {calls[0]} evaluations", file=sys.stderr)
+
+    cal = calibrate(calibration_id=args.id, progress=progress)
+    write_calibration(cal, args.out)
+    fit = cal.provenance["fit_error"]
+    print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
+    print(f"  fit to {len(cal.provenance['rows'])} rows: median |error| {fit['median_abs']:.1%}, "
+          f"worst {fit['worst_abs']:.1%}")
+    print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,52 @@
+"""``wus-sim validate``: measured vs simulated step time for every measured run.
+
+Simulates every row of the measured table (Google's MLPerf v0.6 TPU-v3 runs,
+``wus_sim/data/validation``) with the shipped defaults, prints measured and
+simulated step time and per-chip throughput with the error per row, calibration
+rows marked apart from held-out ones and bound rows checked as bounds, then the
+held-out median and worst |error|. Writes ``validation.csv`` and a parity plot
+``validation.png`` to ``--out`` (default ``results/validation``). ``--json`` prints
+the rows as a list (keys: :data:`wus_sim.validation.validate.COLUMNS`, among them
+benchmark, topology, kind, role, measured_step_s, simulated_step_s, error).
+"""
+
+import json
+import math
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "validate", help="compare simulated with measured step times (MLPerf v0.6 TPU-v3 runs)",
+        description="Simulate every measured run with the shipped defaults and report the error per row.")
+    p.add_argument("--out", metavar="DIR", default="results/validation",
+                   help="folder for validation.csv and validation.png (default results/validation)")
+    p.add_argument("--calibration", metavar="C",
+                   help="'default' (shipped), 'none' (uncalibrated physics) or a calibration YAML path")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--no-plot", action="store_true", help="do not draw validation.png")
+    return p
+
+
+def run(args):
+    from pathlib import Path
+
+    from ..validation.report import text_report, write_outputs
+    from ..validation.validate import as_dicts, summary, validate
+
+    rows = validate(args.calibration)
+    out = Path(args.out)
+    files = write_outputs(rows, out, plot=not args.no_plot)
+    if args.json:
+        print(json.dumps(as_dicts(rows), indent=1, default=_json_default))
+    else:
+        print(text_report(rows, summary(rows)))
+        print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def _json_default(x):
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    return float(x)

@@ -1,0 +1,112 @@
+"""Fit the few chip parameters no datasheet gives, on a declared subset of measured runs.
+
+What is fitted (:data:`FIT_PARAMS`, at most four, all global: one value for every
+workload and slice): the matrix-unit efficiency, the fixed cost per op and the
+fixed cost per step (see :mod:`wus_sim.compute`). What it is fitted to
+(:data:`CALIBRATION_ROWS`): at most two slices per benchmark, declared here before
+the fit, training-only (``exact``) rows only; every other row of the measured table
+is held out and only ever validated. The fit minimises the squared log ratio of
+simulated to measured step time (relative error, symmetric in over and under)
+with :func:`scipy.optimize.least_squares` inside physical bounds.
+
+The result is a calibration file (:mod:`wus_sim.calibration`) with its provenance:
+data repository and commit, rows used, per-row and summary fit error, date, method.
+"""
+
+from datetime import date
+import math
+
+from ..calibration import NO_CALIBRATION, Calibration
+from ..compute import ComputeParams
+from .measured import DATA_SOURCE, load_measured
+from .simulate import simulate_run
+from .validate import row_key
+
+__all__ = ["FIT_PARAMS", "CALIBRATION_ROWS", "calibrate", "write_calibration"]
+
+FIT_PARAMS = {
+    # name: (lower bound, upper bound, starting value), in the parameter's unit
+    "mxu_efficiency": (0.05, 1.0, 0.5),
+    "elementwise_fwd_bytes": (0.0, 24.0, 6.0),
+    "elementwise_bwd_bytes": (0.0, 40.0, 10.0),
+    "step_overhead_s": (0.0, 20e-3, 1e-3),
+}
+"""The fitted ComputeParams fields, with the bounds physics allows."""
+
+CALIBRATION_ROWS = (
+    # Two slices per benchmark with training-only times, chosen inside the range of
+    # slices (not its ends) so that the extremes test extrapolation: ResNet-50's fall in
+    # per-chip throughput from v3-32 to v3-2048 is predicted, not fitted.
+    "resnet/tpu-v3-128", "resnet/tpu-v3-1024",
+    "ssd/tpu-v3-128", "ssd/tpu-v3-1024",
+)
+"""The declared calibration subset, ``benchmark/topology``."""
+
+
+def _rows(runs):
+    by_key = {row_key(r): r for r in runs}
+    missing = [k for k in CALIBRATION_ROWS if k not in by_key]
+    if missing:
+        raise ValueError(f"calibration rows not in the measured table: {missing}")
+    chosen = [by_key[k] for k in CALIBRATION_ROWS]
+    not_exact = [row_key(r) for r in chosen if r.kind != "exact"]
+    if not_exact:
+        raise ValueError(f"calibration rows must be training-only (exact): {not_exact}")
+    return chosen
+
+
+def calibrate(*, runs=None, calibration_id=None, progress=None):
+    """Fit :data:`FIT_PARAMS` on :data:`CALIBRATION_ROWS`; returns a :class:`Calibration`."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    runs = load_measured() if runs is None else runs
+    rows = _rows(runs)
+    names = tuple(FIT_PARAMS)
+    lower = np.array([FIT_PARAMS[n][0] for n in names])
+    upper = np.array([FIT_PARAMS[n][1] for n in names])
+    start = np.array([FIT_PARAMS[n][2] for n in names])
+    scale = np.where(upper > 0, upper, 1.0)
+
+    def simulated(x):
+        compute = ComputeParams(**dict(zip(names, (float(v) for v in x * scale))))
+        return np.array([simulate_run(r, NO_CALIBRATION, compute=compute).step_time_s for r in rows])
+
+    measured = np.array([r.measured_step_s for r in rows])
+
+    def residuals(x):
+        if progress:
+            progress()
+        return np.log(simulated(x) / measured)
+
+    fit = least_squares(residuals, start / scale, bounds=(lower / scale, upper / scale), x_scale="jac",
+                        diff_step=1e-3, xtol=1e-10, ftol=1e-10)
+    params = {n: float(v) for n, v in zip(names, fit.x * scale)}
+    sim = simulated(fit.x)
+    errors = {row_key(r): float(s / m - 1) for r, s, m in zip(rows, sim, measured)}
+    abs_err = sorted(abs(e) for e in errors.values())
+    today = date.today().isoformat()
+    provenance = {
+        "data": DATA_SOURCE,
+        "rows": list(CALIBRATION_ROWS),
+        "fit_error": {"per_row": errors, "median_abs": abs_err[len(abs_err) // 2],
+                      "worst_abs": abs_err[-1], "rms_log": float(math.sqrt(np.mean(fit.fun ** 2)))},
+        "fitted": list(names),
+        "bounds": {n: [FIT_PARAMS[n][0], FIT_PARAMS[n][1]] for n in names},
+        "method": "scipy.optimize.least_squares on log(simulated / measured step time), training-only rows; "
+                  "network: 2d bidirectional collectives; strategy as the run used",
+        "date": today,
+    }
+    return Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)
+
+
+def write_calibration(calibration, path):
+    """Write *calibration* as a calibration YAML (the format :func:`load_calibration` reads)."""
+    import yaml
+
+    doc = {"id": calibration.id, "params": calibration.params, "provenance": calibration.provenance}
+    header = ("# Calibrated chip parameters, written by `wus-sim calibrate`; edit by re-running it.\n"
+              "# Fitted to the declared rows only (provenance.rows); every other measured row is held out.\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(header)
+        yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=False)

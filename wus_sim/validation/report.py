@@ -1,0 +1,109 @@
+"""Validation outputs: the text table, validation.csv and the parity plot."""
+
+from dataclasses import asdict
+import math
+
+from .validate import COLUMNS
+
+__all__ = ["text_report", "write_outputs", "plot_validation"]
+
+
+def _ms(t):
+    return "-" if t is None or (isinstance(t, float) and math.isnan(t)) else f"{t * 1e3:.2f}"
+
+
+def text_report(rows, stats):
+    """The table ``wus-sim validate`` prints, then the headline figures."""
+    head = (f"{'benchmark':<12}{'topology':<13}{'batch/rep':>9}{'kind':>7}{'role':>13}"
+            f"{'measured ms':>13}{'simulated ms':>14}{'error':>9}{'ex/s/chip meas':>16}{'sim':>9}")
+    lines = [f"validation: {len(rows)} measured runs (MLPerf v0.6, Google TPU-v3), "
+             f"calibration {stats['calibration_id']}", head, "-" * len(head)]
+    for r in rows:
+        verdict = "" if r.within_bound is None else ("  within bound" if r.within_bound else "  OVER BOUND")
+        lines.append(
+            f"{r.benchmark:<12}{r.topology:<13}{r.per_replica_batch:>9}{r.kind:>7}{r.role:>13}"
+            f"{_ms(r.measured_step_s):>13}{_ms(r.simulated_step_s):>14}{r.error:>+9.1%}"
+            f"{r.measured_examples_per_s_per_chip:>16.1f}{r.simulated_examples_per_s_per_chip:>9.1f}{verdict}")
+    h, c, b = stats["held_out"], stats["calibration"], stats["bounds"]
+    lines.append("")
+    lines.append(f"held-out training-only rows: {h['rows']}, median |error| {h['median_abs_error']:.1%}, "
+                 f"worst {h['worst_abs_error']:.1%}")
+    lines.append(f"calibration rows: {c['rows']}, median |error| {c['median_abs_error']:.1%}, "
+                 f"worst {c['worst_abs_error']:.1%}")
+    lines.append(f"bound rows (eval inside the measured interval): {b['within']} of {b['rows']} within their bound"
+                 + (f"; over: {', '.join(b['violations'])}" if b["violations"] else ""))
+    return "\n".join(lines)
+
+
+def write_outputs(rows, out_dir, *, plot=True):
+    """Write ``validation.csv`` (and ``validation.png``) to *out_dir*; return the paths."""
+    import pandas as pd
+
+    from ..errors import ConfigError
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output folder ({exc.strerror})", key_path="--out",
+                          value=str(out_dir)) from None
+    frame = pd.DataFrame([asdict(r) for r in rows], columns=list(COLUMNS))
+    csv = out_dir / "validation.csv"
+    frame.to_csv(csv, index=False)
+    files = [csv]
+    if plot:
+        png = out_dir / "validation.png"
+        plot_validation(rows, png)
+        files.append(png)
+    return files
+
+
+_MARKERS = {"resnet": "o", "ssd": "s", "mask": "D", "transformer": "^", "gnmt": "v"}
+
+
+def plot_validation(rows, path):
+    """Parity plot (simulated vs measured step time, log-log, +-10 % and +-25 % bands) and
+    per-chip throughput vs slice size, measured and simulated, per benchmark."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    benches = sorted({r.benchmark for r in rows})
+    color = {b: colors[i % len(colors)] for i, b in enumerate(benches)}
+    vals = [v for r in rows for v in (r.measured_step_s, r.simulated_step_s) if v > 0]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    grid = [lo, hi]
+    ax.plot(grid, grid, color="black", lw=1)
+    for band, alpha in ((0.10, 0.18), (0.25, 0.08)):
+        ax.fill_between(grid, [g * (1 - band) for g in grid], [g * (1 + band) for g in grid], color="gray",
+                        alpha=alpha, lw=0, label=f"±{band:.0%}")
+    for r in rows:
+        marker = "v" if r.kind == "bound" else _MARKERS.get(r.benchmark, "o")
+        face = color[r.benchmark] if r.role == "calibration" else "white"
+        ax.scatter(r.measured_step_s, r.simulated_step_s, marker=marker, s=46, facecolors=face,
+                   edgecolors=color[r.benchmark], linewidths=1.5, zorder=3)
+    for b in benches:
+        ax.scatter([], [], marker=_MARKERS.get(b, "o"), facecolors="white", edgecolors=color[b], label=b)
+    ax.scatter([], [], marker="o", color="gray", label="filled: calibration row")
+    ax.scatter([], [], marker="v", facecolors="white", edgecolors="gray", label="bound (eval inside): sim ≤ meas")
+    ax.set(xscale="log", yscale="log", xlim=grid, ylim=grid, xlabel="measured step time [s]",
+           ylabel="simulated step time [s]", title="Step time, simulated vs measured")
+    ax.legend(fontsize=8, loc="upper left", frameon=False)
+
+    for b in benches:
+        sel = sorted((r for r in rows if r.benchmark == b), key=lambda r: r.cores)
+        cores = [r.cores for r in sel]
+        bx.plot(cores, [r.measured_examples_per_s_per_chip for r in sel], marker=_MARKERS.get(b, "o"),
+                color=color[b], label=f"{b} measured")
+        bx.plot(cores, [r.simulated_examples_per_s_per_chip for r in sel], marker=_MARKERS.get(b, "o"),
+                color=color[b], ls="--", mfc="white", label=f"{b} simulated")
+    bx.set(xscale="log", yscale="log", xlabel="cores in the slice", ylabel="examples / s / chip",
+           title="Per-chip throughput (solid measured, dashed simulated)")
+    bx.legend(fontsize=7, ncol=2, frameon=False)
+    calib = rows[0].calibration if rows else ""
+    fig.suptitle(f"wus-sim vs Google's MLPerf v0.6 TPU-v3 runs (calibration {calib})", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,47 @@
+"""Simulate a measured run as it ran: its slice, batch, replicas, optimizer, flags.
+
+The one place that turns a :class:`~wus_sim.validation.measured.MeasuredRun` into
+step options, so that ``wus-sim validate`` and ``wus-sim calibrate`` simulate the
+rows identically.
+"""
+
+from ..calibration import load_calibration
+from ..step import StepOptions, simulate_strategies
+
+__all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "strategy_of"]
+
+NETWORK_DEFAULTS = {"algorithm": "2d", "bidirectional": True}
+"""Collective algorithm the validation runs (the shipped step default): every axis's
+ring phase runs both directions at once, as TPU all-reduces do (see README,
+"Defaults from evidence")."""
+
+
+def strategy_of(run):
+    """The update strategy a run used: the table's, and sharded where the logs do not say
+    (Xu et al. 2020 and Kumar et al. 2019 state that Google's MLPerf v0.6 submission
+    sharded the weight update)."""
+    return "replicated" if run.update == "replicated" else "sharded"
+
+
+def run_options(run, calibration=None, *, compute=None, network=None):
+    """:class:`StepOptions` of *run*: its gradient dtype and batch-norm groups, the network
+    defaults (or *network*), *calibration*'s parameters (or *compute* as given)."""
+    cal = load_calibration(calibration)
+    net = {**NETWORK_DEFAULTS, **(network or {})}
+    bn_cores = run.bn_group_cores or 1
+    return StepOptions(
+        algorithm=net["algorithm"], bidirectional=net["bidirectional"],
+        grad_dtype=run.grad_allreduce_dtype or None,
+        bn_group_replicas=max(1, int(bn_cores) // run.spatial_ways),
+        calibration=cal, compute=compute if compute is not None else cal.compute_params(),
+    )
+
+
+def simulate_run(run, calibration=None, *, compute=None, network=None, topology=None):
+    """The simulated :class:`~wus_sim.step.StepResult` of *run* (the strategy it used)."""
+    options = run_options(run, calibration, compute=compute, network=network)
+    strategy = strategy_of(run)
+    results, _ = simulate_strategies(run.workload, topology or run.topology, run.optimizer, (strategy,),
+                                     per_replica_batch=run.per_replica_batch, replicas=run.replicas,
+                                     options=options)
+    return results[strategy]

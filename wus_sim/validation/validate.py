@@ -1,0 +1,114 @@
+"""Measured vs simulated step time, for every row of the measured table.
+
+:func:`validate` simulates each run of :func:`~wus_sim.validation.measured.load_measured`
+with the shipped defaults (or the calibration given) and returns one
+:class:`ValidationRow` per run: the error, whether the row was used to fit the
+calibration (``role``), and for ``bound`` rows (eval inside the measured
+interval) whether the simulation stays within the bound. :func:`summary` gives
+the figures the README states: held-out median and worst |error| over the
+training-only rows, and every bound checked.
+"""
+
+from dataclasses import asdict, dataclass
+import math
+
+from ..calibration import load_calibration
+from ..topology import load_topology
+from .measured import load_measured
+from .simulate import simulate_run, strategy_of
+
+__all__ = ["ValidationRow", "validate", "summary", "row_key", "COLUMNS"]
+
+
+def row_key(run):
+    """``benchmark/topology``: how calibration files name the rows they were fitted to."""
+    return f"{run.benchmark}/{run.topology}"
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One measured run and its simulation (the ``--json`` row of ``wus-sim validate``)."""
+
+    benchmark: str
+    workload: str
+    topology: str
+    cores: int
+    chips: int
+    replicas: int
+    spatial_ways: int
+    per_replica_batch: int
+    global_batch: int
+    optimizer: str
+    strategy: str
+    """Update the simulation ran: the one the run used (sharded where the logs do not say)."""
+    kind: str
+    """``exact`` (training-only measured time) or ``bound`` (an upper bound: eval inside)."""
+    role: str
+    """``calibration`` (fitted to) or ``held-out`` (never seen by the fit)."""
+    measured_step_s: float
+    simulated_step_s: float
+    error: float
+    """(simulated - measured) / measured."""
+    within_bound: object
+    """``bound`` rows: simulated <= measured; ``None`` for exact rows."""
+    measured_examples_per_s_per_chip: float
+    simulated_examples_per_s_per_chip: float
+    calibration: str
+    """Id of the calibration the simulation used."""
+    method: str
+    """How the measured time was derived from the logs (from the table)."""
+
+
+COLUMNS = tuple(ValidationRow.__dataclass_fields__)
+"""Columns of validation.csv, in order (the fields of :class:`ValidationRow`)."""
+
+
+def validate(calibration=None, *, runs=None, network=None):
+    """One :class:`ValidationRow` per measured run (the shipped table by default)."""
+    cal = load_calibration(calibration)
+    fitted = set(cal.provenance.get("rows", []) or [])
+    rows = []
+    for run in (load_measured() if runs is None else runs):
+        result = simulate_run(run, cal, network=network)
+        sim = result.step_time_s
+        chips = load_topology(run.topology).num_chips
+        bound = run.kind == "bound"
+        rows.append(ValidationRow(
+            benchmark=run.benchmark, workload=run.workload, topology=run.topology, cores=run.cores, chips=chips,
+            replicas=run.replicas, spatial_ways=run.spatial_ways, per_replica_batch=run.per_replica_batch,
+            global_batch=run.global_batch, optimizer=run.optimizer, strategy=strategy_of(run), kind=run.kind,
+            role="calibration" if row_key(run) in fitted else "held-out",
+            measured_step_s=run.measured_step_s, simulated_step_s=sim,
+            error=(sim - run.measured_step_s) / run.measured_step_s,
+            within_bound=(sim <= run.measured_step_s) if bound else None,
+            measured_examples_per_s_per_chip=run.global_batch / run.measured_step_s / chips,
+            simulated_examples_per_s_per_chip=run.global_batch / sim / chips if sim > 0 else math.nan,
+            calibration=cal.id, method=run.method,
+        ))
+    return rows
+
+
+def summary(rows):
+    """Headline figures: |error| of held-out exact rows (median, worst), of calibration
+    rows, and the bound rows' verdicts."""
+    def stats(errors):
+        errors = sorted(abs(e) for e in errors)
+        if not errors:
+            return {"rows": 0, "median_abs_error": math.nan, "worst_abs_error": math.nan}
+        n = len(errors)
+        median = errors[n // 2] if n % 2 else (errors[n // 2 - 1] + errors[n // 2]) / 2
+        return {"rows": n, "median_abs_error": median, "worst_abs_error": errors[-1]}
+
+    exact = [r for r in rows if r.kind == "exact"]
+    bounds = [r for r in rows if r.kind == "bound"]
+    return {
+        "held_out": stats(r.error for r in exact if r.role == "held-out"),
+        "calibration": stats(r.error for r in exact if r.role == "calibration"),
+        "bounds": {"rows": len(bounds), "within": sum(bool(r.within_bound) for r in bounds),
+                   "violations": [f"{r.benchmark}/{r.topology}" for r in bounds if not r.within_bound]},
+        "calibration_id": rows[0].calibration if rows else None,
+    }
+
+
+def as_dicts(rows):
+    return [asdict(r) for r in rows]
