@@ -360,3 +360,9 @@ def test_resnet50_lars_on_v3_32_bytes_by_hand():
     assert sh.memory.slots == 4 * shard
     assert sh.memory.gradients == 2 * padded + 2 * sum(t.size for t in small) + 2 * padded / n
     assert sh.memory.weights == 4 * (padded + sum(t.size for t in small))
+    pad = padded - sum(t.size for t in big)
+    assert sh.memory.details["grad_padding"] == 2 * pad + 2 * pad / n   # formatted buffer + own shard
+    assert sh.memory.details["weight_padding"] == 4 * pad
+    # collective buffers: the replicated tensors' all-reduce (bf16; they are few and tiny, one
+    # bucket of the 25 MiB default) + the two fp32 norm vectors
+    assert sh.memory.collective_buffers == 2 * sum(t.size for t in small) + 2 * 4 * matrices
