@@ -291,7 +291,7 @@ def test_step_serial_comm_follows_the_routing():
     topo = load_topology("tpu-v3-32")  # 4x4 mesh (sub-pod slice), 2 cores per chip
     comm = {}
     for routing in ROUTINGS:
-        opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, routing=routing)
+        opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, routing=routing, bidirectional=False)
         res = simulate_step("resnet50", topo, "momentum", "replicated", options=opts)
         want = sum(analytic_time(topo, c.op, "2d", c.nbytes, routing=routing) for c in res.work.grad_collectives)
         assert res.breakdown["exposed_comm_s"] == pytest.approx(want, rel=1e-9)
@@ -313,10 +313,10 @@ def test_point_key_and_cli_step(capsys):
     torus = [simulate_point({**base, "routing": r})[0]["step_time_s"] for r in ROUTINGS]
     assert torus[0] == pytest.approx(torus[1], rel=1e-12)  # one-hop rings: nothing changes
     assert main(["step", "resnet50", "-t", "mesh:4x4", "--strategy", "replicated", "--json",
-                 "--no-overlap-grad-reduce", "--routing", "cut-through"]) == 0
+                 "--no-overlap-grad-reduce", "--no-bidirectional", "--routing", "cut-through"]) == 0
     ct = json.loads(capsys.readouterr().out)
     assert main(["step", "resnet50", "-t", "mesh:4x4", "--strategy", "replicated", "--json",
-                 "--no-overlap-grad-reduce"]) == 0
+                 "--no-overlap-grad-reduce", "--no-bidirectional"]) == 0
     sf = json.loads(capsys.readouterr().out)
     assert ct["routing"] == CT and sf["routing"] == SF
     assert ct["breakdown"]["exposed_comm_s"] < sf["breakdown"]["exposed_comm_s"]

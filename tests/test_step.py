@@ -22,7 +22,7 @@ def test_serial_replicated_step_is_compute_plus_collectives_plus_update():
     # lowest-intensity layers (1x1 convs from 64 channels: 2 x 64 FLOP per 2 B output) are
     # at 64 FLOP/B, so every layer is compute-bound and the layers add up to the matrix time
     matmul_only = ComputeParams(mxu_efficiency=0.25, elementwise_fwd_bytes=0, elementwise_bwd_bytes=0)
-    opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, compute=matmul_only)
+    opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, compute=matmul_only, bidirectional=False)
     res = simulate_step("resnet50", "tpu-v3-32", "momentum", "replicated", options=opts)
     topo = __import__("wus_sim.topology", fromlist=["load_topology"]).load_topology("tpu-v3-32")
     from wus_sim.workloads import load_workload

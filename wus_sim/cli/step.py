@@ -11,6 +11,7 @@ under ``strategies`` plus top-level ``speedup``, and ``step_time_s``,
 simulated steps as Chrome trace-event JSON (Perfetto, chrome://tracing).
 """
 
+import argparse
 import json
 import math
 
@@ -34,7 +35,8 @@ def add_parser(subparsers):
     p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
     p.add_argument("--algorithm", default="2d", metavar="A",
                    help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling (default 2d)")
-    p.add_argument("--bidirectional", action="store_true", help="bidirectional ring phases")
+    p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=True,
+                   help="ring phases in both directions at once (default; --no-bidirectional: one direction)")
     p.add_argument("--routing", default="store-and-forward", metavar="R",
                    help="network routing: store-and-forward (default) or cut-through")
     p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")

@@ -63,15 +63,22 @@ COLUMNS = tuple(ValidationRow.__dataclass_fields__)
 """Columns of validation.csv, in order (the fields of :class:`ValidationRow`)."""
 
 
-def validate(calibration=None, *, runs=None, network=None):
-    """One :class:`ValidationRow` per measured run (the shipped table by default)."""
+def validate(calibration=None, *, runs=None, network=None, topology_overrides=None):
+    """One :class:`ValidationRow` per measured run (the shipped table by default).
+
+    *network* overrides the collective algorithm and direction
+    (:data:`~wus_sim.validation.simulate.NETWORK_DEFAULTS`); *topology_overrides*
+    (``link_GBps``, ``hop_latency_us``, ``wraparound``) every slice's figures, to
+    compare the fit under disputed choices.
+    """
     cal = load_calibration(calibration)
     fitted = set(cal.provenance.get("rows", []) or [])
     rows = []
     for run in (load_measured() if runs is None else runs):
-        result = simulate_run(run, cal, network=network)
+        topology = load_topology(run.topology, **(topology_overrides or {}))
+        result = simulate_run(run, cal, network=network, topology=topology)
         sim = result.step_time_s
-        chips = load_topology(run.topology).num_chips
+        chips = topology.num_chips
         bound = run.kind == "bound"
         rows.append(ValidationRow(
             benchmark=run.benchmark, workload=run.workload, topology=run.topology, cores=run.cores, chips=chips,
