@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from .config import Section, load_yaml
+from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
 from .units import GB, GiB, US
 
@@ -375,7 +375,7 @@ def load_chips(path=None):
 def _find_file(stem):
     for d in topology_dirs():
         p = d / f"{stem}.yaml"
-        if p.is_file():
+        if is_file(p):
             return p
     raise UnknownNameError("topology", stem, known_topologies())
 
@@ -418,7 +418,7 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                                   key_path="topology", value=spec)
             path = Path(spec)
             if spec.endswith((".yaml", ".yml")) or os.sep in spec:
-                if not path.is_file():
+                if not is_file(path):
                     raise ConfigError("file not found", file=path)
             else:
                 path = _find_file(spec)

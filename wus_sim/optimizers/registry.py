@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 import os
 
-from ..config import load_yaml
+from ..config import is_file, load_yaml
 from ..errors import ConfigError, UnknownNameError
 from .spec import Optimizer, compose, parse_optimizer
 
@@ -56,7 +56,7 @@ def load_optimizer(spec):
     if isinstance(spec, Optimizer):
         return spec
     spec = str(spec).strip()
-    if _is_path(spec) and Path(spec).is_file():
+    if _is_path(spec) and is_file(spec):
         return _load_file(Path(spec))
     base, *prefixes = spec.split("+")
     opt = _load_one(base)
@@ -77,7 +77,7 @@ def _load_one(text):
         raise ConfigError("has an empty part; write e.g. adam or adam+clip", key_path="optimizer", value=text)
     if _is_path(text):
         path = Path(text)
-        if not path.is_file():
+        if not is_file(path):
             raise ConfigError("file not found", file=path)
         return _load_file(path)
     path = _files().get(text)
