@@ -21,6 +21,7 @@ the shortest way round on a wrapped axis, ties going the ``+`` way.
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+import math
 import os
 import re
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
+from .limits import MAX_CHIPS, MAX_REPLICAS, check_limit
 from .units import GB, GiB, US
 
 __all__ = [
@@ -99,6 +101,9 @@ class Topology:
             raise ConfigError("must have 1 to 3 axes", key_path="dims", value=list(dims))
         if any(d < 1 for d in dims):
             raise ConfigError("every axis must have >= 1 chip", key_path="dims", value=list(dims))
+        # Before any array is sized by the chip count (Python ints: no overflow, however long).
+        check_limit(f"chips in the {'x'.join(map(str, dims)) if max(dims) < 10**9 else 'given'} slice",
+                    math.prod(dims), MAX_CHIPS, key_path="topology", hint="use a smaller slice")
         if len(wrap) != len(dims):
             raise ConfigError(f"needs one entry per axis ({len(dims)})", key_path="wraparound", value=list(wrap))
         object.__setattr__(self, "dims", dims)
@@ -109,18 +114,22 @@ class Topology:
             object.__setattr__(self, "axis_link_Bps", (float(self.axis_link_Bps),) * len(dims))
         else:
             object.__setattr__(self, "axis_link_Bps", tuple(float(b) for b in self.axis_link_Bps))
-        if len(self.axis_link_Bps) != len(dims) or any(not b > 0 for b in self.axis_link_Bps):
-            raise ConfigError("needs one positive bandwidth per axis", key_path="link_GBps",
+        if len(self.axis_link_Bps) != len(dims) or any(not 0 < b < math.inf for b in self.axis_link_Bps):
+            raise ConfigError("needs one positive, finite bandwidth per axis", key_path="link_GBps",
                               value=[b / GB for b in self.axis_link_Bps])
         for attr, default in (("hop_latency_s", self.chip.hop_latency_s),
                               ("onchip_Bps", self.chip.onchip_Bps),
                               ("cores_per_chip", self.chip.cores_per_chip)):
             if getattr(self, attr) is None:
                 object.__setattr__(self, attr, default)
-        if self.hop_latency_s < 0:
-            raise ConfigError("must be >= 0", key_path="hop_latency_us", value=self.hop_latency_s / US)
+        if not 0 <= self.hop_latency_s < math.inf:
+            raise ConfigError("must be >= 0 and finite", key_path="hop_latency_us", value=self.hop_latency_s / US)
+        if not 0 < self.onchip_Bps < math.inf:
+            raise ConfigError("must be > 0 and finite", key_path="onchip_GBps", value=self.onchip_Bps / GB)
         if int(self.cores_per_chip) < 1:
             raise ConfigError("must be >= 1", key_path="cores_per_chip", value=self.cores_per_chip)
+        check_limit("replicas (chips x cores per chip)", math.prod(dims) * int(self.cores_per_chip),
+                    MAX_REPLICAS, key_path="cores_per_chip")
         object.__setattr__(self, "cores_per_chip", int(self.cores_per_chip))
         object.__setattr__(self, "link_Bps_override", tuple(self.link_Bps_override))
 
@@ -380,7 +389,7 @@ def _find_file(stem):
     raise UnknownNameError("topology", stem, known_topologies())
 
 
-_INLINE_RE = re.compile(r"^(torus|mesh):(\d+(?:x\d+){0,2})$")
+_INLINE_RE = re.compile(r"^(torus|mesh):([0-9]{1,30}(?:x[0-9]{1,30}){0,2})$")
 
 
 def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):

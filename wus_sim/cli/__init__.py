@@ -18,8 +18,18 @@ SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "bench")
 """Subcommand module names, in the order ``--help`` lists them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its error line cut to a bounded excerpt (it quotes the bad value whole)."""
+
+    def error(self, message):
+        from ..limits import excerpt
+
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {excerpt(message, 400)}\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wus-sim",
         description="Simulate replicated vs sharded weight update in data-parallel training on TPU pods.",
     )
@@ -38,9 +48,15 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        from .options import check_options
+
+        check_options(args)  # numeric options: the same declared ranges as experiment files
         return args._module.run(args) or 0
     except WusError as exc:
-        print(f"wus-sim {args.command}: error: {exc}", file=sys.stderr)
+        from ..limits import excerpt
+
+        # Messages are bounded where they are made; this is the backstop that keeps it one line.
+        print(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"wus-sim {args.command}: interrupted", file=sys.stderr)
