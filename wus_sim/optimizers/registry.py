@@ -10,7 +10,7 @@ from pathlib import Path
 import os
 
 from ..config import is_file, load_yaml
-from ..errors import ConfigError, UnknownNameError
+from ..errors import ConfigError, UnknownNameError, WusError
 from .spec import Optimizer, compose, parse_optimizer
 
 __all__ = ["known_optimizers", "known_prefixes", "load_optimizer", "optimizer_dirs",
@@ -39,12 +39,21 @@ def _files():
 
 def known_optimizers():
     """Names of the optimizers found (not prefixes), sorted."""
-    return sorted(n for n, p in _files().items() if _load_file(p).kind == "optimizer")
+    return sorted(n for n, p in _files().items() if _kind_of(p) == "optimizer")
 
 
 def known_prefixes():
     """Names of the gradient prefixes found (e.g. ``'clip'``), sorted; add one with ``+NAME``."""
-    return sorted(n for n, p in _files().items() if _load_file(p).kind == "prefix")
+    return sorted(n for n, p in _files().items() if _kind_of(p) == "prefix")
+
+
+def _kind_of(path):
+    # Listing names must not fail, or say anything, because of one unrelated or broken file in
+    # a search directory: such a file is left out of the list (loading it by name reports it).
+    try:
+        return _load_file(path).kind
+    except (WusError, OSError):
+        return None
 
 
 def load_optimizer(spec):
