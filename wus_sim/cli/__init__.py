@@ -19,13 +19,14 @@ SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "bench")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its error line cut to a bounded excerpt (it quotes the bad value whole)."""
+    """argparse whose usage errors are one bounded line, like every other error: the bad value
+    cut to an excerpt (argparse quotes it whole) and a pointer to ``--help`` instead of the
+    usage block."""
 
     def error(self, message):
         from ..limits import excerpt
 
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {excerpt(message, 400)}\n")
+        self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
 
 
 def build_parser():

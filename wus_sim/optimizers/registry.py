@@ -66,7 +66,11 @@ def load_optimizer(spec):
         return spec
     spec = str(spec).strip()
     if _is_path(spec) and is_file(spec):
-        return _load_file(Path(spec))
+        opt = _load_file(Path(spec))
+        if opt.kind != "optimizer":
+            raise ConfigError(f"is a gradient prefix, not an optimizer; combine it as e.g. adam+{spec}",
+                              key_path="optimizer", value=spec)
+        return opt
     base, *prefixes = spec.split("+")
     opt = _load_one(base)
     if not prefixes:
