@@ -376,7 +376,7 @@ def load_chips(path=None):
             link_Bps=sec.number("link_GBps", positive=True) * GB,
             hop_latency_s=sec.number("hop_latency_us", minimum=0) * US,
             onchip_Bps=sec.number("onchip_GBps", positive=True) * GB,
-            sources=dict(sec.get("sources", {}) or {}),
+            sources=_sources(sec),
         )
     return chips
 
@@ -468,7 +468,7 @@ def _topology_from_file(path):
             raise doc.error("link_GBps", f"must be a positive number or a list of {len(dims)}", link)
         link = tuple(b * GB for b in link)
     return Topology(
-        name=doc.get("name", Path(path).stem),
+        name=doc.string("name", Path(path).stem),
         chip=chip,
         dims=tuple(dims),
         wrap=tuple(wrap),
@@ -476,6 +476,14 @@ def _topology_from_file(path):
         hop_latency_s=doc.number("hop_latency_us", minimum=0) * US if "hop_latency_us" in doc else None,
         onchip_Bps=doc.number("onchip_GBps", positive=True) * GB if "onchip_GBps" in doc else None,
         cores_per_chip=doc.integer("cores_per_chip", minimum=1) if "cores_per_chip" in doc else None,
-        description=doc.get("description", ""),
-        sources=dict(doc.get("sources", {}) or {}),
+        description=doc.string("description", ""),
+        sources=_sources(doc),
     )
+
+
+def _sources(sec):
+    """The ``sources`` mapping (topic -> citation) of a spec; any other shape is an error."""
+    value = sec.get("sources", {}) or {}
+    if not isinstance(value, dict):
+        raise sec.error("sources", "must be a mapping of topic to citation", value)
+    return dict(value)
