@@ -651,9 +651,9 @@ def save_plots(plots, df, out_dir, *, on_skip=None):
             if on_skip is None:
                 import sys
 
-                from .limits import excerpt
+                from .limits import excerpt, short_repr
 
-                print(f"warning: plot {plot.name!r} skipped: {excerpt(reason, 300)}", file=sys.stderr)
+                print(f"warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
             else:
                 on_skip(plot, reason)
         finally:

@@ -53,11 +53,11 @@ def run(args):
 
     def draw(result):  # while the folder is still locked: plots belong to this run's results
         if experiment.plots and not args.no_plots:
-            from ..limits import excerpt
+            from ..limits import excerpt, short_repr
             from ..plotting import save_plots
 
             def skipped(plot, reason):
-                print(f"wus-sim run: warning: plot {plot.name!r} skipped: {excerpt(reason, 300)}", file=sys.stderr)
+                print(f"wus-sim run: warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
 
             written.extend(save_plots(experiment.plots, result.frame, out_dir, on_skip=skipped))
         return written

@@ -634,8 +634,9 @@ def _parse_plots(top):
         sec = Section(item, file=top.file, path=key_join("plots", i))
         kind = sec.string("kind")
         name = sec.string("name", kind)
-        if not name.replace("-", "").replace("_", "").isalnum():
-            raise sec.error("name", "must be a file stem of letters, digits, '-' and '_'", name)
+        if not name.replace("-", "").replace("_", "").isascii() or len(name) > 100 \
+                or not name.replace("-", "").replace("_", "").isalnum():
+            raise sec.error("name", "must be a file stem of up to 100 ASCII letters, digits, '-' and '_'", name)
         if name in names:
             raise sec.error("name", "is used by another plot of this experiment; names must be unique", name)
         names.add(name)
