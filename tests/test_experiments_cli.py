@@ -94,8 +94,8 @@ def test_reduced(exp_file, tmp_path):
 @pytest.mark.parametrize("doc_change, args, message", [
     ({"sweep": {"link_GBps": [50, -1]}}, [], "clitest.yaml: sweep.link_GBps[1]: -1 must be a number > 0"),
     ({"plots": [{"kind": "speedup", "x": "nope"}]}, [], "plots[0].x: 'nope' is not a results column"),
-    ({}, ["--limit", "0"], "--limit: 0 must be >= 1"),
-    ({}, ["--jobs", "0"], "--jobs: 0 must be >= 1"),
+    ({}, ["--limit", "0"], "--limit: 0 must be a whole number >= 1"),
+    ({}, ["--jobs", "0"], "--jobs: 0 must be a whole number >= 1"),
 ])
 def test_user_errors_are_one_line_exit_2(exp_file, tmp_path, capsys, doc_change, args, message):
     exp_file.write_text(yaml.safe_dump({**DOC, **doc_change}))

@@ -11,13 +11,15 @@ is (file and key path) so that every error says exactly what to fix::
     cores = chip.integer("cores_per_chip", minimum=1)
 """
 
+import math
 from pathlib import Path
 
 import yaml
 
 from .errors import ConfigError
+from .limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, excerpt, short_repr
 
-__all__ = ["load_yaml", "Section", "key_join"]
+__all__ = ["is_file", "read_text", "load_yaml", "Section", "key_join"]
 
 
 def key_join(path, key):
@@ -27,23 +29,121 @@ def key_join(path, key):
     return f"{path}.{key}" if path else str(key)
 
 
-def load_yaml(path):
-    """Parse a YAML file into Python objects; a missing file or a syntax error is a ConfigError."""
+def is_file(path):
+    """Whether *path* names a regular file; False, not an exception, for a name the OS refuses
+    (too long, a NUL byte, a component that is not a directory, no permission)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def read_text(path, *, what="file"):
+    """The text of *path*, decoded as UTF-8; every failure is a one-line ConfigError naming the file.
+
+    Files over :data:`~wus_sim.limits.MAX_FILE_BYTES` are refused before they are read.
+    """
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError("file not found", file=path) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot be read: {exc.strerror}", file=path) from None
+    except IsADirectoryError:
+        raise ConfigError(f"is a directory, not a {what}", file=path) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot be read: {getattr(exc, 'strerror', None) or 'not a valid path'}",
+                          file=path) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"is larger than the limit of {MAX_FILE_BYTES // 2**20} MiB for a {what}", file=path)
     try:
-        doc = yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"is not a {what} (not UTF-8 text: byte 0x{data[exc.start]:02x} at offset "
+                          f"{exc.start}); save it as UTF-8", file=path) from None
+    if "\x00" in text:
+        raise ConfigError(f"is not a {what} (it contains NUL bytes: a binary file?)", file=path)
+    return text.lstrip("\ufeff")
+
+
+def load_yaml(path, *, what="YAML file"):
+    """Parse a YAML file into Python objects, strictly: UTF-8, safe tags only, no duplicate
+    keys, no anchors or aliases, nesting and size bounded. Every failure is a ConfigError
+    that names the file and never quotes its contents beyond the YAML parser's position."""
+    path = Path(path)
+    text = read_text(path, what=what)
+    try:
+        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 -- a SafeLoader subclass
+    except _Refused as exc:
+        raise ConfigError(exc.rule, file=path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"is not valid YAML: {where}{problem}", file=path) from None
+    except (ValueError, OverflowError) as exc:
+        # e.g. an integer literal of more than 4,300 digits (Python refuses to convert it)
+        raise ConfigError(f"holds a value that cannot be read: {type(exc).__name__}", file=path) from None
+    except RecursionError:
+        raise ConfigError(f"nests too deep (limit {MAX_YAML_DEPTH} levels)", file=path) from None
     return {} if doc is None else doc
+
+
+class _Refused(Exception):
+    def __init__(self, rule):
+        super().__init__(rule)
+        self.rule = rule
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors/aliases and duplicate keys and bounds nesting and size.
+
+    Why refuse aliases instead of bounding their expansion: no shipped file uses them, and a
+    few aliases of aliases ("billion laughs") expand to 10^10 items that any later step (a
+    check, an error message) may walk; refusing costs users nothing and closes that door.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(f"uses a YAML alias (*{excerpt(event.anchor, 30)}, line {event.start_mark.line + 1}); "
+                           "aliases and anchors are not allowed: write the value out")
+        event = self.peek_event()
+        if getattr(event, "anchor", None) is not None:
+            raise _Refused(f"uses a YAML anchor (&{excerpt(event.anchor, 30)}, line {event.start_mark.line + 1}); "
+                           "aliases and anchors are not allowed: write the value out")
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            raise _Refused(f"has more than {MAX_YAML_NODES:,} YAML values (the limit)")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(f"nests deeper than {MAX_YAML_DEPTH} levels (line {event.start_mark.line + 1})")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise _Refused(f"uses a YAML merge key '<<' (line {key_node.start_mark.line + 1}); write the keys out")
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                raise _Refused(f"has a mapping key that is a list or mapping (line {key_node.start_mark.line + 1})") \
+                    from None
+            if first is not None:
+                raise _Refused(f"sets the key {short_repr(key, 40)} twice in one mapping (lines {first} and "
+                               f"{key_node.start_mark.line + 1}); each key may appear once")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 class Section:
@@ -55,8 +155,12 @@ class Section:
         self.path = path
         """Key path of this mapping inside the file (``''`` at top level)."""
         if not isinstance(data, dict):
+            if not path:
+                # The whole file is not a mapping: name the file, never quote it (it may be any file).
+                raise ConfigError("is not a file of the expected kind: its top level must be a YAML mapping "
+                                  f"of keys to values, not a {_kind(data)}", file=self.file)
             raise ConfigError("must be a mapping of keys to values", file=self.file,
-                              key_path=path or None, value=_short(data))
+                              key_path=path or None, value=data)
         self.data = data
         """The raw mapping."""
 
@@ -74,6 +178,11 @@ class Section:
     def check_keys(self, *, required=(), optional=()):
         """Unknown keys and missing required keys are errors."""
         allowed = set(required) | set(optional)
+        if not self.path and self.data and not any(_hashable(k) and k in allowed for k in self.data):
+            # Not one known key: probably a file of another kind (or not a spec at all), so it is
+            # named, not quoted -- its first line may be anything (a password file's, say).
+            raise ConfigError("is not a file of the expected kind: none of its top-level keys is a known "
+                              f"key ({', '.join(sorted(allowed))})", file=self.file)
         for key in self.data:
             if key not in allowed:
                 raise self.error(key, f"is not a known key here; known keys: {', '.join(sorted(allowed))}",
@@ -101,6 +210,8 @@ class Section:
             raise ConfigError(f"missing required key {key!r}", file=self.file, key_path=self.path or None)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(key, "must be a number", value)
+        if not _finite(value):
+            raise self.error(key, "must be a finite number", value)
         if positive and not value > 0:
             raise self.error(key, "must be > 0", value)
         if minimum is not None and value < minimum:
@@ -143,10 +254,26 @@ class Section:
         if value is None:
             raise ConfigError(f"missing required key {key!r}", file=self.file, key_path=self.path or None)
         if not isinstance(value, list):
-            raise self.error(key, "must be a list", _short(value))
+            raise self.error(key, "must be a list", value)
         return value
 
 
-def _short(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _finite(value):
+    """Whether a YAML number is finite and fits a float (10^400 as an int does not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _hashable(key):
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _kind(data):
+    return {str: "text string", list: "list", int: "number", float: "number", bool: "boolean"}.get(type(data),
+                                                                                           type(data).__name__)

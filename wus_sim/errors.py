@@ -20,12 +20,17 @@ class ConfigError(WusError):
     """
 
     def __init__(self, rule, *, file=None, key_path=None, value=None, show_value=True):
+        from .limits import excerpt, short_repr
+
         self.file = None if file is None else str(file)
         self.key_path = key_path
         self.value = value
         self.rule = rule
-        where = ": ".join(p for p in (self.file, key_path) if p)
-        what = f"{value!r} {rule}" if show_value and value is not None else rule
+        # Every part is cut to an excerpt: the message stays one bounded line whatever the input
+        # (a 200 KB path, a 10 MB name, 10^10 aliased list items).
+        where = ": ".join(excerpt(p, 160) for p in (self.file, key_path) if p)
+        rule_text = excerpt(rule, 600)
+        what = f"{short_repr(value)} {rule_text}" if show_value and value is not None else rule_text
         super().__init__(f"{where}: {what}" if where else what)
 
 
@@ -35,8 +40,10 @@ class UnknownNameError(WusError):
     def __init__(self, kind, name, known):
         self.kind = kind
         self.name = name
+        from .limits import excerpt, short_repr
+
         self.known = sorted(known)
-        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(self.known)}")
+        super().__init__(f"unknown {kind} {short_repr(name)}; known: {excerpt(', '.join(self.known), 600)}")
 
 
 class InfeasibleError(WusError):

@@ -504,6 +504,9 @@ PLOT_KINDS = {
 
 _COMMON = {"title", "where", "facet", "figsize"}
 
+MAX_FIGSIZE_IN = 50
+"""Largest figure side, inches (a panel; faceted figures have up to 3 across)."""
+
 
 def check_plots(plots):
     """Validate every :class:`~wus_sim.experiments.spec.PlotSpec`; errors name file and key path."""
@@ -522,6 +525,11 @@ def check_plots(plots):
             names = value if otype == "columns" and isinstance(value, list) else [value]
             if otype in ("column", "columns"):
                 for i, name in enumerate(names):
+                    where = option if len(names) == 1 and not isinstance(value, list) else key_join(option, i)
+                    if not isinstance(name, str):
+                        rule = "a list of column names" if otype == "columns" else "one column name"
+                        raise sec.error(where, f"must be a results column name (a string; {option} takes {rule})",
+                                        name)
                     if name not in known:
                         where = option if len(names) == 1 and not isinstance(value, list) else key_join(option, i)
                         raise sec.error(where, f"is not a results column; known: {', '.join(sorted(known))}", name)
@@ -531,18 +539,26 @@ def check_plots(plots):
                 sec.string(option)
         if "title" in plot.options:
             sec.string("title")
-        if "facet" in plot.options and plot.options["facet"] not in known:
-            raise sec.error("facet", "is not a results column", plot.options["facet"])
+        if "facet" in plot.options and (not isinstance(plot.options["facet"], str)
+                                        or plot.options["facet"] not in known):
+            raise sec.error("facet", "is not a results column name", plot.options["facet"])
         if "figsize" in plot.options:
             size = plot.options["figsize"]
+            # Bounded: matplotlib allocates width x height x dpi^2 pixels.
             if (not isinstance(size, list) or len(size) != 2
-                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in size)):
-                raise sec.error("figsize", "must be [width, height] in inches, both > 0", size)
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_FIGSIZE_IN
+                           for v in size)):
+                raise sec.error("figsize", f"must be [width, height] in inches, both > 0 and <= {MAX_FIGSIZE_IN}",
+                                size)
         if "where" in plot.options:
             where = sec.section("where")
             for col in where.keys():
-                if col not in known:
+                if not isinstance(col, str) or col not in known:
                     raise where.error(col, "is not a results column", show_value=False)
+                want = where.get(col)
+                values = want if isinstance(want, list) else [want]
+                if any(isinstance(v, (list, dict)) for v in values):
+                    raise where.error(col, "must be a value or a list of values", want)
 
 
 def _select(df, where):
@@ -563,7 +579,7 @@ def draw_figure(plot, df):
     opts = {k: v for k, v in plot.options.items() if k not in _COMMON}
     rows = _select(df, plot.options.get("where"))
     facet = plot.options.get("facet")
-    panels = _groups(rows, [facet]) if facet else [((), rows)]
+    panels = (_groups(rows, [facet]) if facet else []) or [((), rows)]  # no rows: one empty panel
     ncols = min(len(panels), 3)
     nrows = math.ceil(len(panels) / ncols)
     w, h = plot.options.get("figsize", kind.size)
@@ -571,7 +587,7 @@ def draw_figure(plot, df):
         fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), layout="constrained", squeeze=False)
         for ax, (value, panel) in zip(axes.flat, panels):
             title = plot.options.get("title")
-            if facet:
+            if facet and value != ():  # () is the one empty panel of a selection with no rows
                 value = value[0] if isinstance(value, tuple) else value
                 title = f"{title + ': ' if title else ''}{_fmt(value)}"
             if panel.empty:
@@ -609,17 +625,36 @@ def _figure_legend(fig, axes):
         fig.legend(list(seen.values()), list(seen.keys()), loc="outside right upper", frameon=False, title=title)
 
 
-def save_plots(plots, df, out_dir):
-    """Draw every plot spec into ``out_dir/NAME.png`` and ``NAME.svg``; return the paths written."""
+def save_plots(plots, df, out_dir, *, on_skip=None):
+    """Draw every plot spec into ``out_dir/NAME.png`` and ``NAME.svg``; return the paths written.
+
+    A plot that cannot be drawn is skipped, not raised: the results are written before the
+    plots, and no plot is worth losing a sweep's exit status or its other plots over.
+    ``on_skip(plot, reason)`` is told about each (default: a warning on stderr).
+    """
     import matplotlib.pyplot as plt
 
     out_dir = Path(out_dir)
     written = []
     for plot in plots:
-        fig = draw_figure(plot, df)
-        for ext in ("png", "svg"):
-            path = out_dir / f"{plot.name}.{ext}"
-            fig.savefig(path, dpi=150, bbox_inches="tight")
-            written.append(path)
-        plt.close(fig)
+        fig = None
+        try:
+            fig = draw_figure(plot, df)
+            for ext in ("png", "svg"):
+                path = out_dir / f"{plot.name}.{ext}"
+                fig.savefig(path, dpi=150, bbox_inches="tight")
+                written.append(path)
+        except Exception as exc:  # noqa: BLE001 -- any failure of one plot is reported, then skipped
+            reason = f"{type(exc).__name__}: {exc}"
+            if on_skip is None:
+                import sys
+
+                from .limits import excerpt, short_repr
+
+                print(f"warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
+            else:
+                on_skip(plot, reason)
+        finally:
+            if fig is not None:
+                plt.close(fig)
     return written

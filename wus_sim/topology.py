@@ -21,13 +21,15 @@ the shortest way round on a wrapped axis, ties going the ``+`` way.
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+import math
 import os
 import re
 
 import numpy as np
 
-from .config import Section, load_yaml
+from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
+from .limits import MAX_CHIPS, MAX_REPLICAS, check_limit
 from .units import GB, GiB, US
 
 __all__ = [
@@ -99,6 +101,9 @@ class Topology:
             raise ConfigError("must have 1 to 3 axes", key_path="dims", value=list(dims))
         if any(d < 1 for d in dims):
             raise ConfigError("every axis must have >= 1 chip", key_path="dims", value=list(dims))
+        # Before any array is sized by the chip count (Python ints: no overflow, however long).
+        check_limit(f"chips in the {'x'.join(map(str, dims)) if max(dims) < 10**9 else 'given'} slice",
+                    math.prod(dims), MAX_CHIPS, key_path="topology", hint="use a smaller slice")
         if len(wrap) != len(dims):
             raise ConfigError(f"needs one entry per axis ({len(dims)})", key_path="wraparound", value=list(wrap))
         object.__setattr__(self, "dims", dims)
@@ -109,18 +114,22 @@ class Topology:
             object.__setattr__(self, "axis_link_Bps", (float(self.axis_link_Bps),) * len(dims))
         else:
             object.__setattr__(self, "axis_link_Bps", tuple(float(b) for b in self.axis_link_Bps))
-        if len(self.axis_link_Bps) != len(dims) or any(not b > 0 for b in self.axis_link_Bps):
-            raise ConfigError("needs one positive bandwidth per axis", key_path="link_GBps",
+        if len(self.axis_link_Bps) != len(dims) or any(not 0 < b < math.inf for b in self.axis_link_Bps):
+            raise ConfigError("needs one positive, finite bandwidth per axis", key_path="link_GBps",
                               value=[b / GB for b in self.axis_link_Bps])
         for attr, default in (("hop_latency_s", self.chip.hop_latency_s),
                               ("onchip_Bps", self.chip.onchip_Bps),
                               ("cores_per_chip", self.chip.cores_per_chip)):
             if getattr(self, attr) is None:
                 object.__setattr__(self, attr, default)
-        if self.hop_latency_s < 0:
-            raise ConfigError("must be >= 0", key_path="hop_latency_us", value=self.hop_latency_s / US)
+        if not 0 <= self.hop_latency_s < math.inf:
+            raise ConfigError("must be >= 0 and finite", key_path="hop_latency_us", value=self.hop_latency_s / US)
+        if not 0 < self.onchip_Bps < math.inf:
+            raise ConfigError("must be > 0 and finite", key_path="onchip_GBps", value=self.onchip_Bps / GB)
         if int(self.cores_per_chip) < 1:
             raise ConfigError("must be >= 1", key_path="cores_per_chip", value=self.cores_per_chip)
+        check_limit("replicas (chips x cores per chip)", math.prod(dims) * int(self.cores_per_chip),
+                    MAX_REPLICAS, key_path="cores_per_chip")
         object.__setattr__(self, "cores_per_chip", int(self.cores_per_chip))
         object.__setattr__(self, "link_Bps_override", tuple(self.link_Bps_override))
 
@@ -367,7 +376,7 @@ def load_chips(path=None):
             link_Bps=sec.number("link_GBps", positive=True) * GB,
             hop_latency_s=sec.number("hop_latency_us", minimum=0) * US,
             onchip_Bps=sec.number("onchip_GBps", positive=True) * GB,
-            sources=dict(sec.get("sources", {}) or {}),
+            sources=_sources(sec),
         )
     return chips
 
@@ -375,12 +384,12 @@ def load_chips(path=None):
 def _find_file(stem):
     for d in topology_dirs():
         p = d / f"{stem}.yaml"
-        if p.is_file():
+        if is_file(p):
             return p
     raise UnknownNameError("topology", stem, known_topologies())
 
 
-_INLINE_RE = re.compile(r"^(torus|mesh):(\d+(?:x\d+){0,2})$")
+_INLINE_RE = re.compile(r"^(torus|mesh):([0-9]{1,30}(?:x[0-9]{1,30}){0,2})$")
 
 
 def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
@@ -418,7 +427,7 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                                   key_path="topology", value=spec)
             path = Path(spec)
             if spec.endswith((".yaml", ".yml")) or os.sep in spec:
-                if not path.is_file():
+                if not is_file(path):
                     raise ConfigError("file not found", file=path)
             else:
                 path = _find_file(spec)
@@ -459,7 +468,7 @@ def _topology_from_file(path):
             raise doc.error("link_GBps", f"must be a positive number or a list of {len(dims)}", link)
         link = tuple(b * GB for b in link)
     return Topology(
-        name=doc.get("name", Path(path).stem),
+        name=doc.string("name", Path(path).stem),
         chip=chip,
         dims=tuple(dims),
         wrap=tuple(wrap),
@@ -467,6 +476,14 @@ def _topology_from_file(path):
         hop_latency_s=doc.number("hop_latency_us", minimum=0) * US if "hop_latency_us" in doc else None,
         onchip_Bps=doc.number("onchip_GBps", positive=True) * GB if "onchip_GBps" in doc else None,
         cores_per_chip=doc.integer("cores_per_chip", minimum=1) if "cores_per_chip" in doc else None,
-        description=doc.get("description", ""),
-        sources=dict(doc.get("sources", {}) or {}),
+        description=doc.string("description", ""),
+        sources=_sources(doc),
     )
+
+
+def _sources(sec):
+    """The ``sources`` mapping (topic -> citation) of a spec; any other shape is an error."""
+    value = sec.get("sources", {}) or {}
+    if not isinstance(value, dict):
+        raise sec.error("sources", "must be a mapping of topic to citation", value)
+    return dict(value)

@@ -80,6 +80,12 @@ def write_trace(path, timelines, phases=None):
     """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
     doc = {"traceEvents": trace_events(timelines, phases), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
-    with open(path, "w") as fh:
-        json.dump(doc, fh)
+    try:
+        with open(path, "w") as fh:
+            json.dump(doc, fh)
+    except (OSError, ValueError) as exc:
+        from .errors import ConfigError
+
+        why = getattr(exc, "strerror", None) or "not a valid path"
+        raise ConfigError(f"cannot be written: {why}", file=path, key_path="--trace") from None
     return path

@@ -12,6 +12,7 @@ Conventions used everywhere in wus-sim:
 import re
 
 from .errors import ConfigError
+from .limits import MAX_SIZE_BYTES
 
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
@@ -52,6 +53,8 @@ def parse_size(text, *, name="size"):
                 f"has unknown unit {m.group(2)!r}; use B, KB, MB, GB, TB (10^3 steps) or KiB, MiB, GiB, TiB (2^10 steps)",
                 key_path=name, value=text)
     nbytes = value * _SIZE_UNITS[unit]
+    if not nbytes <= MAX_SIZE_BYTES:  # also inf and nan (1e400 parses as inf)
+        raise ConfigError(f"must be at most {MAX_SIZE_BYTES // 2**50} PiB", key_path=name, value=text)
     if nbytes <= 0:
         raise ConfigError("must be > 0 bytes", key_path=name, value=text)
     if abs(nbytes - round(nbytes)) > 1e-6 * max(1.0, nbytes):

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from .config import Section, load_yaml
+from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
 
 __all__ = [
@@ -285,12 +285,12 @@ def load_workload(name_or_path):
     spec = str(name_or_path)
     if spec.endswith((".yaml", ".yml")) or os.sep in spec:
         path = Path(spec)
-        if not path.is_file():
+        if not is_file(path):
             raise ConfigError("file not found", file=path)
     else:
         for d in workload_dirs():
             path = d / f"{spec}.yaml"
-            if path.is_file():
+            if is_file(path):
                 break
         else:
             raise UnknownNameError("workload", spec, known_workloads())

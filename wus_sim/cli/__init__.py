@@ -18,8 +18,19 @@ SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "validate", "cal
 """Subcommand module names, in the order ``--help`` lists them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one bounded line, like every other error: the bad value
+    cut to an excerpt (argparse quotes it whole) and a pointer to ``--help`` instead of the
+    usage block."""
+
+    def error(self, message):
+        from ..limits import excerpt
+
+        self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wus-sim",
         description="Simulate replicated vs sharded weight update in data-parallel training on TPU pods.",
     )
@@ -38,9 +49,15 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        from .options import check_options
+
+        check_options(args)  # numeric options: the same declared ranges as experiment files
         return args._module.run(args) or 0
     except WusError as exc:
-        print(f"wus-sim {args.command}: error: {exc}", file=sys.stderr)
+        from ..limits import excerpt
+
+        # Messages are bounded where they are made; this is the backstop that keeps it one line.
+        print(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"wus-sim {args.command}: interrupted", file=sys.stderr)

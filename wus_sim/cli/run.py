@@ -29,7 +29,9 @@ def add_parser(subparsers):
     p.add_argument("--limit", type=int, metavar="N", help="run only the first N points of the sweep")
     p.add_argument("--reduced", action="store_true",
                    help="run the experiment's reduced form (its 'reduce' filter): a few points")
-    p.add_argument("--no-plots", action="store_true", help="do not draw the plots")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results of another experiment held in DIR (refused otherwise)")
+    p.add_argument("--no-plots", action="store_true", help="do not draw the plots (their options are still checked)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
     return p
 
@@ -39,22 +41,39 @@ def run(args):
 
     experiment = load_experiment(args.experiment)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)  # run_experiment checks it and --limit
-    if experiment.plots and not args.no_plots:
+    if experiment.plots:
         from ..plotting import check_plots
 
-        check_plots(experiment.plots)  # before the run: a typo in a plot must not cost a sweep
+        check_plots(experiment.plots)  # before the run, also under --no-plots: a typo must not cost a sweep
     out_dir = Path(args.out) if args.out else Path("results") / Path(args.experiment).stem
 
     from ..experiments.runner import run_experiment
 
-    result = run_experiment(experiment, out_dir, jobs=jobs, resume=args.resume, scheduler=args.scheduler,
-                            reduced=args.reduced, limit=args.limit,
-                            progress=False if args.quiet else None)
     written = []
-    if experiment.plots and not args.no_plots:
-        from ..plotting import save_plots
 
-        written = save_plots(experiment.plots, result.frame, out_dir)
+    def draw(result):  # while the folder is still locked: plots belong to this run's results
+        if experiment.plots and not args.no_plots:
+            from ..limits import excerpt, short_repr
+            from ..plotting import save_plots
+
+            def skipped(plot, reason):
+                print(f"wus-sim run: warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
+
+            written.extend(save_plots(experiment.plots, result.frame, out_dir, on_skip=skipped))
+        return written
+
+    try:
+        with _sigterm_as_interrupt():
+            result = run_experiment(experiment, out_dir, jobs=jobs, resume=args.resume, scheduler=args.scheduler,
+                                    reduced=args.reduced, limit=args.limit, overwrite=args.overwrite,
+                                    progress=False if args.quiet else None, on_results=draw)
+    except KeyboardInterrupt:
+        again = [a for a in sys.argv[1:] if a != "--resume"] if sys.argv[1:2] == ["run"] else None
+        hint = ("wus-sim " + " ".join(_quote(a) for a in again) + " --resume") if again else \
+            f"wus-sim run {_quote(args.experiment)} --out {_quote(str(out_dir))} --resume"
+        print(f"wus-sim run: interrupted; finished points are kept in {out_dir}/points.jsonl. "
+              f"Resume with: {hint}", file=sys.stderr)
+        return 130
     if not args.quiet:
         print(summary_table(result.frame, experiment.swept_keys()))
         print()
@@ -64,10 +83,41 @@ def run(args):
             print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
         print("  " + ", ".join([p.name for p in result.files.values()] + sorted({p.name for p in written})))
     if result.num_errors:
+        from ..limits import excerpt
+
         first = result.frame.loc[result.frame["status"] == "error", "error"].iloc[0]
-        print(f"wus-sim run: {result.num_errors} rows failed; first: {first}", file=sys.stderr)
+        print(f"wus-sim run: {result.num_errors} rows failed; first: {excerpt(first, 300)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _quote(text):
+    import shlex
+
+    return shlex.quote(text)
+
+
+class _sigterm_as_interrupt:
+    """SIGTERM handled like Ctrl-C while the sweep runs: workers stopped, resume hint printed."""
+
+    def __enter__(self):
+        import signal
+
+        def handler(signum, frame):
+            raise KeyboardInterrupt
+
+        try:
+            self._old = signal.signal(signal.SIGTERM, handler)
+        except ValueError:  # not the main thread (e.g. called from a test's thread)
+            self._old = None
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
 
 
 def summary_table(frame, swept_keys, *, max_rows=40):

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from ..errors import ConfigError, UnknownNameError
+from ..limits import MAX_CHUNKS, MAX_MESSAGE_HOPS, MAX_SIZE_BYTES, check_limit
 from ..network import ROUTINGS, check_routing
 from ..topology import Topology, load_topology
 from ..units import GB, parse_size
@@ -107,22 +108,54 @@ def _size(nbytes):
     if isinstance(nbytes, str):
         return float(parse_size(nbytes))
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(nbytes) or not nbytes > 0:
-        raise ConfigError("must be a size > 0 bytes, e.g. 67108864 or '64MiB'", key_path="size", value=nbytes)
+            or not 0 < nbytes <= MAX_SIZE_BYTES:
+        raise ConfigError(f"must be a size > 0 bytes and <= {MAX_SIZE_BYTES} (1 PiB), e.g. 67108864 or '64MiB'",
+                          key_path="size", value=nbytes)
     return float(nbytes)
 
 
 def _chunks(chunks):
-    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
-        raise ConfigError("must be a whole number >= 1", key_path="chunks", value=chunks)
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or not 1 <= chunks <= MAX_CHUNKS:
+        raise ConfigError(f"must be a whole number >= 1 and <= {MAX_CHUNKS}", key_path="chunks", value=chunks)
     return int(chunks)
+
+
+def message_hops_estimate(plan, chunks):
+    """The message hops the schedule of *plan* simulates, from the plan's passes without
+    compiling it: ring passes exactly (their edges' hop counts); halving-doubling over a whole
+    slice exactly too (ranks are row-major, so the step-k partner is 2^k chips along one axis),
+    else messages x the slice's diameter (an upper bound)."""
+    topo = plan.topology
+    diameter = sum(d // 2 if w else d - 1 for d, w in zip(topo.dims, topo.wrap)) or 1
+    total = 0
+    for p in plan.passes:
+        members = len(p.rings) * p.rings[0].num_rings * p.size
+        if p.pattern == "ring":
+            total += p.steps * sum(int(np.maximum(e.hops, 1).sum()) for e in p.rings)
+        elif p.level == "chip" or (p.level == "flat" and topo.cores_per_chip == 1):
+            total += members * sum(_axis_distance(topo, p.step_partner_distance(k)) for k in range(p.steps))
+        else:
+            total += p.steps * members * diameter
+    return chunks * total
+
+
+def _axis_distance(topo, stride):
+    """Hops between chips *stride* apart in row-major order (axis 0 fastest), when *stride*
+    moves along one axis (a power of two on power-of-two axes); else the slice's diameter."""
+    for d, w in zip(topo.dims, topo.wrap):
+        if stride < d:
+            return min(stride, d - stride) if w else stride
+        if stride % d:
+            break
+        stride //= d
+    return sum(d // 2 if w else d - 1 for d, w in zip(topo.dims, topo.wrap)) or 1
 
 
 def _reduce(reduce_Bps):
     if reduce_Bps is None:
         return None
     if isinstance(reduce_Bps, bool) or not isinstance(reduce_Bps, (int, float, np.integer, np.floating)) \
-            or not reduce_Bps > 0:
+            or not 0 < reduce_Bps < math.inf:
         raise ConfigError("must be > 0 bytes/s (or None for no reduction cost)", key_path="reduce_Bps",
                           value=reduce_Bps)
     return float(reduce_Bps)
@@ -200,6 +233,9 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
         from .schedule import compile_messages
         from .simpy_engine import run_schedule
 
+        check_limit("message hops for the SimPy engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
+                    key_path="engine",
+                    hint="use fewer chunks, a smaller slice, or a schedule the fast engine runs")
         out = run_schedule(compile_messages(plan, S, chunks=K, reduce_Bps=red), routing=routing)
         n = topology.num_link_slots
         link_bytes, link_busy = out.link_bytes[:n], out.link_busy_s[:n]

@@ -11,6 +11,7 @@ writes beside the results as ``columns.md`` and ``columns.json``.
 
 from dataclasses import asdict, dataclass
 import json
+import os
 from pathlib import Path
 
 from .spec import POINT_KEYS
@@ -192,8 +193,12 @@ def write_results(df, out_dir):
     """Write ``results.csv`` and ``results.parquet`` into *out_dir*; return their paths."""
     out_dir = Path(out_dir)
     csv_path, parquet_path = out_dir / "results.csv", out_dir / "results.parquet"
-    df.to_csv(csv_path, index=False)
-    df.to_parquet(parquet_path, index=False)
+    # Written beside, then renamed: a run killed while writing leaves the old file or the
+    # new one, never half of one.
+    for path, write in ((csv_path, df.to_csv), (parquet_path, df.to_parquet)):
+        tmp = path.with_name(path.name + ".tmp")
+        write(tmp, index=False)
+        os.replace(tmp, path)
     return csv_path, parquet_path
 
 

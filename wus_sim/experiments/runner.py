@@ -139,31 +139,29 @@ def model_fingerprint(point_fn=None):
 def read_journal(path, *, repair=False):
     """Entries of a points journal, keyed by point hash (first entry wins).
 
-    A last line cut short by a kill does not parse and is dropped; with *repair*
-    the file is truncated to the last whole line so appends start clean.
+    Read tolerantly: a line that does not parse as an entry (torn by a kill, or garbage) is
+    skipped and reading goes on, so nothing after a good line is lost. A last line with no
+    newline was cut short by a kill and is dropped; with *repair* the file is truncated to
+    its last newline (only that torn tail) so that appends start on a line of their own.
     """
     path = Path(path)
     entries = {}
     if not path.is_file():
         return entries
     data = path.read_bytes()
-    good_end = 0
-    pos = 0
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            break  # no newline: the write was cut short
-        line = data[pos:nl]
-        pos = nl + 1
+    end = data.rfind(b"\n") + 1  # bytes up to and including the last newline
+    for line in data[:end].split(b"\n"):
+        if not line.strip():
+            continue
         try:
             entry = json.loads(line)
         except ValueError:
-            break  # torn write; everything after it is suspect too
-        entries.setdefault(entry["hash"], entry)
-        good_end = pos
-    if repair and good_end < len(data):
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("hash"), str) and isinstance(entry.get("rows"), list):
+            entries.setdefault(entry["hash"], entry)
+    if repair and end < len(data):
         with open(path, "r+b") as f:
-            f.truncate(good_end)
+            f.truncate(end)
             f.flush()
             os.fsync(f.fileno())
     return entries
@@ -172,7 +170,12 @@ def read_journal(path, *, repair=False):
 class _Journal:
     def __init__(self, path, *, fresh):
         self.path = Path(path)
-        self.file = open(self.path, "w" if fresh else "a", encoding="utf-8")
+        if fresh:
+            # A fresh run starts a new journal; the run folder's lock guarantees no other
+            # run is appending to the old one.
+            self.path.unlink(missing_ok=True)
+        # Append-only (O_APPEND): every write lands at the end, after every whole line.
+        self.file = open(self.path, "a", encoding="utf-8")
 
     def append(self, entry):
         # One write per line, then flush+fsync: a SIGKILL leaves whole lines plus at most one torn one.
@@ -186,7 +189,7 @@ class _Journal:
 
 # ----------------------------------------------------------------- running
 def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, scheduler=None,
-                   reduced=False, limit=None, progress=None, write=True):
+                   reduced=False, limit=None, progress=None, write=True, overwrite=False, on_results=None):
     """Run every point of *experiment* and write the results into *out_dir*.
 
     *point_fn*: ``point -> list[dict]`` (default ``wus_sim.step.simulate_point``; must be
@@ -196,7 +199,10 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     *reduced*/*limit*: the experiment's reduced form / the first N points.
     *progress*: show a tqdm bar on stderr (default: when stderr is a terminal).
     Returns a :class:`RunResult`; writes results.csv/.parquet, columns.md/.json,
-    config.resolved.yaml when *write*.
+    config.resolved.yaml when *write*. *out_dir* is locked for the run and must not hold
+    another experiment's results unless *overwrite* (see :mod:`.rundir`). *on_results*:
+    called with the RunResult while the folder is still locked (the CLI draws plots there);
+    it may return the paths it wrote, which ``run.json`` then lists.
     """
     t0 = time.perf_counter()
     if point_fn is None:
@@ -206,8 +212,21 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     if limit is not None and limit < 1:
         raise ConfigError("must be >= 1", key_path="--limit", value=limit)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    points = experiment.points(reduced=reduced, limit=limit)
+    points = experiment.points(reduced=reduced, limit=limit)  # counted against the limit first
+    from .rundir import RunDir
+
+    with RunDir(out_dir, experiment.name, resume=resume, overwrite=overwrite) as run_dir:
+        result = _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, reduced, limit,
+                             progress, write, t0)
+        run_dir.files = list(result.files.values())
+        if on_results is not None:
+            extra = on_results(result)
+            run_dir.files += list(extra or [])
+    return result
+
+
+def _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, reduced, limit, progress, write,
+                t0):
     hashes = [point_hash(p) for p in points]
     journal_path = out_dir / JOURNAL_NAME
     done = read_journal(journal_path, repair=True) if resume else {}
@@ -293,16 +312,48 @@ def _execute(point_fn, todo, jobs, scheduler):
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)))
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_worker_init,
+                                   initargs=(os.getpid(),))
+        finished = False
         try:
             futures = {pool.submit(evaluate_point, point_fn, point): (index, h, point)
                        for index, h, point in todo}
             for future in as_completed(futures):
                 index, h, point = futures[future]
                 yield index, h, point, future.result()
+            finished = True
         finally:
-            # On an error or Ctrl-C, drop the queued points; finished ones are journaled.
+            # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
+            # now (they are redone on --resume); finished ones are journaled.
+            if not finished:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()  # no public API stops a running task; the pool keeps them here
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _looks_like_address(text):
+    """A scheduler address: ``protocol://...`` or ``host:port``, with no spaces (checked before the
+    client spends its connect timeout on text that cannot be one)."""
+    import re
+
+    return isinstance(text, str) and re.fullmatch(r"[a-z][a-z0-9+.-]*://\S+|[^\s/:]+:[0-9]{1,5}", text) is not None
+
+
+def _worker_init(parent_pid):
+    """In each worker: die with the parent (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed run
+    leaves no orphan, and leave Ctrl-C to the parent (which stops the pool)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's shutdown still stops the pool
+        pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _execute_dask(point_fn, todo, scheduler):
@@ -312,9 +363,12 @@ def _execute_dask(point_fn, todo, scheduler):
         raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
                           key_path="--scheduler") from None
     own_client = not isinstance(scheduler, Client)
+    if own_client and not _looks_like_address(scheduler):
+        raise ConfigError("must be a Dask scheduler address such as tcp://host:8786", key_path="--scheduler",
+                          value=str(scheduler))
     try:
         client = Client(scheduler, set_as_default=False, timeout="20s") if own_client else scheduler
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise ConfigError(f"cannot reach the Dask scheduler: {exc}", key_path="--scheduler",
                           value=str(scheduler)) from None
     try:

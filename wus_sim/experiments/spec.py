@@ -34,14 +34,16 @@ from dataclasses import dataclass, field
 import hashlib
 import itertools
 import json
+import math
 from pathlib import Path
 
-from ..config import Section, key_join, load_yaml
+from ..config import Section, is_file, key_join, load_yaml
 from ..errors import ConfigError, UnknownNameError
+from ..limits import MAX_STEPS, MAX_SWEEP_POINTS, check_limit
 
 __all__ = [
     "Param", "POINT_KEYS", "STRATEGY_CHOICES", "Axis", "PlotSpec", "Experiment",
-    "load_experiment", "parse_experiment", "check_point_value", "complete_point",
+    "load_experiment", "parse_experiment", "check_point_value", "check_param", "complete_point",
     "point_hash", "strategies_of",
 ]
 
@@ -68,7 +70,7 @@ def _existing_path(text, base_dir):
     if not text.endswith((".yaml", ".yml")) and "/" not in text:
         return None
     for candidate in (Path(text), (Path(base_dir) / text) if base_dir else None):
-        if candidate is not None and candidate.is_file():
+        if candidate is not None and is_file(candidate):
             return candidate if candidate == Path(text) else candidate.resolve()
     raise ConfigError("file not found", value=text)
 
@@ -173,9 +175,9 @@ class Param:
         if self.positive:
             bounds.append("> 0")
         if self.minimum is not None:
-            bounds.append(f">= {self.minimum:g}")
+            bounds.append(f">= {_bound(self.minimum)}")
         if self.maximum is not None:
-            bounds.append(f"<= {self.maximum:g}")
+            bounds.append(f"<= {_bound(self.maximum)}")
         if bounds:
             text += " " + " and ".join(bounds)
         if self.nullable and not self.required:
@@ -184,6 +186,10 @@ class Param:
 
     def _choices(self):
         return tuple(self.choices() if callable(self.choices) else self.choices)
+
+
+def _bound(x):
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
 def _table(*params):
@@ -203,19 +209,19 @@ POINT_KEYS = _table(
           check=_check_optimizer),
     Param("strategy", "choice", default="both", nullable=False, choices=STRATEGY_CHOICES,
           meaning="Weight-update strategy simulated for the point; 'both' gives one row each and the speedup."),
-    Param("per_replica_batch", "int", minimum=1, unit="examples",
+    Param("per_replica_batch", "int", minimum=1, maximum=2**24, unit="examples",
           meaning="Examples per replica per step; null = global_batch / replicas, else the MLPerf v0.6 run's "
                   "on that slice, else the workload's default."),
-    Param("global_batch", "int", minimum=1, unit="examples",
+    Param("global_batch", "int", minimum=1, maximum=2**31, unit="examples",
           meaning="Examples per step over all replicas (must divide by the replicas); set this or "
                   "per_replica_batch, not both."),
-    Param("link_GBps", "number", positive=True, unit="GB/s",
+    Param("link_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
           meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
-    Param("hop_latency_us", "number", minimum=0, unit="us",
+    Param("hop_latency_us", "number", minimum=0, maximum=1e6, unit="us",
           meaning="Latency per ICI hop; null = the topology's."),
     Param("wraparound", "wrap",
           meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
-    Param("cores_per_chip", "int", minimum=1,
+    Param("cores_per_chip", "int", minimum=1, maximum=64,
           meaning="Cores (replicas) per chip; null = the topology's."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
@@ -225,7 +231,7 @@ POINT_KEYS = _table(
     Param("routing", "choice", default="store-and-forward", nullable=False, choices=_routings,
           meaning="Network routing: store-and-forward (each hop receives the whole message first) or "
                   "cut-through (the head moves on at once; differs on multi-hop edges, e.g. mesh folded rings)."),
-    Param("bucket_MiB", "number", positive=True, unit="MiB",
+    Param("bucket_MiB", "number", positive=True, maximum=2**20, unit="MiB",
           meaning="Gradient fusion bucket size (2^20 B); null = the planner's default."),
     Param("overlap_grad_reduce", "bool", default=True, nullable=False,
           meaning="Start each bucket's gradient reduction as soon as backward has produced it."),
@@ -236,7 +242,7 @@ POINT_KEYS = _table(
           meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
     Param("mxu_efficiency", "number", positive=True, maximum=1,
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
-    Param("steps", "int", default=3, minimum=2, nullable=False, unit="steps",
+    Param("steps", "int", default=3, minimum=2, maximum=MAX_STEPS, nullable=False, unit="steps",
           meaning="Consecutive training steps simulated; the step time is the steady-state period."),
     Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
           meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
@@ -259,7 +265,13 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
     if param is None:
         raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}",
                           file=file, key_path=key_path)
+    return check_param(param, value, file=file, key_path=key_path, base_dir=base_dir)
 
+
+def check_param(param, value, *, file=None, key_path=None, base_dir=None):
+    """Validate *value* against *param*'s kind and declared range (the one check that
+    YAML points and command-line options alike go through); return it normalised."""
+    key_path = key_path or param.name
     raw = value
 
     def bad(rule=None):
@@ -280,7 +292,7 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
             raise ConfigError(f"is not a known {exc.kind}; known: {', '.join(exc.known)}",
                               file=file, key_path=key_path, value=value) from None
     if kind == "choice":
-        if value not in param._choices():
+        if not _hashable(value) or value not in param._choices():
             raise bad()
         return value
     if kind == "bool":
@@ -296,6 +308,8 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
         raise bad()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad()
+    if not _finite(value):
+        raise bad("a finite number")
     if kind == "int":
         if isinstance(value, float):
             if not value.is_integer():
@@ -310,6 +324,21 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
     if param.maximum is not None and value > param.maximum:
         raise bad()
     return value
+
+
+def _finite(value):
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int such as 10**400
+        return False
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def complete_point(values):
@@ -381,36 +410,71 @@ class Experiment:
 
     @property
     def num_points(self):
-        n = 1
-        for axis in self.axes:
-            n *= len(axis)
-        return n
+        """Points of the full sweep, counted without expanding it."""
+        return math.prod(len(axis) for axis in self.axes)
 
-    def points(self, *, reduced=False, limit=None):
-        """Expanded, complete points in sweep order (first axis outermost).
-
-        *reduced* applies the ``reduce`` filter; *limit* keeps the first N points.
-        """
+    def _axis_rows(self, reduced):
+        """Each axis's rows; with *reduced*, only rows the ``reduce`` filter keeps (each key
+        lives on one axis, so filtering axis by axis keeps exactly the points it would)."""
         out = []
-        for combo in itertools.product(*(axis.rows() for axis in self.axes)):
+        for axis in self.axes:
+            rows = axis.rows()
+            if reduced:
+                rows = [r for r in rows if all(r[k] in self.reduce[k] for k in r if k in self.reduce)]
+            out.append(rows)
+        return out
+
+    def count(self, *, reduced=False, limit=None):
+        """Points :meth:`points` would give, counted without expanding the sweep."""
+        n = math.prod(len(rows) for rows in self._axis_rows(reduced))
+        return n if limit is None else min(n, limit)
+
+    def iter_points(self, *, reduced=False, limit=None):
+        """Complete points in sweep order (first axis outermost), generated lazily."""
+        combos = itertools.product(*self._axis_rows(reduced))
+        for combo in itertools.islice(combos, limit):
             values = dict(self.base)
             for part in combo:
                 values.update(part)
-            point = complete_point(values)
-            if reduced and any(point[k] not in keep for k, keep in self.reduce.items()):
-                continue
-            self._check_cross(point)
-            out.append(point)
-            if limit is not None and len(out) >= limit:
-                break
-        return out
+            yield complete_point(values)
 
-    def _check_cross(self, point):
-        if point["per_replica_batch"] is not None and point["global_batch"] is not None:
+    def points(self, *, reduced=False, limit=None):
+        """Expanded, complete points in sweep order (first axis outermost), as a list.
+
+        *reduced* applies the ``reduce`` filter; *limit* keeps the first N points. The
+        count is checked against :data:`~wus_sim.limits.MAX_SWEEP_POINTS` before anything
+        is expanded.
+        """
+        check_limit("the points to run", self.count(reduced=reduced, limit=limit), MAX_SWEEP_POINTS,
+                    file=self.file, key_path="sweep", hint="use --limit N or --reduced, or sweep fewer values")
+        return list(self.iter_points(reduced=reduced, limit=limit))
+
+    def _check_cross(self):
+        """per_replica_batch and global_batch never both set on one point (checked on the
+        axes, not on the expanded sweep, so a 10^7-point sweep is checked at once)."""
+        a, b = "per_replica_batch", "global_batch"
+
+        def values(key):  # (axis index or None for base, values along it)
+            if key in self.base:
+                return None, [self.base[key]]
+            for i, axis in enumerate(self.axes):
+                if key in axis.keys:
+                    return i, list(axis.values[axis.keys.index(key)])
+            return None, [None]
+
+        (ia, va), (ib, vb) = values(a), values(b)
+        if ia is not None and ia == ib:
+            pairs = [(x, y) for x, y in zip(va, vb) if x is not None and y is not None]
+        else:
+            # On different axes (or base) every value of one meets every value of the other.
+            xs, ys = [x for x in va if x is not None], [y for y in vb if y is not None]
+            pairs = [(xs[0], ys[0])] if xs and ys else []
+        if pairs:
+            x, y = pairs[0]
             raise ConfigError(
                 "per_replica_batch and global_batch are both set for a point "
-                f"({point['per_replica_batch']} and {point['global_batch']}); give one of them",
-                file=self.file, key_path=self._where("per_replica_batch"))
+                f"({x} and {y}); give one of them",
+                file=self.file, key_path=self._where(a))
 
     def _where(self, key):
         if key in self.base:
@@ -426,7 +490,6 @@ class Experiment:
 
     def resolved(self, *, reduced=False, limit=None):
         """A plain mapping of the experiment with every default spelled out (config.resolved.yaml)."""
-        points = self.points(reduced=reduced, limit=limit)
         swept = {k for axis in self.axes for k in axis.keys}
         return {
             "name": self.name,
@@ -438,7 +501,7 @@ class Experiment:
             "reduce": {k: list(v) for k, v in self.reduce.items()},
             "reduced": bool(reduced),
             "limit": limit,
-            "num_points": len(points),
+            "num_points": self.count(reduced=reduced, limit=limit),
             "plots": [{"kind": p.kind, "name": p.name, **p.options} for p in self.plots],
         }
 
@@ -559,9 +622,9 @@ def parse_experiment(doc, *, file=None, name=None):
 
     exp = Experiment(name=exp_name, description=description, file=top.file, base=base, axes=tuple(axes),
                      reduce=reduce, plots=plots)
-    # Cross-key rules are checked on every point now, so a bad combination fails before any run.
-    exp.points()
-    if reduce and not exp.points(reduced=True):
+    # Cross-key rules are checked now, on the axes, so a bad combination fails before any run.
+    exp._check_cross()
+    if reduce and not exp.count(reduced=True):
         raise ConfigError("keeps no point of the sweep", file=top.file, key_path="reduce")
     return exp
 
@@ -589,8 +652,9 @@ def _parse_plots(top):
         sec = Section(item, file=top.file, path=key_join("plots", i))
         kind = sec.string("kind")
         name = sec.string("name", kind)
-        if not name.replace("-", "").replace("_", "").isalnum():
-            raise sec.error("name", "must be a file stem of letters, digits, '-' and '_'", name)
+        if not name.replace("-", "").replace("_", "").isascii() or len(name) > 100 \
+                or not name.replace("-", "").replace("_", "").isalnum():
+            raise sec.error("name", "must be a file stem of up to 100 ASCII letters, digits, '-' and '_'", name)
         if name in names:
             raise sec.error("name", "is used by another plot of this experiment; names must be unique", name)
         names.add(name)

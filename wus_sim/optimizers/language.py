@@ -34,6 +34,9 @@ Shapes
 
 import ast
 from dataclasses import dataclass
+import math
+
+from ..limits import MAX_EXPR_DEPTH, MAX_STATEMENT_CHARS, short_repr
 
 __all__ = [
     "Const", "Var", "Op", "Statement", "Reduce",
@@ -174,10 +177,19 @@ def parse_statement(text):
     """
     if not isinstance(text, str):
         raise LanguageError("must be a string 'name = expression' (quote it in YAML if it contains ': ' or '#')")
+    if len(text) > MAX_STATEMENT_CHARS:
+        raise LanguageError(f"is {len(text):,} characters long; the limit is {MAX_STATEMENT_CHARS:,} per statement")
     try:
         tree = ast.parse(text.strip(), mode="exec")
     except SyntaxError as exc:
         raise LanguageError(f"is not a valid statement ({exc.msg})") from None
+    except (RecursionError, MemoryError, ValueError):  # parser limits: nesting, huge literals
+        raise LanguageError("is too deeply nested or too large to parse") from None
+    depth = _depth(tree)
+    if depth > MAX_EXPR_DEPTH:
+        # Checked before the recursive walks below (and the analyser's) can overflow the stack.
+        raise LanguageError(f"nests {depth} levels deep; the limit is {MAX_EXPR_DEPTH} "
+                            "(split it into several statements)")
     if len(tree.body) != 1:
         raise LanguageError("must be exactly one statement 'name = expression'")
     node = tree.body[0]
@@ -192,6 +204,16 @@ def parse_statement(text):
     return Statement(target, _expr(node.value), text=text.strip())
 
 
+def _depth(tree):
+    """Nesting depth of an AST, walked without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _check_name(name):
     if name in RESERVED:
         raise LanguageError(f"uses the function name {name!r} as a variable")
@@ -202,8 +224,14 @@ def _check_name(name):
 def _expr(node):
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            raise LanguageError(f"contains the literal {node.value!r}; only real numbers are allowed")
-        return Const(float(node.value))
+            raise LanguageError(f"contains the literal {short_repr(node.value)}; only real numbers are allowed")
+        try:
+            value = float(node.value)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise LanguageError(f"contains the literal {short_repr(node.value)}, which is not a finite number")
+        return Const(value)
     if isinstance(node, ast.Name):
         _check_name(node.id)
         return Var(node.id)

@@ -9,8 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 import os
 
-from ..config import load_yaml
-from ..errors import ConfigError, UnknownNameError
+from ..config import is_file, load_yaml
+from ..errors import ConfigError, UnknownNameError, WusError
 from .spec import Optimizer, compose, parse_optimizer
 
 __all__ = ["known_optimizers", "known_prefixes", "load_optimizer", "optimizer_dirs",
@@ -39,12 +39,21 @@ def _files():
 
 def known_optimizers():
     """Names of the optimizers found (not prefixes), sorted."""
-    return sorted(n for n, p in _files().items() if _load_file(p).kind == "optimizer")
+    return sorted(n for n, p in _files().items() if _kind_of(p) == "optimizer")
 
 
 def known_prefixes():
     """Names of the gradient prefixes found (e.g. ``'clip'``), sorted; add one with ``+NAME``."""
-    return sorted(n for n, p in _files().items() if _load_file(p).kind == "prefix")
+    return sorted(n for n, p in _files().items() if _kind_of(p) == "prefix")
+
+
+def _kind_of(path):
+    # Listing names must not fail, or say anything, because of one unrelated or broken file in
+    # a search directory: such a file is left out of the list (loading it by name reports it).
+    try:
+        return _load_file(path).kind
+    except (WusError, OSError):
+        return None
 
 
 def load_optimizer(spec):
@@ -56,8 +65,12 @@ def load_optimizer(spec):
     if isinstance(spec, Optimizer):
         return spec
     spec = str(spec).strip()
-    if _is_path(spec) and Path(spec).is_file():
-        return _load_file(Path(spec))
+    if _is_path(spec) and is_file(spec):
+        opt = _load_file(Path(spec))
+        if opt.kind != "optimizer":
+            raise ConfigError(f"is a gradient prefix, not an optimizer; combine it as e.g. adam+{spec}",
+                              key_path="optimizer", value=spec)
+        return opt
     base, *prefixes = spec.split("+")
     opt = _load_one(base)
     if not prefixes:
@@ -77,7 +90,7 @@ def _load_one(text):
         raise ConfigError("has an empty part; write e.g. adam or adam+clip", key_path="optimizer", value=text)
     if _is_path(text):
         path = Path(text)
-        if not path.is_file():
+        if not is_file(path):
             raise ConfigError("file not found", file=path)
         return _load_file(path)
     path = _files().get(text)

@@ -33,6 +33,7 @@ import math
 
 from ..config import Section
 from ..errors import ConfigError
+from ..limits import MAX_STATEMENTS
 from .dataflow import FlowError, flow
 from .language import (INPUTS, REDUCTIONS, RESERVED, LanguageError, Op, Statement, names_read,
                        parse_statement, rename, walk)
@@ -182,6 +183,9 @@ def _statements(sec, key):
     items = sec.list(key)
     if not items:
         raise sec.error(key, "must list at least one statement", items)
+    if len(items) > MAX_STATEMENTS:
+        raise sec.error(key, f"has {len(items):,} statements; the limit is {MAX_STATEMENTS:,} per program",
+                        show_value=False)
     out = []
     for i, text in enumerate(items):
         try:

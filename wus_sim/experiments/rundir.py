@@ -1,0 +1,142 @@
+"""A run's output folder: created with clear errors, locked, and owned by one experiment.
+
+Rules (README, "Run folders"):
+
+* ``--out DIR`` is created if missing; a path that is a file, lies under a file, or
+  cannot be written is a one-line error before any point runs.
+* A run holds an exclusive lock on ``DIR/.wus-sim.lock`` (``fcntl.flock``) for its whole
+  life; a second run into DIR fails at once naming the holder's pid. The kernel drops
+  the lock when the holder dies, even by SIGKILL, so a stale lock never blocks a resume.
+* ``DIR/run.json`` names the experiment whose results DIR holds. A run of another
+  experiment (or into a folder holding results with no ``run.json``) is refused unless
+  ``overwrite``; ``resume`` is allowed only for the same experiment.
+"""
+
+import errno
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+
+__all__ = ["RunDir", "LOCK_NAME", "OWNER_NAME", "RESULT_NAMES"]
+
+LOCK_NAME = ".wus-sim.lock"
+OWNER_NAME = "run.json"
+RESULT_NAMES = ("points.jsonl", "results.csv", "results.parquet")
+"""Files whose presence means the folder holds some experiment's results."""
+
+
+class RunDir:
+    """The locked output folder of one run; use as a context manager."""
+
+    def __init__(self, path, experiment_name, *, resume=False, overwrite=False):
+        self.path = Path(path)
+        self.experiment = experiment_name
+        self.resume = resume
+        self.overwrite = overwrite
+        self._lock_fd = None
+
+    def __enter__(self):
+        self._make()
+        self._lock()
+        self.files = []
+        """Files this run wrote (recorded in run.json on exit)."""
+        try:
+            self._claim()
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.files:
+                self.record(self.files)
+        finally:
+            self.release()
+        return False
+
+    # ------------------------------------------------------------ steps
+    def _error(self, rule):
+        return ConfigError(rule, file=self.path, key_path="--out")
+
+    def _make(self):
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise self._error("is a file, not a folder; give --out a folder") from None
+        except NotADirectoryError:
+            raise self._error("lies under a file, not a folder; give --out a folder") from None
+        except (OSError, ValueError) as exc:
+            raise self._error(f"cannot be created: {getattr(exc, 'strerror', None) or 'not a valid path'}") from None
+        if not self.path.is_dir():
+            raise self._error("is not a folder")
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            raise self._error("cannot be written (no permission); give --out a writable folder")
+
+    def _lock(self):
+        lock_path = self.path / LOCK_NAME
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._error(f"cannot be written: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _read_small(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise self._error(f"is in use by another wus-sim run ({holder or 'pid unknown'}); wait for it "
+                                  "to finish or give another --out") from None
+            raise self._error(f"cannot be locked: {exc.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        self._lock_fd = fd
+
+    def _claim(self):
+        owner = self._owner_doc().get("experiment")
+        has_results = any((self.path / name).exists() for name in RESULT_NAMES)
+        if has_results and owner != self.experiment and not self.overwrite:
+            what = f"results of experiment {owner!r}" if owner else "results of another run (no run.json)"
+            raise self._error(f"holds {what}, not of {self.experiment!r}; give another --out, "
+                              "or --overwrite to replace them")
+        if has_results and owner != self.experiment and self.overwrite:
+            # The other experiment's files go (those its run.json lists, and the results), so no
+            # stale plot or table of it is left beside the new results.
+            listed = self._owner_doc().get("files", [])
+            for name in set(RESULT_NAMES) | {n for n in listed if isinstance(n, str) and "/" not in n}:
+                try:
+                    (self.path / name).unlink()
+                except (FileNotFoundError, IsADirectoryError):
+                    pass
+        self.record([])
+
+    def _owner_doc(self):
+        try:
+            doc = json.loads((self.path / OWNER_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def record(self, files):
+        """Write ``run.json``: the experiment this folder's results belong to and the files written."""
+        owner_path = self.path / OWNER_NAME
+        tmp = owner_path.with_suffix(".json.tmp")
+        doc = {"experiment": self.experiment, "files": sorted({Path(f).name for f in files})}
+        tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
+        os.replace(tmp, owner_path)
+
+    def release(self):
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+
+def _read_small(fd):
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 64).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,106 @@
+"""Declared limits on input sizes: one place, checked before anything is allocated.
+
+Every limit here guards a quantity a user controls (a file's size, a YAML's
+nesting, a slice's chips, pipelining chunks, simulated steps, sweep points, an
+optimizer program's size) and that, unbounded, turns a typo into minutes of
+work or gigabytes of memory. Each is far above what the shipped inputs use
+(largest: torus:128x128 in the benchmark, 16,384 chips; 24-point sweeps;
+optimizer programs of under 30 statements of under 200 characters), so a
+limit only stops input that could not have been meant. :func:`check_limit`
+raises the one-line error, with the estimate, that names what to change.
+
+Why these numbers: the SimPy engine handles 2e5-1e6 message hops per second
+on one core and about 400 B each, so :data:`MAX_MESSAGE_HOPS` keeps one collective
+under about 10 s and 1 GB; the fast engine's arrays are O(chips) per step, so :data:`MAX_CHIPS`
+(a 256x256 torus) keeps them in tens of MiB.
+"""
+
+from .errors import ConfigError
+
+__all__ = [
+    "MAX_FILE_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "MAX_CHIPS", "MAX_REPLICAS", "MAX_CHUNKS",
+    "MAX_STEPS", "MAX_SWEEP_POINTS", "MAX_STATEMENTS", "MAX_STATEMENT_CHARS", "MAX_EXPR_DEPTH",
+    "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "EXCERPT_CHARS", "check_limit", "excerpt", "short_repr",
+]
+
+MAX_FILE_BYTES = 2 * 2**20
+"""Largest input file read (YAML specs): the biggest shipped workload is under 100 KiB."""
+MAX_YAML_DEPTH = 40
+"""Deepest nesting of lists and mappings in a YAML file (shipped files: 4)."""
+MAX_YAML_NODES = 100_000
+"""Most YAML nodes (scalars, lists, mappings) in one file: PyYAML composes about 40,000 a
+second, so this is at most a few seconds (the largest shipped file, bert-large, has 2,441)."""
+MAX_CHIPS = 65_536
+"""Most chips in a slice (a 256x256 torus; the largest TPU pod modelled is 4,096 chips)."""
+MAX_REPLICAS = 131_072
+"""Most replicas in a slice (chips x cores per chip)."""
+MAX_CHUNKS = 1024
+"""Most pipelined pieces per collective step (``--chunks``)."""
+MAX_STEPS = 100
+"""Most consecutive training steps simulated per point (the period settles after 2-3)."""
+MAX_SWEEP_POINTS = 1_000_000
+"""Most points in one experiment's sweep (counted before anything is expanded)."""
+MAX_STATEMENTS = 1000
+"""Most statements in one optimizer program (shipped: under 30)."""
+MAX_STATEMENT_CHARS = 2000
+"""Longest optimizer statement, in characters."""
+MAX_EXPR_DEPTH = 60
+"""Deepest nesting of one optimizer expression (operators, calls, unary minus)."""
+MAX_SIZE_BYTES = 2**50
+"""Largest buffer size accepted (``--size``): 1 PiB, a million times a TPU's HBM."""
+MAX_MESSAGE_HOPS = 2_000_000
+"""Most message hops the SimPy engine simulates in one collective (bounded from the plan
+before it is compiled). Measured: a ring all-reduce on mesh:32x32 (2.1 million hops) took
+10.4 s and 912 MB; halving-doubling on torus:64x64 (1.03 million hops) 2.7 s and 117 MB.
+So at most about 10 s and 900 MB."""
+EXCERPT_CHARS = 60
+"""Longest excerpt of a user value echoed in an error message."""
+
+
+def check_limit(what, estimate, limit, *, key_path=None, file=None, hint=""):
+    """Raise a ConfigError if *estimate* exceeds *limit*; the message carries both."""
+    if estimate > limit:
+        rule = f"{what} would be {_num(estimate)}, over the limit of {_num(limit)}"
+        raise ConfigError(rule + (f"; {hint}" if hint else ""), key_path=key_path, file=file)
+
+
+def _num(x):
+    x = int(x)
+    # str() of an int over 4,300 digits raises; the bit length gives the magnitude instead.
+    return f"{x:,}" if x < 10**15 else f"about 10^{int(x.bit_length() * 0.30103)}"
+
+
+def short_repr(value, limit=EXCERPT_CHARS):
+    """``repr(value)`` cut to *limit* characters; safe for huge ints and deep or huge containers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"{'-' if value < 0 else ''}about 10^{int(value.bit_length() * 0.30103)}"
+    if isinstance(value, str) and len(value) > limit:
+        # Cut before repr: a 10 MB name must not be copied whole to be shortened.
+        return repr(value[:limit])[:limit] + f"... ({len(value):,} chars)"
+    if isinstance(value, (list, tuple, dict, set)):
+        try:
+            text = reprlib_repr(value)
+        except (RecursionError, ValueError):
+            text = f"<{type(value).__name__} of {len(value)}>"
+        return excerpt(text, limit)
+    try:
+        return excerpt(repr(value), limit)
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__}>"
+
+
+def reprlib_repr(value):
+    """A bounded repr of a container (reprlib cuts long lists, deep nesting and long strings)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother = 3, 6, 6, 40, 40
+    return r.repr(value)
+
+
+def excerpt(text, limit=EXCERPT_CHARS):
+    """*text* on one line, cut to *limit* characters (with '...' and the full length when cut)."""
+    text = str(text).replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 3]}... ({len(text):,} chars)"
