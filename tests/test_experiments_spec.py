@@ -67,7 +67,7 @@ def test_complete_point_fills_defaults_and_rejects_unknown_keys():
     ("mxu_efficiency", 1.5, "<= 1"),
     ("steps", 1, ">= 2"),
     ("overlap_all_gather", "no", "true or false"),
-    ("bidirectional", None, "true or false"),
+    ("bidirectional", 3, "true or false"),
     ("workload", None, "a workload name"),
 ])
 def test_bad_values_name_file_key_path_value_and_rule(key, value, rule):

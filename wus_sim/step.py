@@ -46,11 +46,13 @@ class StepOptions:
 
     algorithm: str = "2d"
     """Collective algorithm of gradient reductions and weight all-gathers."""
-    bidirectional: bool = True
-    """Run each ring phase in both directions at once, half the data each way. The default:
-    TPU all-reduces use both directions of every ICI link (Ying et al. 2018, "Image
-    Classification at Supercomputer Scale", arXiv 1811.06992), and validation agrees
-    (README, "Validation": the fit under each choice)."""
+    bidirectional: bool = None
+    """Run each ring phase in both directions at once, half the data each way. ``None``
+    (the default) = on a slice whose every axis wraps: TPU all-reduces use both
+    directions of every ICI link (Ying et al. 2018, "Image Classification at
+    Supercomputer Scale", arXiv 1811.06992). On a mesh axis the folded ring already
+    runs over both directions of each link, so a second direction only contends: one
+    direction there."""
     routing: str = "store-and-forward"
     """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
     overlap_grad_reduce: bool = True
@@ -162,7 +164,8 @@ def _program(plan, work, topology, per_replica_batch, options):
     def coll_s(op, nbytes):
         if nbytes <= 0:
             return 0.0
-        return collective_time(topology, op, options.algorithm, nbytes, bidirectional=options.bidirectional,
+        return collective_time(topology, op, options.algorithm, nbytes,
+                               bidirectional=bidirectional_for(options, topology),
                                routing=options.routing)
 
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
@@ -191,6 +194,11 @@ def _program(plan, work, topology, per_replica_batch, options):
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
         step_overhead_s=options.compute.step_overhead_s,
     )
+
+
+def bidirectional_for(options, topology):
+    """Whether ring phases run both directions: the option, or (``None``) iff every axis wraps."""
+    return all(topology.wrap) if options.bidirectional is None else bool(options.bidirectional)
 
 
 def _batch_norm_allreduce_s(workload, topology, options, spatial_ways):
@@ -315,7 +323,7 @@ def simulate_point(point):
     bucket_MiB = p.get("bucket_MiB")
     options = StepOptions(
         algorithm=p.get("algorithm") or "2d",
-        bidirectional=bool(p.get("bidirectional", True)),
+        bidirectional=p.get("bidirectional"),
         routing=p.get("routing") or "store-and-forward",
         overlap_grad_reduce=p.get("overlap_grad_reduce", True) is not False,
         overlap_all_gather=p.get("overlap_all_gather", True) is not False,
@@ -370,7 +378,8 @@ def used_values(topology, options, plan):
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
         "cores_per_chip": topology.cores_per_chip,
-        "algorithm": options.algorithm, "bidirectional": options.bidirectional, "routing": options.routing,
+        "algorithm": options.algorithm, "bidirectional": bidirectional_for(options, topology),
+        "routing": options.routing,
         "grad_dtype": {2: "bf16", 4: "fp32"}.get(plan.workload.grad_bytes, str(plan.workload.grad_bytes)),
         "bucket_MiB": options.bucket_bytes / MiB,
         "mxu_efficiency": c.mxu_efficiency,

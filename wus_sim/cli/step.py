@@ -35,8 +35,9 @@ def add_parser(subparsers):
     p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
     p.add_argument("--algorithm", default="2d", metavar="A",
                    help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling (default 2d)")
-    p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=True,
-                   help="ring phases in both directions at once (default; --no-bidirectional: one direction)")
+    p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
+                   help="ring phases in both directions at once (default: on slices whose every axis wraps; "
+                        "--no-bidirectional: one direction)")
     p.add_argument("--routing", default="store-and-forward", metavar="R",
                    help="network routing: store-and-forward (default) or cut-through")
     p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")
@@ -63,7 +64,7 @@ def run(args):
     from ..calibration import load_calibration
     from ..errors import ConfigError
     from ..planner import DEFAULT_BUCKET_BYTES
-    from ..step import StepOptions, simulate_strategies, speedup, used_values
+    from ..step import StepOptions, bidirectional_for, simulate_strategies, speedup, used_values
     from ..topology import load_topology
     from ..units import MiB
 
@@ -94,7 +95,7 @@ def run(args):
 
         @lru_cache(maxsize=None)  # every step repeats the same bucket sizes
         def phases(op, nbytes):
-            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=args.bidirectional,
+            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=bidirectional_for(options, topology),
                                routing=args.routing)
 
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)

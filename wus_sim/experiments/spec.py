@@ -225,9 +225,10 @@ POINT_KEYS = _table(
           meaning="Cores (replicas) per chip; null = the topology's."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
-    Param("bidirectional", "bool", default=True, nullable=False,
-          meaning="Run each ring phase in both directions at once (half the data each way), as TPU "
-                  "all-reduces do; false = one direction."),
+    Param("bidirectional", "bool",
+          meaning="Run each ring phase in both directions at once (half the data each way); null = on slices "
+                  "whose every axis wraps (TPU all-reduces use both link directions; a mesh's folded ring "
+                  "already does)."),
     Param("routing", "choice", default="store-and-forward", nullable=False, choices=_routings,
           meaning="Network routing: store-and-forward (each hop receives the whole message first) or "
                   "cut-through (the head moves on at once; differs on multi-hop edges, e.g. mesh folded rings)."),

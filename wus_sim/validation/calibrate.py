@@ -94,7 +94,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None):
         "fitted": list(names),
         "bounds": {n: [FIT_PARAMS[n][0], FIT_PARAMS[n][1]] for n in names},
         "method": "scipy.optimize.least_squares on log(simulated / measured step time), training-only rows; "
-                  "network: 2d bidirectional collectives; strategy as the run used",
+                  "network: the step defaults (2d, bidirectional on fully wrapped slices); strategy as the run used",
         "date": today,
     }
     return Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)

@@ -10,10 +10,9 @@ from ..step import StepOptions, simulate_strategies
 
 __all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "strategy_of"]
 
-NETWORK_DEFAULTS = {"algorithm": "2d", "bidirectional": True}
-"""Collective algorithm the validation runs (the shipped step default): every axis's
-ring phase runs both directions at once, as TPU all-reduces do (see README,
-"Defaults from evidence")."""
+NETWORK_DEFAULTS = {"algorithm": "2d", "bidirectional": None}
+"""Collective algorithm the validation runs: the shipped step default (``2d``, both
+ring directions on slices whose every axis wraps; see README, "Defaults from evidence")."""
 
 
 def strategy_of(run):
