@@ -18,7 +18,7 @@ A calibration file::
 Only :class:`~wus_sim.compute.ComputeParams` fields may appear under ``params``.
 """
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .compute import ComputeParams
@@ -54,10 +54,6 @@ class Calibration:
         """:class:`ComputeParams` with the fitted values, then *overrides* (not None) on top."""
         given = {k: v for k, v in overrides.items() if v is not None}
         return ComputeParams(**{**self.params, **given})
-
-    def apply(self, params):
-        """*params* with the fitted values replacing the uncalibrated defaults."""
-        return replace(params, **self.params)
 
 
 def calibration_path(name):

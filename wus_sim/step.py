@@ -358,13 +358,6 @@ def simulate_point(point):
     return records
 
 
-MODEL_COLUMNS = ("op_overhead_s", "step_overhead_s", "elementwise_fwd_bytes", "elementwise_bwd_bytes",
-                 "activation_hbm_efficiency", "update_hbm_efficiency", "spatial_efficiency",
-                 "backward_flops_ratio", "peak_TFLOPs", "hbm_GBps", "onchip_GBps")
-"""Result columns that record model values a point does not set (documented in
-``wus_sim.experiments.results``)."""
-
-
 def used_values(topology, options, plan):
     """Every parameter value the point actually ran with: point keys left null get the
     value the model chose, plus the calibrated and datasheet figures behind the times."""
