@@ -359,7 +359,9 @@ def spec_bert(data):
 
 def spec_gnmt(data):
     key = "gnmt_v32320"
-    tokens, h, vocab = 50, 1024, 32320
+    # 48: src_max_len = tgt_max_len = 48 in Google's MLPerf v0.6 GNMT code (nmt.py defaults; no run
+    # script overrides them), mlcommons/training_results_v0.6 Google/benchmarks/gnmt/implementations
+    tokens, h, vocab = 48, 1024, 32320
     lstm_layers = 5 + 4   # encoder: bidirectional layer 0 (2) + 3; decoder: attention LSTM + 3
     return dict(
         name="gnmt", key=key,
@@ -370,8 +372,10 @@ def spec_gnmt(data):
         flops=dict(unit="(source + target) token pair", units_per_example=tokens, example_unit="sentence pair",
                    counts="matmul work only (2 x MACs): ~94 MFLOP per source token + ~161 MFLOP per target token "
                           "(incl. the 32320-way classifier); attention scores not counted; one example = one "
-                          f"sentence pair padded to {tokens} tokens (MLPerf GNMT max training length; real "
-                          "sentences are shorter, so this is an upper bound and a parameter)"),
+                          f"sentence pair of {tokens} tokens, the training length cap of Google's MLPerf v0.6 GNMT code "
+                          "(src_max_len = tgt_max_len = 48). Its runs bucket sentence pairs into 5 length buckets "
+                          "and run the LSTMs to the longest pair of the batch, so a real step is often shorter: "
+                          "an upper bound"),
         activations=[
             dict(what=f"LSTM layers: {lstm_layers} x {tokens} tokens x h {h}", elements=lstm_layers * tokens * h,
                  bytes_per_element=14,

@@ -107,11 +107,13 @@ def test_ring_textbook_form(d, S, lat, op):
 @given(dx=st.integers(2, 64), dy=st.integers(2, 64), S=sizes, bx=st.sampled_from([50.0, 100.0]),
        by=st.sampled_from([25.0, 100.0]), cores=st.sampled_from([1, 2]))
 def test_2d_torus_allreduce_form(dx, dy, S, bx, by, cores):
-    """Phases add: sum over axes of 2(d-1)(alpha + S_axis/(d bw_axis)), S_y = S/dx; plus the
-    on-chip reduce-scatter and all-gather, (c-1) S/(c onchip_bw) each."""
+    """Phases add: sum over axes of 2(d-1)(alpha + S_axis/(d bw_axis)); the faster axis goes
+    first on the whole buffer (x on ties), the other on S / d_first; plus the on-chip
+    reduce-scatter and all-gather, (c-1) S/(c onchip_bw) each."""
     topo = make((dx, dy), True, link_GBps=[bx, by], cores=cores)
     a = topo.hop_latency_s
-    expect = 2 * (dx - 1) * (a + S / dx / (bx * 1e9)) + 2 * (dy - 1) * (a + S / dx / dy / (by * 1e9))
+    (d1, b1), (d2, b2) = ((dx, bx), (dy, by)) if bx >= by else ((dy, by), (dx, bx))
+    expect = 2 * (d1 - 1) * (a + S / d1 / (b1 * 1e9)) + 2 * (d2 - 1) * (a + S / d1 / d2 / (b2 * 1e9))
     expect += 2 * (cores - 1) * S / cores / topo.onchip_Bps
     assert plan_time(plan_collective(topo, "all-reduce", "2d"), S) == pytest.approx(expect, rel=REL)
 

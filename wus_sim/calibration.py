@@ -1,7 +1,7 @@
 """Calibrated chip parameters: one declared file, with its provenance.
 
 The physics of :mod:`wus_sim.compute` leaves a few chip figures that no datasheet
-gives (matrix-unit efficiency, fixed costs per op and per step). ``wus-sim
+gives (matrix-unit efficiency, elementwise HBM traffic, fixed costs). ``wus-sim
 calibrate`` fits at most four of them to a declared subset of measured runs
 (:mod:`wus_sim.validation`) and writes a calibration file; the shipped one,
 ``wus_sim/data/calibration/default.yaml``, is what every command uses unless told

@@ -48,11 +48,11 @@ class StepOptions:
     """Collective algorithm of gradient reductions and weight all-gathers."""
     bidirectional: bool = None
     """Run each ring phase in both directions at once, half the data each way. ``None``
-    (the default) = on a slice whose every axis wraps: TPU all-reduces use both
-    directions of every ICI link (Ying et al. 2018, "Image Classification at
-    Supercomputer Scale", arXiv 1811.06992). On a mesh axis the folded ring already
-    runs over both directions of each link, so a second direction only contends: one
-    direction there."""
+    (the default) = yes for ring algorithms: TPU all-reduces use both directions of
+    every ICI link (Ying et al. 2018, "Image Classification at Supercomputer Scale",
+    arXiv 1811.06992). A mesh axis keeps its one folded ring either way (it already runs
+    over both directions of each link; see :mod:`wus_sim.collectives.schedule`), so on a
+    partial torus only the wrapped axes gain a second ring."""
     routing: str = "store-and-forward"
     """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
     overlap_grad_reduce: bool = True
@@ -165,7 +165,7 @@ def _program(plan, work, topology, per_replica_batch, options):
         if nbytes <= 0:
             return 0.0
         return collective_time(topology, op, options.algorithm, nbytes,
-                               bidirectional=bidirectional_for(options, topology),
+                               bidirectional=bidirectional_for(options),
                                routing=options.routing)
 
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
@@ -196,9 +196,12 @@ def _program(plan, work, topology, per_replica_batch, options):
     )
 
 
-def bidirectional_for(options, topology):
-    """Whether ring phases run both directions: the option, or (``None``) iff every axis wraps."""
-    return all(topology.wrap) if options.bidirectional is None else bool(options.bidirectional)
+def bidirectional_for(options):
+    """Whether ring phases run both directions: the option, or (``None``) yes unless the
+    algorithm is halving-doubling (pairwise exchanges, no ring direction)."""
+    if options.bidirectional is None:
+        return options.algorithm != "halving-doubling"
+    return bool(options.bidirectional)
 
 
 def _batch_norm_allreduce_s(workload, topology, options, spatial_ways):
@@ -371,7 +374,7 @@ def used_values(topology, options, plan):
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
         "cores_per_chip": topology.cores_per_chip,
-        "algorithm": options.algorithm, "bidirectional": bidirectional_for(options, topology),
+        "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,
         "grad_dtype": {2: "bf16", 4: "fp32"}.get(plan.workload.grad_bytes, str(plan.workload.grad_bytes)),
         "bucket_MiB": options.bucket_bytes / MiB,

@@ -15,8 +15,9 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers):
     p = subparsers.add_parser(
         "calibrate", help="fit the calibrated chip parameters to the declared measured runs",
-        description="Fit matrix-unit efficiency and fixed costs per op and per step to the declared "
-                    "calibration rows; write a calibration file with provenance.")
+        description="Fit matrix-unit efficiency, elementwise HBM traffic (forward, backward) and the "
+                    "per-step fixed cost to the declared calibration rows; write a calibration file "
+                    "with provenance.")
     p.add_argument("--out", metavar="FILE", default="calibration.yaml",
                    help="calibration file to write (default calibration.yaml)")
     p.add_argument("--id", metavar="ID", help="calibration id (default mlperf-v06-tpu-v3-DATE)")

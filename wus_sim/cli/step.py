@@ -36,8 +36,8 @@ def add_parser(subparsers):
     p.add_argument("--algorithm", default="2d", metavar="A",
                    help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling (default 2d)")
     p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
-                   help="ring phases in both directions at once (default: on slices whose every axis wraps; "
-                        "--no-bidirectional: one direction)")
+                   help="ring phases in both directions at once (default for ring algorithms; a mesh axis keeps "
+                        "its folded ring, which already uses both link directions; --no-bidirectional: one direction)")
     p.add_argument("--routing", default="store-and-forward", metavar="R",
                    help="network routing: store-and-forward (default) or cut-through")
     p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")
@@ -95,7 +95,7 @@ def run(args):
 
         @lru_cache(maxsize=None)  # every step repeats the same bucket sizes
         def phases(op, nbytes):
-            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=bidirectional_for(options, topology),
+            return phase_times(topology, op, args.algorithm, nbytes, bidirectional=bidirectional_for(options),
                                routing=args.routing)
 
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)

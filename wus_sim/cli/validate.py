@@ -8,6 +8,8 @@ held-out median and worst |error|. Writes ``validation.csv`` and a parity plot
 ``validation.png`` to ``--out`` (default ``results/validation``). ``--json`` prints
 the rows as a list (keys: :data:`wus_sim.validation.validate.COLUMNS`, among them
 benchmark, topology, kind, role, measured_step_s, simulated_step_s, error).
+``--choices`` instead prints the fit under each disputed network choice
+(:mod:`wus_sim.validation.choices`).
 """
 
 import json
@@ -26,6 +28,9 @@ def add_parser(subparsers):
                    help="'default' (shipped), 'none' (uncalibrated physics) or a calibration YAML path")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--no-plot", action="store_true", help="do not draw validation.png")
+    p.add_argument("--choices", action="store_true",
+                   help="instead, validate under each disputed network choice (link bandwidth, ring "
+                        "direction, wraparound, hop latency) and print the fit of each as a table")
     return p
 
 
@@ -35,6 +40,10 @@ def run(args):
     from ..validation.report import text_report, write_outputs
     from ..validation.validate import as_dicts, summary, validate
 
+    if args.choices:
+        from ..validation.choices import choices_table, compare_choices
+        print(choices_table(compare_choices(args.calibration)))
+        return 0
     rows = validate(args.calibration)
     out = Path(args.out)
     files = write_outputs(rows, out, plot=not args.no_plot)

@@ -33,12 +33,17 @@ Schedule (shared with the fast engine):
   ``max_c ready(i,N,c)``; it starts the next pass when it has finished the
   previous one in every direction (per-member barrier, no global barrier).
 * ``bidirectional``: each pass runs two rings, ``+`` and reverse, each on half
-  of the pass's buffer. ``2d``: one pass per active axis (axis order) for
-  reduce-scatter, reverse order for all-gather; all-reduce = reduce-scatter
-  passes, the last axis's ring all-reduce, all-gather passes. ``2d-split``:
-  two halves of the buffer, independent until the end, one in axis order, the
-  other in axis order rotated by one (``Y, X``; 3-D ``Y, Z, X``); with fewer
-  than two active axes it is ``2d``.
+  of the pass's buffer, so both directions of every link carry data. A line
+  ring on a mesh (unwrapped) axis is the exception: its folded ring already
+  uses both directions of every link of the line and its reverse would use the
+  same links, so that pass keeps one ring with the whole buffer.
+* ``2d``: one pass per active axis for reduce-scatter, fastest line first (most
+  bytes per second per member, see :func:`_line_Bps`; ties, e.g. every axis of
+  a uniform torus or mesh, in axis order), reverse order for all-gather;
+  all-reduce = reduce-scatter passes, the last axis's ring all-reduce,
+  all-gather passes. ``2d-split``: two halves of the buffer, independent until
+  the end, one in that order, the other in that order rotated by one (``Y, X``;
+  3-D ``Y, Z, X``); with fewer than two active axes it is ``2d``.
 * ``halving-doubling`` (Rabenseifner): ``log2 P`` steps; reduce-scatter step
   ``j`` exchanges ``B/2^(j+1)`` with partner ``i XOR P/2^(j+1)`` (recursive
   halving), all-gather step ``j`` exchanges ``B 2^j / P`` with ``i XOR 2^j``
@@ -281,6 +286,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
                     level_sizes=(((len(directions), n),),))
 
     # line rings: ring/bidir-ring on one axis, 2d, 2d-split
+    axes = sorted(axes, key=lambda a: -_line_Bps(topology, a, directions, algorithm))
     orders = [axes]
     split_separated = False
     if algorithm == "2d-split" and len(axes) >= 2:
@@ -291,13 +297,14 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
                            and not topology.link_Bps_override)
     halves, level_sizes = [], []
     for h, order in enumerate(orders):
-        frac = 1.0 / len(orders) / len(directions)
+        frac = 1.0 / len(orders)
         levels = []
         for a in order:
-            rings = tuple(axis_rings(topology, a, reverse=rev) for rev in directions)
+            dirs = _line_directions(topology, a, directions, algorithm)
+            rings = tuple(axis_rings(topology, a, reverse=rev) for rev in dirs)
             # on the square uniform torus the halves use an axis one after the other: one stream
             stream = ("chip", a) if split_separated else ("chip", h, a)
-            levels.append((a, rings, frac, stream))
+            levels.append((a, rings, frac / len(dirs), stream))
             frac /= topology.dims[a]
         passes = []
         last = len(levels) - 1
@@ -313,9 +320,34 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
             passes += [Pass("chip", "ag", "ring", r, f, h, i, s, a)
                        for i, (a, r, f, s) in enumerate(levels[:-1])][::-1]
         halves.append(tuple(passes))
-        level_sizes.append(tuple((len(directions), topology.dims[a]) for a in order))
+        level_sizes.append(tuple((len(_line_directions(topology, a, directions, algorithm)), topology.dims[a]) for a in order))
     return Plan(topology, op, algorithm, g, bidir, pre=pre, halves=tuple(halves), post=post,
                 level_sizes=tuple(level_sizes), split_time_separated=split_separated)
+
+
+def _line_Bps(topology, axis, directions, algorithm):
+    """Bytes per second one member's line ring moves through on *axis*, for ordering the
+    2-D phases: link bandwidth times ring directions, halved on a folded mesh ring (its
+    edges between evens or odds take two store-and-forward hops).
+
+    Why fastest first: a reduce-scatter phase over ``d`` members costs ``(1 - 1/d) B / bw``
+    on the buffer ``B`` it receives, and each phase shrinks the buffer by its ``d``. Swapping
+    two adjacent phases ``a, b`` changes the cost by ``(1 - 1/d_a)(1 - 1/d_b)(1/bw_a -
+    1/bw_b)`` (times the buffer), so the order is optimal exactly when ``bw`` falls along it
+    (latency terms do not depend on the order). Equal bandwidths keep axis order, so a
+    uniform torus or mesh keeps the textbook x, y, z."""
+    d = topology.dims[axis]
+    Bps = topology.axis_link_Bps[axis] * len(_line_directions(topology, axis, directions, algorithm))
+    return Bps / 2 if (not topology.wrap[axis] and d >= 3) else Bps
+
+
+def _line_directions(topology, axis, directions, algorithm):
+    """The ring directions of a line-ring pass on *axis*: a mesh line's ring is folded
+    (see :mod:`.embedding`) and already uses every directed link of the line once, and its
+    reverse uses the same links, so a second direction there adds only contention; the
+    line runs one direction whatever ``bidirectional`` says. ``bidir-ring`` names the two
+    counter-rotating rings themselves, so it keeps both."""
+    return directions if topology.wrap[axis] or algorithm == "bidir-ring" else directions[:1]
 
 
 # ================================================================ plan cache

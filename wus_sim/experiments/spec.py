@@ -226,9 +226,9 @@ POINT_KEYS = _table(
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
     Param("bidirectional", "bool",
-          meaning="Run each ring phase in both directions at once (half the data each way); null = on slices "
-                  "whose every axis wraps (TPU all-reduces use both link directions; a mesh's folded ring "
-                  "already does)."),
+          meaning="Run each ring phase in both directions at once (half the data each way); null = yes for "
+                  "ring algorithms (TPU all-reduces use both link directions). A mesh axis keeps its one folded "
+                  "ring either way: it already uses both directions of every link."),
     Param("routing", "choice", default="store-and-forward", nullable=False, choices=_routings,
           meaning="Network routing: store-and-forward (each hop receives the whole message first) or "
                   "cut-through (the head moves on at once; differs on multi-hop edges, e.g. mesh folded rings)."),

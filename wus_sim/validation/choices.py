@@ -1,0 +1,56 @@
+"""The disputed network choices, each validated against the same measured rows.
+
+Where sources disagree on a network figure or nobody publishes it (link bandwidth,
+ring direction, sub-pod wraparound, per-hop latency), the shipped default follows
+the evidence in the README ("Defaults from evidence") and this module reports how
+well each alternative fits the measured runs, under the same calibration: the
+table that ``wus-sim validate --choices`` prints.
+"""
+
+from dataclasses import dataclass
+
+from .validate import summary, validate
+
+__all__ = ["Choice", "CHOICES", "compare_choices", "choices_table"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One alternative: a label, collective overrides and slice overrides."""
+
+    label: str
+    network: dict
+    """Overrides of :data:`~wus_sim.validation.simulate.NETWORK_DEFAULTS` (algorithm, bidirectional)."""
+    topology: dict
+    """Keyword overrides of :func:`~wus_sim.topology.load_topology` for every slice."""
+
+
+CHOICES = (
+    Choice("shipped: `2d`, both directions on wrapped axes, 100 GB/s, sub-pod meshes, 1 us hops", {}, {}),
+    Choice("`2d`, one direction everywhere", {"bidirectional": False}, {}),
+    Choice("`2d-split`, both directions", {"algorithm": "2d-split"}, {}),
+    Choice("link 70 GB/s (ISCA 2023 table) instead of 100", {}, {"link_GBps": 70.0}),
+    Choice("link 50 GB/s", {}, {"link_GBps": 50.0}),
+    Choice("sub-pod slices wrap (torus) instead of mesh", {}, {"wraparound": True}),
+    Choice("hop latency 0.5 us instead of 1 (no primary source for either)", {}, {"hop_latency_us": 0.5}),
+)
+"""The alternatives compared, the shipped defaults first."""
+
+
+def compare_choices(calibration=None, *, choices=CHOICES, runs=None):
+    """``[(choice, summary)]``: :func:`~wus_sim.validation.validate.summary` of every measured
+    row simulated under each choice, with one calibration."""
+    return [(c, summary(validate(calibration, runs=runs, network=c.network, topology_overrides=c.topology)))
+            for c in choices]
+
+
+def choices_table(results):
+    """A Markdown table of :func:`compare_choices`' results."""
+    lines = ["| choice | held-out median | worst | calibration rows | bounds kept |",
+             "|---|---|---|---|---|"]
+    for choice, s in results:
+        b = s["bounds"]
+        lines.append(f"| {choice.label} | {100 * s['held_out']['median_abs_error']:.1f} % "
+                     f"| {100 * s['held_out']['worst_abs_error']:.1f} % "
+                     f"| {100 * s['calibration']['median_abs_error']:.1f} % | {b['within']}/{b['rows']} |")
+    return "\n".join(lines)
