@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from ..experiments.results import column_label
-from .labels import _groups, _label
+from .labels import _companions, _groups, _label
 from .style import _PART_COLORS, _STRATEGY_SHORT
 
 __all__ = []
@@ -29,8 +29,12 @@ class _StrategyBars:
 
 
 def _strategy_bars(rows, keys, parts, scale):
-    """Lay out the first replicated and sharded row of each group (by *keys*), values of *parts* x *scale*."""
+    """Lay out the first replicated and sharded row of each group (by *keys*), values of *parts* x *scale*.
+
+    A group's label is its *keys* values, then any parameter fixed within each group that
+    varies between them (each workload's own global batch, :func:`~.labels._companions`)."""
     bars = _StrategyBars([], [], [], {p: [] for p in parts}, [], [])
+    companions = _companions(rows, keys)
     x = 0.0
     for gvalues, group in _groups(rows, keys):
         start = x
@@ -47,7 +51,10 @@ def _strategy_bars(rows, keys, parts, scale):
             x += 1.0
         if x > start:
             bars.centers.append((start + x - 1.0) / 2)
-            bars.group_labels.append(_label(keys, gvalues).replace(", ", "\n"))
+            label = _label(keys, gvalues).replace(", ", "\n")
+            if companions:
+                label += "\n" + _label(companions, tuple(group[c].iloc[0] for c in companions)).replace(", ", "\n")
+            bars.group_labels.append(label)
             x += _GROUP_GAP
     return bars
 
@@ -97,3 +104,13 @@ def _bar_tops(containers):
         for i, patch in enumerate(c.patches):
             tops[i] = max(tops[i], patch.get_y() + patch.get_height())
     return tops
+
+
+def _mark_bars_not_ok(ax, bars):
+    """Write the status on the (empty) bar of each row that could not run: kept in place, not dropped."""
+    for xpos, srow in zip(bars.positions, bars.rows):
+        status = srow.get("status", "ok")
+        if status != "ok":
+            ax.annotate("does not fit" if status == "infeasible" else str(status), (xpos, 0.0), xytext=(0, 3),
+                        textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7,
+                        color="#C44E52")

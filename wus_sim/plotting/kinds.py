@@ -17,6 +17,8 @@ class _Kind:
     """option -> its type: 'column', 'columns', 'bool' or 'string' (defaults are the function's)."""
     size: tuple
     """Default figure size of one panel, inches."""
+    needs: str
+    """What of the rows it draws (for the message when none of them has it)."""
 
     def required(self):
         """Options the function cannot do without (keyword-only, no default), e.g. ``lines``' ``x``."""
@@ -27,20 +29,24 @@ class _Kind:
 
 
 PLOT_KINDS = {
-    "speedup": _Kind(plot_speedup, {"x": "column", "y": "column", "hue": "columns", "logx": "bool"}, (6.4, 3.8)),
-    "breakdown": _Kind(plot_breakdown, {"by": "columns", "annotate": "bool"}, (6.4, 4.0)),
-    "memory": _Kind(plot_memory, {"by": "columns", "capacity": "bool"}, (6.4, 4.0)),
+    "speedup": _Kind(plot_speedup, {"x": "column", "y": "column", "hue": "columns", "logx": "bool"}, (6.4, 3.8),
+                     "sharded rows with a value of x"),
+    "breakdown": _Kind(plot_breakdown, {"by": "columns", "annotate": "bool"}, (6.4, 4.0),
+                       "rows with a step-time breakdown (status ok)"),
+    "memory": _Kind(plot_memory, {"by": "columns", "capacity": "bool"}, (6.4, 4.0), "rows with a memory peak"),
     "heatmap": _Kind(plot_heatmap, {"x": "column", "y": "column", "value": "column", "strategy": "string",
-                                    "fmt": "string", "cmap": "string"}, (6.4, 4.4)),
+                                    "fmt": "string", "cmap": "string"}, (6.4, 4.4),
+                     "rows of the strategy with values of x and y"),
     "lines": _Kind(plot_lines, {"x": "column", "y": "column", "hue": "columns", "logx": "bool", "logy": "bool"},
-                   (6.4, 3.8)),
+                   (6.4, 3.8), "rows of the strategies with a value of x"),
 }
 """Plot kinds an experiment may ask for: the function and its options."""
 
 _COMMON = {"title", "where", "facet", "figsize"}
 
-MAX_FIGSIZE_IN = 50
-"""Largest figure side, inches (a panel; faceted figures have up to 3 across)."""
+MAX_FIGSIZE_IN = 12
+"""Largest ``figsize`` side, inches (of one panel; a faceted figure is capped as a whole
+by :data:`wus_sim.plotting.figure.FIGURE_MAX_IN`)."""
 
 
 def check_plots(plots):

@@ -131,3 +131,56 @@ def _numeric(series):
     import pandas as pd
 
     return pd.api.types.is_numeric_dtype(series)
+
+
+HEADLINE_KEYS = ("workload", "topology", "optimizer", "global_batch", "per_replica_batch")
+"""Parameters a figure names in its subtitle whenever they are fixed in it: without them a
+speedup cannot be read (the same model gains 1.5x at 2 examples per replica, 1.1x at 16)."""
+MAX_COMPANIONS = 3
+
+
+def fixed_parameters(rows, *, exclude=(), chosen=()):
+    """``(keys, values)`` of the point parameters with one value over *rows* that the figure's
+    subtitle names: the :data:`HEADLINE_KEYS`, those in *chosen* (the keys the experiment set),
+    and any whose value is not the parameter's own default (a fixed ``algorithm: ring`` is news;
+    ``steps: 3`` is not). Values that are the model's default (null) are not named."""
+    import pandas as pd
+
+    from ..experiments.spec import POINT_KEYS
+
+    keys, values = [], []
+    for key, param in POINT_KEYS.items():
+        if key == "strategy" or key in exclude or key not in rows.columns or rows.empty:
+            continue
+        if rows[key].astype("string").nunique(dropna=False) != 1:
+            continue
+        value = rows[key].iloc[0]
+        if not isinstance(value, (list, tuple)) and bool(pd.isna(value)):
+            continue
+        if key in HEADLINE_KEYS or key in chosen or (param.default is not None and _fmt(value) != _fmt(param.default)):
+            keys.append(key)
+            values.append(value)
+    return keys, tuple(values)
+
+
+def _companions(rows, keys, exclude=()):
+    """Varying parameters that are constant within every series of *keys*, said in each series'
+    label: paper_speedup's series are workloads, each with its own optimizer and global batch,
+    and a reader comparing two lines must see that (at most :data:`MAX_COMPANIONS`)."""
+    if not keys or rows.empty:
+        return []
+    out = []
+    for key in _varying(rows, exclude=set(keys) | set(exclude)):
+        per_series = rows.groupby(keys, dropna=False, sort=False)[key].nunique(dropna=False)
+        if per_series.max() <= 1:
+            out.append(key)
+    return out[:MAX_COMPANIONS]
+
+
+def _series_label(keys, values, companions, group):
+    """A series' legend label: its *keys* values, then its *companions'* values in parentheses
+    (bare: the legend's title names them, and a legend is read down, not across)."""
+    label = _label(keys, values)
+    if companions:
+        label += f" ({', '.join(_fmt(group[c].iloc[0]) for c in companions)})"
+    return label
