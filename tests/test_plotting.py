@@ -103,12 +103,15 @@ def test_heatmap_cells_are_the_pivot_of_speedups(frame, ax):
     assert image.norm(1.0) == pytest.approx(0.5)  # the colour scale is centred on "no gain"
 
 
-def test_heatmap_marks_missing_cells(frame, ax):
+def test_heatmap_marks_infeasible_and_missing_cells(frame, ax):
     rows = frame[(frame["workload"] == "resnet50") & (frame["optimizer"] == "sgd")].copy()
     rows.loc[rows["replicas"] == 32, "status"] = "infeasible"
+    rows = rows[~((rows["replicas"] == 2048) & (rows["link_GBps"] == 50))]  # a cell with no rows at all
     image = plot_heatmap(ax, rows)
-    assert np.ma.getmaskarray(image.get_array())[0].all()
-    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2
+    mask = np.ma.getmaskarray(image.get_array())
+    assert mask[0].all() and mask[-1, 0] and mask.sum() == 3
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("infeasible") == 2 and texts.count("n/a") == 1
 
 
 def test_lines_one_per_group_and_strategy(frame, ax):
@@ -119,11 +122,45 @@ def test_lines_one_per_group_and_strategy(frame, ax):
     assert ax.get_ylabel() == "step time [ms]"
 
 
-def test_infeasible_rows_are_left_out_of_time_plots(frame, ax):
+def test_infeasible_points_are_marked_not_dropped(frame, ax):
     rows = frame.copy()
-    rows.loc[rows["workload"] == "resnet50", "status"] = "infeasible"
+    rows.loc[(rows["workload"] == "resnet50") & (rows["replicas"] >= 512), "status"] = "infeasible"
     lines = plot_speedup(ax, rows)
-    assert all(line.get_label().startswith("transformer-big") for line in lines)
+    marks = [line for line in ax.lines if line.get_gid() == "infeasible"]
+    resnet = {line.get_color() for line in lines if line.get_label().startswith("resnet50")}
+    # every resnet50 series keeps its line (its feasible points) and crosses where it could not run
+    assert len(resnet) == 4 and {m.get_color() for m in marks} == resnet
+    assert all(sorted(m.get_xdata()) == [512.0, 2048.0] for m in marks)
+    assert all(sorted(line.get_xdata()) == [32.0, 128.0] for line in lines if line.get_label().startswith("resnet50"))
+    # crosses at one x are stacked, not drawn over each other
+    at_512 = [y for m in marks for x, y in zip(m.get_xdata(), m.get_ydata()) if x == 512]
+    assert len(set(at_512)) == len(at_512) == 4
+    assert "infeasible" in ax.get_legend().get_texts()[-1].get_text()
+
+
+def test_series_look_distinct_past_ten():
+    from wus_sim.plotting.style import series_style
+
+    looks = [tuple(series_style(i).values()) for i in range(90)]
+    assert len(set(looks)) == 90
+    assert len({series_style(i)["color"] for i in range(10)}) == 10
+
+
+@pytest.mark.parametrize("values, log", [
+    ([50, 100, 200], True), ([32, 128, 256, 512, 1024, 2048], True), ([1, 2, 3, 4, 5, 6, 7, 8], False),
+    ([100, 200], False), ([0, 4, 16], False),
+])
+def test_log_axes_where_values_span_octaves(values, log):
+    from wus_sim.plotting.style import spans_octaves
+
+    assert spans_octaves(values) is log
+
+
+def test_link_bandwidth_axis_is_log2(frame, ax):
+    rows = frame[(frame["workload"] == "resnet50") & (frame["topology"] == "tpu-v3-32")].copy()
+    rows = __import__("pandas").concat([rows, rows.assign(link_GBps=200.0)])
+    plot_lines(ax, rows, x="link_GBps", hue="optimizer")
+    assert ax.get_xscale() == "log" and list(ax.get_xticks()) == [50, 100, 200]
 
 
 def plot_specs(plots):
@@ -187,3 +224,99 @@ def test_importing_plotting_does_not_import_matplotlib():
     code = "import sys, wus_sim.plotting; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_facets_share_y_and_colour_scales(frame):
+    (bars, heat) = plot_specs([
+        {"kind": "breakdown", "name": "b", "facet": "workload", "where": {"topology": "tpu-v3-32", "link_GBps": 100}},
+        {"kind": "heatmap", "name": "h", "facet": "workload", "where": {"optimizer": "adam"}},
+    ])
+    fig = draw_figure(bars, frame)
+    limits = {ax.get_ylim() for ax in fig.axes if ax.axison}
+    tallest = frame[(frame["topology"] == "tpu-v3-32") & (frame["link_GBps"] == 100)]["step_time_s"].max() * 1e3
+    assert len(limits) == 1 and limits.pop()[1] >= tallest
+    plt.close(fig)
+    fig = draw_figure(heat, frame)
+    images = [im for ax in fig.axes for im in ax.images]
+    assert len(images) == 2 and len({(im.norm.vmin, im.norm.vmax) for im in images}) == 1
+    speedups = frame[(frame["optimizer"] == "adam") & (frame["strategy"] == "sharded")]["speedup"]
+    # one scale spans both workloads' speedups, and one colour bar says what it means
+    assert images[0].norm.vmax >= speedups.max() - 1e-9
+    assert sum(ax.get_label() == "<colorbar>" for ax in fig.axes) == 1
+    plt.close(fig)
+
+
+def test_subtitle_names_what_the_figure_holds_fixed(frame):
+    (spec,) = plot_specs([{"kind": "speedup", "where": {"optimizer": "adam", "link_GBps": 50}}])
+    fig = draw_figure(spec, frame, chosen={"link_GBps"})
+    (ax,) = [ax for ax in fig.axes if ax.axison]
+    subtitle = [t.get_text() for t in ax.texts if t.get_text().startswith("fixed:")]
+    assert subtitle == ["fixed: adam, 50 GB/s"]
+    plt.close(fig)
+
+
+def test_plots_that_cannot_be_drawn_are_named_and_skipped(frame, tmp_path):
+    specs = plot_specs([
+        {"kind": "speedup", "name": "none", "where": {"workload": "gnmt"}},
+        {"kind": "heatmap", "name": "replicated", "strategy": "replicated", "value": "speedup"},
+        {"kind": "speedup", "name": "fine"},
+    ])
+    skipped = []
+    written = save_plots(specs, frame, tmp_path, on_skip=lambda plot, reason: skipped.append((plot.name, reason)))
+    assert sorted(p.name for p in written) == ["fine.png", "fine.svg"]
+    assert [name for name, _ in skipped] == ["none", "replicated"]
+    assert "no rows to plot" in skipped[0][1] and "nothing to draw" in skipped[1][1]
+
+
+def test_figures_stay_readable_in_size():
+    from wus_sim.plotting.figure import FIGURE_MAX_IN, panel_grid
+
+    for panels in range(1, 13):
+        rows, cols, (w, h) = panel_grid(panels, (6.4, 4.0))
+        assert rows * cols >= panels and cols <= 3
+        assert w <= FIGURE_MAX_IN[0] and h <= FIGURE_MAX_IN[1]
+
+
+def test_memory_stack_is_the_peak():
+    # the stacked parts are those that add up to the peak (wus_sim.memory's docstring):
+    # padding is inside weights, gradients and slots and must not be stacked again
+    from wus_sim.memory import PARTS
+
+    assert MEMORY_PARTS == tuple(f"mem_{p}_bytes" for p in PARTS) and "mem_padding_bytes" not in MEMORY_PARTS
+
+
+def test_experiment_without_plots_gets_default_plots_that_draw(frame, tmp_path):
+    from wus_sim.plotting import default_plots
+
+    exp = parse_experiment(DOC, name="plots")
+    specs = default_plots(exp)
+    check_plots(specs)
+    # DOC sweeps slices and link bandwidth over two workloads and optimizers: a speedup and a
+    # step time vs replicas, and a speedup heatmap over bandwidth x replicas per workload
+    assert {s.name: s.kind for s in specs} == {"speedup": "speedup", "step_time": "lines", "heatmap": "heatmap"}
+    skipped = []
+    written = save_plots(specs, frame, tmp_path, on_skip=lambda plot, reason: skipped.append(reason))
+    assert not skipped and len(written) == 2 * len(specs)
+
+
+@pytest.mark.parametrize("path", sorted((__import__("pathlib").Path(__file__).parent.parent / "experiments").glob("*.yaml")))
+def test_default_plots_of_every_shipped_sweep_are_valid(path):
+    import yaml
+
+    from wus_sim.plotting import default_plots
+
+    doc = yaml.safe_load(path.read_text())
+    doc.pop("plots", None)
+    specs = default_plots(parse_experiment(doc, name=path.stem))
+    assert specs  # never nothing
+    check_plots(specs)
+
+
+def test_cli_run_without_plots_draws_the_defaults(tmp_path, capsys):
+    from wus_sim.cli import main
+
+    exp = tmp_path / "mine.yaml"
+    exp.write_text("workloads: [resnet50]\ntopologies: [tpu-v3-8, tpu-v3-32]\n")
+    assert main(["run", str(exp), "--out", str(tmp_path / "out"), "-q", "-j", "1"]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert pngs == ["breakdown.png", "memory.png", "speedup.png", "step_time.png"]

@@ -192,7 +192,7 @@ def _program(plan, work, topology, per_replica_batch, options):
         buckets=tuple(buckets), update_s=update_s, extra_reduction_s=extra,
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
-        step_overhead_s=options.compute.step_overhead_s,
+        step_overhead_s=options.compute.step_overhead_s, layer_names=tuple(plan.workload.layer_names),
     )
 
 

@@ -80,6 +80,9 @@ class StepProgram:
     each layer waits only for the buckets holding its weights."""
     step_overhead_s: float = 0.0
     """Fixed cost at the start of every step, on the core (host loop, infeed)."""
+    layer_names: tuple = ()
+    """Name of each layer, indexed like ``fwd_layer_s``, for the intervals (and traces);
+    empty: ``L0``, ``L1``, ..."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ def run_timeline(program, steps=3):
     grad_order = sorted(range(len(buckets)), key=lambda b: (-buckets[b].first_layer, b))
     # weights are needed in forward order
     gather_order = sorted(range(len(buckets)), key=lambda b: (min(buckets[b].layers), b))
+    layer_names = program.layer_names or tuple(f"L{i}" for i in range(nlayers))
+    if len(layer_names) != nlayers:
+        raise ValueError(f'"layer_names" has {len(layer_names)} names for {nlayers} layers')
 
     def compute(kind, name, t_s, step):
         """Run on the core (only the training loop does) and record the interval."""
@@ -162,7 +168,7 @@ def run_timeline(program, steps=3):
             for layer in range(nlayers):
                 for b in layer_buckets[layer]:
                     yield gathered[b]
-                yield from compute("fwd", f"fwd L{layer}", program.fwd_layer_s[layer], step)
+                yield from compute("fwd", f"fwd {layer_names[layer]}", program.fwd_layer_s[layer], step)
             grad_done = [None] * len(buckets)
             pending = list(grad_order)
 
@@ -175,7 +181,7 @@ def run_timeline(program, steps=3):
                         {"op": bk.grad_op, "nbytes": bk.grad_nbytes}))
 
             for layer in reversed(range(nlayers)):
-                yield from compute("bwd", f"bwd L{layer}", program.bwd_layer_s[layer], step)
+                yield from compute("bwd", f"bwd {layer_names[layer]}", program.bwd_layer_s[layer], step)
                 if program.overlap_grad_reduce:
                     launch_ready(layer)
             launch_ready(-1)

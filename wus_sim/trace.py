@@ -9,7 +9,8 @@ all-gather), and, where the collective's phases run back to back (every
 uncontended single-buffer schedule), one track per phase (``axis X
 reduce-scatter``, ``on-chip all-gather``, ...) showing each collective split
 into its phases. Every replica of a synchronous data-parallel step runs the
-same timeline, so one replica's tracks stand for all.
+same timeline, so one replica's tracks stand for all. Compute slices carry the
+workload's layer names (``fwd encoder/layer_0/ffn``), collectives their bucket.
 """
 
 import json
@@ -25,6 +26,10 @@ _TRACKS = {
     ("net", "extra"): (3, "ICI: optimizer reductions"),
     ("net", "gather"): (4, "ICI: weight all-gather"),
 }
+"""(track, kind) of a timeline interval -> (thread id, track name) in the trace."""
+_COMPUTE_TID = 1
+_FIRST_PHASE_TID = 10
+"""Phase tracks are numbered from here, in the order phases first appear."""
 
 
 def trace_events(timelines, phases=None):
@@ -33,35 +38,44 @@ def trace_events(timelines, phases=None):
     *phases*: ``(op, nbytes) -> [(phase label, seconds), ...] or None`` (see
     :func:`wus_sim.collectives.phase_times`); phase slices are drawn only where they
     add up to the collective's duration.
+
+    Only activities that take time become events (a zero-length slice is invisible in a
+    viewer but still a row to search), and a track is named only if it has events (an
+    empty named track is a row that shows nothing: no weight all-gather under a
+    replicated update, no optimizer reductions for Adam).
     """
     events = []
-    phase_tids = {}
     for pid, (label, result) in enumerate(timelines.items(), start=1):
-        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": label}})
-        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}})
-        for tid, tname in sorted(set(_TRACKS.values())):
-            events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": tname}})
+        body = []
+        phase_tids = {}
         for iv in result.intervals:
+            if not iv.end_s > iv.start_s:
+                continue
             tid, _ = _TRACKS[(iv.track, iv.kind)]
             args = {"step": iv.step, **{k: (float(v) if isinstance(v, (int, float)) else v)
                                         for k, v in iv.args.items()}}
-            events.append({
+            body.append({
                 "ph": "X", "pid": pid, "tid": tid, "name": iv.name, "cat": iv.kind,
                 "ts": iv.start_s * 1e6, "dur": (iv.end_s - iv.start_s) * 1e6, "args": args,
             })
             if phases is not None and iv.kind in ("grad", "gather", "extra") and "op" in iv.args:
-                events.extend(_phase_events(pid, iv, phases(iv.args["op"], iv.args["nbytes"]), phase_tids))
-        for name, tid in phase_tids.items():
-            events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
-                           "args": {"name": f"ICI phase: {name}"}})
+                body.extend(_phase_events(pid, iv, phases(iv.args["op"], iv.args["nbytes"]), phase_tids))
         for i, t in enumerate(result.step_starts_s):
-            events.append({"ph": "i", "s": "p", "pid": pid, "tid": 1, "name": f"step {i} start",
-                           "ts": t * 1e6})
+            body.append({"ph": "i", "s": "p", "pid": pid, "tid": _COMPUTE_TID, "name": f"step {i} start",
+                         "ts": t * 1e6})
+        used = {e["tid"] for e in body}
+        names = {tid: name for tid, name in _TRACKS.values()}
+        names.update({tid: f"ICI phase: {name}" for name, tid in phase_tids.items()})
+        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": label}})
+        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}})
+        for tid in sorted(used):
+            events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": names[tid]}})
+        events.extend(body)
     return events
 
 
 def _phase_events(pid, iv, phase_list, phase_tids):
-    """The phases of one collective interval, back to back from its start."""
+    """The phases of one collective interval, back to back from its start (phases that take no time are left out)."""
     if not phase_list:
         return []
     duration = iv.end_s - iv.start_s
@@ -69,9 +83,10 @@ def _phase_events(pid, iv, phase_list, phase_tids):
         return []  # the interval is not this schedule's exact time: draw no phases
     out, t0 = [], iv.start_s
     for name, t_s in phase_list:
-        tid = phase_tids.setdefault(name, 10 + len(phase_tids))
-        out.append({"ph": "X", "pid": pid, "tid": tid, "name": f"{name} ({iv.name})", "cat": "phase",
-                    "ts": t0 * 1e6, "dur": t_s * 1e6, "args": {"step": iv.step, "phase": name}})
+        if t_s > 0:
+            tid = phase_tids.setdefault(name, _FIRST_PHASE_TID + len(phase_tids))
+            out.append({"ph": "X", "pid": pid, "tid": tid, "name": f"{name} ({iv.name})", "cat": "phase",
+                        "ts": t0 * 1e6, "dur": t_s * 1e6, "args": {"step": iv.step, "phase": name}})
         t0 += t_s
     return out
 

@@ -41,10 +41,10 @@ def run(args):
 
     experiment = load_experiment(args.experiment)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)  # run_experiment checks it and --limit
-    if experiment.plots:
-        from ..plotting import check_plots
+    from ..plotting import check_plots, default_plots
 
-        check_plots(experiment.plots)  # before the run, also under --no-plots: a typo must not cost a sweep
+    plots = experiment.plots or default_plots(experiment)  # no `plots:`: the defaults, never nothing
+    check_plots(plots)  # before the run, also under --no-plots: a typo must not cost a sweep
     out_dir = Path(args.out) if args.out else Path("results") / Path(args.experiment).stem
 
     from ..experiments.runner import run_experiment
@@ -52,14 +52,14 @@ def run(args):
     written = []
 
     def draw(result):  # while the folder is still locked: plots belong to this run's results
-        if experiment.plots and not args.no_plots:
+        if plots and not args.no_plots:
             from ..limits import excerpt, short_repr
             from ..plotting import save_plots
 
             def skipped(plot, reason):
                 print(f"wus-sim run: warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
 
-            written.extend(save_plots(experiment.plots, result.frame, out_dir, on_skip=skipped))
+            written.extend(save_plots(plots, result.frame, out_dir, on_skip=skipped, chosen=set(experiment.base)))
         return written
 
     try:

@@ -14,6 +14,7 @@ simulated steps as Chrome trace-event JSON (Perfetto, chrome://tracing).
 import argparse
 import json
 import math
+import sys
 
 __all__ = ["add_parser", "run"]
 
@@ -99,6 +100,8 @@ def run(args):
                                routing=args.routing)
 
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
+        # stderr: stdout may be the --json document
+        print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, topology, results, meta, speedup(results))
     report["calibration"] = options.calibration_id
     report["parameters"] = used_values(topology, options, meta["plan"])

@@ -1,0 +1,49 @@
+"""The plots of an experiment that asks for none: chosen from what its sweep varies.
+
+An experiment without ``plots:`` used to draw nothing, without a word. Its sweep says
+what a reader wants to see: the first numeric swept key (the slice, through its replica
+count, or a bandwidth, a batch, ...) is the x axis of the speedup and of the step time;
+two numeric keys make a speedup heatmap; the rest (workloads, optimizers, ...) are the
+series. A small sweep (at most :data:`MAX_BAR_GROUPS` points) also gets the step-time
+breakdown and the memory bars, which stop being readable past that.
+"""
+
+from ..config import Section
+
+__all__ = ["default_plots", "MAX_BAR_GROUPS"]
+
+MAX_BAR_GROUPS = 12
+"""Largest sweep that also gets breakdown and memory bars (two bars a point)."""
+
+
+def default_plots(experiment):
+    """:class:`~wus_sim.experiments.spec.PlotSpec` tuple for *experiment* (see the module)."""
+    from ..experiments.spec import POINT_KEYS, PlotSpec
+
+    swept = experiment.swept_keys()
+    numeric = [("replicas" if k == "topology" else k) for k in swept
+               if k == "topology" or POINT_KEYS[k].kind in ("int", "number")]
+    others = [k for k in swept if k != "topology" and k not in numeric and k != "strategy"]
+    strategies = {str(v) for axis in experiment.axes for k, vals in zip(axis.keys, axis.values)
+                  if k == "strategy" for v in vals} or {experiment.base.get("strategy") or "both"}
+    both = "both" in strategies or {"replicated", "sharded"} <= strategies
+
+    specs = []
+    if numeric:
+        x, series = numeric[0], others + numeric[1:]
+        if both:
+            specs.append(("speedup", {"x": x, "hue": series}))
+        specs.append(("step_time", {"kind": "lines", "x": x, "y": "step_time_s", "hue": series}))
+        if both and len(numeric) > 1:
+            specs.append(("heatmap", {"x": numeric[1], "y": x, **({"facet": others[0]} if others else {})}))
+    if experiment.count() <= MAX_BAR_GROUPS:
+        by = {"by": [k for k in swept if k != "strategy"]} if swept else {}
+        specs.append(("breakdown", dict(by)))
+        specs.append(("memory", dict(by)))
+    out = []
+    for name, options in specs:
+        kind = options.pop("kind", name)
+        data = {"kind": kind, "name": name, **options}
+        out.append(PlotSpec(kind=kind, name=name, options=options,
+                            section=Section(data, file=experiment.file, path=f"plots (default '{name}')")))
+    return tuple(out)

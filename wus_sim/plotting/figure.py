@@ -1,0 +1,185 @@
+"""Figures of plot specs: panels per facet, one legend, files written."""
+
+import math
+from pathlib import Path
+
+from ..experiments.results import column_label
+from ..timeline import BREAKDOWN_PARTS
+from .kinds import _COMMON, PLOT_KINDS
+from .labels import _groups, _label, fixed_parameters
+from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
+from .style import STYLE, legend_columns
+
+__all__ = ["draw_figure", "save_plots", "panel_grid", "NothingToDraw", "FIGURE_MAX_IN"]
+
+
+def _select(df, where):
+    for col, want in (where or {}).items():
+        want = want if isinstance(want, list) else [want]
+        df = df[df[col].astype("string").isin([str(w) for w in want]) | df[col].isin(want)]
+    return df
+
+
+FIGURE_MAX_IN = (14.0, 14.0)
+"""Largest figure (width, height) in inches: 2,100 pixels at the saved 150 dpi. A wider
+figure shown at page width (a README, a slide) shrinks its 9-10 pt text below legibility
+(a 2,900-pixel figure did)."""
+MAX_PANELS_ACROSS = 3
+MIN_PANEL_WIDTH_IN = 4.5
+"""Panels narrow to this before facets wrap to another row (group labels under bars need it)."""
+
+
+class NothingToDraw(Exception):
+    """A plot spec whose rows hold nothing its kind can draw (reported, then skipped)."""
+
+
+def panel_grid(panels, panel_in):
+    """``(rows, columns, figsize)`` of a figure of *panels* panels of *panel_in* inches each:
+    up to :data:`MAX_PANELS_ACROSS` across, narrowed (then wrapped) to fit :data:`FIGURE_MAX_IN`."""
+    w, h = panel_in
+    fit = int(FIGURE_MAX_IN[0] // min(w, MIN_PANEL_WIDTH_IN))
+    ncols = max(1, min(panels, MAX_PANELS_ACROSS, fit))
+    nrows = math.ceil(panels / ncols)
+    return nrows, ncols, (min(w * ncols, FIGURE_MAX_IN[0]), min(h * nrows, FIGURE_MAX_IN[1]))
+
+
+def draw_figure(plot, df, *, chosen=()):
+    """A matplotlib Figure for one plot spec (one panel per ``facet`` value).
+
+    The panels of a figure share their y scale (heatmaps: their colour scale) so that equal
+    heights mean equal values, and one legend. The subtitle names the parameters the figure's
+    rows hold fixed (:func:`~.labels.fixed_parameters`; *chosen*: the keys the experiment set).
+    Raises :class:`NothingToDraw` when the rows hold nothing to draw.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    kind = PLOT_KINDS[plot.kind]
+    opts = {k: v for k, v in plot.options.items() if k not in _COMMON}
+    where = plot.options.get("where")
+    rows = _select(df, where)
+    if rows.empty:
+        raise NothingToDraw(f"no rows to plot: 'where' {where} matches none of the {len(df)} rows" if where
+                            else "no rows to plot: the results are empty")
+    facet = plot.options.get("facet")
+    panels = _groups(rows, [facet]) if facet else [((), rows)]
+    if plot.kind == "heatmap" and len(panels) > 1:
+        ranges = [r for _, panel in panels if (r := heatmap_range(panel, **_heatmap_keys(opts))) is not None]
+        if ranges:
+            opts["vrange"] = (min(lo for lo, _ in ranges), max(hi for _, hi in ranges))
+        opts["colorbar"] = False
+    nrows, ncols, figsize = panel_grid(len(panels), plot.options.get("figsize", kind.size))
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained", squeeze=False)
+        used = list(axes.flat)[:len(panels)]
+        drawn, title = [], plot.options.get("title")
+        for ax, (value, panel) in zip(used, panels):
+            drawn.append(kind.function(ax, panel, title=title, **opts))
+            if facet:
+                title = title or ax.get_title()  # the kind's own title heads the figure
+                ax.set_title(_label([facet], value))
+        if not any(d is not None and (not isinstance(d, list) or d) for d in drawn):
+            plt.close(fig)
+            raise NothingToDraw(f"nothing to draw: none of the {len(rows)} rows selected are "
+                                f"{kind.needs}" + (f" ({', '.join(f'{k}={v}' for k, v in opts.items())})"
+                                                   if opts else ""))
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_axis_off()
+        fixed = fixed_parameters(rows, exclude={facet} if facet else (), chosen=chosen)
+        subtitle = f"fixed: {_label(*fixed)}" if fixed[0] else ""
+        if len(panels) > 1:
+            if plot.kind == "heatmap":
+                images = [d for d in drawn if d is not None]
+                if images:
+                    fig.colorbar(images[0], ax=used, pad=0.02).set_label(
+                        heatmap_value_label(opts.get("value", "speedup")))
+            else:
+                _share_y(used, ncols)
+            _figure_legend(fig, axes.flat)
+            fig.suptitle("\n".join(t for t in (title, subtitle) if t), fontsize=11)
+        elif subtitle:
+            _subtitle(used[0], subtitle)
+    return fig
+
+
+def _heatmap_keys(opts):
+    return {k: opts[k] for k in ("x", "y", "value", "strategy") if k in opts}
+
+
+def _share_y(axes, ncols):
+    """One y range for all *axes* (the union of theirs); tick labels on the left column only."""
+    lows, highs = zip(*(ax.get_ylim() for ax in axes))
+    for i, ax in enumerate(axes):
+        ax.set_ylim(min(lows), max(highs))
+        if i % ncols:
+            ax.tick_params(axis="y", labelleft=False)
+            ax.set_ylabel("")
+
+
+def _subtitle(ax, text):
+    """*text* in small grey type between the axes and its title."""
+    ax.set_title(ax.get_title(), pad=15)
+    ax.annotate(text, (0.5, 1.0), xycoords="axes fraction", xytext=(0, 4), textcoords="offset points",
+                ha="center", va="bottom", fontsize=8, color="0.35")
+
+
+def _figure_legend(fig, axes):
+    """One legend for all panels, right of them (instead of one per panel)."""
+    seen = {}
+    title = None
+    for ax in axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        title = title or (legend.get_title().get_text() or None)
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            seen.setdefault(text.get_text(), handle)
+        legend.remove()
+    if any(label.startswith("HBM per replica (") for label in seen):
+        seen = {k: v for k, v in seen.items() if not k.endswith("(off scale)")}
+    # Stacked parts top to bottom, as in each panel's own legend; then the rest as first seen.
+    stack = [column_label(p)[0].split(" [")[0] for p in reversed(BREAKDOWN_PARTS + MEMORY_PARTS)]
+    order = {label: i for i, label in enumerate(stack)}
+    first = list(seen)
+    seen = dict(sorted(seen.items(), key=lambda kv: (order.get(kv[0], len(stack)), first.index(kv[0]))))
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="outside right center", frameon=False, title=title,
+                   ncols=legend_columns(len(seen), fig.get_figheight()))
+
+
+def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
+    """Draw every plot spec into ``out_dir/NAME.png`` and ``NAME.svg``; return the paths written.
+
+    A plot that cannot be drawn (no rows, nothing its kind draws, or any failure) is skipped,
+    not raised: the results are written before the plots, and no plot is worth losing a
+    sweep's exit status or its other plots over. ``on_skip(plot, reason)`` is told about
+    each (default: one line on stderr). *chosen*: see :func:`draw_figure`.
+    """
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    written = []
+    for plot in plots:
+        fig = None
+        try:
+            fig = draw_figure(plot, df, chosen=chosen)
+            for ext in ("png", "svg"):
+                path = out_dir / f"{plot.name}.{ext}"
+                fig.savefig(path, dpi=150, bbox_inches="tight")
+                written.append(path)
+        except Exception as exc:  # noqa: BLE001 -- any failure of one plot is reported, then skipped
+            reason = str(exc) if isinstance(exc, NothingToDraw) else f"{type(exc).__name__}: {exc}"
+            if on_skip is None:
+                import sys
+
+                from ..limits import excerpt, short_repr
+
+                print(f"warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
+            else:
+                on_skip(plot, reason)
+        finally:
+            if fig is not None:
+                plt.close(fig)
+    return written

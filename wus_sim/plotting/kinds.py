@@ -1,0 +1,102 @@
+"""Plot kinds an experiment may ask for, and the checks of their options."""
+
+from dataclasses import dataclass
+
+from ..config import key_join
+from ..experiments.results import columns
+from .plots import plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
+
+__all__ = ["PLOT_KINDS", "MAX_FIGSIZE_IN", "check_plots"]
+
+
+# ----------------------------------------------------------------- plot specs
+@dataclass(frozen=True)
+class _Kind:
+    function: object
+    options: dict
+    """option -> its type: 'column', 'columns', 'bool' or 'string' (defaults are the function's)."""
+    size: tuple
+    """Default figure size of one panel, inches."""
+    needs: str
+    """What of the rows it draws (for the message when none of them has it)."""
+
+    def required(self):
+        """Options the function cannot do without (keyword-only, no default), e.g. ``lines``' ``x``."""
+        import inspect
+
+        return sorted(name for name, p in inspect.signature(self.function).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY and p.default is p.empty)
+
+
+PLOT_KINDS = {
+    "speedup": _Kind(plot_speedup, {"x": "column", "y": "column", "hue": "columns", "logx": "bool"}, (6.4, 3.8),
+                     "sharded rows with a value of x"),
+    "breakdown": _Kind(plot_breakdown, {"by": "columns", "annotate": "bool"}, (6.4, 4.0),
+                       "rows with a step-time breakdown (status ok)"),
+    "memory": _Kind(plot_memory, {"by": "columns", "capacity": "bool"}, (6.4, 4.0), "rows with a memory peak"),
+    "heatmap": _Kind(plot_heatmap, {"x": "column", "y": "column", "value": "column", "strategy": "string",
+                                    "fmt": "string", "cmap": "string"}, (6.4, 4.4),
+                     "rows of the strategy with values of x and y"),
+    "lines": _Kind(plot_lines, {"x": "column", "y": "column", "hue": "columns", "logx": "bool", "logy": "bool"},
+                   (6.4, 3.8), "rows of the strategies with a value of x"),
+}
+"""Plot kinds an experiment may ask for: the function and its options."""
+
+_COMMON = {"title", "where", "facet", "figsize"}
+
+MAX_FIGSIZE_IN = 12
+"""Largest ``figsize`` side, inches (of one panel; a faceted figure is capped as a whole
+by :data:`wus_sim.plotting.figure.FIGURE_MAX_IN`)."""
+
+
+def check_plots(plots):
+    """Validate every :class:`~wus_sim.experiments.spec.PlotSpec`; errors name file and key path."""
+    known = {c.name for c in columns()}
+    for plot in plots:
+        sec = plot.section
+        if plot.kind not in PLOT_KINDS:
+            raise sec.error("kind", f"must be one of {', '.join(PLOT_KINDS)}", plot.kind)
+        kind = PLOT_KINDS[plot.kind]
+        # A missing required option is an error now, not a TypeError after the sweep.
+        sec.check_keys(required=["kind", *kind.required()], optional={"name"} | _COMMON | set(kind.options))
+        for option, otype in kind.options.items():
+            if option not in plot.options:
+                continue
+            value = plot.options[option]
+            names = value if otype == "columns" and isinstance(value, list) else [value]
+            if otype in ("column", "columns"):
+                for i, name in enumerate(names):
+                    where = option if len(names) == 1 and not isinstance(value, list) else key_join(option, i)
+                    if not isinstance(name, str):
+                        rule = "a list of column names" if otype == "columns" else "one column name"
+                        raise sec.error(where, f"must be a results column name (a string; {option} takes {rule})",
+                                        name)
+                    if name not in known:
+                        where = option if len(names) == 1 and not isinstance(value, list) else key_join(option, i)
+                        raise sec.error(where, f"is not a results column; known: {', '.join(sorted(known))}", name)
+            elif otype == "bool":
+                sec.boolean(option)
+            else:
+                sec.string(option)
+        if "title" in plot.options:
+            sec.string("title")
+        if "facet" in plot.options and (not isinstance(plot.options["facet"], str)
+                                        or plot.options["facet"] not in known):
+            raise sec.error("facet", "is not a results column name", plot.options["facet"])
+        if "figsize" in plot.options:
+            size = plot.options["figsize"]
+            # Bounded: matplotlib allocates width x height x dpi^2 pixels.
+            if (not isinstance(size, list) or len(size) != 2
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_FIGSIZE_IN
+                           for v in size)):
+                raise sec.error("figsize", f"must be [width, height] in inches, both > 0 and <= {MAX_FIGSIZE_IN}",
+                                size)
+        if "where" in plot.options:
+            where = sec.section("where")
+            for col in where.keys():
+                if not isinstance(col, str) or col not in known:
+                    raise where.error(col, "is not a results column", show_value=False)
+                want = where.get(col)
+                values = want if isinstance(want, list) else [want]
+                if any(isinstance(v, (list, dict)) for v in values):
+                    raise where.error(col, "must be a value or a list of values", want)

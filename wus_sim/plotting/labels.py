@@ -1,0 +1,186 @@
+"""Which rows a plot draws and what its series, groups and axes are called."""
+
+from ..experiments.results import column_label
+
+__all__ = []
+
+
+def _with(df, names):
+    """*df* with any missing column of *names* added empty (a run whose points all failed has none)."""
+    missing = [n for n in names if n and n not in df.columns]
+    return df.assign(**{n: float("nan") for n in missing}) if missing else df
+
+
+def _ok(df, strategy=None):
+    rows = df[df["status"] == "ok"] if "status" in df.columns else df
+    if strategy is not None:
+        rows = rows[rows["strategy"] == strategy]
+    return rows
+
+
+def _varying(df, exclude=()):
+    """Point parameters (and slice columns) that take more than one value in *df*."""
+    from ..experiments.spec import POINT_KEYS
+
+    candidates = [k for k in POINT_KEYS if k != "strategy"] + ["replicas"]
+    out = []
+    for key in candidates:
+        if key in df.columns and key not in exclude and df[key].astype("string").nunique(dropna=False) > 1:
+            out.append(key)
+    if "replicas" in out and ("topology" in out or "topology" in exclude):
+        out.remove("replicas")  # it follows from the topology
+    return out
+
+
+def _label_keys(df, wanted, exclude, unique_by=("strategy",)):
+    """*wanted* columns, plus as few other varying parameters as it takes for the rows
+    of each (label, *unique_by*) to be one, so that no two series collapse into one.
+
+    Greedy: add the parameter that separates the most rows, until none is left to separate
+    (or none helps); the topology comes last among equals, its replica count says more.
+    """
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted or [])
+    keys = [k for k in wanted if k in df.columns]
+    candidates = [k for k in _varying(df, exclude=set(keys)) if k not in exclude]
+    candidates.sort(key=lambda k: k == "topology")
+    by = [c for c in unique_by if c in df.columns]
+
+    def clashes(cols):
+        return int(df.duplicated(subset=cols + by).sum()) if len(df) else 0
+
+    current = clashes(keys)
+    while candidates and current:
+        best = min(candidates, key=lambda k: (clashes(keys + [k]), candidates.index(k)))
+        after = clashes(keys + [best])
+        if after >= current:
+            break
+        keys.append(best)
+        candidates.remove(best)
+        current = after
+    return keys
+
+
+def _fmt(value):
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+_SHORT = {
+    "per_replica_batch": "{}/replica", "global_batch": "global batch {}", "link_GBps": "{} GB/s",
+    "hop_latency_us": "{} us/hop", "bucket_MiB": "{} MiB buckets", "grad_dtype": "{} grads",
+    "cores": "{} cores", "replicas": "{} replicas", "chips": "{} chips", "ndim": "{}-D",
+    "mxu_efficiency": "MXU {}", "steps": "{} steps",
+}
+"""How a value reads in a legend or group label, per column (others read ``column=value``)."""
+_BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),
+               "overlap_grad_reduce": ("overlapped reduce", "reduce after backward"),
+               "overlap_all_gather": ("overlapped gather", "gather at step end")}
+
+
+def _label(keys, values):
+    import pandas as pd
+
+    if not keys:
+        return "all"
+    values = values if isinstance(values, tuple) else (values,)
+    parts = []
+    for k, v in zip(keys, values):
+        missing = not isinstance(v, (list, tuple)) and bool(pd.isna(v))
+        text = "default" if missing else _fmt(v)
+        if k in _BOOL_WORDS and text in ("True", "False"):
+            parts.append(_BOOL_WORDS[k][text == "False"])
+        elif k in _SHORT:
+            parts.append(_SHORT[k].format(text))
+        elif isinstance(v, str) and not text.replace(".", "").isdigit() and text not in ("True", "False"):
+            parts.append(text)  # names speak for themselves
+        else:
+            parts.append(f"{k}={text}")
+    return ", ".join(parts)
+
+
+def _groups(df, keys):
+    if not keys:
+        return [((), df)]
+    # Results come in sweep order; keep it (it is the order the user wrote the values in).
+    return list(df.groupby(keys, sort=False, dropna=False))
+
+
+_AXIS_NAMES = {
+    "replicas": ("data-parallel replicas", ""), "cores": ("slice size", "TPU cores"),
+    "chips": ("slice size", "chips"), "per_replica_batch": ("per-replica batch", "examples"),
+    "global_batch": ("global batch", "examples"), "link_GBps": ("link bandwidth", "GB/s"),
+    "hop_latency_us": ("hop latency", "us"), "bucket_MiB": ("fusion bucket", "MiB"),
+    "step_time_s": ("step time", "ms"), "speedup": ("speedup (replicated / sharded)", ""),
+}
+
+
+def _axis_label(name, *, unit=True):
+    """Readable axis label with the unit values are shown in (ms for seconds, GiB for bytes)."""
+    text, shown = _AXIS_NAMES.get(name, (None, None))
+    if text is None:
+        label = column_label(name)[0]
+        text, _, rest = label.partition(" [")
+        shown = rest.rstrip("]")
+    return f"{text} [{shown}]" if unit and shown else text
+
+
+def _numeric(series):
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(series)
+
+
+HEADLINE_KEYS = ("workload", "topology", "optimizer", "global_batch", "per_replica_batch")
+"""Parameters a figure names in its subtitle whenever they are fixed in it: without them a
+speedup cannot be read (the same model gains 1.5x at 2 examples per replica, 1.1x at 16)."""
+MAX_COMPANIONS = 3
+
+
+def fixed_parameters(rows, *, exclude=(), chosen=()):
+    """``(keys, values)`` of the point parameters with one value over *rows* that the figure's
+    subtitle names: the :data:`HEADLINE_KEYS`, those in *chosen* (the keys the experiment set),
+    and any whose value is not the parameter's own default (a fixed ``algorithm: ring`` is news;
+    ``steps: 3`` is not). Values that are the model's default (null) are not named."""
+    import pandas as pd
+
+    from ..experiments.spec import POINT_KEYS
+
+    keys, values = [], []
+    for key, param in POINT_KEYS.items():
+        if key == "strategy" or key in exclude or key not in rows.columns or rows.empty:
+            continue
+        if rows[key].astype("string").nunique(dropna=False) != 1:
+            continue
+        value = rows[key].iloc[0]
+        if not isinstance(value, (list, tuple)) and bool(pd.isna(value)):
+            continue
+        if key in HEADLINE_KEYS or key in chosen or (param.default is not None and _fmt(value) != _fmt(param.default)):
+            keys.append(key)
+            values.append(value)
+    return keys, tuple(values)
+
+
+def _companions(rows, keys, exclude=()):
+    """Varying parameters that are constant within every series of *keys*, said in each series'
+    label: paper_speedup's series are workloads, each with its own optimizer and global batch,
+    and a reader comparing two lines must see that (at most :data:`MAX_COMPANIONS`)."""
+    if not keys or rows.empty:
+        return []
+    out = []
+    for key in _varying(rows, exclude=set(keys) | set(exclude)):
+        per_series = rows.groupby(keys, dropna=False, sort=False)[key].nunique(dropna=False)
+        if per_series.max() <= 1:
+            out.append(key)
+    return out[:MAX_COMPANIONS]
+
+
+def _series_label(keys, values, companions, group):
+    """A series' legend label: its *keys* values, then its *companions'* values in parentheses
+    (bare: the legend's title names them, and a legend is read down, not across)."""
+    label = _label(keys, values)
+    if companions:
+        label += f" ({', '.join(_fmt(group[c].iloc[0]) for c in companions)})"
+    return label

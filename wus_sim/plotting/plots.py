@@ -1,0 +1,267 @@
+"""The plot functions: each takes an ``ax`` and a results DataFrame and returns what it drew."""
+
+from ..experiments.results import column_label
+from ..memory import PARTS as _MEMORY_PART_NAMES
+from ..timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
+from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
+from .labels import (
+    _axis_label, _companions, _fmt, _groups, _label_keys, _numeric, _ok, _series_label, _varying, _with,
+)
+from .style import (
+    _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, add_infeasible_entry, mark_infeasible, series_style,
+    spans_octaves,
+)
+
+__all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
+           "plot_lines", "heatmap_range"]
+
+
+MEMORY_PARTS = tuple(f"mem_{part}_bytes" for part in _MEMORY_PART_NAMES)
+"""Per-replica memory parts, stacked bottom to top: the parts that add up to the peak
+(:data:`wus_sim.memory.PARTS`; padding is inside weights, gradients and slots, so it is not
+stacked again)."""
+
+
+# ----------------------------------------------------------------- plots
+def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None, title=None):
+    """Speedup of sharded over replicated weight update vs *x* (replicas), a line per *hue*.
+
+    Draws the sharded rows with status ok; where a series has a point without a speedup
+    (either strategy infeasible or failed) a cross at the foot of the axes marks it. *logx*:
+    a log2 x axis (default: when the values span octaves, :func:`~.style.spans_octaves`).
+    Returns the list of Line2D drawn, one per series.
+    """
+    rows = _with(df, [x, y])
+    rows = rows[rows["strategy"] == "sharded"].dropna(subset=[x]).reset_index(drop=True)
+    good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
+    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x,))
+    lines = _series(ax, rows, good, x, y, keys, scale=1.0)
+    ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
+    ax.text(1.0, 1.0, " no gain", transform=ax.get_yaxis_transform(), va="bottom", ha="right",
+            fontsize=8, color="0.35")
+    if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
+        _log2_axis(ax, rows[x].astype(float))
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel("speedup = replicated / sharded step time" if y == "speedup" else _axis_label(y))
+    ax.set_title(title or "Speedup of sharded over replicated weight update")
+    _legend_outside(ax, title=_legend_title(rows, keys, x))
+    return lines
+
+
+def _series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-", ""),)):
+    """One line per group of *keys* (and variant) through its *good* rows, a cross for each other row.
+
+    *variants*: ``(strategy or None, linestyle, label suffix)``; a group's variants share its
+    colour and marker (:func:`~.style.series_style` of the group's index). Returns the lines."""
+    companions = _companions(rows, keys, exclude=(x,))
+    lines, crossed, stacked = [], False, {}
+    for i, (values, group) in enumerate(_groups(rows, keys)):
+        style = series_style(i)
+        for strategy, linestyle, suffix in variants:
+            part = group if strategy is None else group[group["strategy"] == strategy]
+            if part.empty:
+                continue
+            ok = part[good.loc[part.index]].sort_values(x)
+            label = _series_label(keys, values, companions, part) + suffix if keys else (strategy or "all")
+            (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
+                              markersize=5, label=label, **style)
+            lines.append(line)
+            bad = _xvalues(part[~good.loc[part.index]][x])
+            crossed |= mark_infeasible(ax, bad, style["color"], stacked) is not None
+    if crossed:
+        add_infeasible_entry(ax)
+    return lines
+
+
+def _xvalues(column):
+    return column.astype(float) if _numeric(column) else column.astype(str)
+
+
+def _legend_title(rows, keys, x):
+    """What a legend's labels are: its keys, then (in parentheses) the companions its labels carry."""
+    companions = _companions(rows, keys, exclude=(x,))
+    names = [_axis_label(k, unit=False) for k in keys]
+    title = ", ".join(names)
+    if companions:
+        title += f" ({', '.join(_axis_label(k, unit=False) for k in companions)})"
+    return title or None
+
+
+def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annotate=True):
+    """Stacked step-time breakdown (ms), replicated vs sharded bar side by side for each group.
+
+    Groups are the values of *by* (default: the parameters that vary). A point that
+    could not run keeps its place, its empty bar marked with its status. Returns the
+    list of BarContainers drawn (one per part).
+    """
+    rows = _with(df, ["step_time_s", "speedup"])
+    parts = [p for p in parts if p in rows.columns]
+    keys = _label_keys(rows, by if by is not None else _varying(rows), exclude=())
+    bars = _strategy_bars(rows, keys, parts, scale=1e3)
+    containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
+    if annotate:
+        for xpos, srow in zip(bars.positions, bars.rows):
+            if srow["strategy"] == "sharded" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
+                ax.annotate(f"x{float(srow['speedup']):.2f}", (xpos, float(srow["step_time_s"]) * 1e3),
+                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    _mark_bars_not_ok(ax, bars)
+    _strategy_ticks(ax, bars)
+    ax.set_ylim(0, max(_bar_tops(containers), default=1.0) * 1.12)
+    ax.set_ylabel("step time [ms]")
+    ax.set_title(title or "Step-time breakdown: replicated (rep) vs sharded (shd) update")
+    _legend_outside(ax, reverse=True)
+    return containers
+
+
+def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=True):
+    """Per-replica memory (GiB), stacked by part, replicated vs sharded for each group (e.g. optimizer).
+
+    Rows of every status are drawn (an infeasible point is exactly the one that
+    does not fit); a dashed line marks the HBM capacity when ``hbm_bytes`` is known.
+    Returns the list of BarContainers drawn.
+    """
+    rows = _with(df, ["mem_peak_bytes"]).dropna(subset=["mem_peak_bytes"])
+    parts = [p for p in parts if p in rows.columns and rows[p].fillna(0).abs().sum() > 0]
+    keys = _label_keys(rows, by if by is not None else ["optimizer"], exclude=())
+    bars = _strategy_bars(rows, keys, parts, scale=2.0**-30)
+    peaks = [float(srow["mem_peak_bytes"]) / 2**30 for srow in bars.rows]
+    containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
+    ax.scatter(bars.positions, peaks, marker="_", s=200, color="black", zorder=3, label="peak")
+    for xpos, peak, srow in zip(bars.positions, peaks, bars.rows):
+        if srow.get("status", "ok") != "ok":
+            ax.annotate("does not fit" if srow["status"] == "infeasible" else str(srow["status"]), (xpos, peak),
+                        xytext=(0, 3), textcoords="offset points", ha="center", fontsize=7, color="#C44E52")
+    hbm = None
+    if capacity and "hbm_bytes" in rows.columns and rows["hbm_bytes"].notna().any():
+        hbm = float(rows["hbm_bytes"].dropna().min()) / 2**30
+        if max(peaks, default=0.0) >= 0.4 * hbm:
+            ax.axhline(hbm, color="#C44E52", linestyle="--", linewidth=1, label=f"HBM per replica ({hbm:.3g} GiB)")
+        else:
+            # Far above the bars: say it rather than squash them.
+            ax.plot([], [], " ", label=f"HBM per replica: {hbm:.3g} GiB (off scale)")
+            hbm = None
+    _strategy_ticks(ax, bars)
+    tops = _bar_tops(containers) + peaks + ([hbm] if hbm else [])
+    ax.set_ylim(0, max(tops, default=1.0) * 1.1)
+    ax.set_ylabel("memory per replica [GiB]")
+    ax.set_title(title or "Per-replica memory: replicated (rep) vs sharded (shd)")
+    _legend_outside(ax, reverse=True)
+    return containers
+
+
+def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded",
+                 title=None, fmt=".2f", cmap="RdYlGn", vrange=None, colorbar=True):
+    """What-if heatmap: *value* over *x* and *y* (e.g. speedup over link bandwidth x slice size).
+
+    The colour scale is centred on 1 for speedups (green: sharding faster) and spans
+    *vrange* (default: this panel's values; a faceted figure passes one range to all its
+    panels, :func:`heatmap_range`, so equal colours mean equal values). A cell whose
+    rows could not run says so (``infeasible``, ``error``); a cell without rows says
+    ``n/a``. Returns the AxesImage.
+    """
+    import numpy as np
+
+    xs, ys, grid, notes = _heatmap_grid(df, x, y, value, strategy)
+    finite = grid[np.isfinite(grid)]
+    if not finite.size and not notes:
+        return None  # no cell to colour nor to explain: nothing drawn
+    if vrange is None and finite.size:
+        vrange = (float(finite.min()), float(finite.max()))
+    norm = _heatmap_norm(value, vrange)
+    cmap_obj = _cmap(cmap).with_extremes(bad="#DDDDDD")
+    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap_obj, norm=norm)
+    for (i, j), v in np.ndenumerate(grid):
+        if not np.isfinite(v):
+            ax.text(j, i, notes.get((i, j), "n/a"), ha="center", va="center", fontsize=8,
+                    color="#C44E52" if (i, j) in notes else "0.3")
+            continue
+        r, g, b, _ = cmap_obj(image.norm(v))
+        dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
+        ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=8, color="white" if dark else "black")
+    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
+    ax.grid(False)
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel(_axis_label(y))
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, pad=0.02).set_label(heatmap_value_label(value))
+    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
+    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
+    return image
+
+
+def heatmap_value_label(value):
+    """Colour-bar label of a heatmap of *value*."""
+    return "speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0]
+
+
+def heatmap_range(df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded"):
+    """``(lowest, highest)`` cell of :func:`plot_heatmap` over *df*, or None if it has no cell."""
+    import numpy as np
+
+    _, _, grid, _ = _heatmap_grid(df, x, y, value, strategy)
+    finite = grid[np.isfinite(grid)]
+    return (float(finite.min()), float(finite.max())) if finite.size else None
+
+
+def _heatmap_grid(df, x, y, value, strategy):
+    """Sorted *x* and *y* values, the grid of mean *value* over ok rows (NaN: none), and
+    ``{(i, j): status}`` of the cells whose rows all failed to run."""
+    import numpy as np
+
+    df = _with(df, [x, y, value])
+    rows = df if strategy is None else df[df["strategy"] == strategy]
+    xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
+    ys = sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str)
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for (yv, xv), v in _ok(rows).groupby([y, x])[value].mean().items():
+        grid[ys.index(yv), xs.index(xv)] = v
+    notes = {}
+    if "status" in rows.columns:
+        for (yv, xv), status in rows.dropna(subset=[x, y]).groupby([y, x])["status"]:
+            if not (status == "ok").any():
+                notes[(ys.index(yv), xs.index(xv))] = str(status.iloc[0])
+    return xs, ys, grid, notes
+
+
+def _heatmap_norm(value, vrange):
+    """Colour normalisation over *vrange*; for speedups, centred on 1 and symmetric in ratio
+    (x1.25 and x0.8 get equally strong colours)."""
+    from matplotlib.colors import Normalize, TwoSlopeNorm
+
+    if vrange is None:
+        return None
+    lo, hi = vrange
+    if value == "speedup":
+        spread = max(hi, 1.0 / lo if lo > 0 else hi, 1.001)
+        return TwoSlopeNorm(vcenter=1.0, vmin=1.0 / spread, vmax=spread)
+    return Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12)
+
+
+def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated", "sharded"), logx=None,
+               logy=False, title=None):
+    """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded).
+
+    Rows that could not run (status not ok) are crosses at the foot of the axes. *logx*:
+    a log2 x axis (default: when the values span octaves). Returns the list of Line2D drawn.
+    """
+    rows = _with(df, [x, y]).dropna(subset=[x])
+    rows = rows[rows["strategy"].isin(list(strategies))].reset_index(drop=True)
+    good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
+    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
+    _, scale = column_label(y)
+    both = rows["strategy"].nunique() > 1
+    variants = [("replicated", "-", f", {_STRATEGY_SHORT['replicated']}" if both else ""),
+                ("sharded", "--" if both else "-", f", {_STRATEGY_SHORT['sharded']}" if both else "")]
+    lines = _series(ax, rows, good, x, y, keys, scale=scale, variants=variants)
+    if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
+        _log2_axis(ax, rows[x].astype(float))
+    if logy:
+        ax.set_yscale("log")
+    if y == "speedup":
+        ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel(_axis_label(y))
+    ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
+    _legend_outside(ax, title=_legend_title(rows, keys, x))
+    return lines

@@ -1,0 +1,122 @@
+"""How saved plots look: rcParams, series colours and markers, legends outside the axes, log2 axes."""
+
+import math
+
+from .labels import _fmt
+
+__all__ = ["STYLE", "SERIES_COLORS", "SERIES_MARKERS", "series_style", "spans_octaves"]
+
+
+_PART_COLORS = {
+    "fwd_s": "#4C72B0", "bwd_s": "#8FAADC", "update_s": "#DD8452", "exposed_comm_s": "#C44E52",
+    "extra_reduction_s": "#937860", "idle_s": "#BBBBBB", "overhead_s": "#6C6C6C",
+    "mem_weights_bytes": "#4C72B0", "mem_gradients_bytes": "#8FAADC", "mem_slots_bytes": "#DD8452",
+    "mem_padding_bytes": "#937860", "mem_activations_bytes": "#55A868",
+    "mem_collective_buffers_bytes": "#BBBBBB",
+}
+_STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd"}
+STYLE = {
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.grid": True, "grid.alpha": 0.3, "svg.fonttype": "none",
+}
+"""matplotlib rcParams of the saved plots (``plt.rcParams.update(STYLE)`` in a notebook)."""
+
+SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf")
+"""Colours of series, in order (matplotlib's tab10: ten hues that stay apart)."""
+SERIES_MARKERS = ("o", "s", "D", "^", "v", "<", ">", "p", "h")
+"""Markers of series, in order. Nine, one fewer than the colours: series *i* gets colour
+``i % 10`` and marker ``i % 9``, so no two of the first 90 series look alike (ten more
+colours would not stay distinguishable; pairing them with markers does)."""
+INFEASIBLE_MARKER = "x"
+"""Where a series has a point that could not run (status not ok): a cross at the foot of the axes."""
+INFEASIBLE_LABEL = "infeasible (does not fit, or failed)"
+
+
+def series_style(i):
+    """Colour and marker of the *i*-th series (see :data:`SERIES_MARKERS`)."""
+    return {"color": SERIES_COLORS[i % len(SERIES_COLORS)], "marker": SERIES_MARKERS[i % len(SERIES_MARKERS)]}
+
+
+def spans_octaves(values):
+    """Whether *values* read better on a log2 axis than on a linear one.
+
+    Yes when all are positive, the largest is at least 4x the smallest (two octaves),
+    and they are spaced more evenly in ratio than in difference: 50/100/200 GB/s or
+    32..2048 replicas, yes; 1, 2, ..., 8, no (on a log axis its points crowd to the right).
+    """
+    v = sorted({float(x) for x in values if x == x})
+    if len(v) < 2 or v[0] <= 0 or v[-1] / v[0] < 4:
+        return False
+    if len(v) == 2:
+        return True
+
+    def spread(steps):  # coefficient of variation of the steps between neighbours
+        mean = sum(steps) / len(steps)
+        return math.sqrt(sum((s - mean) ** 2 for s in steps) / len(steps)) / mean
+
+    ratios = [math.log(b / a) for a, b in zip(v, v[1:])]
+    diffs = [b - a for a, b in zip(v, v[1:])]
+    return spread(ratios) <= spread(diffs)
+
+
+def _legend_outside(ax, **kw):
+    """The axes' legend right of it, in as many columns as it takes to be no taller than the axes."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    height_in = ax.get_position().height * ax.figure.get_figheight()
+    ncols = legend_columns(len(handles), height_in)
+    return ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+                     borderaxespad=0.0, ncols=ncols, **kw)
+
+
+def legend_columns(entries, height_in, fontsize_pt=9):
+    """Columns a legend of *entries* needs to fit in *height_in* inches (an entry is about 1.7 lines
+    of its font, title included)."""
+    fit = max(1, int(height_in * 72 / (1.7 * fontsize_pt)) - 1)
+    return max(1, math.ceil(entries / fit))
+
+
+def mark_infeasible(ax, xs, color, stacked=None):
+    """A cross near the foot of *ax* at each of *xs*: points of a series that could not run have
+    no y value, but leaving them out would read as "not simulated". *stacked* (``{x: crosses
+    so far}``, shared by the series of one axes) lifts each further cross at the same x above
+    the last, so no series hides another's. Returns the Line2D or None."""
+    xs = list(xs)
+    if not xs:
+        return None
+    stacked = {} if stacked is None else stacked
+    ys = []
+    for x in xs:
+        ys.append(0.03 + 0.05 * stacked.get(x, 0))
+        stacked[x] = stacked.get(x, 0) + 1
+    (marks,) = ax.plot(xs, ys, transform=ax.get_xaxis_transform(), linestyle="none",
+                       marker=INFEASIBLE_MARKER, color=color, markersize=7, markeredgewidth=1.8, clip_on=False,
+                       zorder=4, label="_infeasible", gid="infeasible")
+    return marks
+
+
+def add_infeasible_entry(ax):
+    """One legend entry explaining the crosses (a proxy: it draws nothing)."""
+    ax.plot([], [], linestyle="none", marker=INFEASIBLE_MARKER, color="0.3", markeredgewidth=1.8,
+            label=INFEASIBLE_LABEL)
+
+
+def _log2_axis(ax, values):
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ticks = sorted({float(v) for v in values if v == v and v > 0})
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([_fmt(t) for t in ticks])
+    if len(ticks) > 1:
+        ax.set_xlim(ticks[0] / 1.3, ticks[-1] * 1.3)
+
+
+def _cmap(name):
+    import matplotlib
+
+    return matplotlib.colormaps[name]
