@@ -30,6 +30,7 @@ import numpy as np
 from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
 from .limits import MAX_CHIPS, MAX_REPLICAS, check_limit
+from .shipped import env_dirs, note_override, shipped_dir
 from .units import GB, GiB, US
 
 __all__ = [
@@ -38,9 +39,8 @@ __all__ = [
 ]
 
 TOPOLOGY_PATH_ENV = "WUS_SIM_TOPOLOGY_PATH"
-"""Extra directories (``os.pathsep``-separated) searched for topology YAML before the shipped ones."""
-
-_REPO_TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
+"""Extra directories (``os.pathsep``-separated) of topology YAML and ``chips.yaml`` files; they add
+to the shipped ones, and a file or chip of a shipped name overrides it (with a note on stderr)."""
 
 
 @dataclass(frozen=True)
@@ -343,9 +343,8 @@ class Topology:
 
 # ====================================================================== loading
 def topology_dirs():
-    """Directories searched for ``NAME.yaml``, first match wins."""
-    extra = [Path(p) for p in os.environ.get(TOPOLOGY_PATH_ENV, "").split(os.pathsep) if p]
-    return extra + [_REPO_TOPOLOGIES]
+    """Directories searched for ``NAME.yaml``, first match wins: ``WUS_SIM_TOPOLOGY_PATH``'s, then the shipped one."""
+    return env_dirs(TOPOLOGY_PATH_ENV) + [shipped_dir("topologies")]
 
 
 def known_topologies():
@@ -358,8 +357,23 @@ def known_topologies():
 
 
 def load_chips(path=None):
-    """Chip specs from ``topologies/chips.yaml`` keyed by name."""
-    path = Path(path) if path else _find_file("chips")
+    """Chip specs keyed by name: the shipped ``chips.yaml`` with every ``chips.yaml`` on
+    ``WUS_SIM_TOPOLOGY_PATH`` laid over it (an earlier directory wins), or only the file *path*."""
+    if path:
+        return _chips_from_file(Path(path))
+    dirs = topology_dirs()
+    chips = {}
+    for d in reversed(dirs):  # lowest priority first, so later (higher) entries replace
+        p = d / "chips.yaml"
+        if is_file(p):
+            for name, chip in _chips_from_file(p).items():
+                if name in chips and d != dirs[-1]:
+                    note_override("chip", name, p)
+                chips[name] = chip
+    return chips
+
+
+def _chips_from_file(path):
     doc = Section(load_yaml(path), file=path)
     chips = {}
     for name in doc.keys():
@@ -382,9 +396,14 @@ def load_chips(path=None):
 
 
 def _find_file(stem):
-    for d in topology_dirs():
+    if stem == "chips":  # the chip file shares the folder but is not a topology
+        raise UnknownNameError("topology", stem, known_topologies())
+    dirs = topology_dirs()
+    for d in dirs:
         p = d / f"{stem}.yaml"
         if is_file(p):
+            if d != dirs[-1] and is_file(dirs[-1] / p.name):
+                note_override("topology", stem, p)
             return p
     raise UnknownNameError("topology", stem, known_topologies())
 
