@@ -336,9 +336,49 @@ class Topology:
                 "chip": self.chip.name, "dims": self.shape_str, "ndim": self.ndim,
                 "wrap": ",".join("T" if w else "F" for w in self.wrap)}
 
+    @property
+    def kind(self):
+        """``'torus'`` (every axis wraps), ``'mesh'`` (none does) or ``'partial-torus'``."""
+        return "torus" if all(self.wrap) else ("mesh" if not any(self.wrap) else "partial-torus")
+
+    def to_dict(self):
+        """What the slice is (``wus-sim describe topology --json``): shape, wraparound per axis,
+        counts, the chip's figures and the link figures, units in the keys, and a source for
+        every figure. A figure the slice sets itself is cited from the topology file; one it
+        takes from the chip, from ``chips.yaml``."""
+        chip = self.chip
+        link_GBps = [b / GB for b in self.axis_link_Bps]
+        own = {"link_GBps": any(b != chip.link_Bps for b in self.axis_link_Bps),
+               "hop_latency_us": self.hop_latency_s != chip.hop_latency_s,
+               "onchip_GBps": self.onchip_Bps != chip.onchip_Bps,
+               "cores_per_chip": self.cores_per_chip != chip.cores_per_chip}
+
+        def source(key, from_slice=False):
+            if key in self.sources:
+                return str(self.sources[key])
+            if from_slice:
+                return "set for this slice; no source given"
+            return str(chip.sources.get(key, f"chip {chip.name} in chips.yaml; no source given"))
+
+        sources = {k: str(v) for k, v in self.sources.items()}
+        for key in ("cores_per_chip", "link_GBps", "hop_latency_us", "onchip_GBps"):
+            sources[key] = source(key, own[key])
+        for key in ("peak_bf16_TFLOPs", "hbm_GiB", "hbm_GBps"):
+            sources[key] = source(key)
+        return {
+            "name": self.name, "description": self.description, "kind": self.kind,
+            "shape": list(self.dims), "dims": self.shape_str, "wraparound": list(self.wrap),
+            "chips": self.num_chips, "cores_per_chip": self.cores_per_chip, "cores": self.num_cores,
+            "replicas": self.num_replicas, "directed_links": self.num_links,
+            "chip": {"name": chip.name, "peak_bf16_TFLOPs": chip.peak_flops / 1e12, "hbm_GiB": chip.hbm_bytes / GiB,
+                     "hbm_GBps": chip.hbm_Bps / GB},
+            "link_GBps": link_GBps, "hop_latency_us": self.hop_latency_s / US,
+            "onchip_GBps": self.onchip_Bps / GB,
+            "sources": sources,
+        }
+
     def __repr__(self):
-        kind = "torus" if all(self.wrap) else ("mesh" if not any(self.wrap) else "partial-torus")
-        return f"<Topology {self.name}: {self.shape_str} {kind}, {self.cores_per_chip} cores/chip>"
+        return f"<Topology {self.name}: {self.shape_str} {self.kind}, {self.cores_per_chip} cores/chip>"
 
 
 # ====================================================================== loading
