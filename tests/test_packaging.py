@@ -89,6 +89,8 @@ def test_the_wheel_holds_exactly_the_shipped_files(tmp_path):
     for p in (ROOT / "wus_sim" / "data").rglob("*"):
         if p.is_file():
             assert held[p.relative_to(ROOT).as_posix()] == p.read_bytes()
+    for p in (ROOT / "wus_sim" / "schemas").glob("*.json"):
+        assert held[p.relative_to(ROOT).as_posix()] == p.read_bytes()
     assert not any(n.startswith(("topologies/", "experiments/", "tests/")) for n in held)
 
 

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 import sys
 
-__all__ = ["PACKAGE_DIR", "shipped_dir", "env_dirs", "note_override"]
+__all__ = ["PACKAGE_DIR", "shipped_dir", "schema_path", "env_dirs", "note_override"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 """The installed (or checked-out) ``wus_sim`` package folder."""
@@ -29,6 +29,11 @@ def shipped_dir(kind):
     if inside.is_dir():
         return inside
     return PACKAGE_DIR.parent / kind
+
+
+def schema_path(output, version):
+    """The JSON Schema of an output's shape, e.g. ``schema_path("step", 1)`` for ``step --json``."""
+    return PACKAGE_DIR / "schemas" / f"{output}.v{version}.json"
 
 
 def env_dirs(variable):
