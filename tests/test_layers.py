@@ -11,7 +11,7 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "wus_sim"
 
 LAYERS = [
-    ("errors", "units", "records", "limits"),
+    ("errors", "units", "records", "limits", "shipped"),
     ("config",),
     ("topology", "compute", "calibration", "memory", "workloads", "optimizers", "planner"),
     ("network",),

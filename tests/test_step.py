@@ -128,7 +128,8 @@ def test_cli_step_json_and_trace(tmp_path, capsys):
 def test_cli_step_single_strategy_and_errors(capsys):
     assert main(["step", "resnet50", "-t", "tpu-v3-32", "--strategy", "replicated", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["strategy"] == "replicated" and "speedup" not in out
+    # one shape for every --strategy (issue 9): speedup is there, null with one strategy
+    assert out["strategy"] == "replicated" and out["speedup"] is None and list(out["strategies"]) == ["replicated"]
     assert main(["step", "nosuchmodel", "-t", "tpu-v3-32"]) == 2
     err = capsys.readouterr().err
     assert "unknown workload" in err and "Traceback" not in err

@@ -42,6 +42,7 @@ import time
 import tracemalloc
 from typing import Callable
 
+from .shipped import shipped_dir
 from .units import MiB, format_bytes, format_time
 
 __all__ = [
@@ -216,7 +217,7 @@ register(collective_case("quick: 2d all-reduce 1MiB torus:8x8 (SimPy)", "torus:8
 register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "all-reduce", "ring", MiB,
                          quick=True, full=False))
 # issue 4: what-if sweeps run thousands of points
-_EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments")
+_EXPERIMENTS = str(shipped_dir("experiments"))
 register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
                    "adam"))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",

@@ -30,6 +30,7 @@ import numpy as np
 from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
 from .limits import MAX_CHIPS, MAX_REPLICAS, check_limit
+from .shipped import env_dirs, note_override, shipped_dir
 from .units import GB, GiB, US
 
 __all__ = [
@@ -38,9 +39,8 @@ __all__ = [
 ]
 
 TOPOLOGY_PATH_ENV = "WUS_SIM_TOPOLOGY_PATH"
-"""Extra directories (``os.pathsep``-separated) searched for topology YAML before the shipped ones."""
-
-_REPO_TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
+"""Extra directories (``os.pathsep``-separated) of topology YAML and ``chips.yaml`` files; they add
+to the shipped ones, and a file or chip of a shipped name overrides it (with a note on stderr)."""
 
 
 @dataclass(frozen=True)
@@ -336,16 +336,55 @@ class Topology:
                 "chip": self.chip.name, "dims": self.shape_str, "ndim": self.ndim,
                 "wrap": ",".join("T" if w else "F" for w in self.wrap)}
 
+    @property
+    def kind(self):
+        """``'torus'`` (every axis wraps), ``'mesh'`` (none does) or ``'partial-torus'``."""
+        return "torus" if all(self.wrap) else ("mesh" if not any(self.wrap) else "partial-torus")
+
+    def to_dict(self):
+        """What the slice is (``wus-sim describe topology --json``): shape, wraparound per axis,
+        counts, the chip's figures and the link figures, units in the keys, and a source for
+        every figure. A figure the slice sets itself is cited from the topology file; one it
+        takes from the chip, from ``chips.yaml``."""
+        chip = self.chip
+        link_GBps = [b / GB for b in self.axis_link_Bps]
+        own = {"link_GBps": any(b != chip.link_Bps for b in self.axis_link_Bps),
+               "hop_latency_us": self.hop_latency_s != chip.hop_latency_s,
+               "onchip_GBps": self.onchip_Bps != chip.onchip_Bps,
+               "cores_per_chip": self.cores_per_chip != chip.cores_per_chip}
+
+        def source(key, from_slice=False):
+            if key in self.sources:
+                return str(self.sources[key])
+            if from_slice:
+                return "set for this slice; no source given"
+            return str(chip.sources.get(key, f"chip {chip.name} in chips.yaml; no source given"))
+
+        sources = {k: str(v) for k, v in self.sources.items()}
+        for key in ("cores_per_chip", "link_GBps", "hop_latency_us", "onchip_GBps"):
+            sources[key] = source(key, own[key])
+        for key in ("peak_bf16_TFLOPs", "hbm_GiB", "hbm_GBps"):
+            sources[key] = source(key)
+        return {
+            "name": self.name, "description": self.description, "kind": self.kind,
+            "shape": list(self.dims), "dims": self.shape_str, "wraparound": list(self.wrap),
+            "chips": self.num_chips, "cores_per_chip": self.cores_per_chip, "cores": self.num_cores,
+            "replicas": self.num_replicas, "directed_links": self.num_links,
+            "chip": {"name": chip.name, "peak_bf16_TFLOPs": chip.peak_flops / 1e12, "hbm_GiB": chip.hbm_bytes / GiB,
+                     "hbm_GBps": chip.hbm_Bps / GB},
+            "link_GBps": link_GBps, "hop_latency_us": self.hop_latency_s / US,
+            "onchip_GBps": self.onchip_Bps / GB,
+            "sources": sources,
+        }
+
     def __repr__(self):
-        kind = "torus" if all(self.wrap) else ("mesh" if not any(self.wrap) else "partial-torus")
-        return f"<Topology {self.name}: {self.shape_str} {kind}, {self.cores_per_chip} cores/chip>"
+        return f"<Topology {self.name}: {self.shape_str} {self.kind}, {self.cores_per_chip} cores/chip>"
 
 
 # ====================================================================== loading
 def topology_dirs():
-    """Directories searched for ``NAME.yaml``, first match wins."""
-    extra = [Path(p) for p in os.environ.get(TOPOLOGY_PATH_ENV, "").split(os.pathsep) if p]
-    return extra + [_REPO_TOPOLOGIES]
+    """Directories searched for ``NAME.yaml``, first match wins: ``WUS_SIM_TOPOLOGY_PATH``'s, then the shipped one."""
+    return env_dirs(TOPOLOGY_PATH_ENV) + [shipped_dir("topologies")]
 
 
 def known_topologies():
@@ -358,8 +397,23 @@ def known_topologies():
 
 
 def load_chips(path=None):
-    """Chip specs from ``topologies/chips.yaml`` keyed by name."""
-    path = Path(path) if path else _find_file("chips")
+    """Chip specs keyed by name: the shipped ``chips.yaml`` with every ``chips.yaml`` on
+    ``WUS_SIM_TOPOLOGY_PATH`` laid over it (an earlier directory wins), or only the file *path*."""
+    if path:
+        return _chips_from_file(Path(path))
+    dirs = topology_dirs()
+    chips = {}
+    for d in reversed(dirs):  # lowest priority first, so later (higher) entries replace
+        p = d / "chips.yaml"
+        if is_file(p):
+            for name, chip in _chips_from_file(p).items():
+                if name in chips and d != dirs[-1]:
+                    note_override("chip", name, p)
+                chips[name] = chip
+    return chips
+
+
+def _chips_from_file(path):
     doc = Section(load_yaml(path), file=path)
     chips = {}
     for name in doc.keys():
@@ -382,9 +436,14 @@ def load_chips(path=None):
 
 
 def _find_file(stem):
-    for d in topology_dirs():
+    if stem == "chips":  # the chip file shares the folder but is not a topology
+        raise UnknownNameError("topology", stem, known_topologies())
+    dirs = topology_dirs()
+    for d in dirs:
         p = d / f"{stem}.yaml"
         if is_file(p):
+            if d != dirs[-1] and is_file(dirs[-1] / p.name):
+                note_override("topology", stem, p)
             return p
     raise UnknownNameError("topology", stem, known_topologies())
 

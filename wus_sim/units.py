@@ -28,15 +28,21 @@ _SIZE_UNITS = {
     "": 1, "b": 1,
     "kb": KB, "mb": MB, "gb": GB, "tb": TB,
     "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
-    "k": KiB, "m": MiB, "g": GiB,  # bare letters follow the binary habit of `dd`/`numfmt --from=iec`
 }
+# A bare letter (64M) or an IEC prefix without its B (64Mi) is refused: tools disagree on it
+# (`dd` and `numfmt --from=iec` read M as 2^20, SI and disk vendors as 10^6), and a size
+# that is silently 4.9 % off moves every bandwidth figure. The error names both readings.
+_BARE_PREFIXES = {"k": 1, "m": 2, "g": 3, "t": 4, "ki": 1, "mi": 2, "gi": 3, "ti": 4}
+"""Refused suffix -> power: binary 2^(10*power), decimal 10^(3*power)."""
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
 def parse_size(text, *, name="size"):
-    """Return a byte count from ``67108864``, ``64MiB``, ``1GiB``, ``1.5GB``.
+    """Return a byte count from ``67108864`` (bytes), ``64MiB`` (2^20 steps) or ``1.5GB`` (10^3 steps).
 
-    Raises :class:`ConfigError` naming *name* if *text* does not parse, is not
+    The grammar: a number, then nothing (bytes) or one of B, KB, MB, GB, TB, KiB, MiB, GiB, TiB
+    (any letter case). Raises :class:`ConfigError` naming *name* if *text* does not parse, uses a
+    bare ``M``/``G``-style suffix (the message says which size was probably meant), is not
     positive, or is not a whole number of bytes.
     """
     if isinstance(text, bool):
@@ -48,6 +54,8 @@ def parse_size(text, *, name="size"):
         if not m:
             raise ConfigError("must be a size such as 67108864, 64MiB or 1.5GB", key_path=name, value=text)
         value, unit = float(m.group(1)), m.group(2).lower()
+        if unit in _BARE_PREFIXES:
+            raise ConfigError(_bare_suffix_rule(m.group(1), m.group(2)), key_path=name, value=text)
         if unit not in _SIZE_UNITS:
             raise ConfigError(
                 f"has unknown unit {m.group(2)!r}; use B, KB, MB, GB, TB (10^3 steps) or KiB, MiB, GiB, TiB (2^10 steps)",
@@ -60,6 +68,16 @@ def parse_size(text, *, name="size"):
     if abs(nbytes - round(nbytes)) > 1e-6 * max(1.0, nbytes):
         raise ConfigError("must be a whole number of bytes", key_path=name, value=text)
     return int(round(nbytes))
+
+
+def _bare_suffix_rule(number, suffix):
+    """The rule for a refused bare suffix: both readings, the binary one (the old one) first."""
+    power = _BARE_PREFIXES[suffix.lower()]
+    letter = "KMGT"[power - 1]
+    binary, decimal = float(number) * 2 ** (10 * power), float(number) * 10 ** (3 * power)
+    return (f"is ambiguous ({suffix!r} has no B); probably meant {number}{letter}iB = {binary:,.0f} bytes "
+            f"(2^{10 * power} steps, how a bare {letter} used to read), else {number}{letter}B = "
+            f"{decimal:,.0f} bytes (10^{3 * power} steps)")
 
 
 def format_bytes(nbytes):

@@ -14,7 +14,7 @@ import sys
 
 __all__ = ["main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ("collective", "describe", "plan", "step", "run", "validate", "calibrate", "bench")
+SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench")
 """Subcommand module names, in the order ``--help`` lists them."""
 
 
@@ -30,10 +30,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser():
+    import wus_sim  # the package itself (its __version__), not a layer
+
     parser = _Parser(
         prog="wus-sim",
         description="Simulate replicated vs sharded weight update in data-parallel training on TPU pods.",
     )
+    parser.add_argument("--version", action="version", version=f"wus-sim {wus_sim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMANDS:

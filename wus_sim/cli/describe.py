@@ -1,24 +1,27 @@
-"""``wus-sim describe workload|optimizer NAME [--json]``: what a workload or an optimizer is.
+"""``wus-sim describe workload|optimizer|topology NAME [--json]``: what a workload, an optimizer or a slice is.
 
 ``describe workload`` prints parameters, tensors, a size histogram, the small-tensor
 count, FLOPs, activation estimate and the MLPerf v0.6 TPU runs; ``--json`` the whole
 profile (at least ``params`` and ``tensors``). ``describe optimizer`` prints the static
-analysis of the optimizer program (``--json``: its ``to_dict()``). Without NAME, the
-known names are listed.
+analysis of the optimizer program (``--json``: its ``to_dict()``). ``describe topology``
+prints the slice's shape, wraparound per axis, chip, core and link counts and every link
+figure with its source (``--json``: ``Topology.to_dict()``). Without NAME, the known names
+are listed.
 """
 
 import json
 
 from .plan import GRAD_DTYPES
 
-__all__ = ["add_parser", "run", "workload_text"]
+__all__ = ["add_parser", "run", "workload_text", "topology_text"]
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "describe", help="describe a workload or an optimizer",
-        description="Describe a workload profile or an optimizer's static analysis.")
-    p.add_argument("kind", choices=("workload", "optimizer"), help="what to describe")
+        "describe", help="describe a workload, an optimizer or a topology",
+        description="Describe a workload profile, an optimizer's static analysis or a slice's "
+                    "shape and link figures with their sources.")
+    p.add_argument("kind", choices=("workload", "optimizer", "topology"), help="what to describe")
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="shipped name or path to a YAML file (omit to list the known names)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -30,7 +33,20 @@ def add_parser(subparsers):
 def run(args):
     if args.kind == "workload":
         return _workload(args)
+    if args.kind == "topology":
+        return _topology(args)
     return _optimizer(args)
+
+
+def _topology(args):
+    from ..topology import known_topologies, load_topology
+
+    if not args.name:
+        print("\n".join(known_topologies()))
+        return 0
+    d = load_topology(args.name).to_dict()
+    print(json.dumps(d, indent=1) if args.json else topology_text(d))
+    return 0
 
 
 def _workload(args):
@@ -107,3 +123,22 @@ def workload_text(w):
         out.append("  sources:")
         out += [f"    {k}: {v}" for k, v in w.sources.items()]
     return "\n".join(line for line in out if line)
+
+
+def topology_text(d):
+    """The text summary of a topology, from its :meth:`~wus_sim.topology.Topology.to_dict`."""
+    src = d["sources"]
+    wrap = ", ".join(f"axis {i}: {'wraps' if w else 'no wrap'}" for i, w in enumerate(d["wraparound"]))
+    chip = d["chip"]
+    links = ", ".join(f"{b:g}" for b in d["link_GBps"])
+    out = [f"topology {d['name']}: {d['description']}" if d["description"] else f"topology {d['name']}",
+           f"  shape: {d['dims']} chips ({d['kind']}; {wrap})",
+           f"  chips: {d['chips']:,} x {d['cores_per_chip']} cores = {d['cores']:,} cores "
+           f"(one replica each); {d['directed_links']:,} directed ICI links",
+           f"  chip {chip['name']}: {chip['peak_bf16_TFLOPs']:g} TFLOP/s bf16, {chip['hbm_GiB']:g} GiB HBM "
+           f"at {chip['hbm_GBps']:g} GB/s",
+           f"  link bandwidth per axis, one direction: {links} GB/s",
+           f"  hop latency: {d['hop_latency_us']:g} us; on-chip core-to-core: {d['onchip_GBps']:g} GB/s",
+           "  sources:"]
+    out += [f"    {k}: {v}" for k, v in src.items()]
+    return "\n".join(out)

@@ -18,7 +18,8 @@ def add_parser(subparsers):
         "run", help="run an experiment YAML (sweep, results table, plots)",
         description="Run every point of an experiment (experiments/*.yaml) and write results.csv, "
                     "results.parquet, columns.md, config.resolved.yaml and the experiment's plots.")
-    p.add_argument("experiment", metavar="EXPERIMENT.yaml", help="experiment file")
+    p.add_argument("experiment", metavar="EXPERIMENT.yaml",
+                   help="experiment file, or a shipped experiment's name (wus-sim list experiments)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: results/<experiment stem>)")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="worker processes (default: the number of CPUs; 1 = in this process)")

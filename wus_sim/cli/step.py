@@ -3,12 +3,20 @@
 Prints the steady-state step time, its breakdown (forward, backward, exposed
 communication, update, optimizer reductions, idle) and per-replica memory.
 With ``--strategy both`` (the default) also the speedup of sharding.
-``--json`` keys: ``step_time_s``, ``breakdown``, ``memory`` (bytes per part
-and ``peak``), ``status`` per strategy; for ``both``, one object per strategy
-under ``strategies`` plus top-level ``speedup``, and ``step_time_s``,
-``breakdown``, ``memory`` of the sharded strategy; ``calibration`` (its id) and
-``parameters`` (every model value the step ran with, none left null). ``--trace FILE`` writes the
-simulated steps as Chrome trace-event JSON (Perfetto, chrome://tracing).
+
+``--json`` has one shape whatever ``--strategy`` is, described by the JSON Schema
+``wus_sim/schemas/step.v1.json`` (shipped in the package; ``schema_version`` names it):
+the run's header (workload, topology, optimizer, replicas, batches, ...), ``strategies``
+(one object per strategy run, keyed by its name: ``status``, ``error``, ``step_time_s``,
+``breakdown``, ``memory_bytes``, ``collectives``), ``speedup`` (replicated over sharded step
+time; null unless both ran), ``calibration`` (its id) and ``parameters`` (every model value
+the step ran with, none left null).
+
+Deprecated aliases, kept for one release (0.2 drops them): the top-level ``strategy``,
+``status``, ``error``, ``step_time_s``, ``breakdown``, ``memory`` and ``collectives`` copy the
+one strategy run, or under ``both`` the sharded one; ``memory`` inside a strategy object
+copies its ``memory_bytes``. ``deprecated_aliases`` maps each top-level alias to what it copies.
+``--trace FILE`` writes the simulated steps as Chrome trace-event JSON (Perfetto, chrome://tracing).
 """
 
 import argparse
@@ -116,15 +124,24 @@ def _json_default(x):
     return float(x)
 
 
+STEP_JSON_SCHEMA_VERSION = 1
+"""Version of ``step --json``'s shape; its schema is ``wus_sim/schemas/step.v{N}.json``."""
+
+_ALIASES = ("strategy", "status", "error", "step_time_s", "breakdown", "memory", "collectives")
+"""Top-level keys of the old shape, kept as copies of one strategy's values for one release."""
+
+
 def _strategy_report(res):
     m = res.memory
+    memory_bytes = {part: float(getattr(m, part)) for part in
+                    ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak")}
     return {
         "status": res.status,
         "error": res.error or None,
         "step_time_s": None if math.isnan(res.step_time_s) else res.step_time_s,
         "breakdown": {k: (None if math.isnan(v) else v) for k, v in res.breakdown.items()},
-        "memory": {part: float(getattr(m, part)) for part in
-                   ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak")},
+        "memory_bytes": memory_bytes,
+        "memory": dict(memory_bytes),  # deprecated alias of memory_bytes
         "collectives": res.work.summary(),
     }
 
@@ -132,18 +149,21 @@ def _strategy_report(res):
 def _report(args, topology, results, meta, up):
     per = {s: _strategy_report(r) for s, r in results.items()}
     head = {
+        "schema_version": STEP_JSON_SCHEMA_VERSION,
         "workload": args.workload, "topology": topology.name, "optimizer": meta["optimizer"],
         "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
         "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
         "params": meta["params"], "algorithm": args.algorithm, "routing": args.routing,
     }
-    if len(per) == 1:
-        (strategy, only), = per.items()
-        return {**head, "strategy": strategy, **only}
-    main = per["sharded"]
-    return {**head, "strategy": "both", "speedup": None if math.isnan(up) else up,
-            "step_time_s": main["step_time_s"], "breakdown": main["breakdown"], "memory": main["memory"],
-            "strategies": per}
+    both = len(per) == 2
+    speedup = None if not both or math.isnan(up) else up
+    # The old shape's top level: the one strategy run, or (ambiguously) the sharded one of two.
+    source = "sharded" if both else next(iter(per))
+    aliases = {"strategy": "both" if both else source,
+               **{k: per[source][k] for k in _ALIASES if k != "strategy"}}
+    where = {k: f"strategies.{source}.{k}" for k in _ALIASES if k != "strategy"}
+    where.update(strategy="--strategy", memory=f"strategies.{source}.memory_bytes")
+    return {**head, "strategies": per, "speedup": speedup, **aliases, "deprecated_aliases": where}
 
 
 def _fmt_t(t):
@@ -155,7 +175,7 @@ def _fmt_t(t):
 def _text(rep):
     from ..units import format_bytes
 
-    per = rep.get("strategies") or {rep["strategy"]: rep}
+    per = rep["strategies"]
     names = list(per)
     lines = [f"step: {rep['workload']} with {rep['optimizer']} on {rep['topology']}: {rep['replicas']} replicas, "
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
@@ -170,7 +190,7 @@ def _text(rep):
                                                         for n in names))
     for part in ("weights", "gradients", "slots", "activations", "peak"):
         label = "memory peak" if part == "peak" else f"  mem {part}"
-        lines.append("  " + label.ljust(w) + "".join(format_bytes(per[n]["memory"][part]).rjust(16)
+        lines.append("  " + label.ljust(w) + "".join(format_bytes(per[n]["memory_bytes"][part]).rjust(16)
                                                     for n in names))
     for n in names:
         if per[n]["status"] != "ok":

@@ -35,15 +35,17 @@ import hashlib
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 
 from ..config import Section, is_file, key_join, load_yaml
 from ..errors import ConfigError, UnknownNameError
 from ..limits import MAX_STEPS, MAX_SWEEP_POINTS, check_limit
+from ..shipped import shipped_dir
 
 __all__ = [
     "Param", "POINT_KEYS", "STRATEGY_CHOICES", "Axis", "PlotSpec", "Experiment",
-    "load_experiment", "parse_experiment", "check_point_value", "check_param", "complete_point",
+    "load_experiment", "find_experiment", "known_experiments", "parse_experiment", "check_point_value", "check_param", "complete_point",
     "point_hash", "strategies_of",
 ]
 
@@ -512,9 +514,27 @@ _TOP_KEYS = ("name", "description", "workloads", "topologies", "optimizers", "st
 _SUGAR = {"workloads": "workload", "topologies": "topology", "optimizers": "optimizer"}
 
 
+def known_experiments():
+    """Names of the shipped experiments (file stems), sorted."""
+    return sorted(p.stem for p in shipped_dir("experiments").glob("*.yaml"))
+
+
+def find_experiment(spec):
+    """The file an experiment argument names: a path to YAML, or a shipped experiment's name
+    (``quickstart``), which is what an installed package without a checkout has to go on."""
+    path = Path(spec)
+    text = str(spec)
+    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text or is_file(path):
+        return path
+    shipped = shipped_dir("experiments") / f"{text}.yaml"
+    if is_file(shipped):
+        return shipped
+    raise UnknownNameError("experiment", text, known_experiments())
+
+
 def load_experiment(path):
-    """Read and validate an experiment YAML file."""
-    path = Path(path)
+    """Read and validate an experiment: a YAML file, or a shipped experiment by name."""
+    path = find_experiment(path)
     return parse_experiment(load_yaml(path), file=path)
 
 
