@@ -119,3 +119,22 @@ def test_calibrate_reproduces_the_shipped_calibration(tmp_path):
     fresh, shipped = load_calibration(str(out)), load_calibration()
     for name, value in shipped.params.items():
         assert fresh.params[name] == pytest.approx(value, rel=1e-3)
+
+
+def test_choices_report_each_network_choice_on_the_same_rows(rows):
+    """The shipped choice reproduces plain validation; a slower link makes a communication-heavy
+    row slower and never a row faster; the table has one line per choice."""
+    from wus_sim.validation.choices import CHOICES, Choice, choices_table, compare_choices
+
+    runs = [r for r in load_measured() if row_key(r) in ("transformer/tpu-v3-2048", "resnet/tpu-v3-32")]
+    shipped, slow = CHOICES[0], Choice("link 10 GB/s", {}, {"link_GBps": 10.0})
+    (c0, s0), (c1, s1) = compare_choices(choices=(shipped, slow), runs=runs)
+    assert c0 is shipped and s0 == summary(validate(runs=runs))
+    base = {row_key(r): r.simulated_step_s for r in validate(runs=runs)}
+    slowed = {row_key(r): r.simulated_step_s
+              for r in validate(runs=runs, topology_overrides={"link_GBps": 10.0})}
+    assert slowed["transformer/tpu-v3-2048"] > 1.05 * base["transformer/tpu-v3-2048"]
+    assert all(slowed[k] >= base[k] * (1 - 1e-12) for k in base)
+    table = choices_table([(c0, s0), (c1, s1)]).splitlines()
+    assert len(table) == 4 and table[2].startswith("| shipped") and table[3].startswith("| link 10 GB/s")
+    assert len(CHOICES) == len({c.label for c in CHOICES})
