@@ -2,7 +2,7 @@
 
 For each case the schedule is simulated on the SimPy engine with every message's
 ready and delivery time recorded, and the data every message carries is replayed
-(:func:`wus_sim.collectives.schedule.replay_data`): after reduce-scatter each replica
+(:func:`wus_sim.collectives.replay.replay_data`): after reduce-scatter each replica
 must hold its own shard, summed exactly once over its group; after all-gather and
 all-reduce every replica must hold the whole buffer. Then: shards partition the
 buffer into equal parts, each member sends what it receives, the links carry exactly
@@ -18,8 +18,10 @@ import pytest
 from wus_sim.collectives import (ALGORITHMS, OPS, analytic_time, api, collective_time, fast_engine,
                                  simulate_collective)
 from wus_sim.collectives.analytic import is_exact, plan_time
-from wus_sim.collectives.schedule import (compile_messages, link_loads, passes_by_tag, plan_collective,
-                                         replay_data)
+from wus_sim.collectives.loads import link_loads
+from wus_sim.collectives.messages import compile_messages, passes_by_tag
+from wus_sim.collectives.plan import plan_collective
+from wus_sim.collectives.replay import replay_data
 from wus_sim.collectives.simpy_engine import run_schedule
 from wus_sim.errors import ConfigError, UnknownNameError
 from wus_sim.network import num_link_keys

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from wus_sim.collectives import OPS, analytic_time, collective_time, simulate_collective
 from wus_sim.collectives import fast_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
-from wus_sim.collectives.schedule import plan_collective
+from wus_sim.collectives.plan import plan_collective
 from wus_sim.errors import UnknownNameError
 from wus_sim.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s
 from wus_sim.topology import load_topology

@@ -51,7 +51,7 @@ class StepOptions:
     (the default) = yes for ring algorithms: TPU all-reduces use both directions of
     every ICI link (Ying et al. 2018, "Image Classification at Supercomputer Scale",
     arXiv 1811.06992). A mesh axis keeps its one folded ring either way (it already runs
-    over both directions of each link; see :mod:`wus_sim.collectives.schedule`), so on a
+    over both directions of each link; see :mod:`wus_sim.collectives.plan`), so on a
     partial torus only the wrapped axes gain a second ring."""
     routing: str = "store-and-forward"
     """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""

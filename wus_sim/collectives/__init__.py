@@ -4,8 +4,9 @@ Size convention for all three: ``nbytes = S``, the full unsharded buffer per
 replica (reduce-scatter: ``S`` in, ``S/N`` out; all-gather: ``S/N`` in, ``S``
 out; all-reduce: ``S`` in and out).
 
-Modules: :mod:`.embedding` (which links each ring uses), :mod:`.schedule`
-(algorithms as passes and messages), :mod:`.analytic` (closed forms),
+Modules: :mod:`.embedding` (which links each ring uses), :mod:`.groups`, :mod:`.plan`
+and :mod:`.plan_cache` (algorithms as passes), :mod:`.messages` (passes as messages),
+:mod:`.loads` (static link loads), :mod:`.replay` (the data check), :mod:`.analytic` (closed forms),
 :mod:`.simpy_engine` (per-message reference), :mod:`.fast_engine` (max-plus
 recurrence), :mod:`.api` (the entry points below). Importing the package loads
 no SimPy.
@@ -13,7 +14,7 @@ no SimPy.
 
 from .api import ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, simulate_collective
 from .analytic import phase_times
-from .schedule import ALGORITHMS, OPS
+from .plan import ALGORITHMS, OPS
 
 __all__ = ["OPS", "ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective", "analytic_time",
            "collective_time", "clear_caches", "phase_times"]

@@ -13,7 +13,7 @@ Engines (``engine=``):
 
 Both engines implement the same timing model, store-and-forward or, with
 ``routing="cut-through"``, cut-through, and the same schedule (see
-:mod:`wus_sim.network` and :mod:`wus_sim.collectives.schedule`) and agree to
+:mod:`wus_sim.network` and :mod:`wus_sim.collectives.plan`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
 ``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
 ``algbw * (N-1)/N`` for reduce-scatter and all-gather (``N`` = group size).
@@ -33,7 +33,8 @@ from ..topology import Topology, load_topology
 from ..units import GB, parse_size
 from . import fast_engine
 from .analytic import is_exact, plan_time
-from .schedule import cached_plan, clear_plan_cache, group_key, topology_key
+from .groups import group_key
+from .plan_cache import cached_plan, clear_plan_cache, topology_key
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "clear_caches"]
@@ -162,7 +163,7 @@ def _reduce(reduce_Bps):
 
 
 _TOPOLOGIES = {}
-"""Topology per :func:`~wus_sim.collectives.schedule.topology_key`, for the time cache."""
+"""Topology per :func:`~wus_sim.collectives.plan_cache.topology_key`, for the time cache."""
 
 
 def _remember(topology):
@@ -230,7 +231,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
         link_bytes, link_busy = out.link_bytes, out.link_busy_s
         time_s, events, used = float(out.time_s), int(out.events), "fast"
     else:
-        from .schedule import compile_messages
+        from .messages import compile_messages
         from .simpy_engine import run_schedule
 
         check_limit("message hops for the SimPy engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,

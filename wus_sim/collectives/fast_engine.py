@@ -55,7 +55,7 @@ message at a time in global time order (:func:`_ring_pass_events`), still exact.
 
 The schedule (passes, ring embeddings, groups, 2d-split halves, on-chip levels,
 per-member barriers between passes) is the shared plan of
-:mod:`wus_sim.collectives.schedule`, so both engines run the same messages; link
+:mod:`wus_sim.collectives.plan`, so both engines run the same messages; link
 bandwidth and latency per link key come from :mod:`wus_sim.network`'s pure
 helpers. No SimPy is imported, so that ``wus-sim collective`` stays quick.
 """
@@ -69,7 +69,8 @@ import numpy as np
 from ..errors import ConfigError, WusError
 from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys
 from ..topology import Topology
-from . import schedule
+from .loads import shared_link_streams
+from .plan_cache import cached_plan
 
 __all__ = ["FastOutcome", "supports", "run", "run_plan", "why_unsupported", "contention"]
 
@@ -158,7 +159,7 @@ def contention(plan):
         return ("the two halves of 2d-split may want one axis at the same time (only on a square "
                 "torus with uniform links do they take turns)")
     # two streams (ring edges) on one link would contend: the closed form's exactness test
-    if schedule.shared_link_streams(plan):
+    if shared_link_streams(plan):
         if any(p.level == "flat" for p in plan.passes):
             return "the routed edges of this explicit replica ring share links"
         return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
@@ -166,9 +167,9 @@ def contention(plan):
 
 
 def _plan(topo, op, algorithm, group, bidirectional):
-    """The shared :class:`~wus_sim.collectives.schedule.Plan` and why this engine cannot
+    """The shared :class:`~wus_sim.collectives.plan.CollectivePlan` and why this engine cannot
     run it (``None`` if it can). Raises on bad input, as ``plan_collective`` does."""
-    plan = schedule.cached_plan(topo, op, algorithm, group=group, bidirectional=bidirectional)
+    plan = cached_plan(topo, op, algorithm, group=group, bidirectional=bidirectional)
     return plan, contention(plan)
 
 

@@ -1,6 +1,6 @@
 """The reference engine: every message of a schedule through the SimPy network.
 
-The schedule (:mod:`wus_sim.collectives.schedule`) is a dependency graph of
+The schedule (:mod:`wus_sim.collectives.messages`) is a dependency graph of
 nodes: messages and per-member barriers. A node becomes ready when its
 dependencies are met (a delivery, or another node becoming ready), plus its
 reduction time; a ready message is handed to :class:`wus_sim.network.Network`,
@@ -48,7 +48,7 @@ class SimpyOutcome:
 
 
 def run_schedule(sched, *, record=False, routing="store-and-forward"):
-    """Simulate *sched* (a :class:`~wus_sim.collectives.schedule.Schedule`) on a fresh network
+    """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) on a fresh network
     with the given *routing* (:data:`wus_sim.network.ROUTINGS`)."""
     import simpy
 

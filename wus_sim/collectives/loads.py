@@ -1,0 +1,62 @@
+"""Static link loads of a plan: bytes per link, and whether any link serves two streams."""
+
+import numpy as np
+
+from ..network import num_link_keys
+from .messages import hd_routes
+
+__all__ = ["link_loads", "shared_link_streams"]
+
+
+def link_loads(plan, nbytes):
+    """Bytes every link key carries during the collective (no simulation needed)."""
+    topo = plan.topology
+    out = np.zeros(num_link_keys(topo))
+    S = float(nbytes)
+    for p in plan.passes:
+        if p.steps == 0:
+            continue
+        if p.pattern == "ring":
+            per_edge = sum(p.step_fraction(k) for k in range(p.steps)) * S
+            for e in p.rings:
+                keys = e.links[e.links >= 0]
+                np.add.at(out, keys, per_edge)
+        else:
+            for k, table in enumerate(hd_routes(topo, p)):
+                keys = np.fromiter((key for row in table for route in row for key in route), np.int64)
+                np.add.at(out, keys, p.step_fraction(k) * S)
+    return out
+
+
+def shared_link_streams(plan):
+    """Number of links that carry more than one *stream* of messages.
+
+    A stream is one ring edge of one level (a reduce-scatter pass and the
+    all-gather pass over the same rings are one stream: they follow each other
+    at every member). 0 means the schedule is uncontended: every link serves
+    one sender's messages in order, and the closed form is exact. Halving-
+    doubling is counted as contended when a step's messages share a link.
+    """
+    topo = plan.topology
+    pairs = []
+    streams = {}  # (stream, direction) -> small id
+    for p in plan.passes:
+        if p.steps == 0:
+            continue
+        if p.pattern == "hd":
+            for table in hd_routes(topo, p):
+                keys = np.fromiter((key for row in table for route in row for key in route), np.int64)
+                if len(keys) and np.bincount(keys).max() > 1:
+                    return int((np.bincount(keys) > 1).sum())
+            continue
+        for d, e in enumerate(p.rings):
+            edge = np.broadcast_to(np.arange(e.num_rings)[:, None, None] * e.size
+                                   + np.arange(e.size)[None, :, None], e.links.shape)
+            ok = e.links >= 0
+            sid = streams.setdefault((p.stream, d), len(streams))
+            pairs.append(np.stack([e.links[ok], sid * 1_000_000_007 + edge[ok]], axis=1))
+    if not pairs:
+        return 0
+    pairs = np.unique(np.concatenate(pairs), axis=0)
+    counts = np.bincount(pairs[:, 0])
+    return int((counts > 1).sum())

@@ -1,0 +1,272 @@
+"""A plan and a size compiled into the message table the SimPy engine runs.
+
+See :mod:`.plan` for the schedule's rules (timing inside a pass, tie-break rank and
+sequence); this module only lays them out as nodes, paths and dependencies.
+"""
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..network import replica_route
+from .embedding import routes
+from .plan import CollectivePlan
+
+__all__ = ["Schedule", "compile_messages", "passes_by_tag", "hd_routes"]
+
+
+@lru_cache(maxsize=256)
+def hd_routes(topology, p):
+    """Halving-doubling pass *p*: per step, the ``(R, n)`` nested list of link-key tuples
+    from member ``i`` to its partner (cached; routes depend only on the partner distance)."""
+    e = p.rings[0]
+    R, n = e.members.shape
+    by_distance = {}
+    out = []
+    for k in range(p.steps):
+        dist = p.step_partner_distance(k)
+        if dist not in by_distance:
+            partner = e.members[:, np.arange(n) ^ dist]
+            if p.level == "flat":
+                flat = [tuple(replica_route(topology, a, z)) for a, z in zip(e.members.ravel(), partner.ravel())]
+            else:
+                flat = routes(topology, e.members.ravel(), partner.ravel())
+            by_distance[dist] = [flat[r * n:(r + 1) * n] for r in range(R)]
+        out.append(by_distance[dist])
+    return out
+
+
+@dataclass(eq=False)
+class Schedule:
+    """A plan and a size turned into nodes: messages (with a path) and barriers (without).
+
+    Node ``m`` is ready at ``max(deliveries of its deliver-deps, readiness of its
+    ready-deps) + rho[m]``; a message is then sent over ``paths[path_id[m]]``; a
+    barrier node is "delivered" as soon as it is ready. Node ids are in
+    (half, pass, step, piece) order for every sender, so they serve as sequence numbers.
+    """
+
+    plan: CollectivePlan
+    nbytes: float
+    chunks: int
+    num_nodes: int
+    path_id: np.ndarray
+    """Per node: index into :attr:`paths`, or -1 for a barrier node."""
+    paths: list
+    """Tuples of link keys."""
+    msg_bytes: np.ndarray
+    """Per node: bytes of the message (0 for barriers)."""
+    rank: np.ndarray
+    """Per node: sender replica (tie-break)."""
+    rho: np.ndarray
+    """Per node: reduction time added to its ready time, s."""
+    deps: list = field(default_factory=list)
+    """``(child, parent, kind)`` int arrays; kind 0: parent delivered, 1: parent ready."""
+    meta: dict = field(default_factory=dict)
+    """Per-message data-model fields (pass index, direction, ring, position, step, piece, dst position)."""
+
+    @property
+    def num_hops(self):
+        """Message hops (the ``events`` both engines count)."""
+        lengths = np.array([len(p) for p in self.paths] + [0])
+        return int(lengths[self.path_id].sum())
+
+    def dependency_arrays(self):
+        """``(ndeps, ready_ptr, ready_children, deliver_ptr, deliver_children)`` as numpy arrays."""
+        if self.deps:
+            child = np.concatenate([d[0] for d in self.deps])
+            parent = np.concatenate([d[1] for d in self.deps])
+            kind = np.concatenate([d[2] for d in self.deps])
+        else:
+            child = parent = kind = np.zeros(0, dtype=np.int64)
+        ndeps = np.bincount(child, minlength=self.num_nodes)
+        out = [ndeps]
+        for k in (1, 0):
+            sel = kind == k
+            p, ch = parent[sel], child[sel]
+            order = np.argsort(p, kind="stable")
+            ptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=self.num_nodes))])
+            out += [ptr, ch[order]]
+        return tuple(out)
+
+
+class _Builder:
+    def __init__(self, plan, S, chunks, reduce_Bps):
+        self.plan, self.S, self.K, self.reduce_Bps = plan, float(S), int(chunks), reduce_Bps
+        self.n = 0
+        self.path_id, self.msg_bytes, self.rank, self.rho = [], [], [], []
+        self.paths = []
+        self.deps = []
+        self.meta = {k: [] for k in ("pass", "dir", "ring", "pos", "step", "piece", "dst")}
+
+    def nodes(self, count, *, path_id=None, msg_bytes=0.0, rank=None, rho=0.0):
+        start = self.n
+        self.n += count
+        self.path_id.append(np.full(count, -1, np.int64) if path_id is None else path_id)
+        self.msg_bytes.append(np.broadcast_to(np.asarray(msg_bytes, float), (count,)))
+        self.rank.append(np.zeros(count, np.int64) if rank is None else rank)
+        self.rho.append(np.broadcast_to(np.asarray(rho, float), (count,)))
+        return np.arange(start, start + count)
+
+    def dep(self, child, parent, kind):
+        child, parent = np.broadcast_arrays(np.asarray(child, np.int64), np.asarray(parent, np.int64))
+        ok = parent >= 0
+        self.deps.append((child[ok].ravel(), parent[ok].ravel(), np.full(int(ok.sum()), kind, np.int64)))
+
+    def path(self, keys):
+        """Index of a new path entry (tuples of link keys; -1 padding dropped)."""
+        self.paths.append(tuple(int(k) for k in keys if k >= 0) if not isinstance(keys, tuple) else keys)
+        return len(self.paths) - 1
+
+
+# Pass tags: ``Schedule.meta["pass"]`` names the pass of the plan each message belongs to.
+# ``plan.pre`` and ``plan.post`` hold at most one pass each (plan_collective builds them as
+# 0- or 1-tuples: the on-chip reduce-scatter and all-gather), so one tag each is enough.
+_PRE_TAG = 0
+_POST_TAG = 999_999
+_HALF_TAG_STRIDE = 1000  # a half has at most 2 * 3 - 1 = 5 passes (3-D all-reduce)
+
+
+def _half_tag(h, i):
+    """Tag of pass *i* of buffer half *h*."""
+    return 1 + _HALF_TAG_STRIDE * h + i
+
+
+def passes_by_tag(plan):
+    """``{tag: Pass}``: the pass of *plan* each ``Schedule.meta["pass"]`` tag stands for."""
+    assert len(plan.pre) <= 1 and len(plan.post) <= 1, "one tag each for the on-chip passes"
+    tags = {_PRE_TAG: p for p in plan.pre}
+    for h, half in enumerate(plan.halves):
+        for i, p in enumerate(half):
+            tags[_half_tag(h, i)] = p
+    tags.update({_POST_TAG: p for p in plan.post})
+    return tags
+
+
+def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
+    """The :class:`Schedule` of *plan* for ``S = nbytes``; ``track`` keeps the data-model fields."""
+    topo = plan.topology
+    b = _Builder(plan, nbytes, chunks, reduce_Bps)
+    c = topo.cores_per_chip
+    gate_core = None  # per replica: node whose readiness starts the next core pass
+    if plan.pre:
+        done = _compile_pass(b, plan.pre[0], None, track, _PRE_TAG)
+        gate_core = done
+    # chip-level gates: every chip waits for all its cores
+    chip_gate = None
+    if gate_core is not None:
+        chip_gate = np.full(topo.num_chips, -1, np.int64)
+        ids = b.nodes(topo.num_chips)
+        chip_gate[:] = ids
+        b.dep(np.repeat(ids, c), gate_core[: topo.num_chips * c], 1)
+    finals = []
+    for h, passes in enumerate(plan.halves):
+        gate = chip_gate
+        for i, p in enumerate(passes):
+            gate = _compile_pass(b, p, gate, track, _half_tag(h, i))
+        finals.append(gate)
+    if plan.post:
+        # a core starts the on-chip all-gather when its chip finished every half
+        ids = b.nodes(topo.num_chips)
+        for f in finals:
+            if f is not None:
+                b.dep(ids, f, 1)
+        core_gate = np.repeat(ids, c)
+        _compile_pass(b, plan.post[0], core_gate, track, _POST_TAG)
+    sched = Schedule(plan, float(nbytes), int(chunks), b.n,
+                     np.concatenate(b.path_id) if b.path_id else np.zeros(0, np.int64), b.paths,
+                     np.concatenate(b.msg_bytes) if b.msg_bytes else np.zeros(0),
+                     np.concatenate(b.rank) if b.rank else np.zeros(0, np.int64),
+                     np.concatenate(b.rho) if b.rho else np.zeros(0), b.deps)
+    if track:
+        sched.meta = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in b.meta.items()}
+        sched.meta["node"] = np.flatnonzero(sched.path_id >= 0)
+    return sched
+
+
+def _compile_pass(b, p, gate, track, pass_tag):
+    """Add the nodes of pass *p*; *gate* maps member id -> node whose readiness starts it.
+
+    Returns the per-member "done" node ids (array indexed by member id, -1 if absent)."""
+    topo = b.plan.topology
+    c = topo.cores_per_chip
+    K = b.K
+    n = p.size
+    N = p.steps
+    D = len(p.rings)
+    R = p.rings[0].num_rings
+    member_space = topo.num_replicas if p.level in ("core", "flat") else topo.num_chips
+    done = np.full(member_space, -1, np.int64)
+    if N == 0:
+        if gate is not None:
+            done[:] = gate
+        return done
+    # message ids: base + ((((k*K + piece)*D + d)*R + r)*n + i)
+    count = N * K * D * R * n
+    members = np.stack([e.members for e in p.rings])  # (D, R, n)
+    pos = np.arange(n)
+    # destinations and paths per (d, r, i, k)
+    if p.pattern == "ring":
+        dst_pos = np.broadcast_to((pos + 1) % n, (N, n))
+        pid = np.empty((D, R, n), np.int64)
+        for d, e in enumerate(p.rings):
+            for r in range(R):
+                for i in range(n):
+                    pid[d, r, i] = b.path(e.links[r, i, : e.hops[r, i]])
+        pid_k = np.broadcast_to(pid[None], (N, D, R, n))
+    else:
+        dst_pos = np.stack([pos ^ p.step_partner_distance(k) for k in range(N)])
+        pid_k = np.empty((N, D, R, n), np.int64)
+        table = hd_routes(topo, p)
+        for k in range(N):
+            for r in range(R):
+                row = table[k][r]
+                for i in range(n):
+                    pid_k[k, 0, r, i] = b.path(row[i])
+    src_pos = np.empty_like(dst_pos)  # who sends to position i at step k
+    for k in range(N):
+        src_pos[k, dst_pos[k]] = pos
+    step_bytes = np.array([p.step_fraction(k) * b.S / K for k in range(N)])
+    red = np.zeros(N) if b.reduce_Bps is None else step_bytes / b.reduce_Bps
+    reducing = np.arange(N) < p.rs_steps
+    rho_step = np.where(reducing, red, 0.0)  # reduction after arrival of step k
+    # rank: sender replica
+    if p.level == "chip":
+        sender_rank = members * c
+    else:
+        sender_rank = members
+    shape = (N, K, D, R, n)
+    k_idx, c_idx, d_idx, r_idx, i_idx = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
+    rho_msg = np.where(k_idx > 0, rho_step[np.maximum(k_idx - 1, 0)], 0.0)
+    ids = b.nodes(count, path_id=pid_k[k_idx, d_idx, r_idx, i_idx].ravel(),
+                  msg_bytes=step_bytes[k_idx].ravel(), rank=sender_rank[d_idx, r_idx, i_idx].ravel(),
+                  rho=rho_msg.ravel())
+    ids = ids.reshape(shape)
+    # step 0 waits for the member's gate; step k waits for its own step k-1 and the arrival of step k-1
+    if gate is not None:
+        b.dep(ids[0], gate[members][None, :, :, :], 1)
+    if N > 1:
+        b.dep(ids[1:], ids[:-1], 1)
+        src = src_pos[:-1][:, None, None, None, :]  # (N-1, 1, 1, 1, n)
+        prev = np.take_along_axis(ids[:-1], np.broadcast_to(src, ids[:-1].shape), axis=-1)
+        b.dep(ids[1:], prev, 0)
+    # done node per member: after the last step's arrival (and own last send), + reduction
+    uniq = np.unique(members[0])
+    done_ids = b.nodes(len(uniq), rho=rho_step[-1])
+    done[uniq] = done_ids
+    last = ids[-1]  # (K, D, R, n)
+    member_done = done[members]  # (D, R, n)
+    b.dep(np.broadcast_to(member_done, last.shape), last, 1)
+    src_last = np.broadcast_to(src_pos[-1][None, None, None, :], last.shape)
+    b.dep(np.broadcast_to(member_done, last.shape), np.take_along_axis(last, src_last, axis=-1), 0)
+    if track:
+        m = b.meta
+        m["pass"].append(np.full(count, pass_tag, np.int64))
+        m["dir"].append(d_idx.ravel())
+        m["ring"].append(r_idx.ravel())
+        m["pos"].append(i_idx.ravel())
+        m["step"].append(k_idx.ravel())
+        m["piece"].append(c_idx.ravel())
+        m["dst"].append(dst_pos[k_idx, i_idx].ravel())
+    return done
