@@ -12,7 +12,7 @@ import simpy
 from hypothesis import example, given, settings, strategies as st
 
 from wus_sim.network import (Network, link_key_Bps, link_key_latency_s, num_link_keys, onchip_link_key,
-                             replica_route, tie_key, transfer)
+                             replica_route, tie_key, transfer, TIE_QUANTUM_S)
 
 from make_topology import make
 
@@ -107,6 +107,46 @@ def test_fifo_earlier_ready_beats_lower_rank():
     b = 1e6
     times, _ = simulate(topo, [(1e-7, path, b, 0, 0), (0.0, path, b, 9, 0)])
     assert times[1] < times[0]
+
+
+def test_times_tied_in_exact_arithmetic_tie_in_the_model_and_the_reference():
+    """Message B (rank 4) is ready at 0 on a 4-hop line; after two hops of 1 us + 0.5 us it
+    reaches link 2->1 at exactly 3 us, when message A (rank 2) is ready there. Summed hop by
+    hop the float is 2.9999999999999997e-06, with each hop's cost first 3e-06: the tie key
+    makes both simultaneous, so A goes first by rank in the SimPy model and the reference,
+    whichever of these floats (or the next one up) A's ready time is given as. Delivery times derived by hand below."""
+    topo = make((5,), False, link_GBps=100.0, hop_latency_us=0.5)
+    us = 1e-6
+    s_a, s_b, lat = 12345.5 / 100e9, 1e5 / 100e9, 0.5 * us  # 0.123455 us, 1 us, 0.5 us
+    hop_by_hop, cost_first = (1.5e-6 + 1e-6) + 5e-7, 1.5e-6 + (1e-6 + 5e-7)
+    assert hop_by_hop != cost_first and tie_key(hop_by_hop) == tie_key(cost_first) == tie_key(3 * us)
+    # A: link 2->1 over [3, 3.123455] us, link 1->0 from its arrival at 3.623455 us
+    # B: waits for A on 2->1, [3.123455, 4.123455] us, then 1->0 from 4.623455 us
+    want_a = 3 * us + s_a + lat + s_a + lat                  # 4.24691 us
+    want_b = 3 * us + s_a + s_b + lat + s_b + lat            # 6.123455 us
+    assert (want_a, want_b) == pytest.approx((4.24691 * us, 6.123455 * us), rel=1e-12)
+    for ready_a in (hop_by_hop, cost_first, float(np.nextafter(cost_first, 1.0))):
+        msgs = [(ready_a, topo.route(2, 0), 12345.5, 2, 0), (0.0, topo.route(4, 0), 1e5, 4, 1)]
+        assert len(msgs[0][1]) == 2 and len(msgs[1][1]) == 4 and msgs[1][1][2:] == msgs[0][1]
+        for times in (simulate(topo, msgs)[0], reference(topo, msgs)):
+            assert times == pytest.approx([want_a, want_b], rel=1e-12)
+    # a real difference (1 ns, a thousand quanta) is not a tie: B, ready first, goes first
+    # B: 2->1 over [3, 4] us, 1->0 over [4.5, 5.5] us; A: 2->1 over [4, 4.123455], 1->0 after B
+    msgs = [(3 * us + 1e-9, topo.route(2, 0), 12345.5, 2, 0), (0.0, topo.route(4, 0), 1e5, 4, 1)]
+    want = [5.5 * us + s_a + lat, 5.5 * us + lat]
+    for times in (simulate(topo, msgs)[0], reference(topo, msgs)):
+        assert times == pytest.approx(want, rel=1e-12)
+
+
+def test_tie_key_rule():
+    q = TIE_QUANTUM_S
+    assert q == 2.0 ** -40  # about 0.91 ps
+    assert tie_key(0.0) == 0 and tie_key(q) == 1 and tie_key(1.0) == 2 ** 40
+    # nearest whole quantum: ties within half a quantum, a quantum apart never
+    assert tie_key(0.49 * q) == 0 and tie_key(0.51 * q) == 1 and tie_key(1.0 + q) == 2 ** 40 + 1
+    # arrays give the same whole numbers as scalars
+    ts = np.array([0.0, 1e-6, 2.9999999999999997e-06, 3e-6, 1e-3, 1.0])
+    assert np.array_equal(tie_key(ts), [tie_key(float(t)) for t in ts])
 
 
 def test_onchip_links_have_no_latency_and_onchip_bandwidth():

@@ -77,7 +77,8 @@ import numpy as np
 from .errors import UnknownNameError
 
 __all__ = [
-    "ROUTINGS", "TIE_QUANTUM_S", "tie_key", "check_routing", "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
+    "ROUTINGS", "TIE_QUANTUM_S", "tie_key", "check_routing",
+    "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
     "Link", "Network", "transfer",
 ]
 
@@ -90,7 +91,6 @@ TIE_QUANTUM_S = 2.0 ** -40
 """Resolution of the event order, s (about 0.91 ps): times this close count as simultaneous."""
 
 _TIE_PER_S = 2.0 ** 40  # 1 / TIE_QUANTUM_S; a power of two, so t * _TIE_PER_S rounds nothing
-_floor = math.floor
 
 
 def tie_key(t_s):
@@ -98,21 +98,23 @@ def tie_key(t_s):
     number of :data:`TIE_QUANTUM_S`, ``floor(t_s / TIE_QUANTUM_S + 1/2)``.
 
     The rule of every engine and reference: events are ordered by ``(tie_key(ready),
-    rank, seq)``, and events with equal keys are simultaneous. Times reach an event
-    along different sums (``(0 + 1 us) + 0.5 us`` twice gives ``3e-06``, ``0 + (1 us +
-    0.5 us)`` twice gives ``2.9999999999999997e-06``); comparing the floats would let the
-    last bit decide which message a contended link serves first, and move deliveries
-    by whole message times. Rounding to the quantum makes such times equal. The quantum
-    is far above float noise (an ulp of 1 ms is 2e-19 s, of 1 s 2e-16 s) and far below
-    any time the model tells apart (a byte at 1 TB/s is 1 ps, hop latencies are us), so
-    two near-equal times fall on either side of a half-quantum point with odds near
-    (their difference) / quantum, about 1e-7 for 1 ms, and decimal times (1e-6 s, 3e-6 s)
-    are never close to such a point. Keys are exact whole numbers up to 2**53 quanta
-    (8192 s) and non-decreasing beyond. Times stay floats; only the order uses the key.
+    rank, seq)``, and events with equal keys are simultaneous. A time reached along
+    different sums differs in its last bits: after a hop of 1.5 us, a second hop of 1 us
+    plus 0.5 us latency ends at ``(1.5e-6 + 1e-6) + 5e-7 = 2.9999999999999997e-06``
+    added in that order and at ``1.5e-6 + (1e-6 + 5e-7) = 3e-06`` with the hop's cost
+    summed first. Comparing floats would let that bit decide which of two messages a
+    link serves first, and move deliveries by whole message times. Rounding to the
+    quantum makes such times equal. The quantum is far above float noise (an ulp of
+    1 ms is 2e-19 s, of 1 s 2e-16 s) and below any time the model tells apart (a byte
+    at 1 TB/s takes 1 ps, hop latencies are us), so two times equal but for rounding
+    straddle a half-quantum point only with odds near (their difference) / quantum,
+    about 1e-6 near 1 ms. The rule is exact below 2**52 quanta (4096 s: adding 1/2
+    rounds nothing) and keys never decrease with time beyond. Times stay floats; only
+    the order uses the key.
     Scalars give an int, arrays a float array of whole numbers (the same values).
     """
     x = t_s * _TIE_PER_S + 0.5
-    return _floor(x) if x.__class__ is float else np.floor(x)
+    return math.floor(x) if x.__class__ is float else np.floor(x)
 
 
 def check_routing(routing):
@@ -171,7 +173,7 @@ def replica_route(topology, src, dst):
 class Link:
     """One direction of one link: a FIFO server with a bandwidth and a latency."""
 
-    __slots__ = ("key", "bw_Bps", "latency_s", "busy_until", "free_key", "queue", "nbytes", "busy_s", "messages")
+    __slots__ = ("key", "bw_Bps", "latency_s", "busy_until", "queue", "nbytes", "busy_s", "messages")
 
     def __init__(self, key, bw_Bps, latency_s):
         self.key = key
@@ -182,9 +184,8 @@ class Link:
         """Hop latency, s: the message reaches the next chip this long after the send ends
         (cut-through: its head, this long after the send starts)."""
         self.busy_until = 0.0
-        """Time the message now on the link finishes, s (a new message starts no earlier)."""
-        self.free_key = 0
-        """``tie_key(busy_until)``: the link is idle in slots of this key and later."""
+        """Time the message now on the link finishes, s (a new message starts no earlier; the
+        link is idle in the slots of ``tie_key(busy_until)`` and later)."""
         self.queue = []
         """Heap of waiting messages ``(ready_key, rank, seq, uid, msg, hop, ready_t, tail_t)``."""
         self.nbytes = 0.0
@@ -218,9 +219,11 @@ class Network:
                       for k in range(len(bw))]
         """``Link`` per link key (``None`` for ICI slots that a mesh edge lacks)."""
         self._slots = {}
-        """Slot lists ``(arrivals, calls, frees, requests)`` by tie key, until the slot has run."""
+        """The slot of every float time due, until it has run (times of one tie key share it)."""
+        self._by_key = {}
+        """Slots by tie key: ``(arrivals, calls, frees, requests, key, times)``."""
         self._pending = []
-        """Heap of the keys in ``_slots`` not yet run: a SimPy event runs the lowest."""
+        """Heap of the keys in ``_by_key`` not yet run: a SimPy event runs the lowest."""
         self._now = None
         self._uid = 0
 
@@ -235,14 +238,23 @@ class Network:
 
     # ------------------------------------------------------------ scheduling
     def _slot(self, t):
-        """The lists of things due at time *t* (its tie key's), creating its event if needed."""
-        key = tie_key(t)
-        slot = self._slots.get(key)
+        """The lists of things due at time *t* (its tie key's), creating its event if needed.
+
+        The hot paths look a slot up by the float time first (``_slots``), so the key is
+        computed only once per distinct float time, not once per message hop.
+        """
+        slot = self._slots.get(t)
         if slot is None:
-            slot = self._slots[key] = ([], [], [], [])  # arrivals, calls, frees, requests
-            heapq.heappush(self._pending, key)
-            now = self.env.now
-            self.env.timeout(t - now if t > now else 0.0).callbacks.append(self._fire)
+            key = tie_key(t)
+            slot = self._by_key.get(key)
+            if slot is None:
+                slot = self._by_key[key] = ([], [], [], [], key, [t])  # arrivals, calls, frees, requests
+                heapq.heappush(self._pending, key)
+                now = self.env.now
+                self.env.timeout(t - now if t > now else 0.0).callbacks.append(self._fire)
+            else:
+                slot[5].append(t)
+            self._slots[t] = slot
         return slot
 
     def after(self, delay, fn, *args):
@@ -276,7 +288,7 @@ class Network:
 
     def _start_store_forward(self, link, msg, hop, t, tail):
         # hot path: one call per message hop (t: ready at this hop; tail: unused, the
-        # whole message is here). The key arithmetic is tie_key's, inlined.
+        # whole message is here)
         nbytes = msg[1]
         s = nbytes / link.bw_Bps
         t_free = link.busy_until
@@ -284,17 +296,16 @@ class Network:
             t_free = t
         t_free += s
         link.busy_until = t_free
-        link.free_key = key = _floor(t_free * _TIE_PER_S + 0.5)
         link.nbytes += nbytes
         link.busy_s += s
         link.messages += 1
         slots = self._slots
-        slot = slots.get(key)
+        slot = slots.get(t_free)
         if slot is None:
             slot = self._slot(t_free)
         slot[2].append(link)
         t_arrive = t_free + link.latency_s
-        slot = slots.get(_floor(t_arrive * _TIE_PER_S + 0.5))
+        slot = slots.get(t_arrive)
         if slot is None:
             slot = self._slot(t_arrive)
         slot[0].append((msg, hop, t_arrive, tail))
@@ -307,7 +318,6 @@ class Network:
         begin = t if t > link.busy_until else link.busy_until
         t_free = max(begin + s, tail)
         link.busy_until = t_free
-        link.free_key = tie_key(t_free)
         link.nbytes += nbytes
         link.busy_s += s  # at line rate, as the fast engine counts (docstring)
         link.messages += 1
@@ -321,7 +331,10 @@ class Network:
         # the lowest pending key: SimPy's times for two keys a bit apart may round equal
         key = heapq.heappop(self._pending)
         # the slot stays registered while it runs, so zero-delay sends and calls join it
-        arrivals, calls, frees, requests = self._slots[key]
+        slot = self._by_key[key]
+        arrivals, calls, frees, requests = slot[:4]
+        # tie_key(t) <= key exactly when t < (key + 1/2) quanta (the scaling is by a power of two)
+        t_idle = (key + 0.5) * TIE_QUANTUM_S
         links = self.links
         start = self._start
         ia = ic = jf = 0
@@ -346,7 +359,7 @@ class Network:
             while jf < len(frees):
                 link = frees[jf]
                 jf += 1
-                if link.queue and link.free_key <= key:
+                if link.queue and link.busy_until < t_idle:
                     _, _, _, _, msg, hop, t, tail = heapq.heappop(link.queue)
                     start(link, msg, hop, t, tail)
             if requests:
@@ -355,14 +368,16 @@ class Network:
                 requests.clear()
                 for rank, seq, uid, msg, hop, t, tail in batch:
                     link = links[msg[0][hop]]
-                    if link.free_key <= key and not link.queue:
+                    if link.busy_until < t_idle and not link.queue:
                         start(link, msg, hop, t, tail)
                     else:
                         heapq.heappush(link.queue, (key, rank, seq, uid, msg, hop, t, tail))
             # a service shorter than the quantum can end in this slot: go round again
             elif ia == len(arrivals) and ic == len(calls) and jf == len(frees):
                 break
-        del self._slots[key]
+        for t in slot[5]:
+            del self._slots[t]
+        del self._by_key[key]
         self._now = None
 
     # --------------------------------------------------------------- counters
