@@ -18,7 +18,7 @@ from wus_sim.collectives import fast_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.errors import UnknownNameError
-from wus_sim.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s
+from wus_sim.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s, tie_key
 from wus_sim.topology import load_topology
 from wus_sim.units import KiB, MiB
 
@@ -46,38 +46,43 @@ def simulate(topo, messages, routing):
 
 
 def reference(topo, messages):
-    """Independent cut-through reference: one heap of (time, kind, rank, seq) events; a hop
-    starts at max(head arrival, link free), ends at max(start + b/bw, tail arrival); the head
-    reaches the next chip ``lat`` after the start, the tail ``lat`` after the end."""
+    """Independent cut-through reference: one heap of (tie key, kind, rank, seq) events (the
+    engines' ordering rule, ``wus_sim.network.tie_key``); a hop starts at max(head arrival,
+    link free), ends at max(start + b/bw, tail arrival); the head reaches the next chip
+    ``lat`` after the start, the tail ``lat`` after the end."""
     bw, lat = link_key_Bps(topo), link_key_latency_s(topo)
     heap, counter = [], itertools.count()
-    busy, waiting, out = {}, {}, {}
+    busy, free, waiting, out = {}, {}, {}, {}
+
+    def push(t, kind, rank, seq, ev):
+        heapq.heappush(heap, (tie_key(t), kind, rank, seq, next(counter), t, ev))
 
     def start(t, link, i, h, tail):
         ready, path, nbytes, rank, seq = messages[i]
         busy[link] = True
-        end = max(t + nbytes / bw[link], tail)
-        heapq.heappush(heap, (end, 0, 0, 0, next(counter), ("rel", link)))
+        t = max(t, free.get(link, 0.0))
+        end = free[link] = max(t + nbytes / bw[link], tail)
+        push(end, 0, 0, 0, ("rel", link))
         if h + 1 == len(path):
             out[i] = end + lat[link]
         else:
-            heapq.heappush(heap, (t + lat[link], 1, rank, seq, next(counter), ("req", i, h + 1, end + lat[link])))
+            push(t + lat[link], 1, rank, seq, ("req", i, h + 1, end + lat[link]))
 
     for i, (ready, path, nbytes, rank, seq) in enumerate(messages):
-        heapq.heappush(heap, (ready, 1, rank, seq, next(counter), ("req", i, 0, -np.inf)))
+        push(ready, 1, rank, seq, ("req", i, 0, -np.inf))
     while heap:
-        t, _, _, _, _, ev = heapq.heappop(heap)
+        k, _, _, _, _, t, ev = heapq.heappop(heap)
         if ev[0] == "rel":
             busy[ev[1]] = False
             if waiting.get(ev[1]):
-                _, _, _, _, i, h, tail = heapq.heappop(waiting[ev[1]])
-                start(t, ev[1], i, h, tail)
+                _, _, _, _, i, h, tail, ready = heapq.heappop(waiting[ev[1]])
+                start(ready, ev[1], i, h, tail)
             continue
         _, i, h, tail = ev
         ready, path, nbytes, rank, seq = messages[i]
         link = path[h]
         if busy.get(link) or waiting.get(link):
-            heapq.heappush(waiting.setdefault(link, []), (t, rank, seq, next(counter), i, h, tail))
+            heapq.heappush(waiting.setdefault(link, []), (k, rank, seq, next(counter), i, h, tail, t))
         else:
             start(t, link, i, h, tail)
     return [out[i] for i in range(len(messages))]

@@ -5,8 +5,9 @@ Three independent references:
 * textbook alpha-beta forms derived here for uniform tori (ring, bidirectional, 2-D,
   hierarchical, with chunks and reduction) and for the folded ring of a mesh line;
 * ``_des``: a small discrete-event simulation written for this test (heap of events,
-  an explicit FIFO queue per link keyed by (ready time, sender, sequence)), which does
-  not rely on the engine's argument that FIFO order equals step order;
+  an explicit FIFO queue per link keyed by (ready time, sender, sequence), times compared
+  by the shared ``wus_sim.network.tie_key``), which does not rely on the engine's argument
+  that FIFO order equals step order;
 * the SimPy engine of :mod:`wus_sim.collectives.simpy_engine`.
 """
 
@@ -21,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from wus_sim.collectives import OPS, analytic, analytic_time, embedding, fast_engine as fe, simulate_collective
-from wus_sim.network import link_key_Bps, link_key_latency_s
+from wus_sim.network import link_key_Bps, link_key_latency_s, tie_key
 from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology
 from wus_sim.units import GiB, KiB, MiB
@@ -106,7 +107,7 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
     hop_count = [0]
 
     def at(t, fn, prio=1, key=(-1, ())):
-        heapq.heappush(heap, (t, prio, key, next(counter), fn))
+        heapq.heappush(heap, (tie_key(t), prio, key, next(counter), fn))
 
     def send(t, sender, seq, path, on_arrival):
         # ties on a link go by (ready time, sender, position in the sender's schedule)
@@ -132,7 +133,7 @@ def _des(topo, op, algorithm, S, *, group=None, bidirectional=False, chunks=1, r
                     at(t_arr, lambda: on_arrival(t_arr), key=key)
 
             if link_busy.get(link):
-                heapq.heappush(link_queue.setdefault(link, []), (t_ready, key[0], key[1], start))
+                heapq.heappush(link_queue.setdefault(link, []), (tie_key(t_ready), key[0], key[1], start))
             else:
                 start(t_ready)
 
@@ -628,3 +629,21 @@ def test_bidirectional_2d_partial_torus_engines_agree(dims, wrap):
         f = simulate_collective(topo, op, "2d", 8 * MiB, engine="fast", bidirectional=True).time_s
         s = simulate_collective(topo, op, "2d", 8 * MiB, engine="simpy", bidirectional=True).time_s
         assert rel_err(f, s) < REL and rel_err(f, analytic_time(topo, op, "2d", 8 * MiB, bidirectional=True)) < REL
+
+
+def test_order_check_counts_float_ties_as_in_order():
+    """The fast engine serves a link's pieces in (step, piece) order unless a later piece is
+    ready strictly earlier; "strictly" by the network's tie key, so a piece that is later
+    only in its last bit (2.9999999999999997e-06 vs 3e-06, equal in exact arithmetic) keeps
+    the order, as the SimPy network's (tie key, rank, seq) rule does, and the check does not
+    fall back to the event pass on float noise."""
+    hop_by_hop, cost_first = (1.5e-6 + 1e-6) + 5e-7, 1.5e-6 + (1e-6 + 5e-7)
+    assert hop_by_hop < cost_first
+    last = np.full(1, -np.inf)
+    fe._check_order(np.array([[cost_first, hop_by_hop]]), last)  # same key: in order
+    assert last[0] == tie_key(3e-6)
+    fe._check_order(np.array([[hop_by_hop, 4e-6]]), last)  # after the previous step's last piece
+    with pytest.raises(fe._OutOfOrder):
+        fe._check_order(np.array([[3e-6, 3e-6 - 1e-9]]), np.full(1, -np.inf))  # 1 ns earlier: real
+    with pytest.raises(fe._OutOfOrder):
+        fe._check_order(np.array([[3e-6, 3e-6]]), np.full(1, tie_key(5e-6)))

@@ -28,11 +28,16 @@ Timing model (the fast engine and the closed forms implement the same):
   reaches a link when its head does). Messages that reach a link
   at the same time are ordered by ``(sender rank, sequence number)``; so the
   order is ``(ready time, rank, seq)``, independent of event-processing order.
+  "The same time" means the same :func:`tie_key` (times within about a
+  picosecond, see there), so that times equal in exact arithmetic tie even when
+  their floats differ in the last bits. A hop starts at ``max(ready, link
+  free)``, both kept as floats: the key decides only the order, never a time.
 
 How the tie-break is made deterministic. SimPy processes events scheduled for
 the same time in insertion order, which depends on history. We therefore keep
-one SimPy event per distinct time (a "slot") holding everything due then, and
-process a slot in a fixed order: (1) messages reaching the next chip
+one SimPy event per distinct :func:`tie_key` (a "slot") holding everything due
+then, each item with its own float time, process slots in key order and a slot
+in a fixed order: (1) messages reaching the next chip
 (store-and-forward: the whole message; cut-through: its head, carrying the
 time its tail will follow) move on to the next hop's request list, or are
 delivered (their callback runs and may send
@@ -47,7 +52,9 @@ message hop near two list appends, which is what lets the SimPy engine run a
 A message that becomes ready at a time whose slot already ran (e.g. sent by
 a SimPy process resumed later at that same time) gets a new slot at that time;
 it is ordered after the earlier slot's requests. The collective engines never
-do that: they only send from inside slots or at time 0.
+do that: they only send from inside slots or at time 0. Inside a slot,
+:attr:`Network.now` is the exact time of the delivery or call being handled
+(the SimPy clock shows the slot's first time, which may differ in the last bits).
 
 Why not ``simpy.Resource`` per link: with request/release events per hop the
 same 32x32 case took 0.82 s for the network alone (measured, 2-core machine),
@@ -63,19 +70,51 @@ top of this module import no SimPy.
 """
 
 import heapq
+import math
 
 import numpy as np
 
 from .errors import UnknownNameError
 
 __all__ = [
-    "ROUTINGS", "check_routing", "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
+    "ROUTINGS", "TIE_QUANTUM_S", "tie_key", "check_routing",
+    "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
     "Link", "Network", "transfer",
 ]
 
 
 ROUTINGS = ("store-and-forward", "cut-through")
 """Routing modes of the timing model (see the module docstring); the first is the default."""
+
+
+TIE_QUANTUM_S = 2.0 ** -40
+"""Resolution of the event order, s (about 0.91 ps): times this close count as simultaneous."""
+
+_TIE_PER_S = 2.0 ** 40  # 1 / TIE_QUANTUM_S; a power of two, so t * _TIE_PER_S rounds nothing
+
+
+def tie_key(t_s):
+    """Ordering key of event time *t_s* (s, a float or a numpy array): the nearest whole
+    number of :data:`TIE_QUANTUM_S`, ``floor(t_s / TIE_QUANTUM_S + 1/2)``.
+
+    The rule of every engine and reference: events are ordered by ``(tie_key(ready),
+    rank, seq)``, and events with equal keys are simultaneous. A time reached along
+    different sums differs in its last bits: after a hop of 1.5 us, a second hop of 1 us
+    plus 0.5 us latency ends at ``(1.5e-6 + 1e-6) + 5e-7 = 2.9999999999999997e-06``
+    added in that order and at ``1.5e-6 + (1e-6 + 5e-7) = 3e-06`` with the hop's cost
+    summed first. Comparing floats would let that bit decide which of two messages a
+    link serves first, and move deliveries by whole message times. Rounding to the
+    quantum makes such times equal. The quantum is far above float noise (an ulp of
+    1 ms is 2e-19 s, of 1 s 2e-16 s) and below any time the model tells apart (a byte
+    at 1 TB/s takes 1 ps, hop latencies are us), so two times equal but for rounding
+    straddle a half-quantum point only with odds near (their difference) / quantum,
+    about 1e-6 near 1 ms. The rule is exact below 2**52 quanta (4096 s: adding 1/2
+    rounds nothing) and keys never decrease with time beyond. Times stay floats; only
+    the order uses the key.
+    Scalars give an int, arrays a float array of whole numbers (the same values).
+    """
+    x = t_s * _TIE_PER_S + 0.5
+    return math.floor(x) if x.__class__ is float else np.floor(x)
 
 
 def check_routing(routing):
@@ -145,9 +184,10 @@ class Link:
         """Hop latency, s: the message reaches the next chip this long after the send ends
         (cut-through: its head, this long after the send starts)."""
         self.busy_until = 0.0
-        """Time the message now on the link finishes (<= now when idle), s."""
+        """Time the message now on the link finishes, s (a new message starts no earlier; the
+        link is idle in the slots of ``tie_key(busy_until)`` and later)."""
         self.queue = []
-        """Heap of waiting messages ``(ready_t, rank, seq, uid, msg, hop, tail_t)``."""
+        """Heap of waiting messages ``(ready_key, rank, seq, uid, msg, hop, ready_t, tail_t)``."""
         self.nbytes = 0.0
         """Bytes sent so far (counter)."""
         self.busy_s = 0.0
@@ -179,37 +219,66 @@ class Network:
                       for k in range(len(bw))]
         """``Link`` per link key (``None`` for ICI slots that a mesh edge lacks)."""
         self._slots = {}
+        """The slot of every float time due, until it has run (times of one tie key share it)."""
+        self._by_key = {}
+        """Slots by tie key: ``(arrivals, calls, frees, requests, key, times)``."""
+        self._pending = []
+        """Heap of the keys in ``_by_key`` not yet run: a SimPy event runs the lowest."""
+        self._now = None
         self._uid = 0
 
+    @property
+    def now(self):
+        """Time of the delivery or call being handled, s; outside those, the SimPy clock.
+
+        Use it, not ``env.now``, for times inside callbacks: a slot gathers every time of
+        one :func:`tie_key`, and the clock shows only the first.
+        """
+        return self.env.now if self._now is None else self._now
+
     # ------------------------------------------------------------ scheduling
-    def _slot(self, delay):
-        """The lists of things due ``delay`` seconds from now, creating its event if needed."""
-        t = self.env.now + delay
+    def _slot(self, t):
+        """The lists of things due at time *t* (its tie key's), creating its event if needed.
+
+        The hot paths look a slot up by the float time first (``_slots``), so the key is
+        computed only once per distinct float time, not once per message hop.
+        """
         slot = self._slots.get(t)
         if slot is None:
-            slot = self._slots[t] = ([], [], [], [])  # arrivals, calls, frees, requests
-            self.env.timeout(delay).callbacks.append(self._fire)
+            key = tie_key(t)
+            slot = self._by_key.get(key)
+            if slot is None:
+                slot = self._by_key[key] = ([], [], [], [], key, [t])  # arrivals, calls, frees, requests
+                heapq.heappush(self._pending, key)
+                now = self.env.now
+                self.env.timeout(t - now if t > now else 0.0).callbacks.append(self._fire)
+            else:
+                slot[5].append(t)
+            self._slots[t] = slot
         return slot
 
     def after(self, delay, fn, *args):
-        """Call ``fn(*args)`` *delay* seconds from now (at that time's step (2), see module doc)."""
-        self._slot(delay)[1].append((fn, args))
+        """Call ``fn(*args)`` *delay* seconds from :attr:`now` (at that time's step (2), see module doc)."""
+        t = self.now + delay
+        self._slot(t)[1].append((fn, args, t))
 
     def send(self, path, nbytes, *, rank, seq, callback, tag=None, delay=0.0):
         """Send *nbytes* over *path* (link keys), ready ``delay`` s from now.
 
         ``callback(tag, t)`` runs at delivery time ``t``. ``(rank, seq)``
-        breaks ties between messages that reach a link at the same time.
+        breaks ties between messages that reach a link at the same time (the same
+        :func:`tie_key`).
         A message with an empty path is delivered at its ready time.
         """
         if not nbytes > 0:
             raise ValueError(f"a message needs nbytes > 0, got {nbytes!r}")
         self._uid += 1
         msg = (path, float(nbytes), rank, seq, callback, tag)
+        t = self.now + delay
         if not path:
-            self.after(delay, callback, tag, self.env.now + delay)
+            self._slot(t)[1].append((callback, (tag, t), t))
             return
-        self._slot(delay)[3].append((rank, seq, self._uid, msg, 0, -np.inf))
+        self._slot(t)[3].append((rank, seq, self._uid, msg, 0, t, -np.inf))
 
     def transfer(self, path, nbytes, *, rank=0, seq=0):
         """A SimPy event that succeeds with the delivery time of a message sent now."""
@@ -217,11 +286,15 @@ class Network:
         self.send(path, nbytes, rank=rank, seq=seq, callback=lambda _tag, t: event.succeed(t))
         return event
 
-    def _start_store_forward(self, link, msg, hop, now, tail):
-        # hot path: one call per message hop (tail: unused, the whole message is here)
+    def _start_store_forward(self, link, msg, hop, t, tail):
+        # hot path: one call per message hop (t: ready at this hop; tail: unused, the
+        # whole message is here)
         nbytes = msg[1]
         s = nbytes / link.bw_Bps
-        t_free = now + s
+        t_free = link.busy_until
+        if t > t_free:
+            t_free = t
+        t_free += s
         link.busy_until = t_free
         link.nbytes += nbytes
         link.busy_s += s
@@ -229,80 +302,83 @@ class Network:
         slots = self._slots
         slot = slots.get(t_free)
         if slot is None:
-            slot = self._slot(s)
+            slot = self._slot(t_free)
         slot[2].append(link)
-        t_arrive = now + (s + link.latency_s)
+        t_arrive = t_free + link.latency_s
         slot = slots.get(t_arrive)
         if slot is None:
-            slot = self._slot(s + link.latency_s)
-        slot[0].append((msg, hop, tail))
+            slot = self._slot(t_arrive)
+        slot[0].append((msg, hop, t_arrive, tail))
 
-    def _start_cut_through(self, link, msg, hop, now, tail):
-        # tail: when the message's tail reaches this hop (e_{i-1} + latency_{i-1}; -inf on hop 1)
+    def _start_cut_through(self, link, msg, hop, t, tail):
+        # t: when the head reaches this hop; tail: when the tail does (e_{i-1} + latency_{i-1};
+        # -inf on hop 1)
         nbytes = msg[1]
-        held = max(nbytes / link.bw_Bps, tail - now)
-        t_free = now + held  # the slot key SimPy's clock will show (now + delay), not tail itself
+        s = nbytes / link.bw_Bps
+        begin = t if t > link.busy_until else link.busy_until
+        t_free = max(begin + s, tail)
         link.busy_until = t_free
         link.nbytes += nbytes
-        link.busy_s += nbytes / link.bw_Bps  # at line rate, as the fast engine counts (docstring)
+        link.busy_s += s  # at line rate, as the fast engine counts (docstring)
         link.messages += 1
-        slot = self._slots.get(t_free)
-        if slot is None:
-            slot = self._slot(held)
-        slot[2].append(link)
+        self._slot(t_free)[2].append(link)
         lat = link.latency_s
         # the head moves on at once; after the last hop, delivery is when the tail arrives
-        delay = held + lat if hop + 1 == len(msg[0]) else lat
-        slot = self._slots.get(now + delay)
-        if slot is None:
-            slot = self._slot(delay)
-        slot[0].append((msg, hop, t_free + lat))
+        t_head = t_free + lat if hop + 1 == len(msg[0]) else begin + lat
+        self._slot(t_head)[0].append((msg, hop, t_head, t_free + lat))
 
     def _fire(self, event):
-        t = self.env.now
+        # the lowest pending key: SimPy's times for two keys a bit apart may round equal
+        key = heapq.heappop(self._pending)
         # the slot stays registered while it runs, so zero-delay sends and calls join it
-        arrivals, calls, frees, requests = self._slots[t]
+        slot = self._by_key[key]
+        arrivals, calls, frees, requests = slot[:4]
+        # tie_key(t) <= key exactly when t < (key + 1/2) quanta (the scaling is by a power of two)
+        t_idle = (key + 0.5) * TIE_QUANTUM_S
         links = self.links
         start = self._start
         ia = ic = jf = 0
         while True:
             # (1) hops that end now: move on, or deliver (callbacks may send at this time)
             while ia < len(arrivals):
-                msg, hop, tail = arrivals[ia]
+                msg, hop, t, tail = arrivals[ia]
                 ia += 1
                 hop += 1
                 if hop < len(msg[0]):
                     self._uid += 1
-                    requests.append((msg[2], msg[3], self._uid, msg, hop, tail))
+                    requests.append((msg[2], msg[3], self._uid, msg, hop, t, tail))
                 else:
+                    self._now = t
                     msg[4](msg[5], t)
             # (2) zero-delay calls
             while ic < len(calls):
-                fn, args = calls[ic]
+                fn, args, self._now = calls[ic]
                 ic += 1
                 fn(*args)
             # (3) freed links serve their queue: those messages were ready before now
             while jf < len(frees):
                 link = frees[jf]
                 jf += 1
-                if link.queue and link.busy_until <= t:
-                    _, _, _, _, msg, hop, tail = heapq.heappop(link.queue)
+                if link.queue and link.busy_until < t_idle:
+                    _, _, _, _, msg, hop, t, tail = heapq.heappop(link.queue)
                     start(link, msg, hop, t, tail)
-            if not requests:
+            if requests:
+                # (4) new requests in (rank, seq) order take an idle link or queue
+                batch = sorted(requests)
+                requests.clear()
+                for rank, seq, uid, msg, hop, t, tail in batch:
+                    link = links[msg[0][hop]]
+                    if link.busy_until < t_idle and not link.queue:
+                        start(link, msg, hop, t, tail)
+                    else:
+                        heapq.heappush(link.queue, (key, rank, seq, uid, msg, hop, t, tail))
+            # a service shorter than the quantum can end in this slot: go round again
+            elif ia == len(arrivals) and ic == len(calls) and jf == len(frees):
                 break
-            # (4) new requests in (rank, seq) order take an idle link or queue
-            batch = sorted(requests)
-            requests.clear()
-            for rank, seq, uid, msg, hop, tail in batch:
-                link = links[msg[0][hop]]
-                if link.busy_until <= t and not link.queue:
-                    start(link, msg, hop, t, tail)
-                else:
-                    heapq.heappush(link.queue, (t, rank, seq, uid, msg, hop, tail))
-            # a service shorter than the clock's resolution can end "now": go round again
-            if ia == len(arrivals) and ic == len(calls) and jf == len(frees) and not requests:
-                break
-        del self._slots[t]
+        for t in slot[5]:
+            del self._slots[t]
+        del self._by_key[key]
+        self._now = None
 
     # --------------------------------------------------------------- counters
     @property

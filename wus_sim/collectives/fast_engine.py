@@ -67,7 +67,7 @@ import heapq
 import numpy as np
 
 from ..errors import ConfigError, WusError
-from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys
+from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys, tie_key
 from ..topology import Topology
 from .loads import shared_link_streams
 from .plan_cache import cached_plan
@@ -178,6 +178,17 @@ class _OutOfOrder(Exception):
     """A link would serve a later (step, piece) before an earlier one (see :func:`_ring_pass`)."""
 
 
+def _check_order(u, last):
+    """Raise :class:`_OutOfOrder` unless the ready times *u* (pieces on the last axis) keep
+    (step, piece) order on their link, after the previous step's last piece (tie key *last*,
+    updated). Equal :func:`~wus_sim.network.tie_key` s count as in order: the network serves
+    simultaneous messages of one sender by sequence, i.e. in (step, piece) order."""
+    k = tie_key(u)
+    if (k[..., 0] < last).any() or (k[..., 1:] < k[..., :-1]).any():
+        raise _OutOfOrder
+    last[...] = k[..., -1]
+
+
 def _hops(t, hops, chunks, check):
     """Send the ready pieces *t* over every hop of every edge, in place; return *t*,
     now the arrival times at the far end of each edge.
@@ -185,8 +196,8 @@ def _hops(t, hops, chunks, check):
     *hops* lists ``(edges, free, occ, lat, jo, last)`` per hop: ``edges`` ``None`` for the
     first hop (all edges) or the flat indices of the edges that have this hop, ``free``
     the free times of those links (updated in place), ``occ`` the seconds a piece
-    occupies them, ``jo`` = ``occ * [0..K-1]`` for chunked runs, ``last`` the ready time
-    of the link's previous piece (kept only when *check*).
+    occupies them, ``jo`` = ``occ * [0..K-1]`` for chunked runs, ``last`` the tie key
+    of the ready time of the link's previous piece (kept only when *check*).
     """
     for edges, free, occ, lat, jo, last in hops:
         if edges is None:
@@ -201,9 +212,7 @@ def _hops(t, hops, chunks, check):
             u += lat
         else:
             if check:
-                if (u[..., 0] < last).any() or (u[..., 1:] < u[..., :-1]).any():
-                    raise _OutOfOrder
-                last[...] = u[..., -1]
+                _check_order(u, last)
             # pieces queue back to back: s_c = c*o + max(free, max_{j<=c}(t_j - j*o))
             u -= jo
             np.maximum(u[..., 0], free, out=u[..., 0])
@@ -246,9 +255,7 @@ def _hops_cut_through(t, hops, chunks, check):
             v[...] = end + lat
         else:
             if check:
-                if (u[..., 0] < last).any() or (u[..., 1:] < u[..., :-1]).any():
-                    raise _OutOfOrder
-                last[...] = u[..., -1]
+                _check_order(u, last)
             y = np.maximum(u + occ[..., None], v) - jo
             np.maximum(y[..., 0], free + occ, out=y[..., 0])
             np.maximum.accumulate(y, axis=-1, out=y)
@@ -319,7 +326,8 @@ def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s, routing
 
 def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s,
                       routing="store-and-forward"):
-    """The same pass, one message at a time in global (ready time, step, piece) order.
+    """The same pass, one message at a time in global (tie key of the ready time, step, piece)
+    order (:func:`~wus_sim.network.tie_key`, the network's rule).
 
     Exact whatever order a link serves in (each link still carries one edge only),
     at event-simulation speed; used only when :func:`_ring_pass` finds a link whose
@@ -337,10 +345,10 @@ def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks
     ready = [start[e] for e in range(E) for _ in range(chunks)]
     done = list(start)
     cut_through = routing == "cut-through"
-    heap = [(start[e], 0, c, 0, e, -np.inf) for e in range(E) for c in range(chunks)]
+    heap = [(tie_key(start[e]), 0, c, 0, e, start[e], -np.inf) for e in range(E) for c in range(chunks)]
     heapq.heapify(heap)
     while heap:
-        t, k, c, h, e, tail = heapq.heappop(heap)  # t: when the (head of the) piece reaches hop h
+        _, k, c, h, e, t, tail = heapq.heappop(heap)  # t: when the (head of the) piece reaches hop h
         path = paths[e]
         key, occ, lat = path[h]
         begin = max(t, link_free[key])
@@ -348,13 +356,14 @@ def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks
         link_free[key] = end
         arrival = end + lat
         if h + 1 < len(path):
-            heapq.heappush(heap, (begin + lat if cut_through else arrival, k, c, h + 1, e, arrival))
+            t_next = begin + lat if cut_through else arrival
+            heapq.heappush(heap, (tie_key(t_next), k, c, h + 1, e, t_next, arrival))
             continue
         m = e - e % n + (e % n + 1) % n  # next member of the same ring
         r = max(arrival, ready[m * chunks + c]) + (reduce_s if k < reducing else 0.0)
         ready[m * chunks + c] = r
         if k + 1 < nsteps:
-            heapq.heappush(heap, (r, k + 1, c, 0, m, -np.inf))
+            heapq.heappush(heap, (tie_key(r), k + 1, c, 0, m, r, -np.inf))
         elif r > done[m]:
             done[m] = r
     for key, t in link_free.items():

@@ -65,6 +65,7 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     ready_t = [0.0] * n if record else None
     deliver_t = [0.0] * n if record else None
     send, after = net.send, net.after
+    end_t = [0.0]  # the latest ready or delivery time (the SimPy clock shows slots' first times)
 
     def start(x):
         """Node *x* has all its dependencies: ready now, or after its reduction time."""
@@ -83,17 +84,22 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     def delivered(m, t):
         if record:
             deliver_t[m] = t
+        if t > end_t[0]:
+            end_t[0] = t
         resolve(dch[dptr[m]:dptr[m + 1]])
 
     def ready(m):
+        t = net.now  # exact, where env.now is its tie key's slot time
         if record:
-            ready_t[m] = env.now
+            ready_t[m] = t
+        if t > end_t[0]:
+            end_t[0] = t
         p = path_id[m]
         if p >= 0:
             send(paths[p], nbytes[m], rank=rank[m], seq=m, callback=delivered, tag=m)
         resolve(rch[rptr[m]:rptr[m + 1]])
         if p < 0:
-            delivered(m, env.now)
+            delivered(m, t)
 
     for m in [m for m in range(n) if ndeps[m] == 0]:  # roots, listed before any is resolved
         start(m)
@@ -101,6 +107,6 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     left = sum(1 for x in ndeps if x > 0)
     assert left == 0, f"{left} schedule nodes never became ready (a dependency cycle)"
     return SimpyOutcome(
-        time_s=float(env.now), events=net.hops_sent, link_bytes=net.link_bytes(),
+        time_s=float(end_t[0]), events=net.hops_sent, link_bytes=net.link_bytes(),
         link_busy_s=net.link_busy_s(), link_messages=net.link_messages(),
         wall_s=time.perf_counter() - t0, ready_t=ready_t, deliver_t=deliver_t)
