@@ -127,3 +127,18 @@ def test_slow_link_override():
     t = load_topology("torus:4x4")
     slow = t.with_link_bandwidth([0], 1e9)
     assert slow.link_Bps[0] == 1e9 and t.link_Bps[0] == 100e9
+
+
+def test_topologies_are_equal_and_hash_by_value():
+    """Slices built separately are one cache key; their words (sources, description) are not
+    part of the value, every figure is."""
+    from dataclasses import replace
+
+    a, b = load_topology("tpu-v3-32"), load_topology("tpu-v3-32")
+    assert a is not b and a == b and hash(a) == hash(b) and len({a, b}) == 1
+    worded = replace(a, sources={"shape": "another citation"}, description="other words")
+    assert worded == a and hash(worded) == hash(a)
+    for changed in (load_topology("tpu-v3-32", link_GBps=50), load_topology("tpu-v3-32", hop_latency_us=2),
+                    load_topology("tpu-v3-32", wraparound=True), a.with_link_bandwidth([0], 1e9),
+                    load_topology("tpu-v3-128")):
+        assert changed != a

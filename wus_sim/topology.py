@@ -132,6 +132,21 @@ class Topology:
                     MAX_REPLICAS, key_path="cores_per_chip")
         object.__setattr__(self, "cores_per_chip", int(self.cores_per_chip))
         object.__setattr__(self, "link_Bps_override", tuple(self.link_Bps_override))
+        # Equal by value, so that slices built separately share every cache keyed by
+        # topology (plans, closed forms, prepared link arrays); the description and
+        # sources are words about the slice, not the slice. Hashed once: the caches ask often.
+        object.__setattr__(self, "_value", (self.name, self.chip, self.dims, self.wrap, self.axis_link_Bps,
+                                            self.hop_latency_s, self.onchip_Bps, self.cores_per_chip,
+                                            self.link_Bps_override))
+        object.__setattr__(self, "_hash", hash(self._value))
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        return isinstance(other, Topology) and self._hash == other._hash and self._value == other._value
+
+    def __hash__(self):
+        return self._hash
 
     # ------------------------------------------------------------------ sizes
     @property

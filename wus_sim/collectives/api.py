@@ -34,7 +34,7 @@ from ..units import GB, parse_size
 from . import fast_engine
 from .analytic import is_exact, plan_time
 from .groups import group_key
-from .plan_cache import cached_plan, clear_plan_cache, topology_key
+from .plan_cache import cached_plan, clear_plan_cache
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "clear_caches"]
@@ -162,16 +162,6 @@ def _reduce(reduce_Bps):
     return float(reduce_Bps)
 
 
-_TOPOLOGIES = {}
-"""Topology per :func:`~wus_sim.collectives.plan_cache.topology_key`, for the time cache."""
-
-
-def _remember(topology):
-    key = topology_key(topology)
-    _TOPOLOGIES.setdefault(key, topology)
-    return key
-
-
 def _bandwidths(op, nbytes, time_s, group_size):
     algbw = nbytes / time_s / GB if time_s > 0 else math.inf
     n = group_size
@@ -254,8 +244,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
 
 
 @lru_cache(maxsize=1 << 16)
-def _cached_time(tkey, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
-    topology = _TOPOLOGIES[tkey]
+def _cached_time(topology, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
@@ -272,7 +261,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     """
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
-    return _cached_time(_remember(topology), op, algorithm, _size(nbytes), group_key(group),
+    return _cached_time(topology, op, algorithm, _size(nbytes), group_key(group),
                         bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
 
 
@@ -280,4 +269,3 @@ def clear_caches():
     """Forget memoized plans and times (benchmarks time cold runs with it)."""
     clear_plan_cache()
     _cached_time.cache_clear()
-    _TOPOLOGIES.clear()
