@@ -2,23 +2,27 @@
 
 Not runtime code and not shipped (it lives outside the package): wus-sim only reads
 the YAML files this script writes into ``wus_sim/data/workloads``.
-Run it from the repository root when ``model_tensors.json`` changes::
+Run it from the repository root when ``tests/data/model_tensors.json`` changes::
 
-    python tests/regenerate_workloads.py [--json ../shared/reference/model_tensors.json]
+    python tests/regenerate_workloads.py [--json tests/data/model_tensors.json]
 
 What comes from where:
 
-* tensor names, shapes, totals and forward FLOPs per unit: ``model_tensors.json``
-  (shared/reference; transcribed from the MLPerf v0.6 reference and Google TPU code).
+* tensor names, shapes, totals and forward FLOPs per unit: ``tests/data/model_tensors.json``
+  (transcribed from the MLPerf v0.6 reference implementations, github.com/mlcommons/training,
+  and Google's TPU code, github.com/mlcommons/training_results_v0.6; see tests/data/README.md).
 * layer of each tensor: derived from its name (one layer = one weight-bearing op
   or sub-block, in forward order = order of first appearance in the json, which
   lists every model front to back).
 * FLOPs per layer: derived from shapes (2 x MACs of each matmul/conv; convs times
   their output positions) and checked to sum exactly to the json's ``fwd_flops``
-  (Mask R-CNN's total is marked rough in workloads.md: its structural estimate is
-  scaled to that total).
+  (Mask R-CNN's total is a rough estimate: its structural estimate is scaled to
+  that total).
 * activation-memory terms: derived from structure here, factors cited beside them.
-* MLPerf v0.6 TPU configurations and default optimizers: shared/reference/workloads.md.
+* MLPerf v0.6 TPU configurations and default optimizers: Google's MLPerf v0.6 TPU-v3
+  run scripts, code and logs in github.com/mlcommons/training_results_v0.6 (the same
+  runs as wus_sim/data/validation); BERT and NCF (no v0.6 TPU run): the reference
+  implementations and papers named in their specs.
 
 The generated files say at the top that they are generated; edit this script, not them.
 """
@@ -30,7 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "wus_sim" / "data" / "workloads"
-DEFAULT_JSON = REPO / ".." / "shared" / "reference" / "model_tensors.json"
+DEFAULT_JSON = REPO / "tests" / "data" / "model_tensors.json"
 
 
 def size(shape):
@@ -162,8 +166,14 @@ def mrcnn_hw_count(name):
 
 
 # ------------------------------------------------------------------ the specs
-CITE_JSON = "../shared/reference/model_tensors.json (transcribed from the MLPerf v0.6 reference and Google TPU code)"
-CITE_WL = "../shared/reference/workloads.md"
+REPO_V06 = "github.com/mlcommons/training_results_v0.6"
+JSON_PATH = "tests/data/model_tensors.json"
+CITE_JSON = ("transcribed from the MLPerf v0.6 reference implementations (github.com/mlcommons/training, v0.6) "
+             f"and Google's TPU code ({REPO_V06}, Google/benchmarks/*/implementations); origin and checks in "
+             "tests/data/README.md")
+CITE_RUNS = (f"Google's MLPerf v0.6 TPU-v3 submission, {REPO_V06}: run scripts "
+             "Google/benchmarks/<bench>/tpu-v3-<cores>/run_and_time.sh and logs Google/results/tpu-v3-<cores>/<bench>")
+CITE_CODE = f"Google's MLPerf v0.6 TPU-v3 code, {REPO_V06}"
 CITE_KORTHIKANTI = ("Korthikanti et al., 'Reducing Activation Recomputation in Large Transformer Models', "
                     "arXiv 2205.05198, sec. 4.1: per layer s*b*h*(34 + 5*a*s/h) bytes with 16-bit activations "
                     "(attention block 11sbh + 5as^2b, MLP 19sbh, two layer norms 4sbh)")
@@ -200,8 +210,11 @@ def spec_resnet50(data):
                  cfg("tpu-v3-256", 32768, 256, 1, 128), cfg("tpu-v3-512", 32768, 512, 1, 64),
                  cfg("tpu-v3-1024", 32768, 1024, 1, 32),
                  cfg("tpu-v3-2048", 32768, 2048, 1, 16,
-                     "distributed batch norm over groups of 8 cores (workloads.md)")],
-        sources={"optimizer": f"{CITE_WL}: LARS, momentum 0.9; BN and bias skipped by LARS scaling"},
+                     "distributed batch norm over groups of 8 cores (--distributed_group_size=8 in "
+                     "Google/benchmarks/resnet/tpu-v3-2048/run_and_time.sh)")],
+        optimizer_cite=f"LARS: --enable_lars=True in the ResNet-50 run scripts, {REPO_V06}",
+        sources={"optimizer": f"{CITE_CODE} (Google/benchmarks/resnet: --enable_lars=True, log opt_name): "
+                              "LARS, momentum 0.9; BN and bias skipped by LARS scaling"},
     )
 
 
@@ -227,7 +240,9 @@ def spec_ssd(data):
                  cfg("tpu-v3-256", 1024, 256, 1, 4), cfg("tpu-v3-512", 2048, 512, 1, 4),
                  cfg("tpu-v3-1024", 2048, 256, 4, 8, "spatial partitioning: each replica spans 4 cores"),
                  cfg("tpu-v3-2048", 2048, 512, 4, 4, "spatial partitioning: each replica spans 4 cores")],
-        sources={"optimizer": f"{CITE_WL}: SGD momentum 0.9"},
+        optimizer_cite=f"MomentumOptimizer, 0.9 in Google's SSD code, {REPO_V06}",
+        sources={"optimizer": f"{CITE_CODE} (Google/benchmarks/ssd: tf.train.MomentumOptimizer, "
+                              "ssd_constants.MOMENTUM = 0.9): SGD momentum 0.9"},
     )
 
 
@@ -256,7 +271,7 @@ def spec_mrcnn(data):
         extra_layers={0: ("resnet50/stem+group1 (frozen, no trainable tensors)", stem_flops)},
         scale_flops_to_total=True,
         flops=dict(unit="image", units_per_example=1, example_unit="image",
-                   counts="rough (workloads.md): conv/fc matmul work only. Per-layer split is a structural "
+                   counts="rough (a structural estimate; no public per-image figure for this configuration): conv/fc matmul work only. Per-layer split is a structural "
                           f"estimate ({MRCNN_IMAGE}x{MRCNN_IMAGE} image, {MRCNN_BOX_ROIS} box-head RoIs, "
                           f"{MRCNN_MASK_ROIS} mask-head RoIs, frozen stem included) scaled to the json's total"),
         activations=[dict(
@@ -271,7 +286,9 @@ def spec_mrcnn(data):
         configs=[cfg("tpu-v3-32", 128, 32, 1, 4),
                  cfg("tpu-v3-128", 128, 32, 4, 4, "spatial partitioning: each replica spans 4 cores"),
                  cfg("tpu-v3-256", 128, 64, 4, 2, "spatial partitioning: each replica spans 4 cores")],
-        sources={"optimizer": f"{CITE_WL}: SGD momentum 0.9",
+        optimizer_cite=f"MomentumOptimizer, 0.9 in Google's Mask R-CNN code, {REPO_V06}",
+        sources={"optimizer": f"{CITE_CODE} (Google/benchmarks/mask: tf.train.MomentumOptimizer, "
+                              "mask_rcnn_params.py momentum=0.9): SGD momentum 0.9",
                  "per_layer_flops": "structural estimate in tests/regenerate_workloads.py (image side, RoI counts are "
                                     "assumptions: Detectron-style 512 sampled RoIs, 25% positive)"},
     )
@@ -309,14 +326,19 @@ def spec_transformer(data):
         default_per_replica_batch=1,
         per_replica_why="per-replica batch of the largest MLPerf v0.6 run (v3-2048, 2048 / 2048)",
         configs=[cfg("tpu-v3-32", 512, 32, 1, 16,
-                     "gradients all-reduced in bfloat16 (bfloat16_grads_all_reduce, workloads.md)"),
+                     "gradients all-reduced in bfloat16 (bfloat16_grads_all_reduce=true in "
+                     "Google/benchmarks/transformer/tpu-v3-32/run_and_time.sh)"),
                  cfg("tpu-v3-128", 512, 128, 1, 4), cfg("tpu-v3-256", 512, 256, 1, 2),
                  cfg("tpu-v3-512", 2048, 512, 1, 4), cfg("tpu-v3-1024", 2048, 1024, 1, 2),
                  cfg("tpu-v3-2048", 2048, 2048, 1, 1)],
+        optimizer_cite=f"Adam: the Transformer runs' log opt_name, {REPO_V06}",
         sources={
-            "optimizer": f"{CITE_WL}: Adam (b1 .86, b2 .92 at 512+ cores)",
-            "vocabulary": "33712-row variant (json key transformer_big_v33712): its total, 210,808,832, is the "
-                          "published count (workloads.md). The MLPerf data's subword vocabulary has 33,708 "
+            "optimizer": f"{CITE_RUNS} (Google/benchmarks/transformer: log opt_name; optimizer_adam_beta1/2 "
+                         "hparams): Adam (b1 .86, b2 .92 at 512+ cores)",
+            "vocabulary": "33712-row variant (json key transformer_big_v33712): its total, 210,808,832, is the count "
+                          "NVIDIA's MLPerf v0.6 Transformer logs print ('num. model params', "
+                          f"NVIDIA/results/dgx1_n60_ngc19.05_pytorch/transformer/result_*.txt in {REPO_V06}). "
+                          "The MLPerf data's subword vocabulary has 33,708 "
                           "entries; 33,712 is that padded to the next multiple of 8, which is what the TPU "
                           "(tensor2tensor-derived) implementation's embedding holds. The 4 extra rows change "
                           "nothing qualitatively",
@@ -353,7 +375,11 @@ def spec_bert(data):
         per_replica_why="what-if: no MLPerf v0.6 TPU run; 8 sequences of 512 per core keeps the activation "
                         "estimate (~7.5 GB) inside a v3 core's 16 GiB next to LAMB's state",
         configs=[],
-        sources={"optimizer": f"{CITE_WL}: LAMB", "activations": CITE_KORTHIKANTI},
+        optimizer_cite="LAMB (You et al., arXiv 1904.00962), as in the MLPerf BERT reference from v0.7",
+        sources={"optimizer": "LAMB: You et al., 'Large Batch Optimization for Deep Learning: Training BERT in "
+                              "76 minutes', arXiv 1904.00962; the optimizer of the MLPerf BERT reference "
+                              "(github.com/mlcommons/training, language_model/tensorflow/bert, from v0.7)",
+                 "activations": CITE_KORTHIKANTI},
     )
 
 
@@ -389,7 +415,8 @@ def spec_gnmt(data):
         configs=[cfg("tpu-v3-32", 4096, 32, 1, 128), cfg("tpu-v3-128", 8192, 128, 1, 64),
                  cfg("tpu-v3-256", 8192, 256, 1, 32), cfg("tpu-v3-512", 8192, 512, 1, 16),
                  cfg("tpu-v3-1024", 8192, 1024, 1, 8)],
-        sources={"optimizer": f"{CITE_WL}: Adam"},
+        optimizer_cite=f"Adam: --optimizer default in Google's GNMT code (nmt.py), {REPO_V06}",
+        sources={"optimizer": f"{CITE_CODE} (Google/benchmarks/gnmt: nmt.py --optimizer default): Adam"},
     )
 
 
@@ -413,10 +440,13 @@ def spec_ncf(data, *, v06):
             why="bf16 value + bf16 pre-activation per element")],
         default_optimizer="adam",
         default_per_replica_batch=2048,
-        per_replica_why="what-if: the reference's global batch 65536 (workloads.md) on a v3-32 slice",
+        per_replica_why="what-if: the MLPerf v0.6 NCF reference's global batch 65536 on a v3-32 slice",
+        optimizer_cite="Adam, as the MLPerf NCF reference (github.com/mlcommons/training, recommendation/pytorch)",
         configs=[],
-        sources={"optimizer": f"{CITE_WL}: Adam",
-                 "tpu": f"{CITE_WL}: NCF was not submitted by Google on TPU in MLPerf v0.5/v0.6"},
+        sources={"optimizer": "MLPerf v0.6 NCF reference implementation (github.com/mlcommons/training, v0.6, "
+                              "recommendation/pytorch): Adam",
+                 "tpu": "NCF was not submitted by Google on TPU in MLPerf v0.6 (Google/benchmarks in "
+                        f"{REPO_V06} holds gnmt, mask, resnet, ssd and transformer only)"},
     )
 
 
@@ -459,7 +489,7 @@ def render(spec, data):
     f = spec["flops"]
     out = [
         f"# {spec['description']}",
-        "# GENERATED by tests/regenerate_workloads.py from ../shared/reference/model_tensors.json",
+        f"# GENERATED by tests/regenerate_workloads.py from {JSON_PATH}",
         f"# (key {spec['key']}); edit the generator, not this file. Units are in the key names.",
         f"name: {spec['name']}",
         f"description: {q(spec['description'])}",
@@ -483,20 +513,20 @@ def render(spec, data):
         "  gradients: float32              # bfloat16 is the what-if option (halves gradient collective bytes)",
         "  slots: float32",
         "  activations: bfloat16",
-        f"default_optimizer: {spec['default_optimizer']}       # {CITE_WL}",
+        f"default_optimizer: {spec['default_optimizer']}       # {spec['optimizer_cite']}",
         f"default_per_replica_batch: {spec['default_per_replica_batch']}   # {spec['per_replica_why']}",
     ]
     if spec["configs"]:
-        out.append(f"mlperf_v06_tpu:                    # {CITE_WL}: replicas = cores / spatial ways")
+        out.append(f"mlperf_v06_tpu:                    # Google's runs ({REPO_V06}): replicas = cores / spatial ways")
         for c in spec["configs"]:
             out.append("  - {" + ", ".join(f"{k}: {q(v) if isinstance(v, str) else v}" for k, v in c.items()) + "}")
     else:
-        out.append("mlperf_v06_tpu: []                 # no MLPerf v0.6 TPU run (workloads.md)")
+        out.append(f"mlperf_v06_tpu: []                 # no MLPerf v0.6 TPU run (none in {REPO_V06})")
     out.append("sources:")
-    sources = {"tensors": f"{CITE_JSON}, key {spec['key']}",
-               "fwd_flops": f"{CITE_JSON}; {CITE_WL}",
+    sources = {"tensors": f"{JSON_PATH}, key {spec['key']}: {CITE_JSON}",
+               "fwd_flops": f"{JSON_PATH} (same key), per {f['unit']} as in counts above",
                "layers": "derived from tensor names in tests/regenerate_workloads.py (forward order = json order)",
-               "configs": f"{CITE_WL} (Google's MLPerf v0.6 TPU-v3 submissions)"}
+               "configs": f"{CITE_RUNS} (also wus_sim/data/validation/mlperf_v06_tpu_v3.csv)"}
     sources.update(spec.get("sources", {}))
     for k, v in sources.items():
         out.append(f"  {k}: {q(v)}")

@@ -31,7 +31,7 @@ def test_mesh_bisection_has_no_wraparound_cables():
 
 
 def test_resnet50_small_tensors_match_the_paper():
-    # Xu et al. 2020 (paper.md): 107 of ResNet-50's 161 tensors have under 4096 elements.
+    # Xu et al. 2020 (arXiv 2004.13336): 107 of ResNet-50's 161 tensors have under 4096 elements.
     from wus_sim.workloads import load_workload
 
     w = load_workload("resnet50")

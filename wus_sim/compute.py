@@ -63,7 +63,8 @@ class ComputeParams:
     sweep (point key ``mxu_efficiency``, ``wus-sim step --mxu-efficiency``)."""
     backward_flops_ratio: float = 2.0
     """Backward FLOPs / forward FLOPs: one matmul for the activation gradient and one for the
-    weight gradient per forward matmul (workloads.md: training ~3 x forward)."""
+    weight gradient per forward matmul (training ~3 x forward, the usual estimate, e.g. Kaplan et
+    al. 2020, arXiv 2001.08361, sec. 2.1)."""
     vector_flops_per_replica: float = None
     """Vector-unit peak of one replica, FLOP/s. ``None`` = :attr:`vector_to_mxu_ratio` x the
     matrix-unit peak (1.92 TFLOP/s for a TPU v3 core)."""

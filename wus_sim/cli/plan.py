@@ -9,7 +9,7 @@ work and time, and the memory per replica. ``--json`` prints the same as JSON
 activations,peak}``, ...).
 
 The per-replica batch and the replica count default to the workload's MLPerf
-v0.6 run on that slice (workloads.md), else the workload's default batch and
+v0.6 run on that slice (Google's submission), else the workload's default batch and
 one replica per core.
 """
 
