@@ -45,9 +45,9 @@ new messages at this time); (2) zero-delay calls; (3) links that become free
 take the first of their waiting messages (which were ready strictly earlier);
 (4) this time's new requests, sorted by ``(rank, seq)``, take their link if it
 is idle or join its queue. Batching same-time events also keeps the cost per
-message hop near two list appends, which is what lets the SimPy engine run a
-64 MiB 2-D all-reduce on 32x32 chips (126,976 message hops) in 0.27 s
-(2-core machine, min of 5).
+message hop near two list appends, which is what keeps the SimPy engine's cost
+per message hop near a microsecond (figures: ``wus-sim bench`` and the README's
+"Speed").
 
 A message that becomes ready at a time whose slot already ran (e.g. sent by
 a SimPy process resumed later at that same time) gets a new slot at that time;
@@ -56,9 +56,9 @@ do that: they only send from inside slots or at time 0. Inside a slot,
 :attr:`Network.now` is the exact time of the delivery or call being handled
 (the SimPy clock shows the slot's first time, which may differ in the last bits).
 
-Why not ``simpy.Resource`` per link: with request/release events per hop the
-same 32x32 case took 0.82 s for the network alone (measured, 2-core machine),
-against 0.10 s with the batched FIFO below, and a plain Resource grants a free
+Why not ``simpy.Resource`` per link: request/release events per hop cost
+several times the batched FIFO below (two SimPy events per hop instead of a
+share of one per time), and a plain Resource grants a free
 link to whichever same-time request is processed first, not to the lowest
 ``(rank, seq)``. The links here are resources in the SimPy sense (a FIFO
 server driven by the SimPy clock), just without an event per request.

@@ -8,11 +8,8 @@ which moves it hop by hop through FIFO links (see the timing model there).
 
 Cost per message is kept to a few Python calls: nodes are plain integers,
 dependencies are flat lists, and the network batches all events of one time
-into one SimPy event (about 2 us per message hop). Measured on the 2-core
-machine, min of 5, schedule build included: a 64 MiB 2-D all-reduce on
-tpu-v3-2048 (32x32 chips, 2 cores each, 131,072 message hops) in 0.29 s;
-halving-doubling all-reduce on tpu-v4-4096 (368,640 hops) in 0.71 s; a 2-D
-all-reduce on 64x64 chips (1,032,192 hops) in 3.9 s.
+into one SimPy event. Its speed is measured by ``wus-sim bench`` (SimPy
+reference cases) and reported in the README's "Speed" section, not here.
 """
 
 from dataclasses import dataclass
