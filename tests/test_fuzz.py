@@ -7,11 +7,14 @@ no traceback, print at most a few bounded lines on stderr, and stay within 10 s 
   real process (the time and memory budget is measured on it: ``os.wait4``'s max RSS).
 * Hypothesis: shipped experiment, topology and optimizer files with one value or key
   mutated, and random command lines, run in-process (the error contract; fast). The normal
-  suite runs a reduced profile; ``-m slow`` runs the full one (``FUZZ_FULL_EXAMPLES``).
+  suite runs a reduced profile; ``-m slow`` runs the full one (``FUZZ_FULL_EXAMPLES``). Their
+  memory budget is the test process's own peak RSS, checked after every case: it only grows,
+  so staying under 1 GB (test runner included) means no case ever went over.
 """
 
 import os
 from pathlib import Path
+import resource
 import signal
 import subprocess
 import sys
@@ -244,6 +247,12 @@ def _check_file_case(tmp_path, source, text, capsys):
     err = capsys.readouterr().err
     _check_output(code, err, args)
     assert time.monotonic() - t0 < TIME_BUDGET_S
+    assert _process_peak_kb() < MEMORY_BUDGET_KB, f"peak memory {_process_peak_kb() / 1024:.0f} MiB"
+
+
+def _process_peak_kb():
+    """Peak RSS of this process so far, KiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _in_process(args):
@@ -273,6 +282,7 @@ def _check_cli_case(argv, capsys):
     err = capsys.readouterr().err
     _check_output(code, err, argv)
     assert time.monotonic() - t0 < TIME_BUDGET_S
+    assert _process_peak_kb() < MEMORY_BUDGET_KB, f"peak memory {_process_peak_kb() / 1024:.0f} MiB"
 
 
 _SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
