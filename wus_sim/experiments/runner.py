@@ -326,8 +326,11 @@ def _execute(point_fn, todo, jobs, scheduler):
             # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
             # now (they are redone on --resume); finished ones are journaled.
             if not finished:
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    proc.terminate()  # no public API stops a running task; the pool keeps them here
+                if hasattr(pool, "terminate_workers"):  # Python >= 3.14: the public way
+                    pool.terminate_workers()
+                else:  # older Pythons have no public API that stops a running task; the pool keeps them here
+                    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                        proc.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
 
 
