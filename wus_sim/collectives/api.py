@@ -8,7 +8,7 @@ Engines (``engine=``):
   the SimPy network; the reference, and the only one for contended or dynamic
   schedules (halving-doubling, explicit replica lists whose routed edges share
   links, bidirectional rings on mesh axes, 2d-split off a square uniform torus).
-* ``"auto"`` (default): the fast engine when ``fast_engine.contention(plan)``
+* ``"auto"`` (default): the fast engine when ``loads.contention(plan)``
   finds none (what ``fast_engine.supports(...)`` checks), else SimPy.
 
 Both engines implement the same timing model, store-and-forward or, with
@@ -34,6 +34,7 @@ from ..units import GB, parse_size
 from . import fast_engine
 from .analytic import is_exact, plan_time
 from .groups import group_key
+from .loads import contention
 from .plan_cache import cached_plan, clear_plan_cache
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
@@ -211,7 +212,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     use_fast = False
     if engine in ("auto", "fast"):
-        why = fast_engine.contention(plan)
+        why = contention(plan)
         if why is not None and engine == "fast":
             raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
                               key_path="engine", value="fast")

@@ -69,10 +69,10 @@ import numpy as np
 from ..errors import ConfigError, WusError
 from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys, tie_key
 from ..topology import Topology
-from .loads import shared_link_streams
+from .loads import contention
 from .plan_cache import cached_plan
 
-__all__ = ["FastOutcome", "supports", "run", "run_plan", "why_unsupported", "contention"]
+__all__ = ["FastOutcome", "supports", "run", "run_plan", "why_unsupported"]
 
 
 @dataclass(frozen=True)
@@ -147,23 +147,6 @@ def _prepared(topo, emb):
     """:func:`_prepare`, cached per (topology, embedding) object: ``collective_time``
     asks for the same slice thousands of times."""
     return _prepare(topo, emb)
-
-
-@lru_cache(maxsize=256)
-def contention(plan):
-    """Why this engine cannot run *plan* exactly: its messages may contend on a link
-    (``None`` if they never do). Cached per plan object."""
-    if any(p.pattern == "hd" for p in plan.passes):
-        return "halving-doubling partners are several hops away and their messages contend on links"
-    if len(plan.halves) > 1 and not plan.split_time_separated:
-        return ("the two halves of 2d-split may want one axis at the same time (only on a square "
-                "torus with uniform links do they take turns)")
-    # two streams (ring edges) on one link would contend: the closed form's exactness test
-    if shared_link_streams(plan):
-        if any(p.level == "flat" for p in plan.passes):
-            return "the routed edges of this explicit replica ring share links"
-        return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
-    return None
 
 
 def _plan(topo, op, algorithm, group, bidirectional):

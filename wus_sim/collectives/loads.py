@@ -1,11 +1,14 @@
-"""Static link loads of a plan: bytes per link, and whether any link serves two streams."""
+"""Static link loads of a plan: bytes per link, whether any link serves two streams, and so
+whether its messages can contend (which decides the exact engine and the closed form)."""
+
+from functools import lru_cache
 
 import numpy as np
 
 from ..network import num_link_keys
 from .messages import hd_routes
 
-__all__ = ["link_loads", "shared_link_streams"]
+__all__ = ["link_loads", "shared_link_streams", "contention"]
 
 
 def link_loads(plan, nbytes):
@@ -60,3 +63,20 @@ def shared_link_streams(plan):
     pairs = np.unique(np.concatenate(pairs), axis=0)
     counts = np.bincount(pairs[:, 0])
     return int((counts > 1).sum())
+
+
+@lru_cache(maxsize=256)
+def contention(plan):
+    """Why the fast engine cannot run *plan* exactly: its messages may contend on a link
+    (``None`` if they never do). Cached per plan object."""
+    if any(p.pattern == "hd" for p in plan.passes):
+        return "halving-doubling partners are several hops away and their messages contend on links"
+    if len(plan.halves) > 1 and not plan.split_time_separated:
+        return ("the two halves of 2d-split may want one axis at the same time (only on a square "
+                "torus with uniform links do they take turns)")
+    # two streams (ring edges) on one link would contend: the closed form's exactness test
+    if shared_link_streams(plan):
+        if any(p.level == "flat" for p in plan.passes):
+            return "the routed edges of this explicit replica ring share links"
+        return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
+    return None
