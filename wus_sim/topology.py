@@ -16,6 +16,10 @@ Numbering, used by every other module:
 
 Routing of non-neighbour messages is dimension-order (axis 0, then 1, then 2),
 the shortest way round on a wrapped axis, ties going the ``+`` way.
+
+One concept in ~560 lines: the slice's static structure. Loading (chips.yaml and slice
+files, with their citations), numbering, links, rings and routes are the four views
+of one grid that every other module reads; none of them runs anything.
 """
 
 from dataclasses import dataclass, field, replace

@@ -13,6 +13,10 @@ gradient is complete during backward, which is what overlapping gradient
 reduction with backward needs (a tied embedding sits at layer 0 even though the
 softmax that reuses it runs last). A layer may have FLOPs and no tensors (the
 tied softmax, a frozen stem).
+
+One concept in ~460 lines: the workload profile, loaded strictly and checked against
+its own totals; the per-layer views (FLOPs, outputs, halos, batch-norm channels) are
+derived from the same tensors.
 """
 
 from dataclasses import dataclass, field, replace
