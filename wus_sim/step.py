@@ -211,9 +211,13 @@ def _batch_norm_allreduce_s(workload, topology, options, spatial_ways):
     channel) in forward and one (the two gradient sums) in backward, over the cores
     of ``bn_group_replicas`` neighbouring replicas (every core of a spatially
     partitioned replica holds part of the batch); the core waits for it. The
-    messages are a few KiB, so latency decides: recursive halving and doubling
-    (2 log2(n) steps) where the group is a power of two, as MPICH does for short
-    messages (Thakur, Rabenseifner and Gropp 2005), else a ring.
+    messages are a few KiB, so latency decides: recursive halving then doubling
+    (Rabenseifner's reduce-scatter + all-gather, 2 log2(n) steps) where the group is a
+    power of two, else a ring. An assumption: MPICH uses plain recursive doubling (log2(n)
+    steps of the whole vector) for short messages (Thakur, Rabenseifner and Gropp 2005),
+    and Google's SSD code orders each group as a ring of neighbours, which suggests a ring;
+    nobody publishes what XLA runs on TPU. The hop latency (1 us, unsourced) scales this
+    term, which is why ``wus-sim validate --choices`` reports the fit at 0.5 us too.
     """
     import numpy as np
 
