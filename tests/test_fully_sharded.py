@@ -186,3 +186,68 @@ def test_transformer_big_adam_v3_2048_fully_sharded(tmp_path):
     gathers = {e["name"] for e in events if e.get("cat") == "gather"}
     sharded_buckets = [b.index for b in meta["plan"].buckets if b.kind == "sharded"]
     assert gathers == {f"all-gather bucket {b} for {p}" for b in sharded_buckets for p in ("forward", "backward")}
+
+
+# ---------------------------------------------------------------- points and command line
+def test_point_rows_compare_every_strategy_with_replicated(toy):
+    from wus_sim.step import simulate_point
+
+    rows = simulate_point({"workload": toy.path, "topology": "torus:2x2", "strategy": "all", "calibration": "none",
+                           "per_replica_batch": B, "gather_prefetch": 0, "keep_gathered_weights": True})
+    by = {r["strategy"]: r for r in rows}
+    assert list(by) == ["replicated", "sharded", "fully-sharded"]
+    assert math.isnan(by["replicated"]["speedup"])
+    for s in ("sharded", "fully-sharded"):
+        assert by[s]["speedup"] == pytest.approx(by["replicated"]["step_time_s"] / by[s]["step_time_s"], rel=1e-12)
+    assert (by["fully-sharded"]["gather_prefetch"], by["fully-sharded"]["keep_gathered_weights"]) == (0, True)
+    # kept weights: one all-gather per bucket, the bytes of sharded's post-update gather
+    assert by["fully-sharded"]["gather_comm_bytes"] == by["sharded"]["gather_comm_bytes"] == 4 * P
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--gather-prefetch", "-1"], ["--gather-prefetch", "-1", ">= 0"]),
+    (["--gather-prefetch", "x"], ["--gather-prefetch", "'x'"]),
+    (["--strategy", "zero-3"], ["--strategy", "'zero-3'", "fully-sharded", "all"]),
+])
+def test_bad_options_exit_2_with_one_line(capsys, argv, words):
+    from wus_sim.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        code = main(["step", "resnet50", "-t", "tpu-v3-32", *argv])
+        raise SystemExit(code)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and all(w in err for w in words), err
+
+
+# ---------------------------------------------------------------- the README's figures
+def test_readme_fully_sharded_figures():
+    """README "What-if: fully sharded weights": Transformer-big, Adam, tpu-v3-2048, calibrated model."""
+    from wus_sim.step import simulate_point
+
+    def point(batch, **kw):
+        rows = simulate_point({"workload": "transformer-big", "topology": "tpu-v3-2048", "optimizer": "adam",
+                               "strategy": "all", "per_replica_batch": batch, **kw})
+        return {r["strategy"]: r for r in rows}
+
+    one = point(1)
+    ms = {s: r["step_time_s"] * 1e3 for s, r in one.items()}
+    assert (round(ms["replicated"], 1), round(ms["sharded"], 1), round(ms["fully-sharded"], 1)) == (45.5, 21.3, 33.1)
+    assert round(one["sharded"]["mem_peak_bytes"] / 2**30, 2) == 1.83
+    assert round(one["fully-sharded"]["mem_peak_bytes"] / 2**20) == 555
+    moved = {s: (r["grad_comm_bytes"] + r["gather_comm_bytes"]) / 1e9 for s, r in one.items()}
+    assert (round(moved["sharded"], 2), round(moved["fully-sharded"], 2)) == (1.69, 2.53)
+    assert round(one["fully-sharded"]["fwd_s"] * 1e3, 1) == 3.4 and round(one["fully-sharded"]["bwd_s"] * 1e3, 1) == 7.0
+    assert round(point(1, gather_prefetch=2)["fully-sharded"]["step_time_s"] * 1e3, 1) == 31.8
+    kept = point(1, keep_gathered_weights=True)["fully-sharded"]
+    assert round(kept["step_time_s"] * 1e3, 1) == 25.9 and round(kept["mem_peak_bytes"] / 2**30, 2) == 1.17
+
+    sixteen = point(16)
+    assert round(sixteen["fully-sharded"]["step_time_s"] * 1e3) == 167 and round(sixteen["sharded"]["step_time_s"] * 1e3) == 164
+    two = point(16, gather_prefetch=2)
+    assert two["fully-sharded"]["step_time_s"] == pytest.approx(two["sharded"]["step_time_s"], rel=1e-9)
+
+    status = {b: {s: r["status"] for s, r in point(b).items()} for b in (48, 56, 60)}
+    assert status[48] == {"replicated": "ok", "sharded": "ok", "fully-sharded": "ok"}
+    assert status[56] == {"replicated": "infeasible", "sharded": "ok", "fully-sharded": "ok"}
+    assert status[60] == {"replicated": "infeasible", "sharded": "infeasible", "fully-sharded": "ok"}
