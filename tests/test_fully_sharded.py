@@ -251,3 +251,38 @@ def test_readme_fully_sharded_figures():
     assert status[48] == {"replicated": "ok", "sharded": "ok", "fully-sharded": "ok"}
     assert status[56] == {"replicated": "infeasible", "sharded": "ok", "fully-sharded": "ok"}
     assert status[60] == {"replicated": "infeasible", "sharded": "infeasible", "fully-sharded": "ok"}
+
+
+# ---------------------------------------------------------------- memory invariants
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes=st.lists(st.lists(st.integers(1, 64), min_size=1, max_size=2).map(tuple), min_size=1, max_size=10),
+       dims=st.lists(st.integers(1, 4), min_size=1, max_size=2), bucket_kib=st.integers(1, 64),
+       prefetch=st.integers(0, 4))
+def test_gathered_window_is_between_one_bucket_and_all(shapes, dims, bucket_kib, prefetch):
+    from wus_sim.memory import gathered_window, memory_breakdown
+    from wus_sim.planner import plan
+    from wus_sim.workloads import Tensor, Workload
+
+    from make_topology import make
+
+    tensors = tuple(Tensor(f"t{i}", s, i) for i, s in enumerate(shapes))
+    w = Workload(name="synthetic", description="", tensors=tensors, params=sum(t.size for t in tensors),
+                 fwd_flops_per_example=1.0, example_unit="example", activation_bytes_per_example=0.0,
+                 num_layers=len(tensors), layer_names=tuple(t.name for t in tensors),
+                 layer_fwd_flops=(1.0 / len(tensors),) * len(tensors))
+    p = plan(w, make(dims), "adam", bucket_bytes=bucket_kib * 1024, replicate_below_elements=0,
+             max_padding_ratio=10**6)   # every tensor sharded
+    sharded = [b.padded_elements for b in p.buckets if b.kind == "sharded"]
+    window, _ = gathered_window(p, prefetch)
+    assert max(sharded) <= window <= sum(sharded)
+    assert window <= gathered_window(p, prefetch + 1)[0]                  # deeper prefetch never holds less
+    assert gathered_window(p, prefetch, keep_gathered_weights=True)[0] == sum(sharded)
+    fs = memory_breakdown(p, "fully-sharded", 1, gather_prefetch=prefetch)
+    sh = memory_breakdown(p, "sharded", 1)
+    n = p.replicas
+    assert fs.slots == sh.slots and fs.collective_buffers == sh.collective_buffers
+    assert fs.weights == pytest.approx(sum(sharded) / n * p.weight_bytes + window * p.gather_bytes)
+    assert fs.gradients == pytest.approx(sum(sharded) / n * p.grad_bytes + max(sharded) * p.grad_bytes)
