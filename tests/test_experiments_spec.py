@@ -68,6 +68,9 @@ def test_complete_point_fills_defaults_and_rejects_unknown_keys():
     ("steps", 1, ">= 2"),
     ("overlap_all_gather", "no", "true or false"),
     ("bidirectional", 3, "true or false"),
+    ("gather_prefetch", -1, ">= 0"),
+    ("gather_prefetch", 1.5, "a whole number"),
+    ("keep_gathered_weights", "yes", "true or false"),
     ("workload", None, "a workload name"),
 ])
 def test_bad_values_name_file_key_path_value_and_rule(key, value, rule):
@@ -137,6 +140,28 @@ def test_strategies():
     assert parse({"strategies": ["sharded"]}).points()[0]["strategy"] == "sharded"
     assert parse({}).points()[0]["strategy"] == "both"
     assert "strategies[1]" in error_of({"strategies": ["sharded", "fast"]})
+
+
+def test_strategies_all_and_fully_sharded():
+    from wus_sim.experiments.spec import strategies_of
+
+    three = ["replicated", "sharded", "fully-sharded"]
+    assert parse({"strategies": "all"}).points()[0]["strategy"] == "all"
+    assert parse({"strategies": list(reversed(three))}).points()[0]["strategy"] == "all"
+    assert parse({"strategies": ["both", "fully-sharded"]}).points()[0]["strategy"] == "all"
+    assert parse({"strategies": ["fully-sharded"]}).points()[0]["strategy"] == "fully-sharded"
+    assert strategies_of({"strategy": "all"}) == tuple(three)
+    assert strategies_of({"strategy": "both"}) == ("replicated", "sharded")
+    # a point runs one strategy, both or all: another pair is an error naming the rule
+    message = error_of({"strategies": ["replicated", "fully-sharded"]})
+    assert message.startswith("exp.yaml: strategies") and "'all'" in message and "sweep 'strategy'" in message
+
+
+def test_gather_options_default_and_reach_the_point():
+    p = parse({"base": {"gather_prefetch": 3, "keep_gathered_weights": True}}).points()[0]
+    assert (p["gather_prefetch"], p["keep_gathered_weights"]) == (3, True)
+    q = parse({}).points()[0]
+    assert (q["gather_prefetch"], q["keep_gathered_weights"]) == (1, False)
 
 
 def test_reduce_filters_points_and_is_checked():

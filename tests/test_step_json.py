@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "wus_sim" / "schemas" / "step.v1.json"
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
 ALIASES = ("strategy", "status", "error", "step_time_s", "breakdown", "memory", "collectives")
+STRATEGY_OPTIONS = ("replicated", "sharded", "fully-sharded", "both", "all")
 
 
 def step_json(capsys, *argv):
@@ -24,12 +25,12 @@ def step_json(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def outputs():
-    """resnet50 on tpu-v3-32 under each --strategy (module-scoped: three simulations in all)."""
+    """resnet50 on tpu-v3-32 under each --strategy (module-scoped: five simulations in all)."""
     import contextlib
     import io
 
     runs = {}
-    for strategy in ("replicated", "sharded", "both"):
+    for strategy in STRATEGY_OPTIONS:
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             assert main(["step", "resnet50", "-t", "tpu-v3-32", "--strategy", strategy, "--json"]) == 0
@@ -42,7 +43,7 @@ def test_the_schema_is_a_valid_draft_2020_12_schema_and_shipped():
     assert schema_path("step", 1) == SCHEMA_FILE
 
 
-@pytest.mark.parametrize("strategy", ["replicated", "sharded", "both"])
+@pytest.mark.parametrize("strategy", STRATEGY_OPTIONS)
 def test_every_strategy_validates(outputs, strategy):
     jsonschema.Draft202012Validator(SCHEMA).validate(outputs[strategy])
     assert outputs[strategy]["schema_version"] == 1  # the version in the schema's file name
@@ -50,22 +51,35 @@ def test_every_strategy_validates(outputs, strategy):
 
 def test_one_shape_for_every_strategy(outputs):
     shapes = {s: set(d) for s, d in outputs.items()}
-    assert shapes["replicated"] == shapes["sharded"] == shapes["both"]
+    assert all(shape == shapes["replicated"] for shape in shapes.values())
     assert set(outputs["replicated"]["strategies"]) == {"replicated"}
     assert set(outputs["sharded"]["strategies"]) == {"sharded"}
+    assert set(outputs["fully-sharded"]["strategies"]) == {"fully-sharded"}
     assert set(outputs["both"]["strategies"]) == {"replicated", "sharded"}
+    assert set(outputs["all"]["strategies"]) == {"replicated", "sharded", "fully-sharded"}
 
 
 def test_speedup_only_when_two_ran(outputs):
-    assert outputs["replicated"]["speedup"] is None and outputs["sharded"]["speedup"] is None
+    for single in ("replicated", "sharded", "fully-sharded"):
+        assert outputs[single]["speedup"] is None and outputs[single]["speedups"] is None
     both = outputs["both"]["strategies"]
     ratio = both["replicated"]["step_time_s"] / both["sharded"]["step_time_s"]
     assert outputs["both"]["speedup"] == pytest.approx(ratio, rel=1e-12)
+    assert outputs["both"]["speedups"] == {"sharded": outputs["both"]["speedup"]}
+
+
+def test_speedups_compare_every_strategy_with_replicated(outputs):
+    d = outputs["all"]
+    per = d["strategies"]
+    assert d["speedup"] == pytest.approx(per["replicated"]["step_time_s"] / per["sharded"]["step_time_s"], rel=1e-12)
+    assert set(d["speedups"]) == {"sharded", "fully-sharded"}
+    for s, up in d["speedups"].items():
+        assert up == pytest.approx(per["replicated"]["step_time_s"] / per[s]["step_time_s"], rel=1e-12)
 
 
 def test_a_strategy_does_not_depend_on_what_else_ran(outputs):
-    for s in ("replicated", "sharded"):
-        assert outputs[s]["strategies"][s] == outputs["both"]["strategies"][s]
+    for s in ("replicated", "sharded", "fully-sharded"):
+        assert outputs[s]["strategies"][s] == outputs["all"]["strategies"][s]
 
 
 def resolve(doc, path):
@@ -74,7 +88,7 @@ def resolve(doc, path):
     return doc
 
 
-@pytest.mark.parametrize("strategy", ["replicated", "sharded", "both"])
+@pytest.mark.parametrize("strategy", STRATEGY_OPTIONS)
 def test_aliases_copy_what_they_say(outputs, strategy):
     d = outputs[strategy]
     assert set(d["deprecated_aliases"]) == set(ALIASES)
@@ -82,8 +96,8 @@ def test_aliases_copy_what_they_say(outputs, strategy):
     for key, path in d["deprecated_aliases"].items():
         if key != "strategy":
             assert d[key] == resolve(d, path)
-    # the old shape's rule: under both, the top level was the sharded strategy's
-    expected = "sharded" if strategy == "both" else strategy
+    # the old shape's rule: under both (and all), the top level was the sharded strategy's
+    expected = "sharded" if strategy in ("both", "all") else strategy
     assert d["step_time_s"] == d["strategies"][expected]["step_time_s"]
     for per in d["strategies"].values():
         assert per["memory"] == per["memory_bytes"]
@@ -97,6 +111,7 @@ def test_an_infeasible_step_validates_with_nulls(capsys):
 
 
 def test_the_schema_rejects_the_old_single_strategy_shape(outputs):
-    old = {k: v for k, v in outputs["replicated"].items() if k not in ("strategies", "speedup", "schema_version")}
+    old = {k: v for k, v in outputs["replicated"].items()
+           if k not in ("strategies", "speedup", "speedups", "schema_version")}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(SCHEMA).validate(old)

@@ -24,7 +24,7 @@ def make_workload(shapes):
 
 
 def test_strategy_names():
-    assert STRATEGIES == ("replicated", "sharded")
+    assert STRATEGIES == ("replicated", "sharded", "fully-sharded")
     p = plan(load_workload("ncf"), load_topology("tpu-v3-32"), "adam")
     with pytest.raises(UnknownNameError):
         step_work(p, "zero-3")
@@ -43,11 +43,22 @@ def test_contract_for_every_workload(name, strategy):
     if strategy == "replicated":
         assert {c.op for c in sw.grad_collectives} == {"all-reduce"}
         assert sw.grad_nbytes == w.params * p.grad_bytes
-        assert sw.extra_allreduces == () and sw.weight_allgathers == ()
+        assert sw.extra_allreduces == () and sw.all_gathers == ()
         assert sw.update.elements == w.params
     else:
         ops = [c.op for c in sw.grad_collectives]
-        assert ops.count("reduce-scatter") == len(sw.weight_allgathers) == sum(b.kind == "sharded" for b in p.buckets)
+        sharded_buckets = sum(b.kind == "sharded" for b in p.buckets)
+        assert ops.count("reduce-scatter") == sharded_buckets
+        if strategy == "sharded":   # one all-gather per sharded bucket, after the update
+            assert len(sw.weight_allgathers) == sharded_buckets
+            assert sw.forward_allgathers == sw.backward_allgathers == ()
+        else:                       # fully-sharded: before each bucket's forward and its backward
+            assert sw.weight_allgathers == ()
+            assert len(sw.forward_allgathers) == len(sw.backward_allgathers) == sharded_buckets
+        # every sharded bucket's padded weights cross the wire once per all-gather
+        gathers_per_bucket = {"sharded": 1, "fully-sharded": 2}[strategy]
+        assert sw.gather_nbytes == gathers_per_bucket * p.gather_bytes * sum(
+            b.padded_elements for b in p.buckets if b.kind == "sharded")
         assert ops.count("all-reduce") == sum(b.kind == "replicated" for b in p.buckets)
         assert len(sw.extra_allreduces) == len(p.extra_reductions)
         sharded_padded = sum(t.padded_size for t in p.sharded_tensors)
@@ -95,6 +106,19 @@ def test_sharded_bytes_follow_the_collectives_size_convention():
         assert c.nbytes == b.padded_elements * p.grad_bytes   # the full buffer going in
     for c in sw.weight_allgathers:
         assert c.nbytes == p.buckets[c.bucket].padded_elements * p.gather_bytes   # the full buffer coming out
+
+
+def test_fully_sharded_moves_one_more_gather_than_sharded_unless_weights_are_kept():
+    w = load_workload("transformer-big")
+    p = plan(w, load_topology("tpu-v3-32"), "adam")
+    sh, fs = step_work(p, "sharded"), step_work(p, "fully-sharded")
+    kept = step_work(p, "fully-sharded", keep_gathered_weights=True)
+    assert fs.grad_collectives == sh.grad_collectives and fs.update == sh.update
+    assert fs.gather_nbytes == 2 * sh.gather_nbytes
+    assert kept.gather_nbytes == sh.gather_nbytes and kept.backward_allgathers == ()
+    assert [c.what for c in fs.forward_allgathers] == ["weights for forward"] * len(sh.weight_allgathers)
+    # keeping only matters to fully-sharded
+    assert step_work(p, "sharded", keep_gathered_weights=True) == sh
 
 
 def test_bf16_gradients_halve_gradient_collective_bytes():

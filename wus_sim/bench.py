@@ -145,9 +145,10 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
     return Case(name, "cli", lambda: None, run, quick=quick, full=full, problem=problem, measure_memory=False)
 
 
-def step_case(name, workload, topology, optimizer=None, *, quick=False, full=True):
-    """A case simulating one point, both strategies (plan, collectives, SimPy timeline), from
-    cold caches; the simulated time is the sharded step time, events are SimPy events."""
+def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,
+              full=True):
+    """A case simulating one point, *strategies* (plan, collectives, SimPy timeline), from
+    cold caches; the simulated time is the last strategy's step time, events are SimPy events."""
 
     def setup():
         from .collectives import clear_caches
@@ -158,9 +159,9 @@ def step_case(name, workload, topology, optimizer=None, *, quick=False, full=Tru
     def run(_):
         from .step import simulate_strategies
 
-        results, _ = simulate_strategies(workload, topology, optimizer)
+        results, _ = simulate_strategies(workload, topology, optimizer, strategies)
         events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
-        return Measurement(results["sharded"].step_time_s, events)
+        return Measurement(results[strategies[-1]].step_time_s, events)
 
     return Case(name, "timeline", setup, run, quick=quick, full=full,
                 problem=f"step {workload} {optimizer or 'default'} on {topology}")
@@ -220,6 +221,9 @@ register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "
 _EXPERIMENTS = str(shipped_dir("experiments"))
 register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
                    "adam"))
+# issue 10: one point of each what-if on a 2048-replica slice in under 1 s
+register(step_case("step: transformer-big adam tpu-v3-2048, fully-sharded (what-if)", "transformer-big",
+                   "tpu-v3-2048", "adam", strategies=("fully-sharded",)))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))

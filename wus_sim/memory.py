@@ -1,4 +1,4 @@
-"""Per-replica HBM use of both update strategies, and the check that it fits.
+"""Per-replica HBM use of the update strategies, and the check that it fits.
 
 For a :class:`~wus_sim.planner.Plan` and a per-replica batch, each strategy's
 :class:`MemoryBreakdown` lists what one replica (core) allocates, in bytes:
@@ -23,6 +23,25 @@ collective buffers  output of the largest all-reduce in flight   output of the l
                                                                  weight buffer) + the extra reductions' values
 ==================  ===========================================  ==============================================
 
+``fully-sharded`` (ZeRO-3 / FSDP style) keeps weights sharded too and gathers each
+sharded bucket's full weights just before it is used (see :mod:`wus_sim.strategies`):
+
+==================  ==============================================================================
+part                fully-sharded
+==================  ==============================================================================
+weights             the 1/N shards (padded/N) + replicated tensors whole + the gathered buckets in
+                    flight: the largest sum over ``k`` consecutive sharded buckets in forward order,
+                    ``k = max(gather_prefetch + 1, most sharded buckets one layer needs)``; with
+                    ``keep_gathered_weights`` every sharded bucket (kept from forward to backward).
+                    The gathered buffers are separate from the persistent shard (as PyTorch FSDP's
+                    unsharded flat parameter is), so the shard is counted in both.
+gradients           the reduce-scattered 1/N shards + replicated tensors' whole gradients + one
+                    sharded bucket's full gradient (the largest), backward's output waiting for its
+                    reduce-scatter (assumes the reduce-scatters keep up with backward)
+slots               as sharded
+collective buffers  as sharded
+==================  ==============================================================================
+
 ``padding`` is the part of weights, gradients and slots that is padding (it is
 included in them, not added again). ``peak`` = weights + gradients + slots +
 activations + collective buffers: a conservative upper bound that assumes every
@@ -35,9 +54,9 @@ from dataclasses import dataclass, field, fields
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .units import format_bytes
 
-__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "STRATEGY_NAMES", "PARTS"]
+__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PARTS"]
 
-STRATEGY_NAMES = ("replicated", "sharded")
+STRATEGY_NAMES = ("replicated", "sharded", "fully-sharded")
 PARTS = ("weights", "gradients", "slots", "activations", "collective_buffers")
 """Parts that add up to ``peak``."""
 
@@ -60,7 +79,8 @@ class MemoryBreakdown:
     per_replica_batch: int = 0
     details: dict = field(default_factory=dict)
     """Finer parts: ``weight_padding``, ``grad_padding``, ``slot_padding``, ``grad_shards``,
-    ``replicated_tensor_slots``, ``extra_reduction_buffers``."""
+    ``replicated_tensor_slots``, ``extra_reduction_buffers``; ``fully-sharded`` adds
+    ``weight_shards``, ``gathered_weights`` and ``reducing_gradients``."""
 
     @property
     def fits(self):
@@ -76,15 +96,38 @@ class MemoryBreakdown:
                 for f in fields(self)} | {"fits": self.fits}
 
 
-def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False):
+def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
+    """``(elements, padding elements)`` of the sharded buckets whose full weights one replica
+    holds at once under ``fully-sharded`` (see the module doc): the consecutive run of ``k``
+    sharded buckets in forward order with the most elements, or all of them when kept."""
+    sharded = sorted((b for b in plan.buckets if b.kind == "sharded"), key=lambda b: (b.first_layer, b.index))
+    if not sharded:
+        return 0, 0
+    if keep_gathered_weights:
+        return sum(b.padded_elements for b in sharded), sum(b.padded_elements - b.elements for b in sharded)
+    per_layer = {}
+    for b in sharded:
+        for layer in b.layers:
+            per_layer[layer] = per_layer.get(layer, 0) + 1
+    k = min(len(sharded), max(int(gather_prefetch) + 1, max(per_layer.values())))
+    windows = [sharded[i:i + k] for i in range(len(sharded) - k + 1)]
+    best = max(windows, key=lambda w: sum(b.padded_elements for b in w))
+    return sum(b.padded_elements for b in best), sum(b.padded_elements - b.elements for b in best)
+
+
+def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
+                     gather_prefetch=1, keep_gathered_weights=False):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
     for its documented factors). With *check*, a peak above the replica's HBM raises
-    :class:`InfeasibleError` naming the parts and the excess.
+    :class:`InfeasibleError` naming the parts and the excess. *gather_prefetch* (buckets
+    gathered ahead of the compute) and *keep_gathered_weights* matter to ``fully-sharded`` only.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
+    if isinstance(gather_prefetch, bool) or not isinstance(gather_prefetch, int) or gather_prefetch < 0:
+        raise ConfigError("must be an integer >= 0", key_path="gather_prefetch", value=gather_prefetch)
     if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
         raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
     if not activation_scale > 0:
@@ -102,6 +145,31 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         collective = largest_ar(("sharded", "replicated"))
         details = {"weight_padding": 0, "grad_padding": 0, "slot_padding": 0, "grad_shards": 0,
                    "replicated_tensor_slots": slots, "extra_reduction_buffers": 0}
+    elif strategy == "fully-sharded":
+        n = plan.replicas
+        sharded_padded = sum(t.padded_size for t in plan.sharded_tensors)
+        pad = plan.padding_elements
+        repl = plan.replicated_elements
+        window, window_pad = gathered_window(plan, gather_prefetch, keep_gathered_weights)
+        biggest = max((b for b in plan.buckets if b.kind == "sharded"), key=lambda b: b.padded_elements,
+                      default=None)
+        reducing = biggest.padded_elements if biggest else 0
+        reducing_pad = biggest.padded_elements - biggest.elements if biggest else 0
+        shards = sharded_padded / n * gb
+        ab = plan.gather_bytes  # the gathered buffers hold weights in the all-gather's dtype
+        weights = (sharded_padded / n + repl) * wb + window * ab
+        gradients = shards + repl * gb + reducing * gb
+        repl_slots = sum(t.slot_elements for t in plan.replicated_tensors) * sb
+        slots = sum(t.shard_slot_elements for t in plan.sharded_tensors) * sb + repl_slots
+        slot_pad = sum(t.slot_padding_elements for t in plan.sharded_tensors) * sb
+        extra = sum(r.nbytes for r in plan.extra_reductions)
+        collective = largest_ar(("replicated",)) + extra
+        details = {"weight_padding": pad / n * wb + window_pad * ab, "grad_padding": (pad / n + reducing_pad) * gb,
+                   "slot_padding": slot_pad, "grad_shards": shards,
+                   "replicated_tensor_slots": repl_slots, "extra_reduction_buffers": extra,
+                   "weight_shards": sharded_padded / n * wb, "gathered_weights": window * ab,
+                   "reducing_gradients": reducing * gb}
+        padding = details["weight_padding"] + details["grad_padding"] + slot_pad
     else:
         n = plan.replicas
         padded = plan.padded_params
@@ -132,10 +200,12 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     return out
 
 
-def memory_both(plan, per_replica_batch, *, activation_scale=1.0, check=False):
-    """``{'replicated': MemoryBreakdown, 'sharded': MemoryBreakdown}``."""
-    return {s: memory_breakdown(plan, s, per_replica_batch, activation_scale=activation_scale, check=check)
-            for s in STRATEGY_NAMES}
+def memory_both(plan, per_replica_batch, *, activation_scale=1.0, check=False, strategies=("replicated", "sharded"),
+                **gather):
+    """``{'replicated': MemoryBreakdown, 'sharded': MemoryBreakdown}`` (the two of the paper;
+    *strategies* names others, e.g. :data:`STRATEGY_NAMES`; *gather* as :func:`memory_breakdown`)."""
+    return {s: memory_breakdown(plan, s, per_replica_batch, activation_scale=activation_scale, check=check, **gather)
+            for s in strategies}
 
 
 def _infeasible(plan, m):

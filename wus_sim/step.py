@@ -1,4 +1,4 @@
-"""One training step, replicated or sharded weight update: build it, simulate it, report it.
+"""One training step, replicated, sharded or fully-sharded weight update: build it, simulate it, report it.
 
 :func:`simulate_step` turns a workload, a topology and an optimizer into a
 :class:`~wus_sim.timeline.StepProgram` whose every duration is derived:
@@ -12,7 +12,7 @@
 * the update from the optimizer analysis (bytes and flops per element) on the
   HBM-bound vector unit, over all weights (replicated) or the 1/N shard (sharded);
 * the optimizer's small cross-replica all-reduces and the weight all-gathers
-  (sharded only);
+  (sharded: after the update; fully-sharded: before each bucket's forward and backward);
 
 then runs it for a few consecutive steps on the SimPy timeline
 (:mod:`wus_sim.timeline`) and reports the steady-state step time, its
@@ -28,14 +28,14 @@ from .compute import ComputeParams, layer_times, memory_bound_time_s
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .memory import memory_breakdown
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
-from .strategies import STRATEGIES, step_work
+from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, Bucket, StepProgram, run_timeline
 from .topology import load_topology
 from .units import MiB
 from .workloads import load_workload
 
 __all__ = ["StepOptions", "StepResult", "simulate_step", "simulate_strategies", "simulate_point", "speedup",
-           "resolve_batch"]
+           "speedups", "strategies_named", "resolve_batch"]
 
 GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 
@@ -65,6 +65,14 @@ class StepOptions:
     """Gradient fusion threshold, bytes."""
     steps: int = 3
     """Consecutive steps simulated (the step time is the steady-state period)."""
+    gather_prefetch: int = 1
+    """Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each
+    gather is issued when its bucket is needed). 1 is PyTorch FSDP's prefetch of one bucket
+    (``forward_prefetch``/``backward_prefetch``); each step of depth holds one more bucket of
+    full weights (:mod:`wus_sim.memory`)."""
+    keep_gathered_weights: bool = False
+    """Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one
+    all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."""
     bn_group_replicas: int = 1
     """Cross-replica batch norm: replicas whose batch statistics are all-reduced together
     in every batch-norm layer, forward and backward (1 = local batch norm). MLPerf v0.6
@@ -83,6 +91,12 @@ class StepOptions:
         if isinstance(self.bn_group_replicas, bool) or not (isinstance(self.bn_group_replicas, int)
                                                             and self.bn_group_replicas >= 1):
             raise ConfigError("must be an integer >= 1", key_path="bn_group_replicas", value=self.bn_group_replicas)
+        if isinstance(self.gather_prefetch, bool) or not (isinstance(self.gather_prefetch, int)
+                                                          and self.gather_prefetch >= 0):
+            raise ConfigError("must be an integer >= 0", key_path="gather_prefetch", value=self.gather_prefetch)
+        if not isinstance(self.keep_gathered_weights, bool):
+            raise ConfigError("must be true or false", key_path="keep_gathered_weights",
+                              value=self.keep_gathered_weights)
         if self.compute is None:
             cal = load_calibration(self.calibration)
             object.__setattr__(self, "compute", cal.compute_params())
@@ -174,14 +188,20 @@ def _program(plan, work, topology, per_replica_batch, options):
     if options.bn_group_replicas > 1:
         bn = _batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways)
         fwd_s, bwd_s = fwd_s + bn, bwd_s + bn
-    gathers = {c.bucket: c for c in work.weight_allgathers}
+    def gather(collectives, bucket):
+        """``(nbytes, seconds)`` of *bucket*'s all-gather among *collectives*, or zeros."""
+        g = next((c for c in collectives if c.bucket == bucket), None)
+        return (g.nbytes, coll_s("all-gather", g.nbytes)) if g else (0.0, 0.0)
+
     buckets = []
     for c in work.grad_collectives:
-        g = gathers.get(c.bucket)
+        after, fwd, bwd = (gather(gs, c.bucket) for gs in (work.weight_allgathers, work.forward_allgathers,
+                                                             work.backward_allgathers))
         buckets.append(Bucket(
             name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers),
             grad_op=c.op, grad_nbytes=c.nbytes, grad_time_s=coll_s(c.op, c.nbytes),
-            gather_nbytes=g.nbytes if g else 0.0, gather_time_s=coll_s("all-gather", g.nbytes) if g else 0.0))
+            gather_nbytes=after[0], gather_time_s=after[1], fwd_gather_nbytes=fwd[0], fwd_gather_time_s=fwd[1],
+            bwd_gather_nbytes=bwd[0], bwd_gather_time_s=bwd[1]))
     update_s = (memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
                 + work.update.kernels * options.compute.op_overhead_s)
     extra = tuple(coll_s(c.op, c.nbytes) for c in work.extra_allreduces)
@@ -193,6 +213,7 @@ def _program(plan, work, topology, per_replica_batch, options):
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
         step_overhead_s=options.compute.step_overhead_s, layer_names=tuple(plan.workload.layer_names),
+        gather_prefetch=options.gather_prefetch,
     )
 
 
@@ -254,7 +275,7 @@ def _compact_group(topology, cores):
     return [c * cpc + k for c in block for k in range(cpc)]
 
 
-def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIES, *, per_replica_batch=None,
+def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,
                         global_batch=None, replicas=None, options=None):
     """Simulate each of *strategies*; returns ``{strategy: StepResult}``.
 
@@ -265,7 +286,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIE
     options = options or StepOptions()
     for s in strategies:
         if s not in STRATEGIES:
-            raise UnknownNameError("strategy", s, STRATEGIES + ("both",))
+            raise UnknownNameError("strategy", s, STRATEGIES + ("both", "all"))
     if isinstance(workload, str):
         workload = load_workload(workload)
     topology = load_topology(topology)
@@ -283,12 +304,13 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIE
     plan = make_plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=options.bucket_bytes,
                      grad_bytes=grad_bytes)
     results = {}
+    gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights)
     for strategy in strategies:
-        work = step_work(plan, strategy)
+        work = step_work(plan, strategy, keep_gathered_weights=options.keep_gathered_weights)
         try:
-            memory = memory_breakdown(plan, strategy, batch, check=True)
+            memory = memory_breakdown(plan, strategy, batch, check=True, **gather)
         except InfeasibleError as exc:
-            memory = memory_breakdown(plan, strategy, batch)  # the breakdown the error describes
+            memory = memory_breakdown(plan, strategy, batch, **gather)  # the breakdown the error describes
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
             results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc))
             continue
@@ -302,17 +324,35 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=STRATEGIE
 
 
 def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
-    """Simulate one strategy (``'replicated'`` or ``'sharded'``); returns its :class:`StepResult`."""
+    """Simulate one strategy (one of :data:`~wus_sim.strategies.STRATEGIES`); returns its :class:`StepResult`."""
     results, _ = simulate_strategies(workload, topology, optimizer, (strategy,), **kw)
     return results[strategy]
 
 
-def speedup(results):
-    """Replicated step time / sharded step time (NaN unless both ran)."""
-    r, s = results.get("replicated"), results.get("sharded")
+def speedup(results, strategy="sharded"):
+    """Replicated step time / *strategy*'s step time (NaN unless both ran and fit)."""
+    r, s = results.get("replicated"), results.get(strategy)
     if r is None or s is None or r.status != "ok" or s.status != "ok":
         return math.nan
     return r.step_time_s / s.step_time_s
+
+
+def speedups(results):
+    """``{strategy: replicated step time / its step time}`` for every strategy run but
+    replicated (NaN where either did not run or fit)."""
+    return {s: speedup(results, s) for s in results if s != "replicated"}
+
+
+def strategies_named(choice):
+    """The strategies a ``--strategy`` / point ``strategy`` value names: one, ``both``
+    (replicated and sharded, the paper's pair) or ``all``."""
+    if choice == "both":
+        return BOTH
+    if choice == "all":
+        return STRATEGIES
+    if choice not in STRATEGIES:
+        raise UnknownNameError("strategy", choice, STRATEGIES + ("both", "all"))
+    return (choice,)
 
 
 def simulate_point(point):
@@ -338,15 +378,16 @@ def simulate_point(point):
         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
         steps=int(p.get("steps") or 3),
         bn_group_replicas=int(p.get("bn_group_replicas") or 1),
+        gather_prefetch=int(1 if p.get("gather_prefetch") is None else p["gather_prefetch"]),
+        keep_gathered_weights=p.get("keep_gathered_weights") is True,
         calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
     )
-    strategy = p.get("strategy") or "both"
-    strategies = STRATEGIES if strategy == "both" else (strategy,)
+    strategies = strategies_named(p.get("strategy") or "both")
     results, meta = simulate_strategies(p["workload"], topology, p.get("optimizer"), strategies,
                                         per_replica_batch=p.get("per_replica_batch"),
                                         global_batch=p.get("global_batch"), options=options)
-    up = speedup(results)
+    up = speedups(results)
     records = []
     for s, res in results.items():
         rec = dict(p)
@@ -358,7 +399,7 @@ def simulate_point(point):
             "optimizer": meta["optimizer"], "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
             "params": meta["params"],
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
-            "speedup": up if s == "sharded" else math.nan,
+            "speedup": up.get(s, math.nan),
         })
         rec.update(used_values(topology, options, meta["plan"]))
         records.append(rec)
@@ -384,6 +425,7 @@ def used_values(topology, options, plan):
         "bucket_MiB": options.bucket_bytes / MiB,
         "mxu_efficiency": c.mxu_efficiency,
         "bn_group_replicas": options.bn_group_replicas,
+        "gather_prefetch": options.gather_prefetch, "keep_gathered_weights": options.keep_gathered_weights,
         "calibration": options.calibration_id,
         "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,
         "elementwise_fwd_bytes": c.elementwise_fwd_bytes, "elementwise_bwd_bytes": c.elementwise_bwd_bytes,

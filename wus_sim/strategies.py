@@ -9,6 +9,15 @@ replicated tensors (whose buckets are all-reduced), the optimizer's extra
 small all-reduces combine partial norms/statistics, and the updated weights
 are all-gathered bucket by bucket. Slots stay sharded across steps.
 
+``fully-sharded`` (ZeRO stage 3, Rajbhandari et al. 2020, arXiv 1910.02054; PyTorch
+FSDP, Zhao et al. 2023, arXiv 2304.11277): weights stay sharded between uses too.
+Each sharded bucket's weights are all-gathered just before its forward and again
+before its backward (unless *keep_gathered_weights* keeps them from forward, trading
+memory for the second gather), then released; gradients are reduce-scattered and
+the update is the sharded one, so there is no all-gather after the update. The step
+moves one more all-gather of every sharded bucket than ``sharded`` does (the same
+bytes, with *keep_gathered_weights*), in exchange for holding only 1/N of the weights.
+
 :func:`step_work` returns a :class:`StepWork` that the step simulator turns
 into timed events: collectives carry ``nbytes`` in the collectives' size
 convention (the full unsharded buffer per replica) and the bucket's layers, so
@@ -17,17 +26,19 @@ a gradient collective can start when backward has finished the bucket's
 the bucket's layers.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import math
 
 from .errors import UnknownNameError
 from .memory import STRATEGY_NAMES
 from .planner import Plan
 
-__all__ = ["STRATEGIES", "Collective", "UpdateWork", "StepWork", "step_work", "update_work"]
+__all__ = ["STRATEGIES", "BOTH", "Collective", "UpdateWork", "StepWork", "step_work", "update_work"]
 
 STRATEGIES = STRATEGY_NAMES
 """The update strategies, in the order reports list them (named once, in the lower-layer :mod:`memory`)."""
+BOTH = ("replicated", "sharded")
+"""The two strategies of the paper: what ``both`` means, and what runs when none is named."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,11 @@ class StepWork:
     extra_allreduces: tuple = ()
     """Small all-reduces of partial results (sharded only; replicated replicas hold whole tensors)."""
     weight_allgathers: tuple = ()
-    """One per sharded bucket (sharded only)."""
+    """One per sharded bucket after the update (sharded only)."""
+    forward_allgathers: tuple = ()
+    """One per sharded bucket before its forward (fully-sharded only)."""
+    backward_allgathers: tuple = ()
+    """One per sharded bucket before its backward (fully-sharded, unless weights are kept from forward)."""
     notes: tuple = field(default=())
 
     @property
@@ -94,8 +109,13 @@ class StepWork:
         return sum(c.nbytes for c in self.grad_collectives)
 
     @property
+    def all_gathers(self):
+        """Every weight all-gather of the step."""
+        return self.weight_allgathers + self.forward_allgathers + self.backward_allgathers
+
+    @property
     def gather_nbytes(self):
-        return sum(c.nbytes for c in self.weight_allgathers)
+        return sum(c.nbytes for c in self.all_gathers)
 
     def to_dict(self):
         return {"strategy": self.strategy,
@@ -103,6 +123,8 @@ class StepWork:
                 "update": self.update.to_dict(),
                 "extra_allreduces": [c.to_dict() for c in self.extra_allreduces],
                 "weight_allgathers": [c.to_dict() for c in self.weight_allgathers],
+                "forward_allgathers": [c.to_dict() for c in self.forward_allgathers],
+                "backward_allgathers": [c.to_dict() for c in self.backward_allgathers],
                 "notes": list(self.notes)}
 
     def summary(self):
@@ -112,7 +134,7 @@ class StepWork:
                 "update_bytes": self.update.bytes_moved, "update_flops": self.update.flops,
                 "extra_allreduces": len(self.extra_allreduces),
                 "extra_nbytes": sum(c.nbytes for c in self.extra_allreduces),
-                "weight_allgathers": len(self.weight_allgathers), "gather_nbytes": self.gather_nbytes}
+                "weight_allgathers": len(self.all_gathers), "gather_nbytes": self.gather_nbytes}
 
 
 def _check(strategy):
@@ -122,7 +144,8 @@ def _check(strategy):
 
 def update_work(plan: Plan, strategy):
     """:class:`UpdateWork` of one replica: all tensors (replicated) or the shards plus the
-    replicated tensors (sharded), each costed exactly by the optimizer analysis of its case."""
+    replicated tensors (sharded and fully-sharded), each costed exactly by the optimizer
+    analysis of its case."""
     _check(strategy)
     a = plan.analysis
     elements = kernels = 0
@@ -139,8 +162,9 @@ def update_work(plan: Plan, strategy):
                       kernels=kernels)
 
 
-def step_work(plan: Plan, strategy):
-    """The :class:`StepWork` of *strategy* for *plan*."""
+def step_work(plan: Plan, strategy, *, keep_gathered_weights=False):
+    """The :class:`StepWork` of *strategy* for *plan*; *keep_gathered_weights* (fully-sharded
+    only) keeps each bucket's weights from its forward to its backward instead of gathering twice."""
     _check(strategy)
     gb, ab = plan.grad_bytes, plan.gather_bytes
     grads, gathers, extra = [], [], []
@@ -151,13 +175,20 @@ def step_work(plan: Plan, strategy):
         else:
             grads.append(Collective("reduce-scatter", int(b.padded_elements * gb), "gradients", **common))
             gathers.append(Collective("all-gather", int(b.padded_elements * ab), "weights", **common))
-    if strategy == "sharded":
+    if strategy != "replicated":
         extra = [Collective("all-reduce", int(r.nbytes), r.what) for r in plan.extra_reductions]
     notes = ()
-    if strategy == "sharded" and plan.replicated_tensors:
+    if strategy != "replicated" and plan.replicated_tensors:
         notes = (f"{len(plan.replicated_tensors)} tensors stay replicated (under {plan.replicate_below_elements} "
                  "elements, or not worth cutting: see the plan's notes): all-reduced and updated whole on every "
                  "replica",)
+    sharded_gathers, forward, backward = tuple(gathers), (), ()
+    if strategy == "fully-sharded":
+        sharded_gathers = ()
+        forward = tuple(replace(c, what="weights for forward") for c in gathers)
+        if not keep_gathered_weights:
+            backward = tuple(replace(c, what="weights for backward") for c in gathers)
     return StepWork(strategy=strategy, grad_collectives=tuple(grads), update=update_work(plan, strategy),
-                    extra_allreduces=tuple(extra), weight_allgathers=tuple(gathers), notes=notes)
+                    extra_allreduces=tuple(extra), weight_allgathers=sharded_gathers,
+                    forward_allgathers=forward, backward_allgathers=backward, notes=notes)
 

@@ -19,7 +19,19 @@ Two streams:
 
 A :class:`StepProgram` is plain data: per-layer compute, gradient buckets with
 the collective each needs and when it may start, the update, and (sharded
-update) the weight all-gathers. :func:`run_timeline` simulates ``steps``
+update) the weight all-gathers.
+
+Fully-sharded weights (``fully-sharded``): a bucket's forward cannot start before
+its weight all-gather has finished. The gathers of a pass (forward, then backward
+in reverse order) are issued on the network in bucket order, ``gather_prefetch``
+buckets ahead of the compute: the first ``gather_prefetch + 1`` when the pass
+begins (the forward's at the step's start, the backward's when the forward ends),
+then the next one each time the compute finishes a bucket, or at once when the
+compute needs a bucket not yet issued (a layer whose tensors straddle buckets). So
+at most ``gather_prefetch + 1`` buckets are gathered at a time, which is what
+:mod:`wus_sim.memory` charges. In backward, a bucket's next gather is issued before
+the reduce-scatter of the bucket just finished (PyTorch FSDP's default
+``BACKWARD_PRE``), so the compute is not left waiting behind a reduce-scatter. :func:`run_timeline` simulates ``steps``
 consecutive steps and reports the steady-state period, because an all-gather
 that overlaps the next step's forward makes one step in isolation misleading.
 """
@@ -54,8 +66,14 @@ class Bucket:
     grad_nbytes: float
     grad_time_s: float
     gather_nbytes: float = 0.0
-    """Bytes of the weight all-gather (sharded only; 0 = none)."""
+    """Bytes of the weight all-gather after the update (sharded only; 0 = none)."""
     gather_time_s: float = 0.0
+    fwd_gather_nbytes: float = 0.0
+    """Bytes of the all-gather before the bucket's forward (fully-sharded only; 0 = none)."""
+    fwd_gather_time_s: float = 0.0
+    bwd_gather_nbytes: float = 0.0
+    """Bytes of the all-gather before the bucket's backward (fully-sharded, weights not kept; 0 = none)."""
+    bwd_gather_time_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +101,9 @@ class StepProgram:
     layer_names: tuple = ()
     """Name of each layer, indexed like ``fwd_layer_s``, for the intervals (and traces);
     empty: ``L0``, ``L1``, ..."""
+    gather_prefetch: int = 1
+    """Fully-sharded: buckets whose weight all-gather may run ahead of the bucket the compute
+    is on (0 = each gather waits until the compute needs it)."""
 
 
 @dataclass(frozen=True)
@@ -158,17 +179,50 @@ def run_timeline(program, steps=3):
             yield env.timeout(t_s)
             intervals.append(Interval("net", kind, name, t0, env.now, step, args or {}))
 
+    if isinstance(program.gather_prefetch, bool) or not isinstance(program.gather_prefetch, int) \
+            or program.gather_prefetch < 0:
+        raise ValueError('"gather_prefetch" must be an integer >= 0')
+    # fully-sharded passes: forward gathers in forward order, backward gathers in reverse
+    fwd_seq = [b for b in gather_order if buckets[b].fwd_gather_nbytes > 0]
+    bwd_seq = sorted((b for b in range(len(buckets)) if buckets[b].bwd_gather_nbytes > 0),
+                     key=lambda b: (-max(buckets[b].layers), b))
+    # layer -> buckets the pass has finished with after that layer
+    fwd_last = [[] for _ in range(nlayers)]
+    for b in fwd_seq:
+        fwd_last[max(buckets[b].layers)].append(b)
+    bwd_last = [[] for _ in range(nlayers)]
+    for b in bwd_seq:
+        bwd_last[buckets[b].first_layer].append(b)
+
+    def gather(b, label, step, ready):
+        """All-gather bucket *b*'s weights for the *label* pass, then mark it ready."""
+        bk = buckets[b]
+        nbytes, t_s = ((bk.fwd_gather_nbytes, bk.fwd_gather_time_s) if label == "forward"
+                       else (bk.bwd_gather_nbytes, bk.bwd_gather_time_s))
+        yield from on_net("gather", f"all-gather {bk.name} for {label}", t_s, step,
+                          {"op": "all-gather", "nbytes": nbytes, "for": label})
+        ready.succeed()
+
     def train(env):
         # Before the first step every replica holds full weights.
         gathered = [env.event().succeed() for _ in buckets]
         for step in range(steps):
             starts.append(env.now)
+            fwd_pass = _GatherPass(env, fwd_seq, program.gather_prefetch,
+                                   lambda b, ready, step=step: gather(b, "forward", step, ready))
             if program.step_overhead_s > 0:
                 yield from compute("overhead", "step overhead", program.step_overhead_s, step)
             for layer in range(nlayers):
                 for b in layer_buckets[layer]:
                     yield gathered[b]
+                    ev = fwd_pass.wait(b)
+                    if ev is not None:
+                        yield ev
                 yield from compute("fwd", f"fwd {layer_names[layer]}", program.fwd_layer_s[layer], step)
+                for b in fwd_last[layer]:
+                    fwd_pass.finished(b)
+            bwd_pass = _GatherPass(env, bwd_seq, program.gather_prefetch,
+                                   lambda b, ready, step=step: gather(b, "backward", step, ready))
             grad_done = [None] * len(buckets)
             pending = list(grad_order)
 
@@ -181,7 +235,13 @@ def run_timeline(program, steps=3):
                         {"op": bk.grad_op, "nbytes": bk.grad_nbytes}))
 
             for layer in reversed(range(nlayers)):
+                for b in layer_buckets[layer]:
+                    ev = bwd_pass.wait(b)
+                    if ev is not None:
+                        yield ev
                 yield from compute("bwd", f"bwd {layer_names[layer]}", program.bwd_layer_s[layer], step)
+                for b in bwd_last[layer]:
+                    bwd_pass.finished(b)  # before the reduce-scatter below: it queues first
                 if program.overlap_grad_reduce:
                     launch_ready(layer)
             launch_ready(-1)
@@ -224,6 +284,42 @@ def run_timeline(program, steps=3):
         step_starts_s=tuple(starts),
         events=events,
     )
+
+
+class _GatherPass:
+    """The weight all-gathers of one pass over the buckets, issued in order and at most
+    *prefetch* buckets ahead of the one the compute is on (see the module doc)."""
+
+    def __init__(self, env, seq, prefetch, start):
+        self.env = env
+        self.seq = seq
+        """Buckets in the order the pass uses them."""
+        self.prefetch = prefetch
+        self.start = start
+        """``(bucket, ready event) -> generator``: the gather process."""
+        self.pos = {b: i for i, b in enumerate(seq)}
+        self.ready = {b: env.event() for b in seq}
+        """Succeeds when the bucket's weights are gathered."""
+        self.issued = 0
+        self._issue_upto(prefetch)
+
+    def _issue_upto(self, i):
+        while self.issued <= min(i, len(self.seq) - 1):
+            b = self.seq[self.issued]
+            self.issued += 1
+            self.env.process(self.start(b, self.ready[b]))
+
+    def wait(self, b):
+        """The event the compute waits for before using bucket *b* (issued now if not yet),
+        or ``None`` if the pass does not gather *b*."""
+        if b not in self.pos:
+            return None
+        self._issue_upto(self.pos[b])
+        return self.ready[b]
+
+    def finished(self, b):
+        """The compute is done with bucket *b*: the gather *prefetch* + 1 places on may start."""
+        self._issue_upto(self.pos[b] + self.prefetch + 1)
 
 
 def _clip(intervals, t0, t1):

@@ -10,7 +10,9 @@ uncontended single-buffer schedule), one track per phase (``axis X
 reduce-scatter``, ``on-chip all-gather``, ...) showing each collective split
 into its phases. Every replica of a synchronous data-parallel step runs the
 same timeline, so one replica's tracks stand for all. Compute slices carry the
-workload's layer names (``fwd encoder/layer_0/ffn``), collectives their bucket.
+workload's layer names (``fwd encoder/layer_0/ffn``), collectives their bucket; under
+``fully-sharded`` the weight all-gather track holds every bucket's gather for its forward
+and for its backward (``all-gather bucket 3 for backward``).
 """
 
 import json

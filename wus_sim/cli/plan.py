@@ -2,10 +2,11 @@
 
 Prints how the workload's tensors are formatted and fused for N replicas, the
 extra reductions the optimizer needs, the shard one replica owns after the 2-D
-reduce-scatter, and, for both update strategies, the collectives, the update
+reduce-scatter, and, for each update strategy (replicated, sharded and fully-sharded,
+the last with its default gather prefetch of one bucket), the collectives, the update
 work and time, and the memory per replica. ``--json`` prints the same as JSON
 (``params``, ``padded_params``, ``buckets``, ``replicated_tensors``,
-``extra_reductions``, ``memory.{replicated,sharded}.{weights,gradients,slots,
+``extra_reductions``, ``memory.{replicated,sharded,fully-sharded}.{weights,gradients,slots,
 activations,peak}``, ...).
 
 The per-replica batch and the replica count default to the workload's MLPerf
@@ -24,9 +25,9 @@ ones ``wus-sim step`` and experiment files use, and the workload files' long one
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "plan", help="sharding plan of a workload, and memory/update cost of both strategies",
+        "plan", help="sharding plan of a workload, and memory/update cost of each strategy",
         description="Plan the weight-update sharding of WORKLOAD over a topology's replicas and compare "
-                    "the replicated and sharded updates (collectives, update work, memory per replica).")
+                    "the replicated, sharded and fully-sharded updates (collectives, update work, memory per replica).")
     p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
     p.add_argument("--topology", "-t", required=True, metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
@@ -95,7 +96,7 @@ def build_report(args):
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
 
     params = ComputeParams()
-    memory = memory_both(p, batch, check=args.check)
+    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES)
     fwd = forward_time_s(workload, topology, batch, params, spatial_ways=p.spatial_ways)
     bwd = backward_time_s(workload, topology, batch, params, spatial_ways=p.spatial_ways)
     strategies = {}
@@ -167,16 +168,16 @@ def _text(r):
                 ("  of which padding", "padding"), ("activations", "activations"),
                 ("collective buffers", "collective_buffers"), ("peak", "peak")]
     width = 24
-    out.append(f"  {'per replica':<{width}}{'replicated':>22}{'sharded':>22}")
+    names = list(s)
+    out.append(f"  {'per replica':<{width}}" + "".join(f"{n:>22}" for n in names))
     for label, fn in rows:
-        out.append(f"  {label:<{width}}{fn(rep):>22}{fn(sh):>22}")
+        out.append(f"  {label:<{width}}" + "".join(f"{fn(s[n]):>22}" for n in names))
     for label, key in mem_rows:
-        out.append(f"  {label:<{width}}{format_bytes(m['replicated'][key]):>22}"
-                   f"{format_bytes(m['sharded'][key]):>22}")
+        out.append(f"  {label:<{width}}" + "".join(f"{format_bytes(m[n][key]):>22}" for n in names))
     cap = m["replicated"]["capacity"]
     fits = lambda x: "fits" if x["fits"] else f"over by {format_bytes(x['peak'] - x['capacity'])}"
     hbm = "HBM per replica " + format_bytes(cap)
-    out.append(f"  {hbm:<{width}}{fits(m['replicated']):>22}{fits(m['sharded']):>22}")
+    out.append(f"  {hbm:<{width}}" + "".join(f"{fits(m[n]):>22}" for n in names))
     saved = m["replicated"]["peak"] - m["sharded"]["peak"]
     ratio = rep["update_time_s"] / sh["update_time_s"] if sh["update_time_s"] else float("inf")
     out.append("")

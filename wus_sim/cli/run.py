@@ -122,8 +122,11 @@ class _sigterm_as_interrupt:
 
 
 def summary_table(frame, swept_keys, *, max_rows=40):
-    """Text table: one line per point with its swept parameters, both step times and the speedup."""
+    """Text table: one line per point with its swept parameters, each strategy's step time and
+    the speedup (sharded over replicated; with fully-sharded rows, its speedup too)."""
     import pandas as pd
+
+    from ..strategies import STRATEGIES
 
     if frame.empty:
         return "(no points)"
@@ -139,16 +142,19 @@ def summary_table(frame, swept_keys, *, max_rows=40):
     lines = []
     for _, group in frame.groupby("point_index", sort=True):
         row = {k: group[k].iloc[0] for k in keys}
-        for strategy in ("replicated", "sharded"):
+        for strategy in STRATEGIES:
             srow = group[group["strategy"] == strategy]
             if srow.empty:
                 continue
             srow = srow.iloc[0]
             ok = srow["status"] == "ok" and pd.notna(srow.get("step_time_s"))
             row[f"{strategy} [ms]"] = f"{srow['step_time_s'] * 1e3:.3f}" if ok else srow["status"]
-        speed = group.loc[group["strategy"] == "sharded", "speedup"] if "speedup" in group else None
-        row["speedup"] = (f"{float(speed.iloc[0]):.3f}" if speed is not None and len(speed)
-                          and pd.notna(speed.iloc[0]) else "-")
+        for strategy, column in (("sharded", "speedup"), ("fully-sharded", "fully-sharded speedup")):
+            if strategy == "fully-sharded" and not (group["strategy"] == strategy).any():
+                continue
+            speed = group.loc[group["strategy"] == strategy, "speedup"] if "speedup" in group else None
+            row[column] = (f"{float(speed.iloc[0]):.3f}" if speed is not None and len(speed)
+                           and pd.notna(speed.iloc[0]) else "-")
         lines.append(row)
     table = pd.DataFrame(lines)
     for k in keys:

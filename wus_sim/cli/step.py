@@ -1,16 +1,19 @@
-"""``wus-sim step WORKLOAD --topology T``: one training step, replicated and/or sharded update.
+"""``wus-sim step WORKLOAD --topology T``: one training step, replicated, sharded and/or fully-sharded update.
 
 Prints the steady-state step time, its breakdown (forward, backward, exposed
 communication, update, optimizer reductions, idle) and per-replica memory.
-With ``--strategy both`` (the default) also the speedup of sharding.
+With ``--strategy both`` (the default: replicated and sharded) also the speedup of
+sharding; ``--strategy all`` adds ``fully-sharded`` and the speedup of each strategy
+over replicated.
 
 ``--json`` has one shape whatever ``--strategy`` is, described by the JSON Schema
 ``wus_sim/schemas/step.v1.json`` (shipped in the package; ``schema_version`` names it):
 the run's header (workload, topology, optimizer, replicas, batches, ...), ``strategies``
 (one object per strategy run, keyed by its name: ``status``, ``error``, ``step_time_s``,
 ``breakdown``, ``memory_bytes``, ``collectives``), ``speedup`` (replicated over sharded step
-time; null unless both ran), ``calibration`` (its id) and ``parameters`` (every model value
-the step ran with, none left null).
+time; null unless both ran), ``speedups`` (``{strategy: replicated over its step time}`` for
+every strategy run but replicated; null when one strategy ran), ``calibration`` (its id) and
+``parameters`` (every model value the step ran with, none left null).
 
 Deprecated aliases, kept for one release (0.2 drops them): the top-level ``strategy``,
 ``status``, ``error``, ``step_time_s``, ``breakdown``, ``memory`` and ``collectives`` copy the
@@ -31,14 +34,15 @@ _DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "step", help="simulate a training step with a replicated and/or sharded weight update",
+        "step", help="simulate a training step with a replicated, sharded and/or fully-sharded weight update",
         description="Simulate consecutive training steps of WORKLOAD on a TPU slice and report the "
                     "steady-state step time, its breakdown and memory per replica.")
     p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
     p.add_argument("--topology", "-t", required=True, metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
     p.add_argument("--optimizer", "-o", metavar="O", help="optimizer (default: the workload's)")
-    p.add_argument("--strategy", "-s", choices=("replicated", "sharded", "both"), default="both")
+    p.add_argument("--strategy", "-s", choices=("replicated", "sharded", "fully-sharded", "both", "all"),
+                   default="both", help="update strategy: one, both (replicated and sharded; the default) or all")
     p.add_argument("--per-replica-batch", type=int, metavar="B",
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the workload's)")
     p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
@@ -55,6 +59,11 @@ def add_parser(subparsers):
                    help="reduce gradients only after backward has finished")
     p.add_argument("--no-overlap-all-gather", action="store_true",
                    help="sharded: all-gather weights at the end of the step, not during the next forward")
+    p.add_argument("--gather-prefetch", type=int, default=1, dest="gather_prefetch", metavar="K",
+                   help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default 1)")
+    p.add_argument("--keep-gathered-weights", action="store_true",
+                   help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
+                        "more memory)")
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
     p.add_argument("--mxu-efficiency", type=float, metavar="F",
@@ -73,7 +82,8 @@ def run(args):
     from ..calibration import load_calibration
     from ..errors import ConfigError
     from ..planner import DEFAULT_BUCKET_BYTES
-    from ..step import StepOptions, bidirectional_for, simulate_strategies, speedup, used_values
+    from ..step import (StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named,
+                        used_values)
     from ..topology import load_topology
     from ..units import MiB
 
@@ -88,10 +98,11 @@ def run(args):
         overlap_grad_reduce=not args.no_overlap_grad_reduce, overlap_all_gather=not args.no_overlap_all_gather,
         grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
-        steps=args.steps, bn_group_replicas=args.bn_group_replicas, calibration=calibration,
+        steps=args.steps, bn_group_replicas=args.bn_group_replicas, gather_prefetch=args.gather_prefetch,
+        keep_gathered_weights=args.keep_gathered_weights, calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
     )
-    strategies = ("replicated", "sharded") if args.strategy == "both" else (args.strategy,)
+    strategies = strategies_named(args.strategy)
     results, meta = simulate_strategies(args.workload, topology, args.optimizer, strategies,
                                         per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
                                         options=options)
@@ -110,7 +121,7 @@ def run(args):
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
         # stderr: stdout may be the --json document
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
-    report = _report(args, topology, results, meta, speedup(results))
+    report = _report(args, topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
     report["parameters"] = used_values(topology, options, meta["plan"])
     if args.json:
@@ -146,7 +157,7 @@ def _strategy_report(res):
     }
 
 
-def _report(args, topology, results, meta, up):
+def _report(args, topology, results, meta, up, ups):
     per = {s: _strategy_report(r) for s, r in results.items()}
     head = {
         "schema_version": STEP_JSON_SCHEMA_VERSION,
@@ -155,15 +166,17 @@ def _report(args, topology, results, meta, up):
         "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
         "params": meta["params"], "algorithm": args.algorithm, "routing": args.routing,
     }
-    both = len(per) == 2
-    speedup = None if not both or math.isnan(up) else up
-    # The old shape's top level: the one strategy run, or (ambiguously) the sharded one of two.
-    source = "sharded" if both else next(iter(per))
-    aliases = {"strategy": "both" if both else source,
+    several = len(per) > 1
+    speedup = None if math.isnan(up) else up
+    speedups = {s: (None if math.isnan(v) else v) for s, v in ups.items()} if several else None
+    # The old shape's top level: the one strategy run, or (ambiguously) the sharded one of several.
+    source = "sharded" if several else next(iter(per))
+    aliases = {"strategy": args.strategy,
                **{k: per[source][k] for k in _ALIASES if k != "strategy"}}
     where = {k: f"strategies.{source}.{k}" for k in _ALIASES if k != "strategy"}
     where.update(strategy="--strategy", memory=f"strategies.{source}.memory_bytes")
-    return {**head, "strategies": per, "speedup": speedup, **aliases, "deprecated_aliases": where}
+    return {**head, "strategies": per, "speedup": speedup, "speedups": speedups, **aliases,
+            "deprecated_aliases": where}
 
 
 def _fmt_t(t):
@@ -181,6 +194,10 @@ def _text(rep):
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
              f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}"]
     w = 22
+    if "fully-sharded" in per:
+        p = rep["parameters"]
+        lines.append(f"  fully-sharded: gather prefetch {p['gather_prefetch']} bucket(s)"
+                     + (", weights kept from forward to backward" if p["keep_gathered_weights"] else ""))
     lines.append("  " + "".ljust(w) + "".join(n.rjust(16) for n in names))
     lines.append("  " + "step time".ljust(w) + "".join(_fmt_t(per[n]["step_time_s"]).rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "exposed_comm_s": "exposed comm",
@@ -195,6 +212,7 @@ def _text(rep):
     for n in names:
         if per[n]["status"] != "ok":
             lines.append(f"  {n}: {per[n]['status']}: {per[n]['error']}")
-    if rep.get("speedup") is not None:
-        lines.append(f"  speedup of the sharded update: {rep['speedup']:.3f}x")
+    for s, up in (rep.get("speedups") or {}).items():
+        if up is not None:
+            lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x")
     return "\n".join(lines)

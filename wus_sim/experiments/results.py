@@ -99,10 +99,13 @@ RESULT_COLUMNS = (
        "Gradient bytes per replica entering the step's gradient collectives (all-reduce or reduce-scatter), "
        "summed over buckets (size convention: the full unsharded buffer)."),
     _c("gather_comm_bytes", "B", "float64",
-       "Sharded: weight bytes per replica leaving the weight all-gathers (full buffer); 0 replicated."),
+       "Weight bytes per replica leaving the step's weight all-gathers (full buffer): sharded, one per sharded "
+       "bucket after the update; fully-sharded, one before each bucket's forward and one before its backward "
+       "(none with keep_gathered_weights); 0 replicated."),
     _c("update_bytes", "B", "float64", "HBM bytes the weight update reads and writes per replica per step."),
     _c("speedup", "", "float64",
-       "Sharded rows: replicated step time / sharded step time of the same point (> 1: sharding is faster)."),
+       "Rows of every strategy but replicated: replicated step time / this row's step time, same point "
+       "(> 1: faster than replicated; empty when replicated did not run or either did not fit)."),
 )
 """Results of the point simulator (``wus_sim.step.simulate_point``)."""
 

@@ -8,7 +8,7 @@ only refers to workloads, topologies and optimizers by name::
     workloads: [resnet50, transformer-big] # sweep axis 'workload'
     topologies: [tpu-v3-32, tpu-v3-512]    # sweep axis 'topology'
     optimizers: [adam, lars]               # sweep axis 'optimizer'
-    strategies: [replicated, sharded]      # one point simulates both ('both')
+    strategies: [replicated, sharded]      # one point simulates both ('both'; 'all' adds fully-sharded)
     base:                                  # fixed point parameters
       per_replica_batch: 16
     sweep:                                 # axes: cartesian product ...
@@ -49,8 +49,12 @@ __all__ = [
     "point_hash", "strategies_of",
 ]
 
-STRATEGY_CHOICES = ("replicated", "sharded", "both")
-"""Values of the ``strategy`` key; ``both`` simulates the two and reports the speedup."""
+STRATEGY_CHOICES = ("replicated", "sharded", "fully-sharded", "both", "all")
+"""Values of the ``strategy`` key; ``both`` simulates replicated and sharded (the paper's pair) and
+reports the speedup, ``all`` every strategy with each one's speedup over replicated."""
+
+_STRATEGY_SETS = {"both": ("replicated", "sharded"), "all": ("replicated", "sharded", "fully-sharded")}
+"""What ``both`` and ``all`` name, in report order."""
 
 def _algorithms():
     """Collective algorithms of the collective engine (imported when a point is checked)."""
@@ -210,7 +214,8 @@ POINT_KEYS = _table(
           meaning="Optimizer (see `wus-sim describe optimizer`); null = the workload's default.",
           check=_check_optimizer),
     Param("strategy", "choice", default="both", nullable=False, choices=STRATEGY_CHOICES,
-          meaning="Weight-update strategy simulated for the point; 'both' gives one row each and the speedup."),
+          meaning="Weight-update strategy simulated for the point; 'both' (replicated and sharded) and 'all' "
+                  "(adds fully-sharded) give one row each and the speedup of each over replicated."),
     Param("per_replica_batch", "int", minimum=1, maximum=2**24, unit="examples",
           meaning="Examples per replica per step; null = global_batch / replicas, else the MLPerf v0.6 run's "
                   "on that slice, else the workload's default."),
@@ -241,6 +246,12 @@ POINT_KEYS = _table(
     Param("overlap_all_gather", "bool", default=True, nullable=False,
           meaning="Sharded: overlap the weight all-gather with the next step's forward "
                   "(false: at the end of the step)."),
+    Param("gather_prefetch", "int", default=1, minimum=0, maximum=2**20, nullable=False, unit="buckets",
+          meaning="Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each gather "
+                  "waits until its bucket is needed); each one more holds one more bucket of full weights."),
+    Param("keep_gathered_weights", "bool", default=False, nullable=False,
+          meaning="Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one "
+                  "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),
     Param("grad_dtype", "choice", choices=("fp32", "bf16"),
           meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
     Param("mxu_efficiency", "number", positive=True, maximum=1,
@@ -359,9 +370,10 @@ def point_hash(point):
 
 
 def strategies_of(point):
-    """The strategies a point simulates: ``('replicated', 'sharded')`` for ``'both'``."""
+    """The strategies a point simulates: ``('replicated', 'sharded')`` for ``'both'``, every
+    strategy for ``'all'``."""
     strategy = point.get("strategy", "both")
-    return ("replicated", "sharded") if strategy == "both" else (strategy,)
+    return _STRATEGY_SETS.get(strategy, (strategy,))
 
 
 # ---------------------------------------------------------------- experiments
@@ -655,15 +667,22 @@ def _parse_strategies(top):
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw:
-        raise top.error("strategies", "must be a list of replicated/sharded (or 'both')", raw)
+        raise top.error("strategies", "must be a list of replicated/sharded/fully-sharded (or 'both', 'all')", raw)
     for i, s in enumerate(raw):
         if s not in STRATEGY_CHOICES:
             raise ConfigError(f"must be one of {', '.join(STRATEGY_CHOICES)}", file=top.file,
                               key_path=key_join("strategies", i), value=s)
-    chosen = set(raw)
-    if "both" in chosen or chosen == {"replicated", "sharded"}:
-        return "both"
-    return raw[0]
+    chosen = set()
+    for s in raw:
+        chosen.update(_STRATEGY_SETS.get(s, (s,)))
+    for name in ("both", "all"):
+        if chosen == set(_STRATEGY_SETS[name]):
+            return name
+    if len(chosen) == 1:
+        return raw[0]
+    # A point runs one strategy, both or all; another pair would need its own sweep axis.
+    raise top.error("strategies", "must name one strategy, replicated and sharded ('both'), or all three "
+                    "('all'); to compare another pair, sweep 'strategy' instead", raw)
 
 
 def _parse_plots(top):

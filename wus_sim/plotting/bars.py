@@ -1,8 +1,10 @@
-"""Replicated and sharded bars side by side, stacked by part (breakdown and memory plots)."""
+"""Each strategy's bar side by side (replicated, sharded, fully-sharded), stacked by part
+(breakdown and memory plots)."""
 
 from dataclasses import dataclass
 
 from ..experiments.results import column_label
+from ..memory import STRATEGY_NAMES
 from .labels import _companions, _groups, _label
 from .style import _PART_COLORS, _STRATEGY_SHORT
 
@@ -29,7 +31,7 @@ class _StrategyBars:
 
 
 def _strategy_bars(rows, keys, parts, scale):
-    """Lay out the first replicated and sharded row of each group (by *keys*), values of *parts* x *scale*.
+    """Lay out the first row of each strategy in each group (by *keys*), values of *parts* x *scale*.
 
     A group's label is its *keys* values, then any parameter fixed within each group that
     varies between them (each workload's own global batch, :func:`~.labels._companions`)."""
@@ -38,7 +40,7 @@ def _strategy_bars(rows, keys, parts, scale):
     x = 0.0
     for gvalues, group in _groups(rows, keys):
         start = x
-        for strategy in ("replicated", "sharded"):
+        for strategy in STRATEGY_NAMES:
             srow = group[group["strategy"] == strategy]
             if srow.empty:
                 continue
@@ -60,8 +62,10 @@ def _strategy_bars(rows, keys, parts, scale):
 
 
 def _strategy_ticks(ax, bars):
-    """"rep"/"shd" under each bar, the group's name under each pair."""
+    """"rep"/"shd"/"fsd" under each bar, the group's name under each group."""
     ax.set_xticks(bars.positions, [_STRATEGY_SHORT[s] for s in bars.strategies], minor=True)
+    # matplotlib drops a minor tick where a major one stands: the middle of three bars
+    ax.xaxis.remove_overlapping_locs = False
     _group_ticks(ax, bars.centers, bars.group_labels)
     ax.tick_params(axis="x", which="major", length=0, pad=16)
     ax.tick_params(axis="x", which="minor", length=0, labelsize=8)

@@ -26,7 +26,7 @@ def default_plots(experiment):
     others = [k for k in swept if k != "topology" and k not in numeric and k != "strategy"]
     strategies = {str(v) for axis in experiment.axes for k, vals in zip(axis.keys, axis.values)
                   if k == "strategy" for v in vals} or {experiment.base.get("strategy") or "both"}
-    both = "both" in strategies or {"replicated", "sharded"} <= strategies
+    both = bool({"both", "all"} & strategies) or {"replicated", "sharded"} <= strategies
 
     specs = []
     if numeric:

@@ -113,7 +113,7 @@ _AXIS_NAMES = {
     "chips": ("slice size", "chips"), "per_replica_batch": ("per-replica batch", "examples"),
     "global_batch": ("global batch", "examples"), "link_GBps": ("link bandwidth", "GB/s"),
     "hop_latency_us": ("hop latency", "us"), "bucket_MiB": ("fusion bucket", "MiB"),
-    "step_time_s": ("step time", "ms"), "speedup": ("speedup (replicated / sharded)", ""),
+    "step_time_s": ("step time", "ms"), "speedup": ("speedup (replicated / strategy)", ""),
 }
 
 

@@ -1,14 +1,14 @@
 """The plot functions: each takes an ``ax`` and a results DataFrame and returns what it drew."""
 
 from ..experiments.results import column_label
-from ..memory import PARTS as _MEMORY_PART_NAMES
+from ..memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
 from .labels import (
     _axis_label, _companions, _fmt, _groups, _label_keys, _numeric, _ok, _series_label, _varying, _with,
 )
 from .style import (
-    _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, add_infeasible_entry, mark_infeasible, series_style,
+    _STRATEGY_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, add_infeasible_entry, mark_infeasible, series_style,
     spans_octaves,
 )
 
@@ -24,26 +24,33 @@ stacked again)."""
 
 # ----------------------------------------------------------------- plots
 def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None, title=None):
-    """Speedup of sharded over replicated weight update vs *x* (replicas), a line per *hue*.
+    """Speedup of sharded (and fully-sharded) over replicated weight update vs *x* (replicas),
+    a line per *hue* (and strategy: solid sharded, dashed fully-sharded, when both are there).
 
-    Draws the sharded rows with status ok; where a series has a point without a speedup
-    (either strategy infeasible or failed) a cross at the foot of the axes marks it. *logx*:
-    a log2 x axis (default: when the values span octaves, :func:`~.style.spans_octaves`).
-    Returns the list of Line2D drawn, one per series.
+    Draws the rows of every strategy but replicated with status ok; where a series has a
+    point without a speedup (either strategy infeasible or failed) a cross at the foot of
+    the axes marks it. *logx*: a log2 x axis (default: when the values span octaves,
+    :func:`~.style.spans_octaves`). Returns the list of Line2D drawn, one per series.
     """
     rows = _with(df, [x, y])
-    rows = rows[rows["strategy"] == "sharded"].dropna(subset=[x]).reset_index(drop=True)
+    rows = rows[rows["strategy"].isin(STRATEGY_NAMES[1:])].dropna(subset=[x]).reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
-    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x,))
-    lines = _series(ax, rows, good, x, y, keys, scale=1.0)
+    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
+    present = [s for s in STRATEGY_NAMES[1:] if (rows["strategy"] == s).any()]
+    several = len(present) > 1
+    variants = [(s, "--" if several and s != "sharded" else "-", f", {_STRATEGY_SHORT[s]}" if several else "")
+                for s in present] or [(None, "-", "")]
+    lines = _series(ax, rows, good, x, y, keys, scale=1.0, variants=variants)
     ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
     ax.text(1.0, 1.0, " no gain", transform=ax.get_yaxis_transform(), va="bottom", ha="right",
             fontsize=8, color="0.35")
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
     ax.set_xlabel(_axis_label(x))
-    ax.set_ylabel("speedup = replicated / sharded step time" if y == "speedup" else _axis_label(y))
-    ax.set_title(title or "Speedup of sharded over replicated weight update")
+    what = "sharded" if not several else "sharded (shd) and fully-sharded (fsd)"
+    ax.set_ylabel(f"speedup = replicated / {'sharded' if not several else 'strategy'} step time" if y == "speedup"
+                  else _axis_label(y))
+    ax.set_title(title or f"Speedup of {what} over replicated weight update")
     _legend_outside(ax, title=_legend_title(rows, keys, x))
     return lines
 
@@ -101,16 +108,22 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
     containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
     if annotate:
         for xpos, srow in zip(bars.positions, bars.rows):
-            if srow["strategy"] == "sharded" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
+            if srow["strategy"] != "replicated" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
                 ax.annotate(f"x{float(srow['speedup']):.2f}", (xpos, float(srow["step_time_s"]) * 1e3),
                             xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=8)
     _mark_bars_not_ok(ax, bars)
     _strategy_ticks(ax, bars)
     ax.set_ylim(0, max(_bar_tops(containers), default=1.0) * 1.12)
     ax.set_ylabel("step time [ms]")
-    ax.set_title(title or "Step-time breakdown: replicated (rep) vs sharded (shd) update")
+    ax.set_title(title or f"Step-time breakdown: {_strategies_named(bars)} update")
     _legend_outside(ax, reverse=True)
     return containers
+
+
+def _strategies_named(bars):
+    """``replicated (rep) vs sharded (shd)``: the strategies drawn, with their tick names."""
+    drawn = [s for s in STRATEGY_NAMES if s in bars.strategies] or ["replicated", "sharded"]
+    return " vs ".join(f"{s} ({_STRATEGY_SHORT[s]})" for s in drawn)
 
 
 def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=True):
@@ -144,7 +157,7 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     tops = _bar_tops(containers) + peaks + ([hbm] if hbm else [])
     ax.set_ylim(0, max(tops, default=1.0) * 1.1)
     ax.set_ylabel("memory per replica [GiB]")
-    ax.set_title(title or "Per-replica memory: replicated (rep) vs sharded (shd)")
+    ax.set_title(title or f"Per-replica memory: {_strategies_named(bars)}")
     _legend_outside(ax, reverse=True)
     return containers
 
@@ -238,9 +251,10 @@ def _heatmap_norm(value, vrange):
     return Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12)
 
 
-def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated", "sharded"), logx=None,
+def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAMES, logx=None,
                logy=False, title=None):
-    """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded).
+    """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded,
+    dotted fully-sharded).
 
     Rows that could not run (status not ok) are crosses at the foot of the axes. *logx*:
     a log2 x axis (default: when the values span octaves). Returns the list of Line2D drawn.
@@ -251,8 +265,8 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=("replicated"
     keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
     _, scale = column_label(y)
     both = rows["strategy"].nunique() > 1
-    variants = [("replicated", "-", f", {_STRATEGY_SHORT['replicated']}" if both else ""),
-                ("sharded", "--" if both else "-", f", {_STRATEGY_SHORT['sharded']}" if both else "")]
+    variants = [(s, _STRATEGY_LINESTYLE[s] if both else "-", f", {_STRATEGY_SHORT[s]}" if both else "")
+                for s in STRATEGY_NAMES if s in set(strategies)]
     lines = _series(ax, rows, good, x, y, keys, scale=scale, variants=variants)
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))

@@ -14,7 +14,9 @@ _PART_COLORS = {
     "mem_padding_bytes": "#937860", "mem_activations_bytes": "#55A868",
     "mem_collective_buffers_bytes": "#BBBBBB",
 }
-_STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd"}
+_STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd", "fully-sharded": "fsd"}
+_STRATEGY_LINESTYLE = {"replicated": "-", "sharded": "--", "fully-sharded": ":"}
+"""Line style of each strategy where several share a series' colour (:func:`~.plots.plot_lines`)."""
 STYLE = {
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
     "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
