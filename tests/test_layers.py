@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parent.parent / "wus_sim"
 LAYERS = [
     ("errors", "units", "records", "limits", "shipped"),
     ("config",),
-    ("topology", "compute", "calibration", "memory", "workloads", "optimizers", "planner"),
+    ("topology", "multislice", "compute", "calibration", "memory", "workloads", "optimizers", "planner"),
     ("network",),
     ("collectives",),
     ("strategies",),

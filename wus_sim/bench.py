@@ -146,9 +146,10 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
 
 
 def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,
-              full=True):
+              full=True, slices=None):
     """A case simulating one point, *strategies* (plan, collectives, SimPy timeline), from
-    cold caches; the simulated time is the last strategy's step time, events are SimPy events."""
+    cold caches; the simulated time is the last strategy's step time, events are SimPy events.
+    *slices*: that many slices of *topology* over the data-center network (multislice)."""
 
     def setup():
         from .collectives import clear_caches
@@ -157,14 +158,17 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
         return None
 
     def run(_):
+        from .multislice import load_multislice
         from .step import simulate_strategies
 
-        results, _ = simulate_strategies(workload, topology, optimizer, strategies)
+        topo = topology if slices is None else load_multislice(topology, slices=slices)[1]
+        results, _ = simulate_strategies(workload, topo, optimizer, strategies)
         events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
         return Measurement(results[strategies[-1]].step_time_s, events)
 
+    where = topology if slices is None else f"{slices}x {topology}"
     return Case(name, "timeline", setup, run, quick=quick, full=full,
-                problem=f"step {workload} {optimizer or 'default'} on {topology}")
+                problem=f"step {workload} {optimizer or 'default'} on {where}")
 
 
 def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
@@ -224,6 +228,8 @@ register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "t
 # issue 10: one point of each what-if on a 2048-replica slice in under 1 s
 register(step_case("step: transformer-big adam tpu-v3-2048, fully-sharded (what-if)", "transformer-big",
                    "tpu-v3-2048", "adam", strategies=("fully-sharded",)))
+register(step_case("step: transformer-big adam 2 slices of tpu-v3-2048 over the DCN, both strategies",
+                   "transformer-big", "tpu-v3-2048", "adam", slices=2))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))

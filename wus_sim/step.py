@@ -27,10 +27,10 @@ from .calibration import load_calibration
 from .compute import ComputeParams, layer_times, memory_bound_time_s
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .memory import memory_breakdown
+from .multislice import hierarchical_time, load_multislice, planning_topology
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, Bucket, StepProgram, run_timeline
-from .topology import load_topology
 from .units import MiB
 from .workloads import load_workload
 
@@ -77,6 +77,10 @@ class StepOptions:
     """Cross-replica batch norm: replicas whose batch statistics are all-reduced together
     in every batch-norm layer, forward and backward (1 = local batch norm). MLPerf v0.6
     ResNet-50 on v3-2048 used groups of 8 cores (its ``model_bn_span`` / per-core batch)."""
+    shard_across_slices: bool = True
+    """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
+    reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
+    all-reduce; every slice updates its copy). See :mod:`wus_sim.multislice`."""
     calibration: object = None
     """Calibration name, path or :class:`~wus_sim.calibration.Calibration`
     (:mod:`wus_sim.calibration`); ``None`` = the shipped one, ``'none'`` = the
@@ -171,16 +175,23 @@ def _replicas(workload, topology, replicas=None):
     return topology.num_replicas
 
 
-def _program(plan, work, topology, per_replica_batch, options):
-    """The :class:`StepProgram` of one strategy, every duration derived."""
+def _program(plan, work, topology, per_replica_batch, options, multislice=None):
+    """The :class:`StepProgram` of one strategy, every duration derived. With a
+    *multislice*, every collective is hierarchical (:mod:`wus_sim.multislice`): ICI phases
+    on *topology* (one slice), the cross-slice phase over the DCN."""
     from .collectives import collective_time
 
-    def coll_s(op, nbytes):
+    def ici_s(op, nbytes):
         if nbytes <= 0:
             return 0.0
         return collective_time(topology, op, options.algorithm, nbytes,
                                bidirectional=bidirectional_for(options),
                                routing=options.routing)
+
+    def coll_s(op, nbytes):
+        if multislice is None:
+            return ici_s(op, nbytes)
+        return hierarchical_time(multislice, op, nbytes, ici_s, shard_across_slices=options.shard_across_slices)
 
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways)
@@ -279,8 +290,9 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
                         global_batch=None, replicas=None, options=None):
     """Simulate each of *strategies*; returns ``{strategy: StepResult}``.
 
-    *workload*, *topology* and *optimizer* are names/paths or loaded objects;
-    *optimizer* ``None`` means the workload's default; *replicas* ``None`` those of
+    *workload*, *topology* and *optimizer* are names/paths or loaded objects (*topology*
+    may be a :class:`~wus_sim.multislice.Multislice` or name one);
+    *optimizer* ``None`` means the workload's default; *replicas* (per slice) ``None`` those of
     the workload's MLPerf run on this slice, else one per core.
     """
     options = options or StepOptions()
@@ -289,20 +301,26 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
             raise UnknownNameError("strategy", s, STRATEGIES + ("both", "all"))
     if isinstance(workload, str):
         workload = load_workload(workload)
-    topology = load_topology(topology)
+    topology, multislice = load_multislice(topology)
+    slices = 1 if multislice is None else multislice.slices
     optimizer = workload.default_optimizer if optimizer is None else optimizer
     grad_bytes = None
     if options.grad_dtype is not None:
         if options.grad_dtype not in GRAD_DTYPE_BYTES:
             raise ConfigError("must be fp32 or bf16", key_path="grad_dtype", value=options.grad_dtype)
         grad_bytes = GRAD_DTYPE_BYTES[options.grad_dtype]
-    replicas = _replicas(workload, topology, replicas)
+    per_slice = _replicas(workload, topology, replicas)
+    replicas = slices * per_slice  # data parallelism runs over every slice
     batch = resolve_batch(workload, topology, replicas, per_replica_batch=per_replica_batch,
                           global_batch=global_batch)
     if grad_bytes is not None:  # one gradient width for backward, memory, collectives and the record
         workload = workload.with_grad_bytes(grad_bytes)
-    plan = make_plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=options.bucket_bytes,
-                     grad_bytes=grad_bytes)
+    if multislice is not None and options.shard_across_slices:  # shards of 1/(slices x N)
+        plan = make_plan(workload, planning_topology(multislice), optimizer, replicas=replicas,
+                         bucket_bytes=options.bucket_bytes, grad_bytes=grad_bytes)
+    else:  # one slice, or shards of 1/N, the same in every slice
+        plan = make_plan(workload, topology, optimizer, replicas=per_slice, bucket_bytes=options.bucket_bytes,
+                         grad_bytes=grad_bytes)
     results = {}
     gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights)
     for strategy in strategies:
@@ -314,12 +332,13 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
             results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc))
             continue
-        program = _program(plan, work, topology, batch, options)
+        program = _program(plan, work, topology, batch, options, multislice)
         tl = run_timeline(program, steps=options.steps)
         results[strategy] = StepResult(strategy, "ok", tl.step_time_s, dict(tl.breakdown), memory, work, tl)
-    meta = {"replicas": plan.replicas, "spatial_ways": plan.spatial_ways, "per_replica_batch": batch,
-                    "global_batch": batch * plan.replicas, "params": plan.params,
-                    "optimizer": plan.analysis.name, "plan": plan}
+    meta = {"replicas": replicas, "spatial_ways": plan.spatial_ways, "per_replica_batch": batch,
+            "global_batch": batch * replicas, "params": plan.params,
+            "optimizer": plan.analysis.name, "plan": plan,
+            "slices": slices, "replicas_per_slice": per_slice, "multislice": multislice}
     return results, meta
 
 
@@ -364,8 +383,10 @@ def simulate_point(point):
     ``status='error'``).
     """
     p = dict(point)
-    topology = load_topology(p["topology"], link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
-                             wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"))
+    topology, multislice = load_multislice(
+        p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
+        link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
+        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"))
     calibration = load_calibration(p.get("calibration"))
     bucket_MiB = p.get("bucket_MiB")
     options = StepOptions(
@@ -380,11 +401,12 @@ def simulate_point(point):
         bn_group_replicas=int(p.get("bn_group_replicas") or 1),
         gather_prefetch=int(1 if p.get("gather_prefetch") is None else p["gather_prefetch"]),
         keep_gathered_weights=p.get("keep_gathered_weights") is True,
+        shard_across_slices=p.get("shard_across_slices", True) is not False,
         calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
     )
     strategies = strategies_named(p.get("strategy") or "both")
-    results, meta = simulate_strategies(p["workload"], topology, p.get("optimizer"), strategies,
+    results, meta = simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), strategies,
                                         per_replica_batch=p.get("per_replica_batch"),
                                         global_batch=p.get("global_batch"), options=options)
     up = speedups(results)
@@ -397,19 +419,26 @@ def simulate_point(point):
             "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
             # data-parallel replicas: fewer than the cores when the MLPerf run partitions spatially
             "optimizer": meta["optimizer"], "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
+            "replicas_per_slice": meta["replicas_per_slice"],
             "params": meta["params"],
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up.get(s, math.nan),
         })
-        rec.update(used_values(topology, options, meta["plan"]))
+        rec.update(used_values(topology, options, meta["plan"], multislice))
         records.append(rec)
     return records
 
 
-def used_values(topology, options, plan):
+def used_values(topology, options, plan, multislice=None):
     """Every parameter value the point actually ran with: point keys left null get the
-    value the model chose, plus the calibrated and datasheet figures behind the times."""
+    value the model chose, plus the calibrated and datasheet figures behind the times.
+    The DCN figures only with a *multislice* (one slice uses none)."""
     from .units import GB
+
+    slices = {"slices": 1, "shard_across_slices": options.shard_across_slices}
+    if multislice is not None:
+        slices.update(slices=multislice.slices, dcn_GBps=multislice.dcn_Bps / GB,
+                      dcn_latency_us=multislice.dcn_latency_s * 1e6)
 
     links = sorted(set(topology.axis_link_Bps))
     c = options.compute
@@ -433,4 +462,5 @@ def used_values(topology, options, plan):
         "spatial_efficiency": c.spatial_efficiency, "backward_flops_ratio": c.backward_flops_ratio,
         "peak_TFLOPs": topology.chip.peak_flops / 1e12, "hbm_GBps": topology.chip.hbm_Bps / GB,
         "onchip_GBps": topology.onchip_Bps / GB,
+        **slices,
     }

@@ -526,7 +526,8 @@ def _topology_from_file(path):
     doc = Section(load_yaml(path), file=path)
     doc.check_keys(required={"chip", "chips_per_axis", "wraparound"},
                    optional={"name", "description", "cores_per_chip", "link_GBps", "hop_latency_us",
-                             "onchip_GBps", "sources"})
+                             "onchip_GBps", "sources",
+                             "multislice"})  # slices and DCN of a named multislice: read by wus_sim.multislice
     chips = load_chips()
     chip_name = doc.string("chip", choices=sorted(chips))
     chip = chips[chip_name]

@@ -66,6 +66,16 @@ def add_parser(subparsers):
                         "more memory)")
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
+    p.add_argument("--slices", type=int, metavar="N",
+                   help="multislice: N identical slices of T joined by the data-center network (default: the "
+                        "topology file's multislice section, else 1)")
+    p.add_argument("--dcn-GBps", type=float, dest="dcn_GBps", metavar="F",
+                   help="multislice: DCN bandwidth per chip, one direction, GB/s (default: the chip's)")
+    p.add_argument("--dcn-latency-us", type=float, dest="dcn_latency_us", metavar="F",
+                   help="multislice: latency of one DCN exchange, us (default 10, an assumption)")
+    p.add_argument("--shard-across-slices", action=argparse.BooleanOptionalAction, default=True,
+                   help="multislice, sharded update: shard over every replica of every slice (default); "
+                        "--no-shard-across-slices: within each slice only, all-reducing the shard over the DCN")
     p.add_argument("--mxu-efficiency", type=float, metavar="F",
                    help="fraction of matrix-unit peak reached (default: the calibration's)")
     p.add_argument("--calibration", metavar="C",
@@ -84,14 +94,16 @@ def run(args):
     from ..planner import DEFAULT_BUCKET_BYTES
     from ..step import (StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named,
                         used_values)
-    from ..topology import load_topology
+    from ..multislice import load_multislice
     from ..units import MiB
 
     if args.steps < 2:
         raise ConfigError("must be >= 2", key_path="--steps", value=args.steps)
     if args.bucket_MiB is not None and not args.bucket_MiB > 0:
         raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
-    topology = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
+    topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
+                                           dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
+                                           hop_latency_us=args.hop_latency_us)
     calibration = load_calibration(args.calibration)
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
@@ -99,11 +111,12 @@ def run(args):
         grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
         steps=args.steps, bn_group_replicas=args.bn_group_replicas, gather_prefetch=args.gather_prefetch,
-        keep_gathered_weights=args.keep_gathered_weights, calibration=calibration,
+        keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
+        calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)
-    results, meta = simulate_strategies(args.workload, topology, args.optimizer, strategies,
+    results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
                                         per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
                                         options=options)
     if args.trace:
@@ -114,21 +127,43 @@ def run(args):
         from ..collectives import phase_times
 
         @lru_cache(maxsize=None)  # every step repeats the same bucket sizes
-        def phases(op, nbytes):
+        def ici_phases(op, nbytes):
             return phase_times(topology, op, args.algorithm, nbytes, bidirectional=bidirectional_for(options),
                                routing=args.routing)
+
+        def phases(op, nbytes):
+            if multislice is None:
+                return ici_phases(op, nbytes)
+            return _multislice_phases(multislice, op, nbytes, ici_phases, options.shard_across_slices)
 
         write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
         # stderr: stdout may be the --json document
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
-    report = _report(args, topology, results, meta, speedup(results), speedups(results))
+    report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
-    report["parameters"] = used_values(topology, options, meta["plan"])
+    report["parameters"] = used_values(topology, options, meta["plan"], multislice)
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))
     else:
         print(_text(report))
     return 0
+
+
+def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
+    """The phases of a hierarchical collective for the trace: each in-slice part's own
+    phases (``slice ...``; the part whole where it has none to draw), the DCN part as one."""
+    from ..multislice import dcn_time_s, hierarchical_phases
+
+    out = []
+    for network, phase_op, n in hierarchical_phases(op, nbytes, shard_across_slices=shard_across_slices):
+        if network == "dcn":
+            out.append((f"DCN {phase_op}", dcn_time_s(multislice, phase_op, n)))
+            continue
+        parts = ici_phases(phase_op, n)
+        if parts is None:
+            return None  # an in-slice part without exact phases: draw none (as for one slice)
+        out.extend((f"slice {label}", t) for label, t in parts)
+    return out
 
 
 def _json_default(x):

@@ -49,8 +49,9 @@ RUN_COLUMNS = (
     _c("error", "", "string", "Why the row is not 'ok' (empty when it is).", "run"),
     _c("wall_s", "s", "float64", "Wall-clock seconds the simulator spent on the whole point (all its strategies).",
        "run"),
-    _c("replicas", "", "Int64", "Data-parallel replicas: one per core, or cores / spatial_ways for the MLPerf "
-       "runs that partitioned each replica over several cores.", "run"),
+    _c("replicas", "", "Int64", "Data-parallel replicas over all slices: one per core, or cores / spatial_ways "
+       "for the MLPerf runs that partitioned each replica over several cores; times `slices` on a multislice.",
+       "run"),
     _c("spatial_ways", "", "Int64", "Cores each replica is spatially partitioned over (1 = one replica per core).",
        "run"),
     _c("cores", "", "Int64", "Cores (TensorCores) in the slice: chips x cores_per_chip, the '32' of 'v3-32'.",
@@ -66,6 +67,7 @@ when the simulator does not report them)."""
 
 RESULT_COLUMNS = (
     _c("params", "", "Int64", "Trainable parameters of the workload (elements)."),
+    _c("replicas_per_slice", "", "Int64", "Data-parallel replicas in one slice (`replicas` / `slices`)."),
     _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
     _c("fwd_s", "s", "float64", "Forward compute in the step."),
     _c("bwd_s", "s", "float64", "Backward compute in the step."),

@@ -261,6 +261,18 @@ POINT_KEYS = _table(
     Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
           meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
                   "batch-norm layer (1 = local batch norm)."),
+    Param("slices", "int", minimum=1, maximum=1024, unit="slices",
+          meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
+                  "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
+    Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
+          meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
+                  "the chip's default (wus_sim.multislice.DCN_DEFAULTS, with sources). Unused with one slice."),
+    Param("dcn_latency_us", "number", minimum=0, maximum=1e6, unit="us",
+          meaning="Multislice: latency of one DCN exchange; null = the topology file's, else 10 us (an "
+                  "assumption: no published figure). Unused with one slice."),
+    Param("shard_across_slices", "bool", default=True, nullable=False,
+          meaning="Multislice, sharded update: shard over every replica of every slice (DCN reduce-scatter and "
+                  "all-gather); false: within each slice only (DCN all-reduce, every slice updates its copy)."),
     Param("calibration", "name",
           meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
                   "null = the shipped default calibration.",
