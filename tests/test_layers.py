@@ -12,14 +12,14 @@ PKG = Path(__file__).resolve().parent.parent / "wus_sim"
 
 LAYERS = [
     ("errors", "units", "records", "limits", "shipped"),
-    ("config",),
+    ("config", "keys"),
     ("topology", "multislice", "compute", "calibration", "memory", "workloads", "optimizers", "planner"),
     ("network",),
     ("collectives",),
     ("strategies",),
     ("timeline", "step", "trace"),
     ("experiments", "plotting", "validation"),
-    ("cli", "bench", "__main__"),
+    ("cli", "bench", "docs", "__main__"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -8,6 +8,9 @@ so ``wus-sim collective`` does not pay for pandas, matplotlib or SimPy.
     >>> topo = wus_sim.load_topology("tpu-v3-2048")
     >>> wus_sim.collective_time(topo, "all-reduce", "2d", 64 * 2**20)   # seconds
     >>> results, meta = wus_sim.simulate_strategies("transformer-big", topo, "adam")
+
+The README's "Python API" section is the guide (its example runs in the tests); the
+input formats are in ``docs/formats/``.
 """
 
 from importlib import import_module
@@ -23,7 +26,10 @@ _LAZY = {
     "plan": "planner", "memory_breakdown": "memory", "step_work": "strategies", "STRATEGIES": "strategies",
     "simulate_collective": "collectives", "analytic_time": "collectives", "collective_time": "collectives",
     "simulate_step": "step", "simulate_strategies": "step", "simulate_point": "step", "StepOptions": "step",
-    "load_experiment": "experiments", "run_experiment": "experiments.runner",
+    "load_experiment": "experiments", "run_experiment": "experiments.runner", "read_results": "experiments",
+    "ComputeParams": "compute", "load_calibration": "calibration",
+    "draw_figure": "plotting", "save_plots": "plotting", "default_plots": "plotting",
+    "validate": "validation.validate", "plot_validation": "validation.report",
 }
 
 __all__ = ["WusError", "ConfigError", "InfeasibleError", "UnknownNameError", *_LAZY]

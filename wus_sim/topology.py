@@ -33,13 +33,14 @@ import numpy as np
 
 from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
+from .keys import Key, KeyTable
 from .limits import MAX_CHIPS, MAX_REPLICAS, check_limit
 from .shipped import env_dirs, note_override, shipped_dir
 from .units import GB, GiB, US
 
 __all__ = [
     "Chip", "Topology", "load_topology", "known_topologies", "topology_dirs",
-    "load_chips", "parse_inline",
+    "load_chips", "parse_inline", "CHIP_KEYS", "CHIPS_FILE", "TOPOLOGY_KEYS",
 ]
 
 TOPOLOGY_PATH_ENV = "WUS_SIM_TOPOLOGY_PATH"
@@ -400,6 +401,74 @@ class Topology:
         return f"<Topology {self.name}: {self.shape_str} {self.kind}, {self.cores_per_chip} cores/chip>"
 
 
+# ====================================================================== file formats
+_SOURCES_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"}}
+
+CHIP_KEYS = KeyTable("chip", [
+    Key("description", "string", "One line on the chip.", default=""),
+    Key("cores_per_chip", "integer", "TensorCores per chip; one replica runs on each unless a topology or "
+        "run says otherwise.", required=True, minimum=1),
+    Key("peak_bf16_TFLOPs", "number", "Matrix-unit peak of the chip in bf16 (10^12 FLOP/s).", unit="TFLOP/s",
+        required=True, positive=True),
+    Key("hbm_GiB", "number", "HBM capacity of the chip (2^30 B), split evenly over its cores.", unit="GiB",
+        required=True, positive=True),
+    Key("hbm_GBps", "number", "HBM bandwidth of the chip (10^9 B/s), split evenly over its cores.", unit="GB/s",
+        required=True, positive=True),
+    Key("link_GBps", "number", "ICI bandwidth per link and direction (10^9 B/s).", unit="GB/s", required=True,
+        positive=True),
+    Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", required=True, minimum=0),
+    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s",
+        required=True, positive=True),
+    Key("sources", "mapping", "Citation per figure: figure key -> where the value comes from.",
+        schema=_SOURCES_SCHEMA),
+], meaning="One chip model's datasheet figures; a topology file names it with `chip`.")
+"""Keys of one chip of ``chips.yaml`` (read by :func:`load_chips`)."""
+
+CHIPS_FILE = KeyTable("chips file", [], extra=CHIP_KEYS.json_schema(),
+                      meaning="chips.yaml: chip name -> the chip's figures (every key a chip name). User "
+                              "chips.yaml files on WUS_SIM_TOPOLOGY_PATH add chips; a chip of the same name "
+                              "replaces the shipped one (and a note says so).")
+"""The chips file: a mapping of chip names to :data:`CHIP_KEYS` mappings."""
+
+_PER_AXIS = "one per axis, listed in chips_per_axis order"
+
+TOPOLOGY_KEYS = KeyTable("topology file", [
+    Key("name", "string", "Name of the slice (results' `topology` column).", default_text="the file's stem"),
+    Key("description", "string", "One line on the slice.", default=""),
+    Key("chip", "string", "Chip model: a chip name of chips.yaml (shipped: tpu-v2, tpu-v3, tpu-v4, tpu-v5e, "
+        "generic; user chips.yaml files add more).", required=True),
+    Key("chips_per_axis", "list", "Chips along each torus axis, e.g. [32, 32] or [8, 8, 8].", required=True,
+        rule="a list of 1 to 3 whole numbers >= 1",
+        schema={"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 3}),
+    Key("wraparound", "boolean or list", "Wraparound links per axis: true = a torus ring, false = a mesh line.",
+        required=True, rule=f"true/false (every axis) or a list of them, {_PER_AXIS}",
+        schema={"oneOf": [{"type": "boolean"},
+                          {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}),
+    Key("cores_per_chip", "integer", "Replicas per chip on this slice (e.g. 1 for TPU v4 megacore).",
+        minimum=1, default_text="the chip's"),
+    Key("link_GBps", "number or list", "ICI bandwidth per link and direction (10^9 B/s).", unit="GB/s",
+        default_text="the chip's", rule=f"a number > 0, or a list of them, {_PER_AXIS}",
+        schema={"oneOf": [{"type": "number", "exclusiveMinimum": 0},
+                          {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0},
+                           "minItems": 1, "maxItems": 3}]}),
+    Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", minimum=0, default_text="the chip's"),
+    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s", positive=True,
+        default_text="the chip's"),
+    Key("sources", "mapping", "Citation per figure or fact (shape, wraparound, link_GBps, ...).",
+        schema=_SOURCES_SCHEMA),
+    Key("multislice", "mapping", "Several copies of this slice joined by the data-center network "
+        "(read by wus_sim.multislice; `--slices`, `--dcn-GBps`, `--dcn-latency-us` override it).",
+        table=KeyTable("multislice section", [
+            Key("slices", "integer", "Number of identical slices.", required=True, minimum=1),
+            Key("dcn_GBps", "number", "Data-center network bandwidth per chip (10^9 B/s).", unit="GB/s",
+                positive=True, default_text="the chip's DCN figure"),
+            Key("dcn_latency_us", "number", "Latency of one data-center network exchange.", unit="us",
+                minimum=0, default_text="the chip's DCN figure"),
+        ])),
+], meaning="One TPU slice: its chip, shape and wraparound, and any figure that differs from the chip's.")
+"""Keys of a topology file (read by :func:`load_topology`)."""
+
+
 # ====================================================================== loading
 def topology_dirs():
     """Directories searched for ``NAME.yaml``, first match wins: ``WUS_SIM_TOPOLOGY_PATH``'s, then the shipped one."""
@@ -437,18 +506,17 @@ def _chips_from_file(path):
     chips = {}
     for name in doc.keys():
         sec = doc.section(name)
-        sec.check_keys(required={"cores_per_chip", "peak_bf16_TFLOPs", "hbm_GiB", "hbm_GBps",
-                                 "link_GBps", "hop_latency_us", "onchip_GBps"},
-                       optional={"sources", "description"})
+        CHIP_KEYS.check(sec)
+        read = lambda key: CHIP_KEYS.read(sec, key)
         chips[name] = Chip(
             name=name,
-            cores_per_chip=sec.integer("cores_per_chip", minimum=1),
-            peak_flops=sec.number("peak_bf16_TFLOPs", positive=True) * 1e12,
-            hbm_bytes=sec.number("hbm_GiB", positive=True) * GiB,
-            hbm_Bps=sec.number("hbm_GBps", positive=True) * GB,
-            link_Bps=sec.number("link_GBps", positive=True) * GB,
-            hop_latency_s=sec.number("hop_latency_us", minimum=0) * US,
-            onchip_Bps=sec.number("onchip_GBps", positive=True) * GB,
+            cores_per_chip=read("cores_per_chip"),
+            peak_flops=read("peak_bf16_TFLOPs") * 1e12,
+            hbm_bytes=read("hbm_GiB") * GiB,
+            hbm_Bps=read("hbm_GBps") * GB,
+            link_Bps=read("link_GBps") * GB,
+            hop_latency_s=read("hop_latency_us") * US,
+            onchip_Bps=read("onchip_GBps") * GB,
             sources=_sources(sec),
         )
     return chips
@@ -524,12 +592,10 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
 
 def _topology_from_file(path):
     doc = Section(load_yaml(path), file=path)
-    doc.check_keys(required={"chip", "chips_per_axis", "wraparound"},
-                   optional={"name", "description", "cores_per_chip", "link_GBps", "hop_latency_us",
-                             "onchip_GBps", "sources",
-                             "multislice"})  # slices and DCN of a named multislice: read by wus_sim.multislice
+    TOPOLOGY_KEYS.check(doc)
+    read = lambda key: TOPOLOGY_KEYS.read(doc, key) if key in doc else None
     chips = load_chips()
-    chip_name = doc.string("chip", choices=sorted(chips))
+    chip_name = doc.string("chip", choices=sorted(chips))  # TOPOLOGY_KEYS["chip"]: the known chips
     chip = chips[chip_name]
     dims = doc.list("chips_per_axis")
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
@@ -552,10 +618,10 @@ def _topology_from_file(path):
         dims=tuple(dims),
         wrap=tuple(wrap),
         axis_link_Bps=link,
-        hop_latency_s=doc.number("hop_latency_us", minimum=0) * US if "hop_latency_us" in doc else None,
-        onchip_Bps=doc.number("onchip_GBps", positive=True) * GB if "onchip_GBps" in doc else None,
-        cores_per_chip=doc.integer("cores_per_chip", minimum=1) if "cores_per_chip" in doc else None,
-        description=doc.string("description", ""),
+        hop_latency_s=read("hop_latency_us") * US if "hop_latency_us" in doc else None,
+        onchip_Bps=read("onchip_GBps") * GB if "onchip_GBps" in doc else None,
+        cores_per_chip=read("cores_per_chip"),
+        description=TOPOLOGY_KEYS.read(doc, "description"),
         sources=_sources(doc),
     )
 

@@ -29,11 +29,12 @@ import numpy as np
 
 from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
+from .keys import Key, KeyTable
 
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm",
     "load_workload", "known_workloads", "workload_dirs",
-    "DTYPE_BYTES", "SMALL_TENSOR_ELEMENTS",
+    "DTYPE_BYTES", "SMALL_TENSOR_ELEMENTS", "WORKLOAD_KEYS",
 ]
 
 WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
@@ -303,24 +304,96 @@ def load_workload(name_or_path):
     return _workload_from_file(path)
 
 
-_TOP_REQUIRED = {"name", "params", "fwd_flops", "activation_memory", "dtypes", "default_optimizer",
-                 "default_per_replica_batch", "tensors"}
-_TOP_OPTIONAL = {"description", "mlperf_v06_tpu", "sources", "layers"}
+_DTYPES = tuple(sorted(DTYPE_BYTES))
+
+_FLOPS_KEYS = KeyTable("fwd_flops", [
+    Key("per_unit", "number", "Forward FLOPs per unit (2 per multiply-add).", unit="FLOP", required=True,
+        positive=True),
+    Key("unit", "string", "What one unit is (image, token, sentence pair).", required=True),
+    Key("units_per_example", "integer", "Units in one example (tokens per sequence, 1 for an image).",
+        required=True, minimum=1),
+    Key("example_unit", "string", "What one example is: the unit of batch sizes and throughput.", required=True),
+    Key("counts", "string", "What the FLOP count includes and leaves out.", default=""),
+], meaning="Forward FLOPs per example = per_unit x units_per_example; backward is a multiple of it "
+           "(the compute model's backward_flops_ratio).")
+
+_ACTIVATION_KEYS = KeyTable("activation_memory entry", [
+    Key("what", "string", "The activations counted.", required=True),
+    Key("elements", "integer", "Elements kept for backward, per example.", required=True, minimum=0),
+    Key("bytes_per_element", "number", "Bytes stored per element (may combine several kept copies).", unit="B",
+        required=True, minimum=0),
+    Key("why", "string", "Why that many bytes per element.", default=""),
+], meaning="One term of the activation-memory estimate: elements x bytes_per_element bytes per example.")
+
+_DTYPE_KEYS = KeyTable("dtypes", [
+    Key(k, "string", what, required=True, choices=_DTYPES) for k, what in (
+        ("weights", "Weight dtype in HBM (and of the weight all-gather)."),
+        ("gradients", "Gradient dtype in HBM and on the wire (the point parameter grad_dtype overrides it)."),
+        ("slots", "Optimizer slot dtype (m, v, momentum)."),
+        ("activations", "Activation dtype (HBM traffic of elementwise work)."))
+], meaning="Element types; bytes per element: float32 4, bfloat16 2, float16 2.")
+
+_MLPERF_KEYS = KeyTable("mlperf_v06_tpu entry", [
+    Key("topology", "string", "Slice the run used (a topology name).", required=True),
+    Key("global_batch", "integer", "Examples per step over all replicas.", unit="examples", required=True,
+        minimum=1),
+    Key("replicas", "integer", "Data-parallel replicas (cores / spatial_ways).", required=True, minimum=1),
+    Key("spatial_ways", "integer", "Cores each replica is spatially partitioned over.", required=True, minimum=1),
+    Key("per_replica_batch", "integer", "Examples per replica per step; replicas x per_replica_batch must equal "
+        "global_batch.", unit="examples", required=True, minimum=1),
+    Key("note", "string", "Anything else about the run.", default=""),
+], meaning="One MLPerf v0.6 TPU run of the workload: the batch and replica count a point on that slice uses "
+           "unless it sets its own.")
+
+WORKLOAD_KEYS = KeyTable("workload file", [
+    Key("name", "string", "Workload name (results' `workload` column).", required=True),
+    Key("description", "string", "One line on the model and data.", default=""),
+    Key("params", "integer", "Trainable parameters; must equal the sum of the tensor sizes.", unit="elements",
+        required=True, minimum=1),
+    Key("fwd_flops", "mapping", "Forward FLOPs per example.", required=True, table=_FLOPS_KEYS),
+    Key("activation_memory", "list", "Activation memory per example, as a sum of terms.", required=True,
+        table=_ACTIVATION_KEYS),
+    Key("dtypes", "mapping", "Element types of weights, gradients, slots and activations.", required=True,
+        table=_DTYPE_KEYS),
+    Key("default_optimizer", "string", "Optimizer of a point that names none (an optimizer name or "
+        "composition).", required=True),
+    Key("default_per_replica_batch", "integer", "Per-replica batch of a point that sets none, on a slice with "
+        "no MLPerf run.", unit="examples", required=True, minimum=1),
+    Key("mlperf_v06_tpu", "list", "MLPerf v0.6 TPU runs of this workload.", default_text="none",
+        table=_MLPERF_KEYS),
+    Key("sources", "mapping", "Citation per topic (tensors, fwd_flops, configs, ...).",
+        schema={"type": "object", "additionalProperties": {"type": "string"}}),
+    Key("layers", "list", "Layers in forward order, each [name, forward FLOPs per unit]; the FLOPs must sum "
+        "to fwd_flops.per_unit.", default_text="one layer per tensor layer index, FLOPs split by parameters",
+        rule="a list of [name, number >= 0] rows with unique names",
+        schema={"type": "array", "minItems": 1,
+                "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number", "minimum": 0}],
+                          "minItems": 2, "maxItems": 2}}),
+    Key("tensors", "list", "Trainable tensors, each [name, shape, layer index]; the layer is where backward "
+        "completes the tensor's gradient.", required=True,
+        rule="a non-empty list of [unique name, list of whole numbers >= 1, whole number >= 0 below the "
+             "number of layers]",
+        schema={"type": "array", "minItems": 1,
+                "items": {"type": "array", "minItems": 3, "maxItems": 3,
+                          "prefixItems": [{"type": "string", "minLength": 1},
+                                          {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                                          {"type": "integer", "minimum": 0}]}}),
+], meaning="A model's trainable tensors, forward FLOPs, activation memory and MLPerf runs.")
+"""Keys of a workload file (read by :func:`load_workload`)."""
 
 
 def _workload_from_file(path):
     doc = Section(load_yaml(path), file=path)
-    doc.check_keys(required=_TOP_REQUIRED, optional=_TOP_OPTIONAL)
+    WORKLOAD_KEYS.check(doc)
 
     flops = doc.section("fwd_flops")
-    flops.check_keys(required={"per_unit", "unit", "units_per_example", "example_unit"}, optional={"counts"})
-    per_unit = flops.number("per_unit", positive=True)
-    units = flops.integer("units_per_example", minimum=1)
+    _FLOPS_KEYS.check(flops)
+    per_unit = _FLOPS_KEYS.read(flops, "per_unit")
+    units = _FLOPS_KEYS.read(flops, "units_per_example")
 
     dtypes = doc.section("dtypes")
-    dtypes.check_keys(required={"weights", "gradients", "slots", "activations"})
-    nbytes = {k: DTYPE_BYTES[dtypes.string(k, choices=sorted(DTYPE_BYTES))]
-              for k in ("weights", "gradients", "slots", "activations")}
+    _DTYPE_KEYS.check(dtypes)
+    nbytes = {k: DTYPE_BYTES[_DTYPE_KEYS.read(dtypes, k)] for k in _DTYPE_KEYS.required}
 
     layer_names, layer_flops_unit = _read_layers(doc, per_unit)
     tensors = _read_tensors(doc, len(layer_names) if layer_names else None)
@@ -330,7 +403,7 @@ def _workload_from_file(path):
     num_layers = len(layer_names)
 
     total = sum(t.size for t in tensors)
-    declared = doc.integer("params", minimum=1)
+    declared = WORKLOAD_KEYS.read(doc, "params")
     if total != declared:
         raise doc.error("params", f"does not match the tensors, whose sizes sum to {total:,}", declared)
 
@@ -341,33 +414,33 @@ def _workload_from_file(path):
 
     terms = _read_activation_terms(doc)
     configs = _read_configs(doc)
-    default_batch = doc.integer("default_per_replica_batch", minimum=1)
+    default_batch = WORKLOAD_KEYS.read(doc, "default_per_replica_batch")
     sources = doc.get("sources", {}) or {}
     if not isinstance(sources, dict):
         raise doc.error("sources", "must be a mapping of topic to citation", sources)
 
     return Workload(
-        name=doc.string("name"),
-        description=doc.string("description", ""),
+        name=WORKLOAD_KEYS.read(doc, "name"),
+        description=WORKLOAD_KEYS.read(doc, "description"),
         tensors=tuple(tensors),
         params=total,
         fwd_flops_per_example=per_unit * units,
-        example_unit=flops.string("example_unit"),
+        example_unit=_FLOPS_KEYS.read(flops, "example_unit"),
         activation_bytes_per_example=float(sum(t.nbytes for t in terms)),
         weight_bytes=nbytes["weights"],
         grad_bytes=nbytes["gradients"],
         slot_bytes=nbytes["slots"],
         activation_bytes=nbytes["activations"],
-        default_optimizer=doc.string("default_optimizer"),
+        default_optimizer=WORKLOAD_KEYS.read(doc, "default_optimizer"),
         configs=tuple(configs),
         sources={str(k): str(v) for k, v in sources.items()},
         num_layers=num_layers,
         layer_names=tuple(layer_names),
         layer_fwd_flops=tuple(float(f) * units for f in layer_flops_unit),
         fwd_flops_per_unit=per_unit,
-        flops_unit=flops.string("unit"),
+        flops_unit=_FLOPS_KEYS.read(flops, "unit"),
         units_per_example=units,
-        flops_note=flops.string("counts", ""),
+        flops_note=_FLOPS_KEYS.read(flops, "counts"),
         activation_terms=tuple(terms),
         default_per_replica_batch=default_batch,
         path=str(path),
@@ -429,13 +502,9 @@ def _read_activation_terms(doc):
     terms = []
     for i, row in enumerate(rows):
         sec = Section(row, file=doc.file, path=f"activation_memory[{i}]")
-        sec.check_keys(required={"what", "elements", "bytes_per_element"}, optional={"why"})
-        terms.append(ActivationTerm(
-            what=sec.string("what"),
-            elements=sec.integer("elements", minimum=0),
-            bytes_per_element=sec.number("bytes_per_element", minimum=0),
-            why=sec.string("why", ""),
-        ))
+        _ACTIVATION_KEYS.check(sec)
+        terms.append(ActivationTerm(**{k: _ACTIVATION_KEYS.read(sec, k) for k in
+                                       ("what", "elements", "bytes_per_element", "why")}))
     return terms
 
 
@@ -444,16 +513,8 @@ def _read_configs(doc):
     configs = []
     for i, row in enumerate(rows):
         sec = Section(row, file=doc.file, path=f"mlperf_v06_tpu[{i}]")
-        sec.check_keys(required={"topology", "global_batch", "replicas", "spatial_ways", "per_replica_batch"},
-                       optional={"note"})
-        c = MLPerfConfig(
-            topology=sec.string("topology"),
-            global_batch=sec.integer("global_batch", minimum=1),
-            replicas=sec.integer("replicas", minimum=1),
-            spatial_ways=sec.integer("spatial_ways", minimum=1),
-            per_replica_batch=sec.integer("per_replica_batch", minimum=1),
-            note=sec.string("note", ""),
-        )
+        _MLPERF_KEYS.check(sec)
+        c = MLPerfConfig(**{key.name: _MLPERF_KEYS.read(sec, key.name) for key in _MLPERF_KEYS})
         if c.replicas * c.per_replica_batch != c.global_batch:
             raise sec.error("global_batch", f"must equal replicas x per_replica_batch "
                                             f"({c.replicas} x {c.per_replica_batch})", c.global_batch)

@@ -6,7 +6,10 @@ and (when the SimPy engine runs) SimPy load inside :func:`run`.
 
 import json
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
+
+COLLECTIVE_JSON_SCHEMA_VERSION = 1
+"""Version of ``collective --json``'s shape; its schema is ``wus_sim/schemas/collective.v{N}.json``."""
 
 # copies of wus_sim.collectives.OPS / ALGORITHMS for the help text, so that building the
 # parser imports no numpy (tests/test_cli_collective.py checks they match)
@@ -75,8 +78,7 @@ def run(args):
     r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=_group(args.group),
                             bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
                             reduce_Bps=reduce_Bps, routing=args.routing)
-    record = r.to_dict()
-    record["group"] = args.group
+    record = {"schema_version": COLLECTIVE_JSON_SCHEMA_VERSION, **r.to_dict(), "group": args.group}
     if args.json:
         print(json.dumps(record))
         return 0

@@ -13,7 +13,11 @@ import json
 
 from .plan import GRAD_DTYPES
 
-__all__ = ["add_parser", "run", "workload_text", "topology_text"]
+__all__ = ["add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION"]
+
+TOPOLOGY_JSON_SCHEMA_VERSION = 1
+"""Version of ``describe topology --json``'s shape; its schema is
+``wus_sim/schemas/describe-topology.v{N}.json``."""
 
 
 def add_parser(subparsers):
@@ -45,7 +49,10 @@ def _topology(args):
         print("\n".join(known_topologies()))
         return 0
     d = load_topology(args.name).to_dict()
-    print(json.dumps(d, indent=1) if args.json else topology_text(d))
+    if args.json:
+        print(json.dumps({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d}, indent=1))
+    else:
+        print(topology_text(d))
     return 0
 
 

@@ -6,8 +6,13 @@ reduce-scatter, and, for each update strategy (replicated, sharded and fully-sha
 the last with its default gather prefetch of one bucket), the collectives, the update
 work and time, and the memory per replica. ``--json`` prints the same as JSON
 (``params``, ``padded_params``, ``buckets``, ``replicated_tensors``,
-``extra_reductions``, ``memory.{replicated,sharded,fully-sharded}.{weights,gradients,slots,
-activations,peak}``, ...).
+``extra_reductions``, ``memory_bytes.{replicated,sharded,fully-sharded}.{weights,gradients,slots,
+activations,peak}``, ...), in the shape of the shipped schema ``wus_sim/schemas/plan.v1.json``.
+Per-element sizes are ``*_bytes_per_element`` (``grad_bytes_per_element``; ``step --json``'s
+``grad_nbytes`` is a total). Deprecated aliases, kept for one release (0.2 drops them):
+``grad_bytes``, ``weight_bytes``, ``slot_bytes``, ``gather_bytes``, ``extra_reductions[].dtype_bytes``
+and ``memory`` (bytes without the unit in the key); ``deprecated_aliases`` maps each to its
+replacement.
 
 The per-replica batch and the replica count default to the workload's MLPerf
 v0.6 run on that slice (Google's submission), else the workload's default batch and
@@ -16,7 +21,7 @@ one replica per core.
 
 import json
 
-__all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES"]
+__all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES", "PLAN_JSON_SCHEMA_VERSION"]
 
 GRAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "float32": "float32", "bfloat16": "bfloat16"}
 """``--grad-dtype`` spellings -> the dtype name of :data:`wus_sim.workloads.DTYPE_BYTES`: the short
@@ -105,7 +110,11 @@ def build_report(args):
         strategies[s] = {**work.summary(),
                          "update_time_s": memory_bound_time_s(work.update.bytes_moved, work.update.flops,
                                                               topology, params)}
-    report = p.to_dict(replica=replica)
+    report = {"schema_version": PLAN_JSON_SCHEMA_VERSION, **p.to_dict(replica=replica)}
+    for key in ("grad", "weight", "slot", "gather"):
+        report[f"{key}_bytes_per_element"] = report[f"{key}_bytes"]
+    for e in report["extra_reductions"]:
+        e["bytes_per_element"] = e["dtype_bytes"]
     report.update(
         per_replica_batch=batch,
         batch_source=("--per-replica-batch" if args.per_replica_batch is not None else
@@ -113,15 +122,39 @@ def build_report(args):
         mlperf_config=vars(config).copy() if config else None,
         compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},
         strategies=strategies,
+        memory_bytes={s: _memory_bytes(m.to_dict()) for s, m in memory.items()},
+        memory_fits={s: m.fits for s, m in memory.items()},
         memory={s: m.to_dict() for s, m in memory.items()},
+        deprecated_aliases=dict(_ALIASES),
     )
     return report
+
+
+PLAN_JSON_SCHEMA_VERSION = 1
+"""Version of ``plan --json``'s shape; its schema is ``wus_sim/schemas/plan.v{N}.json``."""
+
+_ALIASES = {
+    "grad_bytes": "grad_bytes_per_element", "weight_bytes": "weight_bytes_per_element",
+    "slot_bytes": "slot_bytes_per_element", "gather_bytes": "gather_bytes_per_element",
+    "extra_reductions[].dtype_bytes": "extra_reductions[].bytes_per_element",
+    "memory": "memory_bytes (byte parts), memory_fits, per_replica_batch",
+}
+"""Keys of the old shape kept for one release (0.2 drops them) -> what replaces them. ``grad_bytes``
+here was bytes per element, while ``step --json``'s ``grad_nbytes`` is a total: the new names say which."""
+
+_MEMORY_PARTS = ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak",
+                 "capacity")
+
+
+def _memory_bytes(m):
+    """One strategy's memory in bytes: the parts of the peak, the peak, the capacity and the details."""
+    return {**{k: m[k] for k in _MEMORY_PARTS}, "details": dict(m["details"])}
 
 
 def _text(r):
     from ..units import format_bytes, format_time
 
-    s, m = r["strategies"], r["memory"]
+    s, m, fit = r["strategies"], r["memory_bytes"], r["memory_fits"]
     rep, sh = s["replicated"], s["sharded"]
     f = r["formats"]
     out = [
@@ -136,7 +169,8 @@ def _text(r):
           f"{r['replicate_below_elements']:,} elements or padded > {r['max_padding_ratio']:g}x stay whole)",
         f"  buckets: {len(r['buckets'])} "
         f"(closed at {format_bytes(r['bucket_bytes'])} of gradients, in backward order; "
-        f"gradients {r['grad_bytes']} B, gathered weights {r['gather_bytes']} B per element)",
+        f"gradients {r['grad_bytes_per_element']} B, gathered weights {r['gather_bytes_per_element']} B "
+        "per element)",
     ]
     if r["extra_reductions"]:
         out.append("  extra all-reduces of the sharded update: " + "; ".join(
@@ -175,9 +209,9 @@ def _text(r):
     for label, key in mem_rows:
         out.append(f"  {label:<{width}}" + "".join(f"{format_bytes(m[n][key]):>22}" for n in names))
     cap = m["replicated"]["capacity"]
-    fits = lambda x: "fits" if x["fits"] else f"over by {format_bytes(x['peak'] - x['capacity'])}"
+    fits = lambda s: "fits" if fit[s] else f"over by {format_bytes(m[s]['peak'] - m[s]['capacity'])}"
     hbm = "HBM per replica " + format_bytes(cap)
-    out.append(f"  {hbm:<{width}}" + "".join(f"{fits(m[n]):>22}" for n in names))
+    out.append(f"  {hbm:<{width}}" + "".join(f"{fits(n):>22}" for n in names))
     saved = m["replicated"]["peak"] - m["sharded"]["peak"]
     ratio = rep["update_time_s"] / sh["update_time_s"] if sh["update_time_s"] else float("inf")
     out.append("")

@@ -58,4 +58,6 @@ def run(args):
 def _json_default(x):
     if isinstance(x, float) and math.isnan(x):
         return None
+    if hasattr(x, "item"):  # a numpy scalar: bool_ stays a boolean (within_bound), float64 a number
+        return x.item()
     return float(x)

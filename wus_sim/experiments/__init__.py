@@ -7,6 +7,8 @@
 Importing this package loads no heavy dependency.
 """
 
+from .results import columns, read_results
 from .spec import POINT_KEYS, Experiment, load_experiment, parse_experiment, point_hash
 
-__all__ = ["POINT_KEYS", "Experiment", "load_experiment", "parse_experiment", "point_hash"]
+__all__ = ["POINT_KEYS", "Experiment", "load_experiment", "parse_experiment", "point_hash", "columns",
+           "read_results"]

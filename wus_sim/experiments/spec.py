@@ -40,11 +40,12 @@ from pathlib import Path
 
 from ..config import Section, is_file, key_join, load_yaml
 from ..errors import ConfigError, UnknownNameError
+from ..keys import Key, KeyTable
 from ..limits import MAX_STEPS, MAX_SWEEP_POINTS, check_limit
 from ..shipped import shipped_dir
 
 __all__ = [
-    "Param", "POINT_KEYS", "STRATEGY_CHOICES", "Axis", "PlotSpec", "Experiment",
+    "Param", "POINT_KEYS", "EXPERIMENT_KEYS", "STRATEGY_CHOICES", "Axis", "PlotSpec", "Experiment",
     "load_experiment", "find_experiment", "known_experiments", "parse_experiment", "check_point_value", "check_param", "complete_point",
     "point_hash", "strategies_of",
 ]
@@ -176,7 +177,7 @@ class Param:
         elif self.kind == "wrap":
             text = "true/false, or a list with one true/false per torus axis"
         else:
-            text = f"a {self.name} name or path"
+            text = f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name} name or path"
         bounds = []
         if self.positive:
             bounds.append("> 0")
@@ -192,6 +193,31 @@ class Param:
 
     def _choices(self):
         return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def json_schema(self):
+        """JSON Schema of one value of this parameter (what ``base`` may set it to)."""
+        if self.kind == "choice":
+            out = {"enum": list(self._choices())}
+        elif self.kind in ("int", "number"):
+            out = {"type": "integer" if self.kind == "int" else "number"}
+            if self.positive:
+                out["exclusiveMinimum"] = 0
+            if self.minimum is not None:
+                out["minimum"] = self.minimum
+            if self.maximum is not None:
+                out["maximum"] = self.maximum
+        elif self.kind == "bool":
+            out = {"type": "boolean"}
+        elif self.kind == "wrap":
+            out = {"oneOf": [{"type": "boolean"},
+                             {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}
+        else:
+            out = {"type": "string", "minLength": 1}
+        if self.nullable and not self.required:
+            out = {"anyOf": [out, {"type": "null"}]}
+        text = self.meaning + (f" Unit: {self.unit}." if self.unit else "")
+        return {"description": text, **out} if self.default is None else \
+            {"description": text, **out, "default": self.default}
 
 
 def _bound(x):
@@ -533,8 +559,60 @@ class Experiment:
         }
 
 
-_TOP_KEYS = ("name", "description", "workloads", "topologies", "optimizers", "strategies",
-             "base", "sweep", "reduce", "plots")
+def _point_values_schema(kind):
+    """JSON Schema of a mapping of point parameters: to values (``base``) or to lists of them."""
+    props = {}
+    for p in POINT_KEYS.values():
+        value = p.json_schema()
+        props[p.name] = value if kind == "value" else {"description": value["description"], "type": "array",
+                                                        "minItems": 1, "items": value}
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
+def _sweep_schema():
+    out = _point_values_schema("list")
+    out["properties"]["zip"] = {
+        "description": "Groups of parameters that vary together: each group's lists have one length and the "
+                       "group is one sweep axis.",
+        "type": "array", "items": {**_point_values_schema("list"), "minProperties": 1}}
+    return out
+
+
+_NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "string"}}]}
+
+EXPERIMENT_KEYS = KeyTable("experiment file", [
+    Key("name", "string", "Experiment name (results' `experiment` column, run folder name).",
+        default_text="the file's stem"),
+    Key("description", "string", "What the experiment asks.", default=""),
+    Key("workloads", "string or list", "Workloads to sweep: sugar for sweep.workload (a workload name or path, or a list).",
+        rule="a name or a non-empty list of names", schema=_NAMES),
+    Key("topologies", "string or list", "Topologies to sweep: sugar for sweep.topology.",
+        rule="a name or a non-empty list of names", schema=_NAMES),
+    Key("optimizers", "string or list", "Optimizers to sweep: sugar for sweep.optimizer.",
+        rule="a name or a non-empty list of names", schema=_NAMES),
+    Key("strategies", "string or list", "Update strategies: replicated and sharded together (or both) simulate both and "
+        "give the speedup; sugar for base.strategy.", default=["replicated", "sharded"],
+        rule="replicated, sharded or both, or a non-empty list of them",
+        schema={"oneOf": [{"enum": list(STRATEGY_CHOICES)},
+                          {"type": "array", "minItems": 1, "items": {"enum": list(STRATEGY_CHOICES)}}]}),
+    Key("base", "mapping", "Point parameters fixed for every point (see Point parameters).", default_text="none",
+        rule="a mapping of point parameters to values", schema=lambda: _point_values_schema("value")),
+    Key("sweep", "mapping", "Sweep axes: each point parameter listed takes every value of its list (cartesian "
+        "product, first axis outermost), except zip groups, which vary together.", default_text="none",
+        rule="a mapping of point parameters to non-empty lists, and zip: a list of such mappings",
+        schema=_sweep_schema),
+    Key("reduce", "mapping", "The reduced form (tests, run --reduced): keep only points whose value of each "
+        "listed sweep axis is listed.", default_text="the full sweep",
+        rule="a mapping of sweep axes to non-empty lists of their values",
+        schema=lambda: _point_values_schema("list")),
+    Key("plots", "list", "Figures drawn from the results (see Plots); without it, a default set.",
+        default_text="a default set for the swept parameters",
+        rule="a list of mappings with kind, optional name and the kind's options",
+        schema={"type": "array", "items": {"type": "object", "required": ["kind"]}}),
+], meaning="What to simulate and which point parameters to sweep; workloads, topologies and optimizers are "
+           "referred to by name or path.")
+"""Top-level keys of an experiment file (read by :func:`parse_experiment`)."""
+
 _SUGAR = {"workloads": "workload", "topologies": "topology", "optimizers": "optimizer"}
 
 
@@ -565,11 +643,11 @@ def load_experiment(path):
 def parse_experiment(doc, *, file=None, name=None):
     """Validate an experiment mapping; *file* is used in errors and to resolve relative paths."""
     top = Section(doc, file=file)
-    top.check_keys(optional=_TOP_KEYS)
+    EXPERIMENT_KEYS.check(top)
     base_dir = Path(file).parent if file is not None else None
     default_name = Path(file).stem if file is not None else (name or "experiment")
     exp_name = top.string("name", default_name)
-    description = top.string("description", "")
+    description = EXPERIMENT_KEYS.read(top, "description")
 
     origin = {}  # key -> key path where it was set, to reject a key set twice
 

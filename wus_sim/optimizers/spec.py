@@ -33,18 +33,51 @@ import math
 
 from ..config import Section
 from ..errors import ConfigError
+from ..keys import Key, KeyTable
 from ..limits import MAX_STATEMENTS
 from .dataflow import FlowError, flow
 from .language import (INPUTS, REDUCTIONS, RESERVED, LanguageError, Op, Statement, names_read,
                        parse_statement, rename, walk)
 
-__all__ = ["Case", "Optimizer", "parse_optimizer", "compose", "KINDS"]
+__all__ = ["Case", "Optimizer", "parse_optimizer", "compose", "KINDS", "OPTIMIZER_KEYS"]
 
 KINDS = ("optimizer", "prefix")
 """``optimizer``: updates ``w``; ``prefix``: transforms ``g`` before an optimizer runs."""
 
 _RANK_LIMIT = 64
 """Largest rank a case bound may name (tensors have rank <= 8 in practice)."""
+
+_PROGRAM = {"type": "array", "minItems": 1, "items": {"type": "string"}}
+
+_CASE_KEYS = KeyTable("case", [
+    Key("min_rank", "integer", "Smallest tensor rank the case covers.", default=0, minimum=0, maximum=_RANK_LIMIT),
+    Key("max_rank", "integer", "Largest tensor rank the case covers.", default_text="no upper bound",
+        minimum=0, maximum=_RANK_LIMIT),
+    Key("description", "string", "One line on the case.", default=""),
+    Key("program", "list", "Statements run on tensors of these ranks, in order (the language of "
+        "wus_sim/data/optimizers/README.md).", required=True, rule="a non-empty list of statements",
+        schema=_PROGRAM),
+], meaning="The program run on tensors whose rank is in [min_rank, max_rank]. Every rank 0, 1, 2, ... must "
+           "fall in exactly one case.")
+
+OPTIMIZER_KEYS = KeyTable("optimizer file", [
+    Key("name", "string", "Optimizer name.", default_text="the file's stem"),
+    Key("kind", "string", "optimizer (updates w) or prefix (transforms g in front of an optimizer, composed "
+        "by name: adam+clip).", default="optimizer", choices=KINDS),
+    Key("description", "string", "What the optimizer does, in a few lines.", default=""),
+    Key("sources", "mapping, list or string", "Citations: topic -> citation, a list, or one string.",
+        rule="a mapping of topic to citation, a list, or a string",
+        schema={"oneOf": [{"type": "object", "additionalProperties": {"type": "string"}},
+                          {"type": "array", "items": {"type": "string"}}, {"type": "string"}]}),
+    Key("hyper", "mapping", "Scalar hyper-parameters and their default values (name -> number).",
+        default_text="none", rule="a mapping of names (letters, digits, '_'; not an input or reserved name) "
+                                  "to numbers",
+        schema={"type": "object", "additionalProperties": {"type": "number"}}),
+    Key("program", "list", "Statements run on every tensor, in order; give this or cases.",
+        rule="a non-empty list of statements", schema=_PROGRAM),
+    Key("cases", "list", "Programs by tensor rank (not for a prefix); give this or program.", table=_CASE_KEYS),
+], meaning="An optimizer's update as a program over the tensor's elements: exactly one of program or cases.")
+"""Keys of an optimizer file (read by :func:`parse_optimizer`)."""
 
 
 @dataclass(frozen=True)
@@ -127,13 +160,13 @@ def parse_optimizer(doc, *, name, file=None):
     *name* is used unless the document has a ``name`` key (the file stem, usually).
     """
     sec = Section(doc, file=file)
-    sec.check_keys(optional={"name", "kind", "description", "sources", "hyper", "program", "cases"})
+    OPTIMIZER_KEYS.check(sec)
     if ("program" in sec) == ("cases" in sec):
         raise ConfigError("needs exactly one of 'program' (one program for every tensor) or "
                           "'cases' (programs by tensor rank)", file=file)
     name = sec.string("name", name)
-    kind = sec.string("kind", "optimizer", choices=KINDS)
-    description = sec.string("description", "")
+    kind = OPTIMIZER_KEYS.read(sec, "kind")
+    description = OPTIMIZER_KEYS.read(sec, "description")
     sources = sec.get("sources", {}) or {}
     if not isinstance(sources, (dict, list, str)):
         raise sec.error("sources", "must be a mapping of topic to citation, a list, or a string", sources)
@@ -208,9 +241,12 @@ def _cases(sec):
     for i, item in enumerate(items):
         path = f"cases[{i}]"
         csec = Section(item, file=sec.file, path=path)
-        csec.check_keys(required={"program"}, optional={"min_rank", "max_rank", "description"})
-        lo = csec.integer("min_rank", 0, minimum=0, maximum=_RANK_LIMIT)
-        hi = csec.integer("max_rank", minimum=lo, maximum=_RANK_LIMIT) if "max_rank" in csec else None
+        _CASE_KEYS.check(csec)
+        _CASE_KEYS.read(csec, "description")
+        lo = _CASE_KEYS.read(csec, "min_rank")
+        hi = _CASE_KEYS.read(csec, "max_rank") if "max_rank" in csec else None
+        if hi is not None and hi < lo:
+            raise csec.error("max_rank", f"must be >= {lo} (min_rank)", hi)
         cases.append(Case(lo, hi, _statements(csec, "program"), key_path=path))
     for rank in range(_RANK_LIMIT + 2):
         covering = [c for c in cases if c.covers(rank)]

@@ -6,7 +6,7 @@ from ..config import key_join
 from ..experiments.results import columns
 from .plots import plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
 
-__all__ = ["PLOT_KINDS", "MAX_FIGSIZE_IN", "check_plots"]
+__all__ = ["PLOT_KINDS", "MAX_FIGSIZE_IN", "OPTION_MEANINGS", "COMMON_OPTIONS", "check_plots"]
 
 
 # ----------------------------------------------------------------- plot specs
@@ -42,7 +42,29 @@ PLOT_KINDS = {
 }
 """Plot kinds an experiment may ask for: the function and its options."""
 
-_COMMON = {"title", "where", "facet", "figsize"}
+COMMON_OPTIONS = ("title", "where", "facet", "figsize")
+"""Options every plot kind takes."""
+_COMMON = set(COMMON_OPTIONS)
+
+OPTION_MEANINGS = {
+    "x": "Results column on the x axis.",
+    "y": "Results column on the y axis (heatmap: the rows).",
+    "hue": "Results column(s) whose values are the series (one line each).",
+    "logx": "Log x axis (default: when the x values span more than an octave).",
+    "logy": "Log y axis.",
+    "by": "Results column(s) that group the bars (one replicated/sharded pair per group).",
+    "annotate": "Write each bar's total above it.",
+    "capacity": "Draw the replica's HBM capacity as a line.",
+    "value": "Results column shown by the cells' colour.",
+    "strategy": "Strategy whose rows the heatmap shows (replicated or sharded).",
+    "fmt": "Python format of the cell labels, e.g. '.2f'.",
+    "cmap": "Matplotlib colour map name.",
+    "title": "Figure title (default: from the experiment and the plot).",
+    "where": "Keep only rows whose column has this value (or one of these values): column -> value(s).",
+    "facet": "Results column: one panel per value, sharing axes and colour scale.",
+    "figsize": "[width, height] of one panel, inches.",
+}
+"""What each plot option does (the experiment format reference lists them from here)."""
 
 MAX_FIGSIZE_IN = 12
 """Largest ``figsize`` side, inches (of one panel; a faceted figure is capped as a whole
