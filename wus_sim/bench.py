@@ -99,15 +99,18 @@ def collective_problem(topology, op, algorithm, nbytes, **kw):
         f" {k}={v}" for k, v in sorted(kw.items()))
 
 
-def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", quick=False, full=True, **kw):
+def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", quick=False, full=True, faults=None,
+                    **kw):
     """A case simulating one collective on *engine* (``fast`` calls the fast engine
-    directly; other names go through ``simulate_collective(engine=...)``)."""
-    problem = collective_problem(topology, op, algorithm, nbytes, **kw)
+    directly; other names go through ``simulate_collective(engine=...)``). *faults*:
+    ``load_topology`` keywords of failed and slow links (``failed_links``, ``slow_links``, ``seed``)."""
+    faults = dict(faults or {})
+    problem = collective_problem(topology, op, algorithm, nbytes, **kw, **faults)
 
     def setup():
         from .topology import load_topology
 
-        topo = load_topology(topology)
+        topo = load_topology(topology, **faults)
         if engine == "fast":
             from .collectives import fast_engine
 
@@ -214,6 +217,9 @@ register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole com
                   ["collective", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
                    "--json"],
                   problem=collective_problem("tpu-v3-2048", "all-reduce", "2d", _S)))
+# issue 10: one failed cable (2 links): the detours share links, so SimPy runs it (engine auto)
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (api, engine auto)", "tpu-v3-2048",
+                         "all-reduce", "2d", _S, engine="auto", faults={"failed_links": 1, "seed": 0}))
 # the reduced set run by tests: small, one problem on both engines
 register(collective_case("quick: 2d all-reduce 1MiB torus:8x8", "torus:8x8", "all-reduce", "2d", MiB,
                          quick=True, full=False))
@@ -221,6 +227,8 @@ register(collective_case("quick: 2d all-reduce 1MiB torus:8x8 (SimPy)", "torus:8
                          engine="simpy", quick=True, full=False))
 register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "all-reduce", "ring", MiB,
                          quick=True, full=False))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable", "torus:8x8", "all-reduce", "2d", MiB,
+                         engine="auto", quick=True, full=False, faults={"failed_links": "27+x"}))
 # issue 4: what-if sweeps run thousands of points
 _EXPERIMENTS = str(shipped_dir("experiments"))
 register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",

@@ -386,7 +386,8 @@ def simulate_point(point):
     topology, multislice = load_multislice(
         p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
-        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"))
+        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"),
+        failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
     calibration = load_calibration(p.get("calibration"))
     bucket_MiB = p.get("bucket_MiB")
     options = StepOptions(

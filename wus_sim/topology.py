@@ -17,6 +17,18 @@ Numbering, used by every other module:
 Routing of non-neighbour messages is dimension-order (axis 0, then 1, then 2),
 the shortest way round on a wrapped axis, ties going the ``+`` way.
 
+Failed and slow links (what-ifs): a *cable* is the pair of directed links between two
+neighbours, named by its ``+`` direction (``12+x``: the link leaving chip 12 along ``+x``;
+``13-x`` names the same cable). A failed cable takes both directions down (a broken cable
+or a dead port cuts both ways, and keeping the working links bidirectional keeps every
+detour reversible); a slow cable runs both directions at its bandwidth / FACTOR. A route
+that would cross a failed link takes a *detour* for that hop instead, as a router with a
+table around a dead port would: the shortest path over working links from the hop's chip
+to the chip past it, the first such path in link-id order at each hop (``+x, -x, +y, -y,
++z, -z``). On a 2-D or 3-D torus that is "step to the next line along ``+y``, go along,
+step back" (3 hops); on a 1-D ring, the other way round. A failure set that disconnects
+the slice is an error.
+
 One concept in ~560 lines: the slice's static structure. Loading (chips.yaml and slice
 files, with their citations), numbering, links, rings and routes are the four views
 of one grid that every other module reads; none of them runs anything.
@@ -41,6 +53,7 @@ from .units import GB, GiB, US
 __all__ = [
     "Chip", "Topology", "load_topology", "known_topologies", "topology_dirs",
     "load_chips", "parse_inline", "CHIP_KEYS", "CHIPS_FILE", "TOPOLOGY_KEYS",
+    "parse_cables", "split_cables", "split_slow_links", "cable_names", "with_link_faults",
 ]
 
 TOPOLOGY_PATH_ENV = "WUS_SIM_TOPOLOGY_PATH"
@@ -98,6 +111,9 @@ class Topology:
     """Citations for this slice's shape and wraparound."""
     link_Bps_override: tuple = ()
     """``((link_id, bytes_per_s), ...)`` for slow/fast individual links (what-ifs)."""
+    failed_links: tuple = ()
+    """Directed link ids that are down, sorted; both directions of each failed cable (the
+    reverse direction of every id given is added). Routes detour around them."""
 
     def __post_init__(self):
         dims = tuple(int(d) for d in self.dims)
@@ -137,12 +153,15 @@ class Topology:
                     MAX_REPLICAS, key_path="cores_per_chip")
         object.__setattr__(self, "cores_per_chip", int(self.cores_per_chip))
         object.__setattr__(self, "link_Bps_override", tuple(self.link_Bps_override))
+        object.__setattr__(self, "failed_links", self._cable_set(self.failed_links))
+        if self.failed_links:
+            self._check_connected()
         # Equal by value, so that slices built separately share every cache keyed by
         # topology (plans, closed forms, prepared link arrays); the description and
         # sources are words about the slice, not the slice. Hashed once: the caches ask often.
         object.__setattr__(self, "_value", (self.name, self.chip, self.dims, self.wrap, self.axis_link_Bps,
                                             self.hop_latency_s, self.onchip_Bps, self.cores_per_chip,
-                                            self.link_Bps_override))
+                                            self.link_Bps_override, self.failed_links))
         object.__setattr__(self, "_hash", hash(self._value))
 
     def __eq__(self, other):
@@ -270,12 +289,20 @@ class Topology:
         return self.link_dst >= 0
 
     @cached_property
+    def link_up(self):
+        """Links that exist and have not failed (a bool per link slot)."""
+        up = self.link_exists.copy()
+        up[list(self.failed_links)] = False
+        return up
+
+    @cached_property
     def link_Bps(self):
-        """Per-direction bandwidth of every link slot, bytes/s (``nan`` where none exists)."""
+        """Per-direction bandwidth of every link slot, bytes/s (``nan`` where none exists or
+        the link has failed: nothing may be sent over it)."""
         bw = np.asarray(self.axis_link_Bps, dtype=float)[self.link_axis]
         for link, value in self.link_Bps_override:
             bw[int(link)] = float(value)
-        return np.where(self.link_exists, bw, np.nan)
+        return np.where(self.link_up, bw, np.nan)
 
     def bisection_Bps(self, axis=None):
         """Bandwidth, one direction, across the cut that halves the slice along *axis*
@@ -293,8 +320,9 @@ class Topology:
         return float(np.nansum(self.link_Bps[crossing]))
 
     def links(self):
-        """List of existing directed links as ``(link_id, src_chip, dst_chip, axis, direction)``."""
-        ids = np.flatnonzero(self.link_exists)
+        """List of working directed links (existing, not failed) as ``(link_id, src_chip, dst_chip,
+        axis, direction)``."""
+        ids = np.flatnonzero(self.link_up)
         return [(int(i), int(self.link_src[i]), int(self.link_dst[i]), int(self.link_axis[i]),
                  int(self.link_direction[i])) for i in ids]
 
@@ -302,6 +330,100 @@ class Topology:
         """A copy in which the given links run at *bw_Bps* (a slow-link what-if)."""
         extra = tuple((int(l), float(bw_Bps)) for l in np.atleast_1d(link_ids))
         return replace(self, link_Bps_override=self.link_Bps_override + extra)
+
+    # ------------------------------------------------------- cables, failures
+    def reverse_link(self, link):
+        """The other direction of *link*'s cable: the link back from its destination."""
+        link = int(link)
+        return int(self.link_id(self.link_dst[link], int(self.link_axis[link]), -int(self.link_direction[link])))
+
+    @property
+    def cables(self):
+        """Link id of every cable's ``+`` direction, ascending (one per cable)."""
+        return np.flatnonzero(self.link_exists & (self.link_direction > 0))
+
+    def with_failed_links(self, link_ids):
+        """A copy in which the cables of *link_ids* (and so both their directions) are down."""
+        return replace(self, failed_links=tuple(self.failed_links) + tuple(int(l) for l in np.atleast_1d(link_ids)))
+
+    def _cable_set(self, link_ids):
+        """*link_ids* with the reverse of each added, sorted and unique; ConfigError on an id
+        that is not a link of this slice."""
+        out = set()
+        for link in link_ids:
+            if isinstance(link, (bool, np.bool_)) or not isinstance(link, (int, np.integer)) \
+                    or not 0 <= link < self.num_link_slots or not self.link_exists[link]:
+                raise ConfigError(f"must be ids of links of this {self.shape_str} slice "
+                                  f"(0..{self.num_link_slots - 1}, where a link exists)",
+                                  key_path="failed_links", value=link)
+            out.update((int(link), self.reverse_link(link)))
+        return tuple(sorted(out))
+
+    def _check_connected(self):
+        """ConfigError unless every chip reaches chip 0 over working links (a breadth-first
+        flood, one numpy pass per hop of distance)."""
+        up = np.flatnonzero(self.link_up)
+        src, dst = self.link_src[up], self.link_dst[up]
+        reached = np.zeros(self.num_chips, bool)
+        reached[0] = True
+        while True:
+            new = dst[reached[src] & ~reached[dst]]
+            if not len(new):
+                break
+            reached[new] = True
+        if not reached.all():
+            lost = np.flatnonzero(~reached)
+            raise ConfigError(f"disconnect the slice: {len(lost)} chip(s) (first: chip {int(lost[0])}) "
+                              "cannot reach chip 0 over the working links",
+                              key_path="failed_links", value=cable_names(self, self.failed_links))
+
+    @cached_property
+    def _detours(self):
+        return {}
+
+    def detour(self, link):
+        """Link ids from *link*'s source to its destination over working links: the shortest
+        path, the first in link-id order at each hop (see the module docstring)."""
+        link = int(link)
+        path = self._detours.get(link)
+        if path is None:
+            a, b = int(self.link_src[link]), int(self.link_dst[link])
+            per = 2 * self.ndim
+            parent = {a: None}
+            frontier = [a]
+            while b not in parent:  # breadth-first, FIFO, neighbours in link-id order
+                nxt = []
+                for u in frontier:
+                    for k in range(u * per, u * per + per):
+                        v = int(self.link_dst[k])
+                        if self.link_up[k] and v not in parent:
+                            parent[v] = k
+                            nxt.append(v)
+                assert nxt, "a connected slice always has a detour"
+                frontier = nxt
+            path = []
+            v = b
+            while parent[v] is not None:
+                k = parent[v]
+                path.append(k)
+                v = int(self.link_src[k])
+            path = self._detours[link] = tuple(path[::-1])
+        return list(path)
+
+    def reroute(self, path):
+        """*path* (link keys) with every failed ICI link replaced by its :meth:`detour`;
+        other keys (on-chip links) pass through."""
+        if not self.failed_links:
+            return list(path)
+        failed = set(self.failed_links)
+        out = []
+        for k in path:
+            k = int(k)
+            if k in failed:
+                out.extend(self.detour(k))
+            else:
+                out.append(k)
+        return out
 
     # ------------------------------------------------------------------ rings
     def axis_rings(self, axis):
@@ -316,7 +438,8 @@ class Topology:
 
     # ---------------------------------------------------------------- routing
     def route(self, src, dst):
-        """Link ids on the dimension-order path from chip *src* to chip *dst*."""
+        """Link ids on the dimension-order path from chip *src* to chip *dst* (with a detour
+        around each failed link on it, see :meth:`reroute`)."""
         links = []
         cur = int(src)
         cs, cd = self.coords[int(src)], self.coords[int(dst)]
@@ -334,7 +457,7 @@ class Topology:
             for _ in range(hops):
                 links.append(int(self.link_id(cur, axis, direction)))
                 cur = int(self.neighbor(cur, axis, direction))
-        return links
+        return self.reroute(links) if self.failed_links else links
 
     # ----------------------------------------------------------------- export
     def to_networkx(self):
@@ -554,13 +677,118 @@ def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
     )
 
 
+# ============================================================ failed and slow links
+_CABLE_RE = re.compile(r"^([0-9]{1,12})([+-])([xyz])$")
+
+MAX_RANDOM_CABLES = 1_000_000
+"""Largest K of ``failed_links: K`` / ``slow_links: K:FACTOR`` (a slice has fewer cables anyway)."""
+
+
+def cable_names(topology, link_ids):
+    """Names (``12+x``) of the cables of *link_ids*, one per cable, by ``+`` link id."""
+    plus = sorted({int(l) if topology.link_direction[l] > 0 else topology.reverse_link(l) for l in link_ids})
+    return [f"{int(topology.link_src[l])}+{'xyz'[int(topology.link_axis[l])]}" for l in plus]
+
+
+def split_cables(text, *, key_path="failed_links"):
+    """``[(chip, direction, axis), ...]`` of a cable list (comma-separated ``CHIP+AXIS`` or
+    ``CHIP-AXIS``), the spelling only (no slice needed). ConfigError naming *key_path*."""
+    out = []
+    for item in str(text).split(","):
+        m = _CABLE_RE.match(item.strip())
+        if not m:
+            raise ConfigError("must be comma-separated cables CHIP+AXIS or CHIP-AXIS (e.g. 12+x,40-y; "
+                              "chip ids row-major, axis 0 fastest), or a count K", key_path=key_path,
+                              value=item.strip())
+        out.append((int(m.group(1)), 1 if m.group(2) == "+" else -1, "xyz".index(m.group(3))))
+    return out
+
+
+def parse_cables(topology, text, *, key_path="failed_links"):
+    """Link ids (``+`` direction) of the cables *text* names: comma-separated ``CHIP+AXIS`` or
+    ``CHIP-AXIS`` (``12+x``: the cable from chip 12 to its ``+x`` neighbour; ``13-x`` the one
+    to its ``-x`` neighbour). ConfigError naming *key_path* on anything else."""
+    out = []
+    for chip, direction, axis in split_cables(text, key_path=key_path):
+        item = f"{chip}{'+' if direction > 0 else '-'}{'xyz'[axis]}"
+        if chip >= topology.num_chips or axis >= topology.ndim:
+            raise ConfigError(f"names no chip and axis of this {topology.shape_str} slice (chips 0.."
+                              f"{topology.num_chips - 1}, axes {'xyz'[:topology.ndim]})", key_path=key_path,
+                              value=item)
+        link = int(topology.link_id(chip, axis, direction))
+        if not topology.link_exists[link]:
+            raise ConfigError("names no cable: a mesh edge has no link that way", key_path=key_path, value=item)
+        out.append(link if direction > 0 else topology.reverse_link(link))
+    return out
+
+
+def _cable_spec(topology, spec, rng, exclude, key_path):
+    """Cables of a spec: an int K (K distinct cables drawn by *rng* among those not in
+    *exclude*) or a LIST string."""
+    if isinstance(spec, str) and spec.strip().isdigit():
+        spec = int(spec.strip())
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        pool = np.setdiff1d(topology.cables, np.asarray(sorted(exclude), dtype=np.int64))
+        if not 0 <= spec <= len(pool):
+            raise ConfigError(f"must be a count from 0 to {len(pool)} (the cables of this {topology.shape_str} "
+                              "slice that are left to choose from)", key_path=key_path, value=spec)
+        return [int(l) for l in np.sort(rng.choice(pool, size=int(spec), replace=False))]
+    if not isinstance(spec, str):
+        raise ConfigError("must be a count K or comma-separated cables such as 12+x,40-y", key_path=key_path,
+                          value=spec)
+    return parse_cables(topology, spec, key_path=key_path)
+
+
+def split_slow_links(text):
+    """``(cables, factor)`` of a ``LIST:FACTOR`` or ``K:FACTOR`` string (ConfigError otherwise)."""
+    head, sep, tail = str(text).rpartition(":")
+    try:
+        factor = float(tail)
+    except ValueError:
+        factor = math.nan
+    if not sep or not head.strip() or not 1 <= factor < math.inf:
+        raise ConfigError("must be LIST:FACTOR or K:FACTOR (e.g. 12+x,40-y:4 or 3:2), FACTOR >= 1 "
+                          "dividing the cables' bandwidth", key_path="slow_links", value=text)
+    return head.strip(), factor
+
+
+def with_link_faults(topology, failed_links=None, slow_links=None, seed=None):
+    """*topology* with failed and slowed cables (``None``: none).
+
+    *failed_links*: a count K (K distinct cables chosen at random) or a LIST string
+    (``"12+x,40-y"``, see :func:`parse_cables`). *slow_links*: ``"LIST:FACTOR"`` or
+    ``"K:FACTOR"``: both directions of those cables run at their bandwidth / FACTOR
+    (FACTOR >= 1). Random cables come from ``numpy.random.default_rng(seed)`` (*seed*
+    ``None`` = 0): the failed ones first, then the slow ones among the cables left.
+    """
+    if failed_links is None and slow_links is None:
+        return topology
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ConfigError("must be a whole number >= 0", key_path="seed", value=seed)
+    rng = np.random.default_rng(0 if seed is None else int(seed))
+    failed = []
+    if failed_links is not None:
+        failed = _cable_spec(topology, failed_links, rng, (), "failed_links")
+        if failed:
+            topology = topology.with_failed_links(failed)
+    if slow_links is not None:
+        head, factor = split_slow_links(slow_links)
+        slow = _cable_spec(topology, head, rng, failed, "slow_links")
+        both = [l for c in slow for l in (c, topology.reverse_link(c)) if l not in topology.failed_links]
+        bw = topology.link_Bps
+        for link in both:  # each at its own bandwidth / factor (axes may differ)
+            topology = topology.with_link_bandwidth(link, float(bw[link]) / factor)
+    return topology
+
+
 def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
-                  cores_per_chip=None):
+                  cores_per_chip=None, failed_links=None, slow_links=None, seed=None):
     """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.
 
     The keyword overrides replace the file's values (what-if sweeps use them):
     *link_GBps* (scalar or per axis), *hop_latency_us*, *wraparound* (bool or per
-    axis), *cores_per_chip*.
+    axis), *cores_per_chip*; then *failed_links*, *slow_links* and *seed* as in
+    :func:`with_link_faults`.
     """
     if isinstance(spec, Topology):
         topo = spec
@@ -587,7 +815,8 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
         changes["wrap"] = tuple(np.broadcast_to(np.asarray(wraparound, bool), (topo.ndim,)))
     if cores_per_chip is not None:
         changes["cores_per_chip"] = int(cores_per_chip)
-    return replace(topo, **changes) if changes else topo
+    topo = replace(topo, **changes) if changes else topo
+    return with_link_faults(topo, failed_links, slow_links, seed)
 
 
 def _topology_from_file(path):

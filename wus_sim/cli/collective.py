@@ -45,6 +45,15 @@ def add_parser(subparsers):
                    help="override the ICI bandwidth per link and direction, GB/s")
     p.add_argument("--hop-latency-us", type=float, default=None, metavar="F",
                    help="override the per-hop latency, microseconds")
+    p.add_argument("--failed-links", dest="failed_links", default=None, metavar="K|LIST",
+                   help="cables that are down, both directions: K chosen at random (see --seed), or "
+                        "comma-separated CHIP+AXIS such as 12+x,40-y (chip ids row-major, axis 0 fastest); "
+                        "routes detour around them")
+    p.add_argument("--slow-links", dest="slow_links", default=None, metavar="LIST:FACTOR",
+                   help="cables running at their bandwidth / FACTOR, both directions: LIST as for "
+                        "--failed-links, or K:FACTOR for K random ones (e.g. 12+x:4, 3:2)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="seed of the random choice of K failed or slow cables (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p
 
@@ -72,13 +81,25 @@ def run(args):
         if value is not None and not (value > 0 or (name == "--hop-latency-us" and value == 0)):
             raise ConfigError("must be > 0" if name == "--link-GBps" else "must be >= 0", key_path=name,
                               value=value)
+    from ..experiments.spec import check_point_value
+    from ..topology import cable_names, with_link_faults
+
+    faults = {key: check_point_value(key, getattr(args, key), key_path="--" + key.replace("_", "-"))
+              for key in ("failed_links", "slow_links")}
     topo = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
+    try:
+        topo = with_link_faults(topo, seed=args.seed, **faults)
+    except ConfigError as exc:  # name the option, not the point key
+        raise ConfigError(exc.rule, key_path="--" + exc.key_path.replace("_", "-"), value=exc.value) from None
     nbytes = parse_size(args.size, name="--size")
     reduce_Bps = topo.hbm_Bps_per_replica if args.reduce else None
     r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=_group(args.group),
                             bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
                             reduce_Bps=reduce_Bps, routing=args.routing)
     record = {"schema_version": COLLECTIVE_JSON_SCHEMA_VERSION, **r.to_dict(), "group": args.group}
+    record["failed_links"] = ",".join(cable_names(topo, topo.failed_links))
+    slow = [link for link, _ in topo.link_Bps_override]
+    record["slow_links"] = ",".join(cable_names(topo, slow))
     if args.json:
         print(json.dumps(record))
         return 0
@@ -91,6 +112,9 @@ def run(args):
          + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
          + (f", {r.routing} routing" if r.routing != "store-and-forward" else "")),
         ("group", f"{args.group}: {r.group_size} replicas"),
+        *([("failed cables", record["failed_links"])] if topo.failed_links else []),
+        *([("slow cables", f"{record['slow_links']} (bandwidth / {args.slow_links.rpartition(':')[2]})")]
+          if slow else []),
         ("size S", f"{format_bytes(r.nbytes)} ({int(r.nbytes)} B) per replica"),
         ("time", format_time(r.time_s)),
         ("closed form", format_time(r.analytic_time_s)

@@ -60,7 +60,8 @@ Exactness conditions (:func:`is_exact`): every link carries one stream (see
 :func:`~wus_sim.collectives.loads.shared_link_streams`), no halving-
 doubling with more than two members, the rings of each pass are alike (no
 per-link bandwidth override on a pass of several rings), and no reordering
-of pieces at the all-reduce turn (see :func:`is_exact`). Otherwise the value
+of pieces at the all-reduce turn (see :func:`is_exact`); failed links, whose
+detours make the rings of a pass differ, count like overrides. Otherwise the value
 is the uncontended time in (step, piece) order: a lower bound of the
 simulated time under contention; with per-link overrides on multi-ring passes
 it takes the slowest ring of each pass and can be off either way (seen up to
@@ -335,7 +336,7 @@ def _structurally_exact(plan):
     for p in plan.passes:
         if p.pattern == "hd" and p.size > 2:
             return False
-        if p.rings[0].num_rings > 1 and topo.link_Bps_override:
+        if p.rings[0].num_rings > 1 and (topo.link_Bps_override or topo.failed_links):
             return False
     return shared_link_streams(plan) == 0
 

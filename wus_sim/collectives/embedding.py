@@ -38,6 +38,13 @@ Embeddings used (both engines rely on them):
   may share links, i.e. contend.
 * The cores of each chip (:func:`onchip_rings`): core ``q -> q+1 (mod c)`` on
   the on-chip link of core ``q``.
+
+Failed links (``topology.failed_links``): every embedding above is built as if
+all links worked, then each hop over a failed link is replaced by its detour
+(:meth:`~wus_sim.topology.Topology.detour`), so the edge becomes multi-hop
+(store-and-forward, like a mesh's folded edges). Detours usually run over links
+other ring edges use: the plan then has shared links, and the SimPy engine runs
+it (:func:`~wus_sim.collectives.loads.contention`).
 """
 
 from dataclasses import dataclass
@@ -48,7 +55,7 @@ from ..network import onchip_link_key, replica_route
 
 __all__ = [
     "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
-    "sequence_ring", "onchip_rings", "active_axes", "routes",
+    "sequence_ring", "onchip_rings", "active_axes", "routes", "around_failures",
 ]
 
 
@@ -80,6 +87,14 @@ class RingEmbedding:
         """How many ring edges use each link key (length *num_keys*)."""
         used = self.links[self.links >= 0]
         return np.bincount(used, minlength=num_keys)
+
+
+def around_failures(topology, emb):
+    """*emb* with every hop over a failed link replaced by its detour (itself if none fails)."""
+    if not topology.failed_links or not np.isin(emb.links, topology.failed_links).any():
+        return emb
+    paths = [[topology.reroute(emb.edge_path(r, i)) for i in range(emb.size)] for r in range(emb.num_rings)]
+    return _from_lists(emb.members, paths)
 
 
 def _from_lists(members, paths):
@@ -145,7 +160,7 @@ def axis_rings(topology, axis, reverse=False):
         for j, (pos, direction) in enumerate(edge):
             links[:, i, j] = topology.link_id(lines[:, pos], axis, direction)
         hops[:, i] = len(edge)
-    return RingEmbedding(np.ascontiguousarray(members), links, hops)
+    return around_failures(topology, RingEmbedding(np.ascontiguousarray(members), links, hops))
 
 
 # ---------------------------------------------------------------- whole slice
@@ -208,7 +223,7 @@ def _grid_edge(topology, a, b):
     diff = np.flatnonzero(ca != cb)
     if len(diff) == 1 and abs(int(cb[diff[0]] - ca[diff[0]])) == 1:
         axis = int(diff[0])
-        return [int(topology.link_id(a, axis, int(cb[axis] - ca[axis])))]
+        return topology.reroute([int(topology.link_id(a, axis, int(cb[axis] - ca[axis])))])
     return topology.route(a, b)
 
 
@@ -233,7 +248,7 @@ def routes(topology, src, dst):
     """Dimension-order routes of many chip pairs at once, exactly :meth:`Topology.route`
     (axis 0 first, the shortest way round on a wrapped axis, ties going ``+``).
 
-    Returns a list of tuples of link ids, one per pair.
+    Returns a list of tuples of link ids, one per pair (failed links detoured, as there).
     """
     src = np.asarray(src, dtype=np.int64).ravel()
     dst = np.asarray(dst, dtype=np.int64).ravel()
@@ -258,7 +273,11 @@ def routes(topology, src, dst):
     if not rows:
         return [()] * len(src)
     table = np.array(rows).T.tolist()
-    return [tuple(k for k in row if k >= 0) for row in table]
+    out = [tuple(k for k in row if k >= 0) for row in table]
+    if topology.failed_links:
+        failed = set(topology.failed_links)
+        out = [tuple(topology.reroute(r)) if failed.intersection(r) else r for r in out]
+    return out
 
 
 # ------------------------------------------------------------ explicit groups

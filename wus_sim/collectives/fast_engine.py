@@ -461,5 +461,5 @@ def run_plan(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-forw
     for p in plan.post:  # on-chip all-gather
         done = run_pass(done, p)
     ici = link_bytes[: topo.num_link_slots]
-    busy = ici / np.where(topo.link_exists, topo.link_Bps, np.inf)
+    busy = ici / np.where(topo.link_up, topo.link_Bps, np.inf)
     return FastOutcome(time_s=float(done.max()), events=int(events), link_bytes=ici, link_busy_s=busy)

@@ -244,7 +244,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         split_separated = (all(topology.wrap[a] for a in axes)
                            and len({topology.dims[a] for a in axes}) == 1
                            and len({topology.axis_link_Bps[a] for a in axes}) == 1
-                           and not topology.link_Bps_override)
+                           and not topology.link_Bps_override and not topology.failed_links)
     halves, level_sizes = [], []
     for h, order in enumerate(orders):
         frac = 1.0 / len(orders)

@@ -6,6 +6,7 @@ delivers every byte exactly once, whatever the engine's timing.
 
 import numpy as np
 
+from ..network import tie_key
 from .messages import passes_by_tag
 
 __all__ = ["replay_data"]
@@ -60,8 +61,11 @@ def replay_data(sched, ready_t, deliver_t):
     nodes = meta["node"]
     passes = passes_by_tag(plan)
     problems = []
-    # events: deliveries (0) before sends (1) at equal times
-    events = [(ready_t[m], 1, j) for j, m in enumerate(nodes)] + [(deliver_t[m], 0, j) for j, m in enumerate(nodes)]
+    # events: deliveries (0) before sends (1) at equal times, "equal" as the engines mean it
+    # (one tie_key): a send that waited for two deliveries of one slot is ready at the time of
+    # the one handled last, which can be an ulp below the other's (sums taken in other orders)
+    events = [(tie_key(ready_t[m]), 1, j) for j, m in enumerate(nodes)] \
+        + [(tie_key(deliver_t[m]), 0, j) for j, m in enumerate(nodes)]
     events.sort()
     payload = {}
     for t, what, j in events:

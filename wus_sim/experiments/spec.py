@@ -138,6 +138,35 @@ def _check_calibration(value, base_dir):
     return str(path) if path is not None else value
 
 
+def _check_failed_links(value, base_dir):
+    """A count K (random cables) or a cable list; which chips exist is checked when the
+    point's topology is loaded."""
+    from ..topology import MAX_RANDOM_CABLES, split_cables
+
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= MAX_RANDOM_CABLES:
+            raise ConfigError(f"must be a count from 0 to {MAX_RANDOM_CABLES} or cables such as 12+x,40-y",
+                              value=value)
+        return value
+    if not isinstance(value, str):
+        raise ConfigError("must be a count K or comma-separated cables such as 12+x,40-y", value=value)
+    split_cables(value, key_path=None)
+    return value.strip()
+
+
+def _check_slow_links(value, base_dir):
+    from ..topology import split_slow_links
+
+    head, _ = split_slow_links(value if isinstance(value, str) else repr(value))
+    try:
+        _check_failed_links(head, base_dir)
+    except ConfigError as exc:
+        raise ConfigError(exc.rule, value=value) from None
+    return value.strip()
+
+
 # ---------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Param:
@@ -163,10 +192,14 @@ class Param:
     positive: bool = False
     check: object = field(default=None, compare=False)
     """``check(value, base_dir) -> value`` for names; raises ConfigError/UnknownNameError."""
+    rule_text: str = None
+    """The rule in words of a ``'name'`` parameter that is not a name (``failed_links``)."""
 
     def rule(self):
         """The rule in words, for error messages and columns.md."""
-        if self.kind == "choice":
+        if self.rule_text:
+            text = self.rule_text
+        elif self.kind == "choice":
             text = "one of " + ", ".join(self._choices())
         elif self.kind == "int":
             text = "a whole number"
@@ -211,6 +244,8 @@ class Param:
         elif self.kind == "wrap":
             out = {"oneOf": [{"type": "boolean"},
                              {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}
+        elif self.rule_text:  # a count or a list in words (failed_links: 2 or "12+x,40-y")
+            out = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]}
         else:
             out = {"type": "string", "minLength": 1}
         if self.nullable and not self.required:
@@ -299,6 +334,16 @@ POINT_KEYS = _table(
     Param("shard_across_slices", "bool", default=True, nullable=False,
           meaning="Multislice, sharded update: shard over every replica of every slice (DCN reduce-scatter and "
                   "all-gather); false: within each slice only (DCN all-reduce, every slice updates its copy)."),
+    Param("failed_links", "name", rule_text="a count K, or comma-separated cables CHIP+AXIS such as 12+x,40-y",
+          meaning="Failed ICI cables (both directions down): K chosen at random (seeded by seed), or a list "
+                  "(12+x: the cable from chip 12 to its +x neighbour); routes detour around them; null = none.",
+          check=_check_failed_links),
+    Param("slow_links", "name", rule_text="LIST:FACTOR or K:FACTOR with FACTOR >= 1, e.g. 12+x,40-y:4 or 2:4",
+          meaning="Slowed ICI cables: both directions run at their bandwidth / FACTOR; the cables as in "
+                  "failed_links (K random ones are drawn after the failed ones, among the rest); null = none.",
+          check=_check_slow_links),
+    Param("seed", "int", minimum=0, maximum=2**53,
+          meaning="Seed of numpy.random.default_rng that draws the K random failed and slow cables; null = 0."),
     Param("calibration", "name",
           meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
                   "null = the shipped default calibration.",
