@@ -17,7 +17,7 @@ LAYERS = [
     ("network",),
     ("collectives",),
     ("strategies",),
-    ("timeline", "step", "trace"),
+    ("timeline", "step", "trace", "params"),
     ("experiments", "plotting", "validation"),
     ("cli", "bench", "docs", "__main__"),
 ]

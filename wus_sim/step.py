@@ -28,56 +28,61 @@ from .compute import ComputeParams, layer_times, memory_bound_time_s
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .memory import memory_breakdown
 from .multislice import hierarchical_time, load_multislice, planning_topology
+from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, Bucket, StepProgram, run_timeline
 from .units import MiB
-from .workloads import load_workload
+from .workloads import load_workload, resolve_batch, resolve_replicas
 
 __all__ = ["StepOptions", "StepResult", "simulate_step", "simulate_strategies", "simulate_point", "speedup",
            "speedups", "strategies_named", "resolve_batch"]
 
 GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 
+_POINT_FIELDS = ("algorithm", "bidirectional", "routing", "overlap_grad_reduce", "overlap_all_gather", "grad_dtype",
+                 "steps", "gather_prefetch", "keep_gathered_weights", "bn_group_replicas", "shard_across_slices")
+"""StepOptions fields that are point parameters: their defaults and rules are wus_sim.params'."""
+
 
 @dataclass(frozen=True)
 class StepOptions:
     """How the step runs: collective algorithm, overlap and fusion options."""
 
-    algorithm: str = "2d"
+    algorithm: str = default_of("algorithm")
     """Collective algorithm of gradient reductions and weight all-gathers."""
-    bidirectional: bool = None
+    bidirectional: bool = default_of("bidirectional")
     """Run each ring phase in both directions at once, half the data each way. ``None``
     (the default) = yes for ring algorithms: TPU all-reduces use both directions of
     every ICI link (Ying et al. 2018, "Image Classification at Supercomputer Scale",
     arXiv 1811.06992). A mesh axis keeps its one folded ring either way (it already runs
     over both directions of each link; see :mod:`wus_sim.collectives.plan`), so on a
     partial torus only the wrapped axes gain a second ring."""
-    routing: str = "store-and-forward"
+    routing: str = default_of("routing")
     """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
-    overlap_grad_reduce: bool = True
+    overlap_grad_reduce: bool = default_of("overlap_grad_reduce")
     """Start a bucket's gradient collective as soon as backward has produced it."""
-    overlap_all_gather: bool = True
+    overlap_all_gather: bool = default_of("overlap_all_gather")
     """Sharded: overlap the weight all-gather with the next step's forward."""
-    grad_dtype: str = None
+    grad_dtype: str = default_of("grad_dtype")
     """``'fp32'`` or ``'bf16'`` gradients on the wire; ``None`` = the workload's."""
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
     """Gradient fusion threshold, bytes."""
-    steps: int = 3
+    steps: int = default_of("steps")
     """Consecutive steps simulated (the step time is the steady-state period)."""
-    gather_prefetch: int = 1
+    gather_prefetch: int = default_of("gather_prefetch")
     """Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each
     gather is issued when its bucket is needed). 1 is PyTorch FSDP's prefetch of one bucket
     (``forward_prefetch``/``backward_prefetch``); each step of depth holds one more bucket of
     full weights (:mod:`wus_sim.memory`)."""
-    keep_gathered_weights: bool = False
+    keep_gathered_weights: bool = default_of("keep_gathered_weights")
     """Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one
     all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."""
-    bn_group_replicas: int = 1
+    bn_group_replicas: int = default_of("bn_group_replicas")
     """Cross-replica batch norm: replicas whose batch statistics are all-reduced together
     in every batch-norm layer, forward and backward (1 = local batch norm). MLPerf v0.6
     ResNet-50 on v3-2048 used groups of 8 cores (its ``model_bn_span`` / per-core batch)."""
-    shard_across_slices: bool = True
+    shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
     all-reduce; every slice updates its copy). See :mod:`wus_sim.multislice`."""
@@ -92,15 +97,12 @@ class StepOptions:
     """What produced :attr:`compute`: the calibration's id, or ``'explicit'``."""
 
     def __post_init__(self):
-        if isinstance(self.bn_group_replicas, bool) or not (isinstance(self.bn_group_replicas, int)
-                                                            and self.bn_group_replicas >= 1):
-            raise ConfigError("must be an integer >= 1", key_path="bn_group_replicas", value=self.bn_group_replicas)
-        if isinstance(self.gather_prefetch, bool) or not (isinstance(self.gather_prefetch, int)
-                                                          and self.gather_prefetch >= 0):
-            raise ConfigError("must be an integer >= 0", key_path="gather_prefetch", value=self.gather_prefetch)
-        if not isinstance(self.keep_gathered_weights, bool):
-            raise ConfigError("must be true or false", key_path="keep_gathered_weights",
-                              value=self.keep_gathered_weights)
+        # every numeric and boolean field that is a point parameter obeys that parameter's rule
+        # (wus_sim.params); names (algorithm, routing, grad_dtype) are checked where they are
+        # defined, by the collectives, the network and the planner, with the known names listed
+        for name in _POINT_FIELDS:
+            if POINT_KEYS[name].kind != "choice":
+                object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         if self.compute is None:
             cal = load_calibration(self.calibration)
             object.__setattr__(self, "compute", cal.compute_params())
@@ -140,39 +142,6 @@ class StepResult:
         rec["gather_comm_bytes"] = float(self.work.gather_nbytes)
         rec["update_bytes"] = float(self.work.update.bytes_moved)
         return rec
-
-
-def resolve_batch(workload, topology, replicas, *, per_replica_batch=None, global_batch=None):
-    """Per-replica batch: given, or global / replicas, or the MLPerf run's on this slice,
-    or the workload's default."""
-    if per_replica_batch is not None and global_batch is not None:
-        raise ConfigError("give per_replica_batch or global_batch, not both", key_path="global_batch",
-                          value=global_batch)
-    if per_replica_batch is not None:
-        if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
-            raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
-        return per_replica_batch
-    if global_batch is not None:
-        if global_batch % replicas:
-            raise ConfigError(f"must be a multiple of the {replicas} replicas", key_path="global_batch",
-                              value=global_batch)
-        return global_batch // replicas
-    return workload.per_replica_batch_for(topology.name)
-
-
-def _replicas(workload, topology, replicas=None):
-    """*replicas* if given, else those of the MLPerf run on this slice (spatial
-    partitioning), else one per core."""
-    if replicas is not None:
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1 \
-                or topology.num_replicas % replicas:
-            raise ConfigError(f"must divide the slice's {topology.num_replicas} cores", key_path="replicas",
-                              value=replicas)
-        return replicas
-    config = workload.config_for(topology.name)
-    if config is not None and topology.num_replicas % config.replicas == 0:
-        return config.replicas
-    return topology.num_replicas
 
 
 def _program(plan, work, topology, per_replica_batch, options, multislice=None):
@@ -298,7 +267,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     options = options or StepOptions()
     for s in strategies:
         if s not in STRATEGIES:
-            raise UnknownNameError("strategy", s, STRATEGIES + ("both", "all"))
+            raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
     if isinstance(workload, str):
         workload = load_workload(workload)
     topology, multislice = load_multislice(topology)
@@ -309,7 +278,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
         if options.grad_dtype not in GRAD_DTYPE_BYTES:
             raise ConfigError("must be fp32 or bf16", key_path="grad_dtype", value=options.grad_dtype)
         grad_bytes = GRAD_DTYPE_BYTES[options.grad_dtype]
-    per_slice = _replicas(workload, topology, replicas)
+    per_slice = resolve_replicas(workload, topology, replicas)
     replicas = slices * per_slice  # data parallelism runs over every slice
     batch = resolve_batch(workload, topology, replicas, per_replica_batch=per_replica_batch,
                           global_batch=global_batch)
@@ -365,19 +334,15 @@ def speedups(results):
 def strategies_named(choice):
     """The strategies a ``--strategy`` / point ``strategy`` value names: one, ``both``
     (replicated and sharded, the paper's pair) or ``all``."""
-    if choice == "both":
-        return BOTH
-    if choice == "all":
-        return STRATEGIES
-    if choice not in STRATEGIES:
-        raise UnknownNameError("strategy", choice, STRATEGIES + ("both", "all"))
-    return (choice,)
+    if choice not in STRATEGY_CHOICES:
+        raise UnknownNameError("strategy", choice, STRATEGY_CHOICES)
+    return STRATEGY_SETS.get(choice, (choice,))
 
 
 def simulate_point(point):
     """Simulate one experiment point; returns one flat record per strategy.
 
-    *point* has the keys of ``wus_sim.experiments.spec.POINT_KEYS`` (missing ones
+    *point* has the keys of :data:`wus_sim.params.POINT_KEYS` (missing ones
     take their defaults). A point that does not fit in HBM gives rows with
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
@@ -390,23 +355,15 @@ def simulate_point(point):
         failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
     calibration = load_calibration(p.get("calibration"))
     bucket_MiB = p.get("bucket_MiB")
+    # a missing or null key takes the table's default (StepOptions' defaults are the same entries)
+    given = {name: p[name] for name in _POINT_FIELDS if p.get(name) is not None}
     options = StepOptions(
-        algorithm=p.get("algorithm") or "2d",
-        bidirectional=p.get("bidirectional"),
-        routing=p.get("routing") or "store-and-forward",
-        overlap_grad_reduce=p.get("overlap_grad_reduce", True) is not False,
-        overlap_all_gather=p.get("overlap_all_gather", True) is not False,
-        grad_dtype=p.get("grad_dtype"),
+        **given,
         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
-        steps=int(p.get("steps") or 3),
-        bn_group_replicas=int(p.get("bn_group_replicas") or 1),
-        gather_prefetch=int(1 if p.get("gather_prefetch") is None else p["gather_prefetch"]),
-        keep_gathered_weights=p.get("keep_gathered_weights") is True,
-        shard_across_slices=p.get("shard_across_slices", True) is not False,
         calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
     )
-    strategies = strategies_named(p.get("strategy") or "both")
+    strategies = strategies_named(p.get("strategy") or default_of("strategy"))
     results, meta = simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), strategies,
                                         per_replica_batch=p.get("per_replica_batch"),
                                         global_batch=p.get("global_batch"), options=options)

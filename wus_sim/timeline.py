@@ -38,6 +38,8 @@ that overlaps the next step's forward makes one step in isolation misleading.
 
 from dataclasses import dataclass, field
 
+from .params import POINT_KEYS
+
 __all__ = ["Bucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
 
 BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
@@ -144,8 +146,9 @@ def run_timeline(program, steps=3):
     """
     import simpy
 
-    if steps < 2:
-        raise ValueError('"steps" must be >= 2')
+    low = POINT_KEYS["steps"].minimum  # the table's rule (one period needs two step starts)
+    if steps < low:
+        raise ValueError(f'"steps" must be >= {low:g}')
     env = simpy.Environment()
     net = simpy.Resource(env, capacity=1)
     intervals = []

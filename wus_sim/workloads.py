@@ -34,7 +34,7 @@ from .keys import Key, KeyTable
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm",
     "load_workload", "known_workloads", "workload_dirs",
-    "DTYPE_BYTES", "SMALL_TENSOR_ELEMENTS", "WORKLOAD_KEYS",
+    "DTYPE_BYTES", "SMALL_TENSOR_ELEMENTS", "WORKLOAD_KEYS", "resolve_batch", "resolve_replicas",
 ]
 
 WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
@@ -520,3 +520,38 @@ def _read_configs(doc):
                                             f"({c.replicas} x {c.per_replica_batch})", c.global_batch)
         configs.append(c)
     return configs
+
+
+def resolve_batch(workload, topology, replicas, *, per_replica_batch=None, global_batch=None):
+    """Per-replica batch of *workload* on *topology* with *replicas*: given, or global /
+    replicas, or the MLPerf run's on this slice, or the workload's default. Every caller
+    (step, plan, experiments) resolves the batch here."""
+    if per_replica_batch is not None and global_batch is not None:
+        raise ConfigError("give per_replica_batch or global_batch, not both", key_path="global_batch",
+                          value=global_batch)
+    if per_replica_batch is not None:
+        if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
+            raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
+        return per_replica_batch
+    if global_batch is not None:
+        if global_batch % replicas:
+            raise ConfigError(f"must be a multiple of the {replicas} replicas", key_path="global_batch",
+                              value=global_batch)
+        return global_batch // replicas
+    return workload.per_replica_batch_for(topology.name)
+
+
+def resolve_replicas(workload, topology, replicas=None):
+    """Data-parallel replicas of *workload* on *topology*: *replicas* if given, else those of
+    the MLPerf run on this slice (spatial partitioning) when they divide its cores, else one
+    per core."""
+    if replicas is not None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1 \
+                or topology.num_replicas % replicas:
+            raise ConfigError(f"must divide the slice's {topology.num_replicas} cores", key_path="replicas",
+                              value=replicas)
+        return replicas
+    config = workload.config_for(topology.name)
+    if config is not None and topology.num_replicas % config.replicas == 0:
+        return config.replicas
+    return topology.num_replicas

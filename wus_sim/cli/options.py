@@ -2,12 +2,12 @@
 
 An option whose destination is a point parameter (``--link-GBps`` -> ``link_GBps``,
 ``--steps``, ``--bucket-MiB``, ...) is checked by that parameter's entry in
-:data:`wus_sim.experiments.spec.POINT_KEYS`, so the command line and YAML accept exactly
+:data:`wus_sim.params.POINT_KEYS`, so the command line and YAML accept exactly
 the same values; options that are not point parameters have their range here.
 :func:`check_options` runs on every parsed command line before the subcommand does.
 """
 
-from ..experiments.spec import POINT_KEYS, Param, check_param
+from ..params import POINT_KEYS, Param, check_param
 from ..limits import MAX_CHUNKS
 
 __all__ = ["OPTION_PARAMS", "check_options"]

@@ -77,18 +77,13 @@ def build_report(args):
     from ..strategies import STRATEGIES, step_work
     from ..topology import load_topology
     from ..units import MiB
-    from ..workloads import DTYPE_BYTES, load_workload
+    from ..workloads import DTYPE_BYTES, load_workload, resolve_batch, resolve_replicas
 
     workload = load_workload(args.workload)
     topology = load_topology(args.topology)
     config = workload.config_for(topology.name)
-    batch = (workload.per_replica_batch_for(topology.name) if args.per_replica_batch is None
-             else args.per_replica_batch)
-    if batch < 1:
-        raise ConfigError("must be >= 1", key_path="--per-replica-batch", value=batch)
-    replicas = (config.replicas if config else None) if args.replicas is None else args.replicas
-    if args.bucket_MiB is not None and not args.bucket_MiB > 0:
-        raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
+    replicas = resolve_replicas(workload, topology, args.replicas)
+    batch = resolve_batch(workload, topology, replicas, per_replica_batch=args.per_replica_batch)
     bucket_bytes = int(args.bucket_MiB * MiB) if args.bucket_MiB is not None else DEFAULT_BUCKET_BYTES
     optimizer = args.optimizer or workload.default_optimizer
     p = plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=bucket_bytes,

@@ -27,6 +27,8 @@ import json
 import math
 import sys
 
+from ..params import STRATEGY_CHOICES, default_of
+
 __all__ = ["add_parser", "run"]
 
 _DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
@@ -41,25 +43,31 @@ def add_parser(subparsers):
     p.add_argument("--topology", "-t", required=True, metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
     p.add_argument("--optimizer", "-o", metavar="O", help="optimizer (default: the workload's)")
-    p.add_argument("--strategy", "-s", choices=("replicated", "sharded", "fully-sharded", "both", "all"),
-                   default="both", help="update strategy: one, both (replicated and sharded; the default) or all")
+    p.add_argument("--strategy", "-s", choices=STRATEGY_CHOICES, default=default_of("strategy"),
+                   help=f"update strategy: one, both (replicated and sharded) or all (default {default_of('strategy')})")
     p.add_argument("--per-replica-batch", type=int, metavar="B",
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the workload's)")
     p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
-    p.add_argument("--algorithm", default="2d", metavar="A",
-                   help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling (default 2d)")
-    p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
+    p.add_argument("--algorithm", default=default_of("algorithm"), metavar="A",
+                   help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling "
+                        f"(default {default_of('algorithm')})")
+    p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=default_of("bidirectional"),
                    help="ring phases in both directions at once (default for ring algorithms; a mesh axis keeps "
                         "its folded ring, which already uses both link directions; --no-bidirectional: one direction)")
-    p.add_argument("--routing", default="store-and-forward", metavar="R",
-                   help="network routing: store-and-forward (default) or cut-through")
+    p.add_argument("--routing", default=default_of("routing"), metavar="R",
+                   help=f"network routing: store-and-forward or cut-through (default {default_of('routing')})")
     p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")
     p.add_argument("--bucket-MiB", type=float, dest="bucket_MiB", metavar="F", help="fusion bucket size, MiB")
-    p.add_argument("--no-overlap-grad-reduce", action="store_true",
-                   help="reduce gradients only after backward has finished")
-    p.add_argument("--no-overlap-all-gather", action="store_true",
-                   help="sharded: all-gather weights at the end of the step, not during the next forward")
-    p.add_argument("--gather-prefetch", type=int, default=1, dest="gather_prefetch", metavar="K",
+    p.add_argument("--overlap-grad-reduce", action=argparse.BooleanOptionalAction,
+                   default=default_of("overlap_grad_reduce"),
+                   help="reduce each bucket's gradients as soon as backward has produced them "
+                        "(--no-overlap-grad-reduce: only after backward has finished)")
+    p.add_argument("--overlap-all-gather", action=argparse.BooleanOptionalAction,
+                   default=default_of("overlap_all_gather"),
+                   help="sharded: all-gather weights during the next forward (--no-overlap-all-gather: at "
+                        "the end of the step)")
+    p.add_argument("--gather-prefetch", type=int, default=default_of("gather_prefetch"), dest="gather_prefetch",
+                   metavar="K",
                    help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default 1)")
     p.add_argument("--keep-gathered-weights", action="store_true",
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
@@ -73,7 +81,8 @@ def add_parser(subparsers):
                    help="multislice: DCN bandwidth per chip, one direction, GB/s (default: the chip's)")
     p.add_argument("--dcn-latency-us", type=float, dest="dcn_latency_us", metavar="F",
                    help="multislice: latency of one DCN exchange, us (default 10, an assumption)")
-    p.add_argument("--shard-across-slices", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--shard-across-slices", action=argparse.BooleanOptionalAction,
+                   default=default_of("shard_across_slices"),
                    help="multislice, sharded update: shard over every replica of every slice (default); "
                         "--no-shard-across-slices: within each slice only, all-reducing the shard over the DCN")
     p.add_argument("--failed-links", dest="failed_links", default=None, metavar="K|LIST",
@@ -87,9 +96,10 @@ def add_parser(subparsers):
                    help="fraction of matrix-unit peak reached (default: the calibration's)")
     p.add_argument("--calibration", metavar="C",
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
-    p.add_argument("--bn-group-replicas", type=int, default=1, metavar="K",
+    p.add_argument("--bn-group-replicas", type=int, default=default_of("bn_group_replicas"), metavar="K",
                    help="cross-replica batch norm over groups of K replicas (default 1: local)")
-    p.add_argument("--steps", type=int, default=3, metavar="K", help="consecutive steps simulated (>= 2)")
+    p.add_argument("--steps", type=int, default=default_of("steps"), metavar="K",
+                   help=f"consecutive steps simulated (>= 2; default {default_of('steps')})")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON of the simulated steps")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
@@ -104,10 +114,6 @@ def run(args):
     from ..multislice import load_multislice
     from ..units import MiB
 
-    if args.steps < 2:
-        raise ConfigError("must be >= 2", key_path="--steps", value=args.steps)
-    if args.bucket_MiB is not None and not args.bucket_MiB > 0:
-        raise ConfigError("must be > 0", key_path="--bucket-MiB", value=args.bucket_MiB)
     from ..experiments.spec import check_point_value
 
     faults = {key: check_point_value(key, getattr(args, key), key_path="--" + key.replace("_", "-"))
@@ -123,7 +129,7 @@ def run(args):
     calibration = load_calibration(args.calibration)
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
-        overlap_grad_reduce=not args.no_overlap_grad_reduce, overlap_all_gather=not args.no_overlap_all_gather,
+        overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
         grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
         steps=args.steps, bn_group_replicas=args.bn_group_replicas, gather_prefetch=args.gather_prefetch,

@@ -1,4 +1,4 @@
-"""Experiment files: the point-parameter table, strict validation and sweep expansion.
+"""Experiment files: strict validation and sweep expansion over the point parameters.
 
 An experiment YAML names what to simulate and which parameters to sweep; it
 only refers to workloads, topologies and optimizers by name::
@@ -23,7 +23,7 @@ only refers to workloads, topologies and optimizers by name::
         name: speedup
 
 Every point parameter, its type, default, unit and rule is in ONE table,
-:data:`POINT_KEYS`; ``wus_sim.step.simulate_point`` accepts exactly those keys
+:data:`wus_sim.params.POINT_KEYS`; ``wus_sim.step.simulate_point`` accepts exactly those keys
 and the results table documents them from the same entries. Points always
 carry every key (defaults filled in), so a point's hash names it completely.
 ``None`` (YAML ``null``) means "the model's own default" (the workload's
@@ -31,9 +31,7 @@ optimizer and gradient dtype, the topology's link bandwidth, ...).
 """
 
 from dataclasses import dataclass, field
-import hashlib
 import itertools
-import json
 import math
 import os
 from pathlib import Path
@@ -41,423 +39,17 @@ from pathlib import Path
 from ..config import Section, is_file, key_join, load_yaml
 from ..errors import ConfigError, UnknownNameError
 from ..keys import Key, KeyTable
-from ..limits import MAX_STEPS, MAX_SWEEP_POINTS, check_limit
+from ..limits import MAX_SWEEP_POINTS, check_limit
 from ..shipped import shipped_dir
+
+from ..params import (POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, Param, check_param, check_point_value,  # noqa: F401
+                      complete_point, point_hash, strategies_of)
 
 __all__ = [
     "Param", "POINT_KEYS", "EXPERIMENT_KEYS", "STRATEGY_CHOICES", "Axis", "PlotSpec", "Experiment",
     "load_experiment", "find_experiment", "known_experiments", "parse_experiment", "check_point_value", "check_param", "complete_point",
     "point_hash", "strategies_of",
 ]
-
-STRATEGY_CHOICES = ("replicated", "sharded", "fully-sharded", "both", "all")
-"""Values of the ``strategy`` key; ``both`` simulates replicated and sharded (the paper's pair) and
-reports the speedup, ``all`` every strategy with each one's speedup over replicated."""
-
-_STRATEGY_SETS = {"both": ("replicated", "sharded"), "all": ("replicated", "sharded", "fully-sharded")}
-"""What ``both`` and ``all`` name, in report order."""
-
-def _algorithms():
-    """Collective algorithms of the collective engine (imported when a point is checked)."""
-    from ..collectives import ALGORITHMS
-
-    return tuple(ALGORITHMS)
-
-
-def _routings():
-    """Routing modes of the network model (imported when a point is checked)."""
-    from ..network import ROUTINGS
-
-    return tuple(ROUTINGS)
-
-
-# ---------------------------------------------------------------- name checks
-def _existing_path(text, base_dir):
-    """*text* as an existing YAML file (relative to cwd, then to *base_dir*), or None."""
-    if not text.endswith((".yaml", ".yml")) and "/" not in text:
-        return None
-    for candidate in (Path(text), (Path(base_dir) / text) if base_dir else None):
-        if candidate is not None and is_file(candidate):
-            return candidate if candidate == Path(text) else candidate.resolve()
-    raise ConfigError("file not found", value=text)
-
-
-def _check_workload(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a workload name or a path to a workload YAML file", value=value)
-    path = _existing_path(value, base_dir)
-    if path is not None:
-        return str(path)
-    from ..workloads import known_workloads
-
-    if value not in known_workloads():
-        raise UnknownNameError("workload", value, known_workloads())
-    return value
-
-
-def _check_optimizer(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be an optimizer name (adam, adam+clip) or a path to an optimizer YAML file",
-                          value=value)
-    path = _existing_path(value, base_dir)
-    from ..optimizers import load_optimizer
-
-    # Loading checks compositions (adam+clip) and files the same way the simulator will read them.
-    try:
-        load_optimizer(str(path) if path is not None else value)
-    except ConfigError as exc:
-        raise ConfigError(exc.rule, value=exc.value if exc.value is not None else value) from None
-    return str(path) if path is not None else value
-
-
-def _check_topology(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a topology name, a path, or inline torus:16x16 / mesh:8x8 / torus:8x8x8",
-                          value=value)
-    from ..topology import known_topologies, parse_inline
-
-    if value.startswith(("torus:", "mesh:")):
-        if parse_inline(value) is None:
-            raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)", value=value)
-        return value
-    path = _existing_path(value, base_dir)
-    if path is not None:
-        return str(path)
-    if value not in known_topologies():
-        raise UnknownNameError("topology", value, known_topologies())
-    return value
-
-
-def _check_calibration(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a calibration name (default, none) or a path to a calibration YAML", value=value)
-    path = _existing_path(value, base_dir)
-    from ..calibration import load_calibration
-
-    load_calibration(str(path) if path is not None else value)
-    return str(path) if path is not None else value
-
-
-def _check_failed_links(value, base_dir):
-    """A count K (random cables) or a cable list; which chips exist is checked when the
-    point's topology is loaded."""
-    from ..topology import MAX_RANDOM_CABLES, split_cables
-
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value <= MAX_RANDOM_CABLES:
-            raise ConfigError(f"must be a count from 0 to {MAX_RANDOM_CABLES} or cables such as 12+x,40-y",
-                              value=value)
-        return value
-    if not isinstance(value, str):
-        raise ConfigError("must be a count K or comma-separated cables such as 12+x,40-y", value=value)
-    split_cables(value, key_path=None)
-    return value.strip()
-
-
-def _check_slow_links(value, base_dir):
-    from ..topology import split_slow_links
-
-    head, _ = split_slow_links(value if isinstance(value, str) else repr(value))
-    try:
-        _check_failed_links(head, base_dir)
-    except ConfigError as exc:
-        raise ConfigError(exc.rule, value=value) from None
-    return value.strip()
-
-
-# ---------------------------------------------------------------- the table
-@dataclass(frozen=True)
-class Param:
-    """One point parameter: its type, default, unit and rule."""
-
-    name: str
-    kind: str
-    """``'name'`` (checked by *check*), ``'choice'``, ``'int'``, ``'number'``, ``'bool'``,
-    ``'wrap'`` (a bool, or one bool per torus axis)."""
-    default: object = None
-    """Value when the experiment does not set it; ``None`` = the model's own default."""
-    meaning: str = ""
-    """One line for columns.md: what the parameter is, and what ``None`` means."""
-    unit: str = ""
-    """The unit the user writes (and that the results column carries)."""
-    required: bool = False
-    nullable: bool = True
-    """Whether ``null`` is allowed (it means the model's default)."""
-    choices: object = None
-    """Tuple of allowed values, or a function returning it (``'choice'``)."""
-    minimum: float = None
-    maximum: float = None
-    positive: bool = False
-    check: object = field(default=None, compare=False)
-    """``check(value, base_dir) -> value`` for names; raises ConfigError/UnknownNameError."""
-    rule_text: str = None
-    """The rule in words of a ``'name'`` parameter that is not a name (``failed_links``)."""
-
-    def rule(self):
-        """The rule in words, for error messages and columns.md."""
-        if self.rule_text:
-            text = self.rule_text
-        elif self.kind == "choice":
-            text = "one of " + ", ".join(self._choices())
-        elif self.kind == "int":
-            text = "a whole number"
-        elif self.kind == "number":
-            text = "a number"
-        elif self.kind == "bool":
-            text = "true or false"
-        elif self.kind == "wrap":
-            text = "true/false, or a list with one true/false per torus axis"
-        else:
-            text = f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name} name or path"
-        bounds = []
-        if self.positive:
-            bounds.append("> 0")
-        if self.minimum is not None:
-            bounds.append(f">= {_bound(self.minimum)}")
-        if self.maximum is not None:
-            bounds.append(f"<= {_bound(self.maximum)}")
-        if bounds:
-            text += " " + " and ".join(bounds)
-        if self.nullable and not self.required:
-            text += " (or null)"
-        return text
-
-    def _choices(self):
-        return tuple(self.choices() if callable(self.choices) else self.choices)
-
-    def json_schema(self):
-        """JSON Schema of one value of this parameter (what ``base`` may set it to)."""
-        if self.kind == "choice":
-            out = {"enum": list(self._choices())}
-        elif self.kind in ("int", "number"):
-            out = {"type": "integer" if self.kind == "int" else "number"}
-            if self.positive:
-                out["exclusiveMinimum"] = 0
-            if self.minimum is not None:
-                out["minimum"] = self.minimum
-            if self.maximum is not None:
-                out["maximum"] = self.maximum
-        elif self.kind == "bool":
-            out = {"type": "boolean"}
-        elif self.kind == "wrap":
-            out = {"oneOf": [{"type": "boolean"},
-                             {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}
-        elif self.rule_text:  # a count or a list in words (failed_links: 2 or "12+x,40-y")
-            out = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]}
-        else:
-            out = {"type": "string", "minLength": 1}
-        if self.nullable and not self.required:
-            out = {"anyOf": [out, {"type": "null"}]}
-        text = self.meaning + (f" Unit: {self.unit}." if self.unit else "")
-        return {"description": text, **out} if self.default is None else \
-            {"description": text, **out, "default": self.default}
-
-
-def _bound(x):
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
-
-
-def _table(*params):
-    return {p.name: p for p in params}
-
-
-POINT_KEYS = _table(
-    Param("workload", "name", required=True, nullable=False,
-          meaning="Workload profile: a shipped name (see `wus-sim describe workload`) or a path to a workload YAML.",
-          check=_check_workload),
-    Param("topology", "name", required=True, nullable=False,
-          meaning="TPU slice: a shipped name (tpu-v3-512), a path, or inline torus:16x16 / mesh:8x8 / "
-                  "torus:8x8x8 (1 core per chip, generic chip).",
-          check=_check_topology),
-    Param("optimizer", "name",
-          meaning="Optimizer (see `wus-sim describe optimizer`); null = the workload's default.",
-          check=_check_optimizer),
-    Param("strategy", "choice", default="both", nullable=False, choices=STRATEGY_CHOICES,
-          meaning="Weight-update strategy simulated for the point; 'both' (replicated and sharded) and 'all' "
-                  "(adds fully-sharded) give one row each and the speedup of each over replicated."),
-    Param("per_replica_batch", "int", minimum=1, maximum=2**24, unit="examples",
-          meaning="Examples per replica per step; null = global_batch / replicas, else the MLPerf v0.6 run's "
-                  "on that slice, else the workload's default."),
-    Param("global_batch", "int", minimum=1, maximum=2**31, unit="examples",
-          meaning="Examples per step over all replicas (must divide by the replicas); set this or "
-                  "per_replica_batch, not both."),
-    Param("link_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
-          meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
-    Param("hop_latency_us", "number", minimum=0, maximum=1e6, unit="us",
-          meaning="Latency per ICI hop; null = the topology's."),
-    Param("wraparound", "wrap",
-          meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
-    Param("cores_per_chip", "int", minimum=1, maximum=64,
-          meaning="Cores (replicas) per chip; null = the topology's."),
-    Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
-          meaning="Collective algorithm of the gradient reduction and weight all-gather."),
-    Param("bidirectional", "bool",
-          meaning="Run each ring phase in both directions at once (half the data each way); null = yes for "
-                  "ring algorithms (TPU all-reduces use both link directions). A mesh axis keeps its one folded "
-                  "ring either way: it already uses both directions of every link."),
-    Param("routing", "choice", default="store-and-forward", nullable=False, choices=_routings,
-          meaning="Network routing: store-and-forward (each hop receives the whole message first) or "
-                  "cut-through (the head moves on at once; differs on multi-hop edges, e.g. mesh folded rings)."),
-    Param("bucket_MiB", "number", positive=True, maximum=2**20, unit="MiB",
-          meaning="Gradient fusion bucket size (2^20 B); null = the planner's default."),
-    Param("overlap_grad_reduce", "bool", default=True, nullable=False,
-          meaning="Start each bucket's gradient reduction as soon as backward has produced it."),
-    Param("overlap_all_gather", "bool", default=True, nullable=False,
-          meaning="Sharded: overlap the weight all-gather with the next step's forward "
-                  "(false: at the end of the step)."),
-    Param("gather_prefetch", "int", default=1, minimum=0, maximum=2**20, nullable=False, unit="buckets",
-          meaning="Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each gather "
-                  "waits until its bucket is needed); each one more holds one more bucket of full weights."),
-    Param("keep_gathered_weights", "bool", default=False, nullable=False,
-          meaning="Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one "
-                  "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),
-    Param("grad_dtype", "choice", choices=("fp32", "bf16"),
-          meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
-    Param("mxu_efficiency", "number", positive=True, maximum=1,
-          meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
-    Param("steps", "int", default=3, minimum=2, maximum=MAX_STEPS, nullable=False, unit="steps",
-          meaning="Consecutive training steps simulated; the step time is the steady-state period."),
-    Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
-          meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
-                  "batch-norm layer (1 = local batch norm)."),
-    Param("slices", "int", minimum=1, maximum=1024, unit="slices",
-          meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
-                  "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
-          meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
-                  "the chip's default (wus_sim.multislice.DCN_DEFAULTS, with sources). Unused with one slice."),
-    Param("dcn_latency_us", "number", minimum=0, maximum=1e6, unit="us",
-          meaning="Multislice: latency of one DCN exchange; null = the topology file's, else 10 us (an "
-                  "assumption: no published figure). Unused with one slice."),
-    Param("shard_across_slices", "bool", default=True, nullable=False,
-          meaning="Multislice, sharded update: shard over every replica of every slice (DCN reduce-scatter and "
-                  "all-gather); false: within each slice only (DCN all-reduce, every slice updates its copy)."),
-    Param("failed_links", "name", rule_text="a count K, or comma-separated cables CHIP+AXIS such as 12+x,40-y",
-          meaning="Failed ICI cables (both directions down): K chosen at random (seeded by seed), or a list "
-                  "(12+x: the cable from chip 12 to its +x neighbour); routes detour around them; null = none.",
-          check=_check_failed_links),
-    Param("slow_links", "name", rule_text="LIST:FACTOR or K:FACTOR with FACTOR >= 1, e.g. 12+x,40-y:4 or 2:4",
-          meaning="Slowed ICI cables: both directions run at their bandwidth / FACTOR; the cables as in "
-                  "failed_links (K random ones are drawn after the failed ones, among the rest); null = none.",
-          check=_check_slow_links),
-    Param("seed", "int", minimum=0, maximum=2**53,
-          meaning="Seed of numpy.random.default_rng that draws the K random failed and slow cables; null = 0."),
-    Param("calibration", "name",
-          meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
-                  "null = the shipped default calibration.",
-          check=_check_calibration),
-)
-"""Every key a point may have, in column order. ``wus_sim.step.simulate_point`` accepts exactly these."""
-
-
-def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
-    """Validate *value* for point parameter *key*; return it normalised.
-
-    Errors name *file*, *key_path* (default: *key*), the value and the rule.
-    """
-    key_path = key_path or key
-    param = POINT_KEYS.get(key)
-    if param is None:
-        raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}",
-                          file=file, key_path=key_path)
-    return check_param(param, value, file=file, key_path=key_path, base_dir=base_dir)
-
-
-def check_param(param, value, *, file=None, key_path=None, base_dir=None):
-    """Validate *value* against *param*'s kind and declared range (the one check that
-    YAML points and command-line options alike go through); return it normalised."""
-    key_path = key_path or param.name
-    raw = value
-
-    def bad(rule=None):
-        return ConfigError(f"must be {rule or param.rule()}", file=file, key_path=key_path, value=raw)
-
-    if value is None:
-        if param.required or not param.nullable:
-            raise bad()
-        return None
-    kind = param.kind
-    if kind == "name":
-        try:
-            return param.check(value, base_dir)
-        except ConfigError as exc:
-            shown = exc.value if exc.value is not None else value  # e.g. the bad part of 'clip+adam'
-            raise ConfigError(exc.rule, file=file, key_path=key_path, value=shown) from None
-        except UnknownNameError as exc:
-            raise ConfigError(f"is not a known {exc.kind}; known: {', '.join(exc.known)}",
-                              file=file, key_path=key_path, value=value) from None
-    if kind == "choice":
-        if not _hashable(value) or value not in param._choices():
-            raise bad()
-        return value
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise bad()
-        return value
-    if kind == "wrap":
-        if isinstance(value, bool):
-            return value
-        if (isinstance(value, list) and 1 <= len(value) <= 3
-                and all(isinstance(v, bool) for v in value)):
-            return list(value)
-        raise bad()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise bad()
-    if not _finite(value):
-        raise bad("a finite number")
-    if kind == "int":
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise bad()
-            value = int(value)
-    else:
-        value = float(value)
-    if param.positive and not value > 0:
-        raise bad()
-    if param.minimum is not None and value < param.minimum:
-        raise bad()
-    if param.maximum is not None and value > param.maximum:
-        raise bad()
-    return value
-
-
-def _finite(value):
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an int such as 10**400
-        return False
-
-
-def _hashable(value):
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-def complete_point(values):
-    """A full point: every key of :data:`POINT_KEYS` in table order, defaults filled in."""
-    unknown = set(values) - set(POINT_KEYS)
-    if unknown:
-        raise ConfigError(f"unknown point parameters {sorted(unknown)}; known: {', '.join(POINT_KEYS)}")
-    return {key: values.get(key, param.default) for key, param in POINT_KEYS.items()}
-
-
-def point_hash(point):
-    """Stable 16-hex-digit id of a point's parameters (key order does not matter)."""
-    text = json.dumps(point, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def strategies_of(point):
-    """The strategies a point simulates: ``('replicated', 'sharded')`` for ``'both'``, every
-    strategy for ``'all'``."""
-    strategy = point.get("strategy", "both")
-    return _STRATEGY_SETS.get(strategy, (strategy,))
-
 
 # ---------------------------------------------------------------- experiments
 @dataclass(frozen=True)
@@ -809,9 +401,9 @@ def _parse_strategies(top):
                               key_path=key_join("strategies", i), value=s)
     chosen = set()
     for s in raw:
-        chosen.update(_STRATEGY_SETS.get(s, (s,)))
+        chosen.update(STRATEGY_SETS.get(s, (s,)))
     for name in ("both", "all"):
-        if chosen == set(_STRATEGY_SETS[name]):
+        if chosen == set(STRATEGY_SETS[name]):
             return name
     if len(chosen) == 1:
         return raw[0]

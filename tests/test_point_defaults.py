@@ -1,0 +1,44 @@
+"""One table of point parameters: the defaults and rules of StepOptions, of `wus-sim step`'s
+options and of experiment points are read from wus_sim.params.POINT_KEYS, not restated."""
+
+import dataclasses
+
+import pytest
+
+from wus_sim.cli import build_parser
+from wus_sim.errors import ConfigError
+from wus_sim.params import POINT_KEYS, complete_point
+from wus_sim.step import StepOptions
+
+STEP_FIELDS = [f.name for f in dataclasses.fields(StepOptions) if f.name in POINT_KEYS]
+
+
+def test_step_options_take_every_point_parameter_default_from_the_table():
+    assert len(STEP_FIELDS) >= 10
+    options = StepOptions()
+    for name in STEP_FIELDS:
+        assert getattr(options, name) == POINT_KEYS[name].default, name
+
+
+def test_step_command_defaults_are_the_table_defaults():
+    args = build_parser().parse_args(["step", "resnet50", "--topology", "tpu-v3-32"])
+    shared = [name for name in vars(args) if name in POINT_KEYS and name not in ("workload", "topology")]
+    assert {"strategy", "algorithm", "routing", "steps", "gather_prefetch", "bn_group_replicas",
+            "overlap_grad_reduce", "overlap_all_gather", "shard_across_slices"} <= set(shared)
+    for name in shared:
+        assert getattr(args, name) == POINT_KEYS[name].default, name
+
+
+def test_experiment_points_are_completed_with_the_table_defaults():
+    point = complete_point({"workload": "resnet50", "topology": "tpu-v3-32"})
+    for name, param in POINT_KEYS.items():
+        if name not in ("workload", "topology"):
+            assert point[name] == param.default, name
+
+
+@pytest.mark.parametrize("name,bad", [("steps", 1), ("gather_prefetch", -1), ("bn_group_replicas", 0),
+                                      ("keep_gathered_weights", "yes"), ("overlap_grad_reduce", 1)])
+def test_step_options_apply_the_table_rules(name, bad):
+    with pytest.raises(ConfigError) as exc:
+        StepOptions(**{name: bad})
+    assert exc.value.key_path == name and POINT_KEYS[name].rule() in str(exc.value)
