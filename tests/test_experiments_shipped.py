@@ -69,3 +69,14 @@ def test_full_run(path, tmp_path):
     exp = load_experiment(path)
     df = run(path, tmp_path)
     check_run(exp, df, tmp_path, reduced=False)
+
+
+def test_many_skipped_plots_are_one_warning_line(tmp_path, capsys):
+    """A --limit run of an experiment with many plots skips most of them: they are summed up in
+    one line naming each, not one line apiece (the console stays a few lines)."""
+    path = EXPERIMENTS[0].parent / "whatif_fully_sharded.yaml"
+    code = main(["run", str(path), "--limit", "1", "--out", str(tmp_path / "o"),
+                 "-q", "--jobs", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 0 and len(err) == 1
+    assert "plots skipped" in err[0] and "'step_time'" in err[0] and "first: no rows to plot" in err[0]

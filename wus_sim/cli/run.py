@@ -57,10 +57,19 @@ def run(args):
             from ..limits import excerpt, short_repr
             from ..plotting import save_plots
 
-            def skipped(plot, reason):
-                print(f"wus-sim run: warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
-
-            written.extend(save_plots(plots, result.frame, out_dir, on_skip=skipped, chosen=set(experiment.base)))
+            skips = []
+            written.extend(save_plots(plots, result.frame, out_dir, on_skip=lambda plot, why: skips.append((plot, why)),
+                                      chosen=set(experiment.base)))
+            # one line per skipped plot while they are few; one summary line beyond that (a
+            # --limit run of a many-plot experiment would otherwise flood the console)
+            if len(skips) <= 2:
+                for plot, why in skips:
+                    print(f"wus-sim run: warning: plot {short_repr(plot.name)} skipped: {excerpt(why, 300)}",
+                          file=sys.stderr)
+            else:
+                names = ", ".join(short_repr(plot.name) for plot, _ in skips)
+                print(f"wus-sim run: warning: {len(skips)} plots skipped ({excerpt(names, 200)}); first: "
+                      f"{excerpt(skips[0][1], 200)}", file=sys.stderr)
         return written
 
     try:
