@@ -70,7 +70,8 @@ def run(args):
 
 def build_report(args):
     """The plan report as a JSON-ready dict (what ``--json`` prints)."""
-    from ..compute import ComputeParams, backward_time_s, forward_time_s, memory_bound_time_s
+    from ..calibration import load_calibration
+    from ..compute import layer_times, memory_bound_time_s
     from ..errors import ConfigError
     from ..memory import memory_both
     from ..planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
@@ -95,10 +96,11 @@ def build_report(args):
     if not 0 <= replica < p.replicas:
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
 
-    params = ComputeParams()
+    calibration = load_calibration(None)  # the shipped one, as every other command uses
+    params = calibration.compute_params()
     memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES)
-    fwd = forward_time_s(workload, topology, batch, params, spatial_ways=p.spatial_ways)
-    bwd = backward_time_s(workload, topology, batch, params, spatial_ways=p.spatial_ways)
+    layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways)
+    fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}
     for s in STRATEGIES:
         work = step_work(p, s)
@@ -116,6 +118,7 @@ def build_report(args):
                       f"MLPerf v0.6 run on {topology.name}" if config else "workload default"),
         mlperf_config=vars(config).copy() if config else None,
         compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},
+        calibration=calibration.id,
         strategies=strategies,
         memory_bytes={s: _memory_bytes(m.to_dict()) for s, m in memory.items()},
         memory_fits={s: m.fits for s, m in memory.items()},
@@ -183,7 +186,7 @@ def _text(r):
                    f"in bucket {first['bucket']} after each reduce-scatter phase: {phases}")
     c = r["compute"]
     out.append(f"  compute per replica: forward {format_time(c['fwd_time_s'])}, backward "
-               f"{format_time(c['bwd_time_s'])} (MXU efficiency {c['params']['mxu_efficiency']:g})")
+               f"{format_time(c['bwd_time_s'])} (MXU efficiency {c['params']['mxu_efficiency']:.3g}, calibration {r['calibration']})")
     out.append("")
     rows = [
         ("gradient collectives", lambda x: f"{x['grad_collectives']} ({format_bytes(x['grad_nbytes'])})"),
