@@ -62,10 +62,10 @@ def test_engines_agree_on_shared_problems(quick_run):
 
 def test_registry_takes_new_cases_without_touching_the_loop():
     calls = []
-    case = bench.Case("test: a registered case", "dummy", setup=lambda: 3,
+    case = bench.BenchCase("test: a registered case", "dummy", setup=lambda: 3,
                       run=lambda n: calls.append(n) or bench.Measurement(1.5, 10), quick=True, full=False,
                       problem="dummy")
-    missing = bench.Case("test: needs something", "dummy", setup=lambda: (_ for _ in ()).throw(
+    missing = bench.BenchCase("test: needs something", "dummy", setup=lambda: (_ for _ in ()).throw(
         bench.Unavailable("not built yet")), run=lambda s: None, quick=True, full=False)
     try:
         bench.register(case)

@@ -308,7 +308,7 @@ def test_point_key_and_cli_step(capsys):
     from wus_sim.cli import main
     from wus_sim.errors import ConfigError
     from wus_sim.experiments.spec import check_point_value, complete_point
-    from wus_sim.step import simulate_point
+    from wus_sim.experiments.records import simulate_point
 
     assert complete_point({"workload": "resnet50", "topology": "tpu-v3-32"})["routing"] == SF
     assert check_point_value("routing", CT) == CT

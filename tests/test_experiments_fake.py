@@ -1,4 +1,4 @@
-"""A small deterministic stand-in for ``wus_sim.step.simulate_point`` used by the experiment tests.
+"""A small deterministic stand-in for ``wus_sim.experiments.records.simulate_point`` used by the experiment tests.
 
 It follows the same contract (one flat record per strategy, the point's
 parameters plus step time, breakdown, memory, status, and ``speedup`` on the

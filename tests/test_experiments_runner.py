@@ -152,7 +152,7 @@ def test_resume_redoes_points_journaled_by_another_model_version(tmp_path, monke
 
 def test_shipped_model_fingerprint_follows_the_sources():
     from wus_sim.experiments.runner import model_fingerprint
-    from wus_sim.step import simulate_point
+    from wus_sim.experiments.records import simulate_point
 
     fp = model_fingerprint(simulate_point)
     assert fp.startswith("sim:") and fp == model_fingerprint()

@@ -240,7 +240,7 @@ def test_point_keys():
 
 def test_a_step_point_with_failed_links_is_no_faster():
     from wus_sim.experiments.spec import complete_point
-    from wus_sim.step import simulate_point
+    from wus_sim.experiments.records import simulate_point
 
     point = {"workload": "resnet50", "topology": "torus:4x4", "per_replica_batch": 32}
     base = {r["strategy"]: r["step_time_s"] for r in simulate_point(complete_point(point))}

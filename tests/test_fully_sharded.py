@@ -190,7 +190,7 @@ def test_transformer_big_adam_v3_2048_fully_sharded(tmp_path):
 
 # ---------------------------------------------------------------- points and command line
 def test_point_rows_compare_every_strategy_with_replicated(toy):
-    from wus_sim.step import simulate_point
+    from wus_sim.experiments.records import simulate_point
 
     rows = simulate_point({"workload": toy.path, "topology": "torus:2x2", "strategy": "all", "calibration": "none",
                            "per_replica_batch": B, "gather_prefetch": 0, "keep_gathered_weights": True})
@@ -223,7 +223,7 @@ def test_bad_options_exit_2_with_one_line(capsys, argv, words):
 # ---------------------------------------------------------------- the README's figures
 def test_readme_fully_sharded_figures():
     """README "What-if: fully sharded weights": Transformer-big, Adam, tpu-v3-2048, calibrated model."""
-    from wus_sim.step import simulate_point
+    from wus_sim.experiments.records import simulate_point
 
     def point(batch, **kw):
         rows = simulate_point({"workload": "transformer-big", "topology": "tpu-v3-2048", "optimizer": "adam",

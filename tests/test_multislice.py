@@ -19,7 +19,8 @@ from test_step_golden import (ALPHA, B, COMPUTE, LINK, P, TOY_YAML, adam_update,
                               hand_layers, rs_2d, STEP_S)
 from wus_sim.errors import ConfigError
 from wus_sim.multislice import Multislice, dcn_time_s, hierarchical_time, load_multislice
-from wus_sim.step import StepOptions, simulate_point, simulate_strategies, speedup
+from wus_sim.experiments.records import simulate_point
+from wus_sim.step import StepOptions, simulate_strategies, speedup
 from wus_sim.topology import load_topology
 from wus_sim.workloads import load_workload
 

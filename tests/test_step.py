@@ -7,7 +7,8 @@ import pytest
 
 from wus_sim.cli import main
 from wus_sim.errors import ConfigError
-from wus_sim.step import StepOptions, simulate_point, simulate_step, simulate_strategies, speedup
+from wus_sim.experiments.records import simulate_point
+from wus_sim.step import StepOptions, simulate_step, simulate_strategies, speedup
 from wus_sim.timeline import BREAKDOWN_PARTS
 
 

@@ -249,7 +249,7 @@ def test_toy_bf16_backward_writes_bf16_weight_gradients(toy):
 
 
 def test_point_record_reports_the_bf16_gradients_it_ran(toy):
-    from wus_sim.step import simulate_point
+    from wus_sim.experiments.records import simulate_point
     rec = simulate_point({"workload": toy.path, "topology": "torus:2x2", "grad_dtype": "bf16",
                           "strategy": "sharded", "calibration": "none", "per_replica_batch": B})[0]
     assert rec["grad_comm_bytes"] == 2 * P

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.timeline import BREAKDOWN_PARTS, Bucket, StepProgram, run_timeline
+from wus_sim.timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 
 times = st.floats(1e-6, 1e-2)
 
@@ -22,7 +22,7 @@ def programs(draw, strategy=None):
         if not layers:
             continue
         sharded = strategy == "sharded"
-        buckets.append(Bucket(
+        buckets.append(TimelineBucket(
             name=f"b{lo}", first_layer=lo, layers=layers,
             grad_op="reduce-scatter" if sharded else "all-reduce",
             grad_nbytes=1.0, grad_time_s=draw(times),
@@ -75,7 +75,7 @@ def test_overlapped_gradient_reduction_hides_under_backward():
     # one bucket per layer; each reduction is shorter than the backward of the layer below it,
     # so all but the last bucket's reduction hide: exposed = the first layer's bucket only.
     n = 4
-    buckets = tuple(Bucket(f"b{i}", i, (i,), "all-reduce", 1.0, 0.5e-3) for i in range(n))
+    buckets = tuple(TimelineBucket(f"b{i}", i, (i,), "all-reduce", 1.0, 0.5e-3) for i in range(n))
     prog = StepProgram("replicated", (1e-3,) * n, (2e-3,) * n, buckets, update_s=1e-3)
     res = run_timeline(prog)
     assert res.breakdown["exposed_comm_s"] == pytest.approx(0.5e-3, rel=1e-9)
@@ -86,8 +86,8 @@ def test_gather_overlapping_next_forward_is_steady_state():
     # sharded, one bucket for all layers: with overlap the first forward layer waits for the
     # whole gather anyway, so overlap saves nothing; with one bucket per layer it hides.
     n = 3
-    one = (Bucket("all", 0, tuple(range(n)), "reduce-scatter", 1.0, 1e-3, 1.0, 2e-3),)
-    per_layer = tuple(Bucket(f"b{i}", i, (i,), "reduce-scatter", 1.0, 1e-3 / n, 1.0, 2e-3 / n)
+    one = (TimelineBucket("all", 0, tuple(range(n)), "reduce-scatter", 1.0, 1e-3, 1.0, 2e-3),)
+    per_layer = tuple(TimelineBucket(f"b{i}", i, (i,), "reduce-scatter", 1.0, 1e-3 / n, 1.0, 2e-3 / n)
                       for i in range(n))
     base = dict(strategy="sharded", fwd_layer_s=(1e-3,) * n, bwd_layer_s=(1e-3,) * n, update_s=1e-4,
                 overlap_grad_reduce=False)

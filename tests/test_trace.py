@@ -15,7 +15,7 @@ import json
 import pytest
 
 from wus_sim.cli import main
-from wus_sim.timeline import Bucket, StepProgram, run_timeline
+from wus_sim.timeline import TimelineBucket, StepProgram, run_timeline
 from wus_sim.trace import trace_events
 from wus_sim.workloads import load_workload
 
@@ -80,7 +80,7 @@ def test_activities_that_take_no_time_leave_no_slice_and_no_track():
     # layer 1 computes nothing and the only bucket's all-gather is free: neither may appear,
     # and the all-gather track (which would hold only that) must not be named
     program = StepProgram(strategy="sharded", fwd_layer_s=(1e-3, 0.0), bwd_layer_s=(2e-3, 0.0),
-                          buckets=(Bucket(name="b0", first_layer=0, layers=(0, 1), grad_op="reduce-scatter",
+                          buckets=(TimelineBucket(name="b0", first_layer=0, layers=(0, 1), grad_op="reduce-scatter",
                                           grad_nbytes=1e6, grad_time_s=5e-4, gather_nbytes=1e6, gather_time_s=0.0),),
                           update_s=1e-4, layer_names=("dense", "relu"))
     result = run_timeline(program, steps=2)

@@ -10,7 +10,8 @@ import pytest
 from wus_sim.calibration import load_calibration
 from wus_sim.cli import main
 from wus_sim.compute import ComputeParams
-from wus_sim.step import StepOptions, simulate_point
+from wus_sim.experiments.records import simulate_point
+from wus_sim.step import StepOptions
 from wus_sim.validation.calibrate import CALIBRATION_ROWS, FIT_PARAMS
 from wus_sim.validation.measured import load_measured
 from wus_sim.validation.validate import row_key, summary, validate

@@ -25,7 +25,7 @@ _LAZY = {
     "load_optimizer": "optimizers", "known_optimizers": "optimizers", "analyse": "optimizers",
     "plan": "planner", "memory_breakdown": "memory", "step_work": "strategies", "STRATEGIES": "strategies",
     "simulate_collective": "collectives", "analytic_time": "collectives", "collective_time": "collectives",
-    "simulate_step": "step", "simulate_strategies": "step", "simulate_point": "step", "StepOptions": "step",
+    "simulate_step": "step", "simulate_strategies": "step", "simulate_point": "experiments.records", "StepOptions": "step",
     "load_experiment": "experiments", "run_experiment": "experiments.runner", "read_results": "experiments",
     "ComputeParams": "compute", "load_calibration": "calibration",
     "draw_figure": "plotting", "save_plots": "plotting", "default_plots": "plotting",

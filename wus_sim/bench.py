@@ -5,7 +5,7 @@ that returns what it simulated (:class:`Measurement`). Cases live in one ordered
 registry, so other parts of wus-sim add theirs with :func:`register` and the loop
 in :func:`run_bench` does not change::
 
-    register(Case("step: bert 2048 replicas", "timeline", setup=..., run=..., quick=False))
+    register(BenchCase("step: bert 2048 replicas", "timeline", setup=..., run=..., quick=False))
 
 Each case runs ``repeat`` times (fresh ``setup()`` each time, so per-topology caches
 are part of the timed work); the record holds the median and minimum wall time,
@@ -46,7 +46,7 @@ from .shipped import shipped_dir
 from .units import MiB, format_bytes, format_time
 
 __all__ = [
-    "Measurement", "Case", "CASES", "register", "collective_problem", "collective_case", "cli_case", "step_case", "experiment_case",
+    "Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "step_case", "experiment_case",
     "run_case", "run_bench", "format_table", "machine_info", "Unavailable",
 ]
 
@@ -64,7 +64,7 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class Case:
+class BenchCase:
     """One benchmark case."""
 
     name: str
@@ -83,7 +83,7 @@ class Case:
 
 
 CASES = {}
-"""The registry, in insertion order: name -> :class:`Case`."""
+"""The registry, in insertion order: name -> :class:`BenchCase`."""
 
 
 def register(case):
@@ -131,7 +131,7 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
             out = impl(topo, op, algorithm, nbytes, engine=engine, **kw)
         return Measurement(out.time_s, out.events)
 
-    return Case(name, engine, setup, run, quick=quick, full=full, problem=problem)
+    return BenchCase(name, engine, setup, run, quick=quick, full=full, problem=problem)
 
 
 def cli_case(name, argv, *, quick=False, full=True, problem=""):
@@ -145,7 +145,7 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
         doc = json.loads(out.stdout)
         return Measurement(float(doc["time_s"]), int(doc.get("events", 0)))
 
-    return Case(name, "cli", lambda: None, run, quick=quick, full=full, problem=problem, measure_memory=False)
+    return BenchCase(name, "cli", lambda: None, run, quick=quick, full=full, problem=problem, measure_memory=False)
 
 
 def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,
@@ -165,12 +165,12 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
         from .step import simulate_strategies
 
         topo = topology if slices is None else load_multislice(topology, slices=slices)[1]
-        results, _ = simulate_strategies(workload, topo, optimizer, strategies)
+        results = simulate_strategies(workload, topo, optimizer, strategies).results
         events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
         return Measurement(results[strategies[-1]].step_time_s, events)
 
     where = topology if slices is None else f"{slices}x {topology}"
-    return Case(name, "timeline", setup, run, quick=quick, full=full,
+    return BenchCase(name, "timeline", setup, run, quick=quick, full=full,
                 problem=f"step {workload} {optimizer or 'default'} on {where}")
 
 
@@ -197,7 +197,7 @@ def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
                 points = len({row["point_hash"] for row in csv.DictReader(fh)})
         return Measurement(None, points)
 
-    return Case(name, "run", setup, run, quick=quick, full=full, problem=f"experiment {path}",
+    return BenchCase(name, "run", setup, run, quick=quick, full=full, problem=f"experiment {path}",
                 measure_memory=False)
 
 

@@ -3,7 +3,7 @@
 :data:`POINT_KEYS` holds, per parameter, its type, default, unit and rule. Everything
 that takes point parameters is built from it and checked by it: experiment files
 (:mod:`wus_sim.experiments.spec`), the command-line options (:mod:`wus_sim.cli.options`),
-:class:`wus_sim.step.StepOptions`' defaults and :func:`wus_sim.step.simulate_point`, and
+:class:`wus_sim.step.StepOptions`' defaults and :func:`wus_sim.experiments.records.simulate_point`, and
 the results table's documentation. ``None`` (YAML ``null``) means "the model's own
 default" (the workload's optimizer, the topology's link bandwidth, ...).
 """
@@ -325,7 +325,7 @@ POINT_KEYS = _table(
                   "null = the shipped default calibration.",
           check=_check_calibration),
 )
-"""Every key a point may have, in column order. ``wus_sim.step.simulate_point`` accepts exactly these."""
+"""Every key a point may have, in column order. ``wus_sim.experiments.records.simulate_point`` accepts exactly these."""
 
 
 def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):

@@ -20,7 +20,7 @@ breakdown and the per-replica memory. :func:`simulate_point` is the same for
 one point of an experiment sweep, as flat records.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 import math
 
 from .calibration import load_calibration
@@ -31,16 +31,15 @@ from .multislice import hierarchical_time, load_multislice, planning_topology
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .strategies import BOTH, STRATEGIES, step_work
-from .timeline import BREAKDOWN_PARTS, Bucket, StepProgram, run_timeline
-from .units import MiB
+from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 from .workloads import load_workload, resolve_batch, resolve_replicas
 
-__all__ = ["StepOptions", "StepResult", "simulate_step", "simulate_strategies", "simulate_point", "speedup",
-           "speedups", "strategies_named", "resolve_batch"]
+__all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
+           "speedups", "strategies_named"]
 
 GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 
-_POINT_FIELDS = ("algorithm", "bidirectional", "routing", "overlap_grad_reduce", "overlap_all_gather", "grad_dtype",
+OPTION_POINT_KEYS = ("algorithm", "bidirectional", "routing", "overlap_grad_reduce", "overlap_all_gather", "grad_dtype",
                  "steps", "gather_prefetch", "keep_gathered_weights", "bn_group_replicas", "shard_across_slices")
 """StepOptions fields that are point parameters: their defaults and rules are wus_sim.params'."""
 
@@ -100,7 +99,7 @@ class StepOptions:
         # every numeric and boolean field that is a point parameter obeys that parameter's rule
         # (wus_sim.params); names (algorithm, routing, grad_dtype) are checked where they are
         # defined, by the collectives, the network and the planner, with the known names listed
-        for name in _POINT_FIELDS:
+        for name in OPTION_POINT_KEYS:
             if POINT_KEYS[name].kind != "choice":
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         if self.compute is None:
@@ -177,7 +176,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     for c in work.grad_collectives:
         after, fwd, bwd = (gather(gs, c.bucket) for gs in (work.weight_allgathers, work.forward_allgathers,
                                                              work.backward_allgathers))
-        buckets.append(Bucket(
+        buckets.append(TimelineBucket(
             name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers),
             grad_op=c.op, grad_nbytes=c.nbytes, grad_time_s=coll_s(c.op, c.nbytes),
             gather_nbytes=after[0], gather_time_s=after[1], fwd_gather_nbytes=fwd[0], fwd_gather_time_s=fwd[1],
@@ -255,9 +254,47 @@ def _compact_group(topology, cores):
     return [c * cpc + k for c in block for k in range(cpc)]
 
 
+@dataclass(frozen=True)
+class StepRun:
+    """What :func:`simulate_strategies` returns: each strategy's result and how the point was
+    resolved (replicas, batch, the sharding plan they share)."""
+
+    results: dict
+    """``{strategy: StepResult}``, in the order asked."""
+    plan: object
+    """The sharding plan (:class:`wus_sim.planner.Plan`) every strategy ran with."""
+    replicas: int
+    """Data-parallel replicas over every slice."""
+    spatial_ways: int
+    per_replica_batch: float
+    global_batch: float
+    params: int
+    optimizer: str
+    slices: int = 1
+    replicas_per_slice: int = None
+    multislice: object = None
+
+    def meta(self):
+        """The resolved values as a dict (everything but :attr:`results`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
+
+    # ``results, meta = simulate_strategies(...)`` (and ``[0]``, ``[1]``): the 0.1 return
+    # shape, a ``(results, meta dict)`` pair, kept for one release
+    def __iter__(self):
+        yield self.results
+        yield self.meta()
+
+    def __getitem__(self, index):
+        return (self.results, self.meta())[index]
+
+    def __len__(self):
+        return 2
+
+
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,
                         global_batch=None, replicas=None, options=None):
-    """Simulate each of *strategies*; returns ``{strategy: StepResult}``.
+    """Simulate each of *strategies*; returns a :class:`StepRun` (``.results``:
+    ``{strategy: StepResult}``; it still unpacks as ``results, meta`` for one release).
 
     *workload*, *topology* and *optimizer* are names/paths or loaded objects (*topology*
     may be a :class:`~wus_sim.multislice.Multislice` or name one);
@@ -304,17 +341,15 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
         program = _program(plan, work, topology, batch, options, multislice)
         tl = run_timeline(program, steps=options.steps)
         results[strategy] = StepResult(strategy, "ok", tl.step_time_s, dict(tl.breakdown), memory, work, tl)
-    meta = {"replicas": replicas, "spatial_ways": plan.spatial_ways, "per_replica_batch": batch,
-            "global_batch": batch * replicas, "params": plan.params,
-            "optimizer": plan.analysis.name, "plan": plan,
-            "slices": slices, "replicas_per_slice": per_slice, "multislice": multislice}
-    return results, meta
+    return StepRun(results=results, plan=plan, replicas=replicas, spatial_ways=plan.spatial_ways,
+                   per_replica_batch=batch, global_batch=batch * replicas, params=plan.params,
+                   optimizer=plan.analysis.name, slices=slices, replicas_per_slice=per_slice,
+                   multislice=multislice)
 
 
 def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
     """Simulate one strategy (one of :data:`~wus_sim.strategies.STRATEGIES`); returns its :class:`StepResult`."""
-    results, _ = simulate_strategies(workload, topology, optimizer, (strategy,), **kw)
-    return results[strategy]
+    return simulate_strategies(workload, topology, optimizer, (strategy,), **kw).results[strategy]
 
 
 def speedup(results, strategy="sharded"):
@@ -339,86 +374,3 @@ def strategies_named(choice):
     return STRATEGY_SETS.get(choice, (choice,))
 
 
-def simulate_point(point):
-    """Simulate one experiment point; returns one flat record per strategy.
-
-    *point* has the keys of :data:`wus_sim.params.POINT_KEYS` (missing ones
-    take their defaults). A point that does not fit in HBM gives rows with
-    ``status='infeasible'``; bad parameters raise (the runner records them as
-    ``status='error'``).
-    """
-    p = dict(point)
-    topology, multislice = load_multislice(
-        p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
-        link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
-        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"),
-        failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
-    calibration = load_calibration(p.get("calibration"))
-    bucket_MiB = p.get("bucket_MiB")
-    # a missing or null key takes the table's default (StepOptions' defaults are the same entries)
-    given = {name: p[name] for name in _POINT_FIELDS if p.get(name) is not None}
-    options = StepOptions(
-        **given,
-        bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
-        calibration=calibration,
-        compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
-    )
-    strategies = strategies_named(p.get("strategy") or default_of("strategy"))
-    results, meta = simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), strategies,
-                                        per_replica_batch=p.get("per_replica_batch"),
-                                        global_batch=p.get("global_batch"), options=options)
-    up = speedups(results)
-    records = []
-    for s, res in results.items():
-        rec = dict(p)
-        rec.update(res.to_record())
-        rec.update(topology.slice_columns())
-        rec.update({
-            "per_replica_batch": meta["per_replica_batch"], "global_batch": meta["global_batch"],
-            # data-parallel replicas: fewer than the cores when the MLPerf run partitions spatially
-            "optimizer": meta["optimizer"], "replicas": meta["replicas"], "spatial_ways": meta["spatial_ways"],
-            "replicas_per_slice": meta["replicas_per_slice"],
-            "params": meta["params"],
-            "hbm_bytes": float(topology.hbm_bytes_per_replica),
-            "speedup": up.get(s, math.nan),
-        })
-        rec.update(used_values(topology, options, meta["plan"], multislice))
-        records.append(rec)
-    return records
-
-
-def used_values(topology, options, plan, multislice=None):
-    """Every parameter value the point actually ran with: point keys left null get the
-    value the model chose, plus the calibrated and datasheet figures behind the times.
-    The DCN figures only with a *multislice* (one slice uses none)."""
-    from .units import GB
-
-    slices = {"slices": 1, "shard_across_slices": options.shard_across_slices}
-    if multislice is not None:
-        slices.update(slices=multislice.slices, dcn_GBps=multislice.dcn_Bps / GB,
-                      dcn_latency_us=multislice.dcn_latency_s * 1e6)
-
-    links = sorted(set(topology.axis_link_Bps))
-    c = options.compute
-    return {
-        "link_GBps": links[0] / GB if len(links) == 1 else min(links) / GB,
-        "hop_latency_us": topology.hop_latency_s * 1e6,
-        "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
-            "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
-        "cores_per_chip": topology.cores_per_chip,
-        "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
-        "routing": options.routing,
-        "grad_dtype": {2: "bf16", 4: "fp32"}.get(plan.workload.grad_bytes, str(plan.workload.grad_bytes)),
-        "bucket_MiB": options.bucket_bytes / MiB,
-        "mxu_efficiency": c.mxu_efficiency,
-        "bn_group_replicas": options.bn_group_replicas,
-        "gather_prefetch": options.gather_prefetch, "keep_gathered_weights": options.keep_gathered_weights,
-        "calibration": options.calibration_id,
-        "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,
-        "elementwise_fwd_bytes": c.elementwise_fwd_bytes, "elementwise_bwd_bytes": c.elementwise_bwd_bytes,
-        "activation_hbm_efficiency": c.activation_hbm_efficiency, "update_hbm_efficiency": c.update_hbm_efficiency,
-        "spatial_efficiency": c.spatial_efficiency, "backward_flops_ratio": c.backward_flops_ratio,
-        "peak_TFLOPs": topology.chip.peak_flops / 1e12, "hbm_GBps": topology.chip.hbm_Bps / GB,
-        "onchip_GBps": topology.onchip_Bps / GB,
-        **slices,
-    }

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from .params import POINT_KEYS
 
-__all__ = ["Bucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
+__all__ = ["TimelineBucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
 
 BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
 """Parts of a step time; they add up to ``step_time_s``.
@@ -54,8 +54,10 @@ on nothing the model knows (zero in a well-formed program)."""
 
 
 @dataclass(frozen=True)
-class Bucket:
-    """A fused group of tensors that is reduced (and, sharded, gathered) as one collective."""
+class TimelineBucket:
+    """One fused bucket as the timeline sees it: the layers whose backward completes its
+    gradients and the durations of its collectives (the bucket's tensors and bytes are the
+    planner's :class:`~wus_sim.planner.Bucket`)."""
 
     name: str
     first_layer: int

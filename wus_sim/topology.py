@@ -473,12 +473,6 @@ class Topology:
                        bw_Bps=float(self.link_Bps[link]))
         return g
 
-    def slice_columns(self):
-        """The slice's columns of a results row (documented in ``wus_sim.experiments.results``)."""
-        return {"replicas": self.num_replicas, "cores": self.num_cores, "chips": self.num_chips,
-                "chip": self.chip.name, "dims": self.shape_str, "ndim": self.ndim,
-                "wrap": ",".join("T" if w else "F" for w in self.wrap)}
-
     @property
     def kind(self):
         """``'torus'`` (every axis wraps), ``'mesh'`` (none does) or ``'partial-torus'``."""

@@ -109,8 +109,7 @@ def run(args):
     from ..calibration import load_calibration
     from ..errors import ConfigError
     from ..planner import DEFAULT_BUCKET_BYTES
-    from ..step import (StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named,
-                        used_values)
+    from ..step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..multislice import load_multislice
     from ..units import MiB
 
@@ -163,6 +162,8 @@ def run(args):
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
+    from ..experiments.records import used_values
+
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))

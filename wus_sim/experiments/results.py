@@ -109,7 +109,7 @@ RESULT_COLUMNS = (
        "Rows of every strategy but replicated: replicated step time / this row's step time, same point "
        "(> 1: faster than replicated; empty when replicated did not run or either did not fit)."),
 )
-"""Results of the point simulator (``wus_sim.step.simulate_point``)."""
+"""Results of the point simulator (``wus_sim.experiments.records.simulate_point``)."""
 
 
 def columns():

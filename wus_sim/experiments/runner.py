@@ -1,6 +1,6 @@
 """Run an experiment's points in parallel, journal each finished point, write the results.
 
-Each point goes to a *point function* (``wus_sim.step.simulate_point`` unless
+Each point goes to a *point function* (``wus_sim.experiments.records.simulate_point`` unless
 another one with the same signature is given): ``point_fn(point) -> list[dict]``,
 one flat record per strategy. Points run in worker processes
 (``concurrent.futures.ProcessPoolExecutor``), or on a Dask cluster when a
@@ -66,7 +66,7 @@ class RunResult:
 
 def _default_point_fn():
     # Imported lazily: the simulator pulls in SimPy and the whole model stack.
-    from ..step import simulate_point
+    from .records import simulate_point
 
     return simulate_point
 
@@ -99,6 +99,7 @@ def _slice_columns(point, cache):
     """Slice facts for the results (filled where the simulator did not report them); derived
     when the results are assembled, so rows resumed from an older journal get them too."""
     from ..topology import load_topology
+    from .records import slice_columns
 
     key = tuple(json.dumps(point.get(k), default=str)
                 for k in ("topology", "link_GBps", "hop_latency_us", "wraparound", "cores_per_chip"))
@@ -111,7 +112,7 @@ def _slice_columns(point, cache):
                              wraparound=point.get("wraparound"), cores_per_chip=point.get("cores_per_chip"))
     except (WusError, ValueError):
         return cache[key]
-    cache[key] = topo.slice_columns()
+    cache[key] = slice_columns(topo)
     return cache[key]
 
 
@@ -192,7 +193,7 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
                    reduced=False, limit=None, progress=None, write=True, overwrite=False, on_results=None):
     """Run every point of *experiment* and write the results into *out_dir*.
 
-    *point_fn*: ``point -> list[dict]`` (default ``wus_sim.step.simulate_point``; must be
+    *point_fn*: ``point -> list[dict]`` (default ``wus_sim.experiments.records.simulate_point``; must be
     importable by worker processes). *jobs*: worker processes (1 = in this process).
     *resume*: skip points already in ``out_dir/points.jsonl``. *scheduler*: a Dask
     scheduler address (or a ``distributed.Client``) to run the points on instead.

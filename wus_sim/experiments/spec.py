@@ -23,7 +23,7 @@ only refers to workloads, topologies and optimizers by name::
         name: speedup
 
 Every point parameter, its type, default, unit and rule is in ONE table,
-:data:`wus_sim.params.POINT_KEYS`; ``wus_sim.step.simulate_point`` accepts exactly those keys
+:data:`wus_sim.params.POINT_KEYS`; ``wus_sim.experiments.records.simulate_point`` accepts exactly those keys
 and the results table documents them from the same entries. Points always
 carry every key (defaults filled in), so a point's hash names it completely.
 ``None`` (YAML ``null``) means "the model's own default" (the workload's

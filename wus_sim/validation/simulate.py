@@ -40,7 +40,6 @@ def simulate_run(run, calibration=None, *, compute=None, network=None, topology=
     """The simulated :class:`~wus_sim.step.StepResult` of *run* (the strategy it used)."""
     options = run_options(run, calibration, compute=compute, network=network)
     strategy = strategy_of(run)
-    results, _ = simulate_strategies(run.workload, topology or run.topology, run.optimizer, (strategy,),
-                                     per_replica_batch=run.per_replica_batch, replicas=run.replicas,
-                                     options=options)
-    return results[strategy]
+    return simulate_strategies(run.workload, topology or run.topology, run.optimizer, (strategy,),
+                               per_replica_batch=run.per_replica_batch, replicas=run.replicas,
+                               options=options).results[strategy]

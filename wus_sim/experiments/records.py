@@ -1,0 +1,111 @@
+"""Results rows: every flat column of a simulated point is built here.
+
+:func:`simulate_point` runs one experiment point (the keys of
+:data:`wus_sim.params.POINT_KEYS`) through :func:`wus_sim.step.simulate_strategies` and
+flattens the outcome into one row per strategy: the point's keys, the strategy's result,
+the slice's facts (:func:`slice_columns`) and every value the model actually used
+(:func:`used_values`). The columns, their units and meanings are documented in
+:mod:`wus_sim.experiments.results`.
+"""
+
+import math
+
+from ..calibration import load_calibration
+from ..multislice import load_multislice
+from ..params import default_of
+from ..planner import DEFAULT_BUCKET_BYTES
+from ..step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
+from ..units import GB, MiB
+
+__all__ = ["simulate_point", "used_values", "slice_columns"]
+
+
+def slice_columns(topology):
+    """The slice's columns of a results row."""
+    return {"replicas": topology.num_replicas, "cores": topology.num_cores, "chips": topology.num_chips,
+            "chip": topology.chip.name, "dims": topology.shape_str, "ndim": topology.ndim,
+            "wrap": ",".join("T" if w else "F" for w in topology.wrap)}
+
+
+def simulate_point(point):
+    """Simulate one experiment point; returns one flat record per strategy.
+
+    *point* has the keys of :data:`wus_sim.params.POINT_KEYS` (missing ones
+    take their defaults). A point that does not fit in HBM gives rows with
+    ``status='infeasible'``; bad parameters raise (the runner records them as
+    ``status='error'``).
+    """
+    p = dict(point)
+    topology, multislice = load_multislice(
+        p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
+        link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
+        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"),
+        failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
+    calibration = load_calibration(p.get("calibration"))
+    bucket_MiB = p.get("bucket_MiB")
+    # a missing or null key takes the table's default (StepOptions' defaults are the same entries)
+    given = {name: p[name] for name in OPTION_POINT_KEYS if p.get(name) is not None}
+    options = StepOptions(
+        **given,
+        bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
+        calibration=calibration,
+        compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
+    )
+    strategies = strategies_named(p.get("strategy") or default_of("strategy"))
+    run = simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), strategies,
+                              per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
+                              options=options)
+    results = run.results
+    up = speedups(results)
+    records = []
+    for s, res in results.items():
+        rec = dict(p)
+        rec.update(res.to_record())
+        rec.update(slice_columns(topology))
+        rec.update({
+            "per_replica_batch": run.per_replica_batch, "global_batch": run.global_batch,
+            # data-parallel replicas: fewer than the cores when the MLPerf run partitions spatially
+            "optimizer": run.optimizer, "replicas": run.replicas, "spatial_ways": run.spatial_ways,
+            "replicas_per_slice": run.replicas_per_slice,
+            "params": run.params,
+            "hbm_bytes": float(topology.hbm_bytes_per_replica),
+            "speedup": up.get(s, math.nan),
+        })
+        rec.update(used_values(topology, options, run.plan, multislice))
+        records.append(rec)
+    return records
+
+
+def used_values(topology, options, plan, multislice=None):
+    """Every parameter value the point actually ran with: point keys left null get the
+    value the model chose, plus the calibrated and datasheet figures behind the times.
+    The DCN figures only with a *multislice* (one slice uses none)."""
+    slices = {"slices": 1, "shard_across_slices": options.shard_across_slices}
+    if multislice is not None:
+        slices.update(slices=multislice.slices, dcn_GBps=multislice.dcn_Bps / GB,
+                      dcn_latency_us=multislice.dcn_latency_s * 1e6)
+
+    links = sorted(set(topology.axis_link_Bps))
+    c = options.compute
+    return {
+        "link_GBps": links[0] / GB if len(links) == 1 else min(links) / GB,
+        "hop_latency_us": topology.hop_latency_s * 1e6,
+        "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
+            "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
+        "cores_per_chip": topology.cores_per_chip,
+        "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
+        "routing": options.routing,
+        "grad_dtype": {2: "bf16", 4: "fp32"}.get(plan.workload.grad_bytes, str(plan.workload.grad_bytes)),
+        "bucket_MiB": options.bucket_bytes / MiB,
+        "mxu_efficiency": c.mxu_efficiency,
+        "bn_group_replicas": options.bn_group_replicas,
+        "gather_prefetch": options.gather_prefetch, "keep_gathered_weights": options.keep_gathered_weights,
+        "calibration": options.calibration_id,
+        "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,
+        "elementwise_fwd_bytes": c.elementwise_fwd_bytes, "elementwise_bwd_bytes": c.elementwise_bwd_bytes,
+        "activation_hbm_efficiency": c.activation_hbm_efficiency, "update_hbm_efficiency": c.update_hbm_efficiency,
+        "spatial_efficiency": c.spatial_efficiency, "backward_flops_ratio": c.backward_flops_ratio,
+        "peak_TFLOPs": topology.chip.peak_flops / 1e12, "hbm_GBps": topology.chip.hbm_Bps / GB,
+        "onchip_GBps": topology.onchip_Bps / GB,
+        **slices,
+    }
