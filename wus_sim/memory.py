@@ -54,9 +54,12 @@ from dataclasses import dataclass, field, fields
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .units import format_bytes
 
-__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PARTS"]
+__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PAPER_PAIR",
+           "PARTS"]
 
 STRATEGY_NAMES = ("replicated", "sharded", "fully-sharded")
+PAPER_PAIR = ("replicated", "sharded")
+"""The two strategies of the paper: what ``both`` means, and what runs when none is named."""
 PARTS = ("weights", "gradients", "slots", "activations", "collective_buffers")
 """Parts that add up to ``peak``."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from .config import is_file
 from .errors import ConfigError, UnknownNameError
 from .limits import MAX_STEPS
-from .strategies import BOTH, STRATEGIES
+from .memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 
 __all__ = [
     "Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value", "check_param",

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field, replace
 import math
 
 from .errors import UnknownNameError
-from .memory import STRATEGY_NAMES
+from .memory import PAPER_PAIR, STRATEGY_NAMES
 from .planner import Plan
 
 __all__ = ["STRATEGIES", "BOTH", "Collective", "UpdateWork", "StepWork", "step_work", "update_work"]
 
 STRATEGIES = STRATEGY_NAMES
 """The update strategies, in the order reports list them (named once, in the lower-layer :mod:`memory`)."""
-BOTH = ("replicated", "sharded")
+BOTH = PAPER_PAIR
 """The two strategies of the paper: what ``both`` means, and what runs when none is named."""
 
 
