@@ -15,7 +15,8 @@ from wus_sim.cli import main
 from wus_sim.shipped import schema_path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTPUTS = ("collective", "plan", "validate", "describe-topology", "results", "step")
+OUTPUTS = ("collective", "plan", "validate", "describe-topology", "describe-workload", "describe-optimizer",
+           "results", "step")
 
 
 def schema(name):
@@ -188,3 +189,14 @@ def test_results_schema_lists_the_documented_columns_in_order():
     for c in columns():
         if c.unit in ("s", "B"):
             assert c.name.endswith(("_s", "_bytes")), c.name
+
+
+def test_describe_workload_and_optimizer_json_validate():
+    """Every shipped workload and optimizer described with --json fits its versioned schema."""
+    from wus_sim.optimizers.registry import known_optimizers
+    from wus_sim.workloads import known_workloads
+
+    for name in known_workloads():
+        check("describe-workload", run_json("describe", "workload", name, "--json"))
+    for name in known_optimizers():
+        check("describe-optimizer", run_json("describe", "optimizer", name, "--json"))

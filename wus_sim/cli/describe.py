@@ -13,11 +13,14 @@ import json
 
 from .plan import GRAD_DTYPES
 
-__all__ = ["add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION"]
+__all__ = ["add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION", "DESCRIBE_JSON_SCHEMA_VERSION"]
 
 TOPOLOGY_JSON_SCHEMA_VERSION = 1
 """Version of ``describe topology --json``'s shape; its schema is
 ``wus_sim/schemas/describe-topology.v{N}.json``."""
+DESCRIBE_JSON_SCHEMA_VERSION = 1
+"""Version of ``describe workload|optimizer --json``'s shapes; schemas
+``wus_sim/schemas/describe-workload.v{N}.json`` and ``describe-optimizer.v{N}.json``."""
 
 
 def add_parser(subparsers):
@@ -66,7 +69,7 @@ def _workload(args):
     if args.grad_dtype:
         w = w.with_grad_bytes(DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]])
     if args.json:
-        print(json.dumps(w.to_dict(), indent=1))
+        print(json.dumps({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **w.to_dict()}, indent=1))
     else:
         print(workload_text(w))
     return 0
@@ -82,7 +85,7 @@ def _optimizer(args):
     grad_bytes = DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]] if args.grad_dtype else 4
     analysis = analyse(args.name, grad_bytes=grad_bytes)
     if args.json:
-        print(json.dumps(analysis.to_dict(), indent=1))
+        print(json.dumps({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **analysis.to_dict()}, indent=1))
     else:
         print(describe_text(analysis))
     return 0
