@@ -84,3 +84,11 @@ def test_the_plan_example_prints_what_the_readme_shows(capsys):
     for line in shown[1:]:
         if line.strip() != "...":
             assert line in printed, line
+
+
+def test_report_which_package_runs(capsys):
+    """Names the package under test (CI runs this file with the installed wheel too)."""
+    import wus_sim
+
+    with capsys.disabled():
+        print(f"\nwus_sim from {Path(wus_sim.__file__).parent}")
