@@ -40,6 +40,13 @@ def _algorithms():
     return tuple(ALGORITHMS)
 
 
+def _grad_dtypes():
+    # lazily: the workloads module (and numpy) is not needed to parse a command line
+    from .workloads import GRAD_DTYPES
+
+    return tuple(GRAD_DTYPES)
+
+
 def _routings():
     """Routing modes of the network model (imported when a point is checked)."""
     from .network import ROUTINGS
@@ -289,7 +296,7 @@ POINT_KEYS = _table(
     Param("keep_gathered_weights", "bool", default=False, nullable=False,
           meaning="Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one "
                   "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),
-    Param("grad_dtype", "choice", choices=("fp32", "bf16"),
+    Param("grad_dtype", "choice", choices=_grad_dtypes,
           meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
     Param("mxu_efficiency", "number", positive=True, maximum=1,
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),

@@ -32,12 +32,10 @@ from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_val
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
-from .workloads import load_workload, resolve_batch, resolve_replicas
+from .workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_replicas
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
            "speedups", "strategies_named"]
-
-GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 
 OPTION_POINT_KEYS = ("algorithm", "bidirectional", "routing", "overlap_grad_reduce", "overlap_all_gather", "grad_dtype",
                  "steps", "gather_prefetch", "keep_gathered_weights", "bn_group_replicas", "shard_across_slices")
@@ -312,9 +310,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     optimizer = workload.default_optimizer if optimizer is None else optimizer
     grad_bytes = None
     if options.grad_dtype is not None:
-        if options.grad_dtype not in GRAD_DTYPE_BYTES:
-            raise ConfigError("must be fp32 or bf16", key_path="grad_dtype", value=options.grad_dtype)
-        grad_bytes = GRAD_DTYPE_BYTES[options.grad_dtype]
+        grad_bytes = grad_dtype_bytes(options.grad_dtype)
     per_slice = resolve_replicas(workload, topology, replicas)
     replicas = slices * per_slice  # data parallelism runs over every slice
     batch = resolve_batch(workload, topology, replicas, per_replica_batch=per_replica_batch,

@@ -34,7 +34,8 @@ from .keys import Key, KeyTable
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm",
     "load_workload", "known_workloads", "workload_dirs",
-    "DTYPE_BYTES", "SMALL_TENSOR_ELEMENTS", "WORKLOAD_KEYS", "resolve_batch", "resolve_replicas",
+    "DTYPE_BYTES", "GRAD_DTYPES", "grad_dtype_short", "grad_dtype_bytes", "grad_dtype_of_bytes",
+    "SMALL_TENSOR_ELEMENTS", "WORKLOAD_KEYS", "resolve_batch", "resolve_replicas",
 ]
 
 WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
@@ -43,6 +44,28 @@ WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
 _SHIPPED = Path(__file__).resolve().parent / "data" / "workloads"
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+GRAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+"""Gradient dtypes on the wire: short name (the ``grad_dtype`` point key's values) -> dtype name."""
+
+
+def grad_dtype_short(name):
+    """The short name (``fp32``/``bf16``) of a gradient dtype given either way; raises ConfigError."""
+    for short, long in GRAD_DTYPES.items():
+        if name in (short, long):
+            return short
+    raise ConfigError("must be " + ", ".join(f"{s} ({l})" for s, l in GRAD_DTYPES.items()), key_path="grad_dtype",
+                      value=name)
+
+
+def grad_dtype_bytes(name):
+    """Bytes per element of a gradient dtype given either way (``fp32`` or ``float32``)."""
+    return DTYPE_BYTES[GRAD_DTYPES[grad_dtype_short(name)]]
+
+
+def grad_dtype_of_bytes(nbytes):
+    """The short name of a gradient width in bytes (its number as text if none has it)."""
+    return next((s for s, l in GRAD_DTYPES.items() if DTYPE_BYTES[l] == nbytes), str(nbytes))
 """Bytes per element of the dtypes a workload file may name."""
 
 SMALL_TENSOR_ELEMENTS = 4096

@@ -60,14 +60,14 @@ def _topology(args):
 
 
 def _workload(args):
-    from ..workloads import DTYPE_BYTES, known_workloads, load_workload
+    from ..workloads import grad_dtype_bytes, known_workloads, load_workload
 
     if not args.name:
         print("\n".join(known_workloads()))
         return 0
     w = load_workload(args.name)
     if args.grad_dtype:
-        w = w.with_grad_bytes(DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]])
+        w = w.with_grad_bytes(grad_dtype_bytes(args.grad_dtype))
     if args.json:
         print(json.dumps({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **w.to_dict()}, indent=1))
     else:
@@ -77,12 +77,12 @@ def _workload(args):
 
 def _optimizer(args):
     from ..optimizers import analyse, describe_text, known_optimizers, known_prefixes
-    from ..workloads import DTYPE_BYTES
+    from ..workloads import grad_dtype_bytes
 
     if not args.name:
         print("\n".join(known_optimizers() + [f"+{p}" for p in known_prefixes()]))
         return 0
-    grad_bytes = DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]] if args.grad_dtype else 4
+    grad_bytes = grad_dtype_bytes(args.grad_dtype) if args.grad_dtype else 4
     analysis = analyse(args.name, grad_bytes=grad_bytes)
     if args.json:
         print(json.dumps({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **analysis.to_dict()}, indent=1))

@@ -23,7 +23,8 @@ import json
 
 __all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES", "PLAN_JSON_SCHEMA_VERSION"]
 
-GRAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "float32": "float32", "bfloat16": "bfloat16"}
+GRAD_DTYPES = ("fp32", "bf16", "float32", "bfloat16")
+"""Spellings of ``--grad-dtype`` (wus_sim.workloads.GRAD_DTYPES, short and long)."""
 """``--grad-dtype`` spellings -> the dtype name of :data:`wus_sim.workloads.DTYPE_BYTES`: the short
 ones ``wus-sim step`` and experiment files use, and the workload files' long ones."""
 
@@ -78,7 +79,7 @@ def build_report(args):
     from ..strategies import STRATEGIES, step_work
     from ..topology import load_topology
     from ..units import MiB
-    from ..workloads import DTYPE_BYTES, load_workload, resolve_batch, resolve_replicas
+    from ..workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_replicas
 
     workload = load_workload(args.workload)
     topology = load_topology(args.topology)
@@ -91,7 +92,7 @@ def build_report(args):
              replicate_below_elements=args.replicate_below,
              max_padding_ratio=(DEFAULT_MAX_PADDING_RATIO if args.max_padding_ratio is None
                                 else args.max_padding_ratio),
-             grad_bytes=DTYPE_BYTES[GRAD_DTYPES[args.grad_dtype]] if args.grad_dtype else None)
+             grad_bytes=grad_dtype_bytes(args.grad_dtype) if args.grad_dtype else None)
     replica = args.replica
     if not 0 <= replica < p.replicas:
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)

@@ -31,7 +31,7 @@ from ..params import STRATEGY_CHOICES, default_of
 
 __all__ = ["add_parser", "run"]
 
-_DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+_DTYPE_SPELLINGS = ("fp32", "bf16", "float32", "bfloat16")  # wus_sim.workloads.GRAD_DTYPES, both ways
 
 
 def add_parser(subparsers):
@@ -56,7 +56,7 @@ def add_parser(subparsers):
                         "its folded ring, which already uses both link directions; --no-bidirectional: one direction)")
     p.add_argument("--routing", default=default_of("routing"), metavar="R",
                    help=f"network routing: store-and-forward or cut-through (default {default_of('routing')})")
-    p.add_argument("--grad-dtype", choices=sorted(_DTYPES), help="gradient dtype on the wire")
+    p.add_argument("--grad-dtype", choices=_DTYPE_SPELLINGS, help="gradient dtype on the wire")
     p.add_argument("--bucket-MiB", type=float, dest="bucket_MiB", metavar="F", help="fusion bucket size, MiB")
     p.add_argument("--overlap-grad-reduce", action=argparse.BooleanOptionalAction,
                    default=default_of("overlap_grad_reduce"),
@@ -112,8 +112,9 @@ def run(args):
     from ..step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..multislice import load_multislice
     from ..units import MiB
+    from ..workloads import grad_dtype_short
 
-    from ..experiments.spec import check_point_value
+    from ..params import check_point_value
 
     faults = {key: check_point_value(key, getattr(args, key), key_path="--" + key.replace("_", "-"))
               for key in ("failed_links", "slow_links", "seed")}
@@ -129,7 +130,7 @@ def run(args):
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
-        grad_dtype=_DTYPES[args.grad_dtype] if args.grad_dtype else None,
+        grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
         steps=args.steps, bn_group_replicas=args.bn_group_replicas, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,

@@ -16,6 +16,7 @@ from ..params import default_of
 from ..planner import DEFAULT_BUCKET_BYTES
 from ..step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..units import GB, MiB
+from ..workloads import grad_dtype_of_bytes
 
 __all__ = ["simulate_point", "used_values", "slice_columns"]
 
@@ -95,7 +96,7 @@ def used_values(topology, options, plan, multislice=None):
         "cores_per_chip": topology.cores_per_chip,
         "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,
-        "grad_dtype": {2: "bf16", 4: "fp32"}.get(plan.workload.grad_bytes, str(plan.workload.grad_bytes)),
+        "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),
         "bucket_MiB": options.bucket_bytes / MiB,
         "mxu_efficiency": c.mxu_efficiency,
         "bn_group_replicas": options.bn_group_replicas,
