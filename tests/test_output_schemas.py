@@ -16,7 +16,7 @@ from wus_sim.shipped import schema_path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = ("collective", "plan", "validate", "describe-topology", "describe-workload", "describe-optimizer",
-           "results", "step")
+           "bench", "results", "step")
 
 
 def schema(name):
@@ -200,3 +200,10 @@ def test_describe_workload_and_optimizer_json_validate():
         check("describe-workload", run_json("describe", "workload", name, "--json"))
     for name in known_optimizers():
         check("describe-optimizer", run_json("describe", "optimizer", name, "--json"))
+
+
+def test_bench_json_validates():
+    """The quick benchmark's --json (one timed run, no memory pass) fits its versioned schema."""
+    doc = run_json("bench", "--quick", "--json", "--repeat", "1", "--no-memory")
+    check("bench", doc)
+    assert doc["cases"] and all(c["status"] in ("ok", "unavailable") for c in doc["cases"])

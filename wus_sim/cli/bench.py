@@ -41,7 +41,7 @@ def run(args):
         raise ConfigError("matches no benchmark case (see wus-sim bench --list)", key_path="--case",
                           value=args.cases)
     if args.json:
-        print(json.dumps({"machine": machine_info(), "repeat": args.repeat, "quick": args.quick,
+        print(json.dumps({"schema_version": 1, "machine": machine_info(), "repeat": args.repeat, "quick": args.quick,
                           "cases": records}, indent=1))
     else:
         info = machine_info()
