@@ -27,6 +27,15 @@ def test_step_command_defaults_are_the_table_defaults():
             "overlap_grad_reduce", "overlap_all_gather", "shard_across_slices"} <= set(shared)
     for name in shared:
         assert getattr(args, name) == POINT_KEYS[name].default, name
+    collective = build_parser().parse_args(["collective", "torus:4x4", "--op", "all-reduce", "--algorithm", "2d",
+                                            "--size", "1MiB"])
+    assert collective.routing == POINT_KEYS["routing"].default
+
+
+def test_validation_runs_the_step_defaults():
+    from wus_sim.validation.simulate import NETWORK_DEFAULTS
+
+    assert all(value == POINT_KEYS[key].default for key, value in NETWORK_DEFAULTS.items())
 
 
 def test_experiment_points_are_completed_with_the_table_defaults():

@@ -11,6 +11,8 @@ is (file and key path) so that every error says exactly what to fix::
     cores = chip.integer("cores_per_chip", minimum=1)
 """
 
+import copy
+from functools import lru_cache
 import math
 from pathlib import Path
 
@@ -73,7 +75,9 @@ def load_yaml(path, *, what="YAML file"):
     path = Path(path)
     text = read_text(path, what=what)
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 -- a SafeLoader subclass
+        # parsed once per content (a sweep loads the same workload for every point); callers
+        # get their own copy, so one that edits the document cannot change the next one's
+        doc = copy.deepcopy(_parse(text))
     except _Refused as exc:
         raise ConfigError(exc.rule, file=path) from None
     except yaml.YAMLError as exc:
@@ -87,6 +91,11 @@ def load_yaml(path, *, what="YAML file"):
     except RecursionError:
         raise ConfigError(f"nests too deep (limit {MAX_YAML_DEPTH} levels)", file=path) from None
     return {} if doc is None else doc
+
+
+@lru_cache(maxsize=64)
+def _parse(text):
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 -- a SafeLoader subclass
 
 
 class _Refused(Exception):

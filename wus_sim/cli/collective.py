@@ -1,10 +1,13 @@
 """``wus-sim collective``: simulate one collective on a topology and print its time.
 
-Only argparse is imported at module level; the topology, the collective API
+Only argparse and the point-parameter table (its defaults) are imported at module level;
+the topology, the collective API
 and (when the SimPy engine runs) SimPy load inside :func:`run`.
 """
 
 import json
+
+from ..params import default_of
 
 __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
 
@@ -32,7 +35,7 @@ def add_parser(subparsers):
     p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
     p.add_argument("--engine", default="auto", metavar="NAME",
                    help="auto (default: fast engine where it applies, else SimPy), fast or simpy")
-    p.add_argument("--routing", default="store-and-forward", metavar="R",
+    p.add_argument("--routing", default=default_of("routing"), metavar="R",
                    help="store-and-forward (default: every hop receives the whole message before "
                         "sending it on) or cut-through (the head moves on at once; differs only on "
                         "multi-hop edges such as a mesh's folded rings)")

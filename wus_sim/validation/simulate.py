@@ -6,11 +6,12 @@ rows identically.
 """
 
 from ..calibration import load_calibration
+from ..params import default_of
 from ..step import StepOptions, simulate_strategies
 
 __all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "strategy_of"]
 
-NETWORK_DEFAULTS = {"algorithm": "2d", "bidirectional": None}
+NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional")}
 """Collective algorithm the validation runs: the shipped step default (``2d``, both
 ring directions on slices whose every axis wraps; see README, "Defaults from evidence")."""
 
