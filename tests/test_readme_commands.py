@@ -86,9 +86,15 @@ def test_the_plan_example_prints_what_the_readme_shows(capsys):
             assert line in printed, line
 
 
-def test_report_which_package_runs(capsys):
-    """Names the package under test (CI runs this file with the installed wheel too)."""
+def test_the_installed_package_runs_when_ci_says_so(capsys):
+    """Names the package under test; with WUS_SIM_EXPECT_INSTALLED=1 (.ci/run's wheel check)
+    it must be the installed wheel, not the checkout."""
+    import os
+
     import wus_sim
 
+    where = Path(wus_sim.__file__).resolve().parent
     with capsys.disabled():
-        print(f"\nwus_sim from {Path(wus_sim.__file__).parent}")
+        print(f"\nwus_sim from {where}")
+    if os.environ.get("WUS_SIM_EXPECT_INSTALLED") == "1":
+        assert "site-packages" in where.parts, where

@@ -37,10 +37,6 @@ from .workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_r
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
            "speedups", "strategies_named"]
 
-OPTION_POINT_KEYS = ("algorithm", "bidirectional", "routing", "overlap_grad_reduce", "overlap_all_gather", "grad_dtype",
-                 "steps", "gather_prefetch", "keep_gathered_weights", "bn_group_replicas", "shard_across_slices")
-"""StepOptions fields that are point parameters: their defaults and rules are wus_sim.params'."""
-
 
 @dataclass(frozen=True)
 class StepOptions:
@@ -107,6 +103,11 @@ class StepOptions:
         else:
             label = "explicit" if self.calibration is None else load_calibration(self.calibration).id
             object.__setattr__(self, "calibration_id", label)
+
+
+OPTION_POINT_KEYS = tuple(f.name for f in fields(StepOptions) if f.name in POINT_KEYS and f.name != "calibration")
+"""StepOptions fields that are point parameters, defaults and rules from wus_sim.params
+(``calibration`` too is a point key, but a StepOptions holds the loaded calibration)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ and (when the SimPy engine runs) SimPy load inside :func:`run`.
 import json
 
 from ..params import default_of
+from .options import add_fault_options, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
 
@@ -48,15 +49,7 @@ def add_parser(subparsers):
                    help="override the ICI bandwidth per link and direction, GB/s")
     p.add_argument("--hop-latency-us", type=float, default=None, metavar="F",
                    help="override the per-hop latency, microseconds")
-    p.add_argument("--failed-links", dest="failed_links", default=None, metavar="K|LIST",
-                   help="cables that are down, both directions: K chosen at random (see --seed), or "
-                        "comma-separated CHIP+AXIS such as 12+x,40-y (chip ids row-major, axis 0 fastest); "
-                        "routes detour around them")
-    p.add_argument("--slow-links", dest="slow_links", default=None, metavar="LIST:FACTOR",
-                   help="cables running at their bandwidth / FACTOR, both directions: LIST as for "
-                        "--failed-links, or K:FACTOR for K random ones (e.g. 12+x:4, 3:2)")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="seed of the random choice of K failed or slow cables (default 0)")
+    add_fault_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p
 
@@ -84,16 +77,11 @@ def run(args):
         if value is not None and not (value > 0 or (name == "--hop-latency-us" and value == 0)):
             raise ConfigError("must be > 0" if name == "--link-GBps" else "must be >= 0", key_path=name,
                               value=value)
-    from ..experiments.spec import check_point_value
     from ..topology import cable_names, with_link_faults
 
-    faults = {key: check_point_value(key, getattr(args, key), key_path="--" + key.replace("_", "-"))
-              for key in ("failed_links", "slow_links")}
     topo = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
-    try:
-        topo = with_link_faults(topo, seed=args.seed, **faults)
-    except ConfigError as exc:  # name the option, not the point key
-        raise ConfigError(exc.rule, key_path="--" + exc.key_path.replace("_", "-"), value=exc.value) from None
+    with fault_option_errors():
+        topo = with_link_faults(topo, **fault_values(args))
     nbytes = parse_size(args.size, name="--size")
     reduce_Bps = topo.hbm_Bps_per_replica if args.reduce else None
     r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=_group(args.group),

@@ -7,10 +7,13 @@ the same values; options that are not point parameters have their range here.
 :func:`check_options` runs on every parsed command line before the subcommand does.
 """
 
-from ..params import POINT_KEYS, Param, check_param
+from contextlib import contextmanager
+
+from ..errors import ConfigError
+from ..params import POINT_KEYS, Param, check_param, check_point_value
 from ..limits import MAX_CHUNKS
 
-__all__ = ["OPTION_PARAMS", "check_options"]
+__all__ = ["OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values", "fault_option_errors"]
 
 OPTION_PARAMS = {p.name: p for p in (
     Param("chunks", "int", minimum=1, maximum=MAX_CHUNKS, nullable=False,
@@ -34,3 +37,40 @@ def check_options(args):
         if param is None or param.kind not in ("int", "number") or value is None:
             continue
         setattr(args, dest, check_param(param, value, key_path="--" + dest.replace("_", "-")))
+
+
+FAULT_KEYS = ("failed_links", "slow_links", "seed")
+"""Point keys of failed and slow ICI cables, taken as ``--failed-links``, ``--slow-links``, ``--seed``."""
+
+
+def _option(key):
+    return "--" + key.replace("_", "-")
+
+
+def add_fault_options(parser):
+    """The failed/slow cable options of ``step`` and ``collective`` (point keys :data:`FAULT_KEYS`)."""
+    parser.add_argument("--failed-links", dest="failed_links", default=None, metavar="K|LIST",
+                        help="cables that are down, both directions: K chosen at random (see --seed), or "
+                             "comma-separated CHIP+AXIS such as 12+x,40-y (chip ids row-major, axis 0 fastest); "
+                             "routes detour around them")
+    parser.add_argument("--slow-links", dest="slow_links", default=None, metavar="LIST:FACTOR",
+                        help="cables running at their bandwidth / FACTOR, both directions: LIST as for "
+                             "--failed-links, or K:FACTOR for K random ones (e.g. 12+x:4, 3:2)")
+    parser.add_argument("--seed", type=int, default=None, metavar="S",
+                        help="seed of the random choice of K failed or slow cables (default 0)")
+
+
+def fault_values(args):
+    """``{point key: checked value}`` of the fault options (errors name the option)."""
+    return {key: check_point_value(key, getattr(args, key), key_path=_option(key)) for key in FAULT_KEYS}
+
+
+@contextmanager
+def fault_option_errors():
+    """Re-raise a fault's ConfigError under its option's name instead of its point key's."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.key_path not in FAULT_KEYS:
+            raise
+        raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None

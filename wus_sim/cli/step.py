@@ -28,6 +28,7 @@ import math
 import sys
 
 from ..params import STRATEGY_CHOICES, default_of
+from .options import add_fault_options, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run"]
 
@@ -85,13 +86,7 @@ def add_parser(subparsers):
                    default=default_of("shard_across_slices"),
                    help="multislice, sharded update: shard over every replica of every slice (default); "
                         "--no-shard-across-slices: within each slice only, all-reducing the shard over the DCN")
-    p.add_argument("--failed-links", dest="failed_links", default=None, metavar="K|LIST",
-                   help="ICI cables that are down, both directions: K chosen at random (see --seed), or "
-                        "comma-separated CHIP+AXIS such as 12+x,40-y; routes detour around them")
-    p.add_argument("--slow-links", dest="slow_links", default=None, metavar="LIST:FACTOR",
-                   help="ICI cables at their bandwidth / FACTOR: LIST as for --failed-links, or K:FACTOR")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="seed of the random choice of K failed or slow cables (default 0)")
+    add_fault_options(p)
     p.add_argument("--mxu-efficiency", type=float, metavar="F",
                    help="fraction of matrix-unit peak reached (default: the calibration's)")
     p.add_argument("--calibration", metavar="C",
@@ -114,18 +109,10 @@ def run(args):
     from ..units import MiB
     from ..workloads import grad_dtype_short
 
-    from ..params import check_point_value
-
-    faults = {key: check_point_value(key, getattr(args, key), key_path="--" + key.replace("_", "-"))
-              for key in ("failed_links", "slow_links", "seed")}
-    try:
+    with fault_option_errors():
         topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
                                                dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
-                                               hop_latency_us=args.hop_latency_us, **faults)
-    except ConfigError as exc:  # name the option, not the point key
-        if exc.key_path not in ("failed_links", "slow_links", "seed"):
-            raise
-        raise ConfigError(exc.rule, key_path="--" + exc.key_path.replace("_", "-"), value=exc.value) from None
+                                               hop_latency_us=args.hop_latency_us, **fault_values(args))
     calibration = load_calibration(args.calibration)
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,

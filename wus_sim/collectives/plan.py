@@ -236,7 +236,8 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
                     level_sizes=(((len(directions), n),),))
 
     # line rings: ring/bidir-ring on one axis, 2d, 2d-split
-    axes = sorted(axes, key=lambda a: -_line_Bps(topology, a, directions, algorithm))
+    dirs_of = {a: _line_directions(topology, a, directions, algorithm) for a in axes}
+    axes = sorted(axes, key=lambda a: -_line_Bps(topology, a, len(dirs_of[a])))
     orders = [axes]
     split_separated = False
     if algorithm == "2d-split" and len(axes) >= 2:
@@ -250,7 +251,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         frac = 1.0 / len(orders)
         levels = []
         for a in order:
-            dirs = _line_directions(topology, a, directions, algorithm)
+            dirs = dirs_of[a]
             rings = tuple(axis_rings(topology, a, reverse=rev) for rev in dirs)
             # on the square uniform torus the halves use an axis one after the other: one stream
             stream = ("chip", a) if split_separated else ("chip", h, a)
@@ -270,12 +271,12 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
             passes += [Pass("chip", "ag", "ring", r, f, h, i, s, a)
                        for i, (a, r, f, s) in enumerate(levels[:-1])][::-1]
         halves.append(tuple(passes))
-        level_sizes.append(tuple((len(_line_directions(topology, a, directions, algorithm)), topology.dims[a]) for a in order))
+        level_sizes.append(tuple((len(dirs_of[a]), topology.dims[a]) for a in order))
     return CollectivePlan(topology, op, algorithm, g, bidir, pre=pre, halves=tuple(halves), post=post,
                 level_sizes=tuple(level_sizes), split_time_separated=split_separated)
 
 
-def _line_Bps(topology, axis, directions, algorithm):
+def _line_Bps(topology, axis, num_directions):
     """Bytes per second one member's line ring moves through on *axis*, for ordering the
     2-D phases: link bandwidth times ring directions, halved on a folded mesh ring (its
     edges between evens or odds take two store-and-forward hops).
@@ -287,7 +288,7 @@ def _line_Bps(topology, axis, directions, algorithm):
     (latency terms do not depend on the order). Equal bandwidths keep axis order, so a
     uniform torus or mesh keeps the textbook x, y, z."""
     d = topology.dims[axis]
-    Bps = topology.axis_link_Bps[axis] * len(_line_directions(topology, axis, directions, algorithm))
+    Bps = topology.axis_link_Bps[axis] * num_directions
     return Bps / 2 if (not topology.wrap[axis] and d >= 3) else Bps
 
 
