@@ -89,6 +89,8 @@ def test_full_set_names_the_issue_cases():
         assert f"torus:{shape}" in names
     assert {c.engine for c in full} >= {"fast", "simpy", "cli"}
     assert any("halving-doubling" in c.name and c.engine == "simpy" for c in full)
+    assert any("halving-doubling" in c.name and c.engine == "window" for c in full)
+    assert any("failed cable" in c.name and c.engine == "timeline" for c in full)
     assert any(c.name.startswith("ring all-reduce") and c.engine == "fast" for c in full)
 
 

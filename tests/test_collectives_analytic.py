@@ -181,7 +181,7 @@ def test_halving_doubling_on_a_torus_is_slower_than_its_closed_form_because_link
     S = 64 * MiB
     P = topo.num_chips
     r = simulate_collective(topo, "all-reduce", "halving-doubling", S, chunks=4)
-    assert r.engine == "simpy" and not r.exact
+    assert r.engine == "window" and not r.exact  # contended: an event engine runs it
     assert r.time_s > 1.4 * r.analytic_time_s
     assert r.link_busy_s.max() > r.analytic_time_s
     one_message_per_step = 2 * S * (1 - 1 / P)  # sum of the message sizes of all 2 log2 P steps

@@ -7,7 +7,8 @@ must hold its own shard, summed exactly once over its group; after all-gather an
 all-reduce every replica must hold the whole buffer. Then: shards partition the
 buffer into equal parts, each member sends what it receives, the links carry exactly
 the schedule's bytes, the time is at least the closed form (and equal where that is
-exact), and the fast engine agrees wherever it runs.
+exact), the fast engine agrees wherever it runs, and the window engine agrees with SimPy
+on every case (the same float operations in the same order, so to the last bits).
 """
 
 from dataclasses import replace
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from wus_sim.collectives import (ALGORITHMS, OPS, analytic_time, api, collective_time, fast_engine,
-                                 simulate_collective)
+                                 simulate_collective, window_engine)
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.loads import link_loads
 from wus_sim.collectives.messages import compile_messages, passes_by_tag
@@ -106,6 +107,12 @@ def test_contract(op, alg, topo_name):
         assert out.time_s >= a * (1 - REL)
         if is_exact(plan, chunks=chunks, reduce_Bps=red):
             assert out.time_s == pytest.approx(a, rel=REL)
+        # the window engine runs every case: the same times and counters as SimPy
+        w = window_engine.run_schedule(sched)
+        assert w.time_s == pytest.approx(out.time_s, rel=1e-12, abs=0) and w.events == out.events
+        assert np.array_equal(w.link_messages, out.link_messages)
+        assert np.allclose(w.link_bytes, out.link_bytes, rtol=1e-12, atol=0)
+        assert np.allclose(w.link_busy_s, out.link_busy_s, rtol=1e-12, atol=0)
         # engines agree where both run
         if fast_engine.supports(base, op, alg, group=group, bidirectional=bidir, chunks=chunks):
             f = fast_engine.run(base, op, alg, S, group=group, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
@@ -172,7 +179,14 @@ def test_result_fields_and_bandwidth_conventions():
 
 def test_engine_dispatch():
     topo = make((4, 4), True)
-    assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB).engine == "simpy"
+    # contended: the window engine under store-and-forward, SimPy under cut-through
+    assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB).engine == "window"
+    assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB, routing="cut-through").engine == "simpy"
+    with pytest.raises(ConfigError, match="engine"):
+        simulate_collective(topo, "all-reduce", "halving-doubling", MiB, engine="window", routing="cut-through")
+    hd = [simulate_collective(topo, "all-reduce", "halving-doubling", MiB, engine=e) for e in ("window", "simpy")]
+    assert [r.engine for r in hd] == ["window", "simpy"] and hd[0].time_s == pytest.approx(hd[1].time_s, rel=1e-12)
+    assert simulate_collective(topo, "all-reduce", "2d", MiB, engine="window").engine == "window"
     assert simulate_collective(topo, "all-reduce", "2d", MiB, engine="simpy").engine == "simpy"
     with pytest.raises(UnknownNameError, match="engine"):
         simulate_collective(topo, "all-reduce", "2d", MiB, engine="warp")

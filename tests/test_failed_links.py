@@ -128,15 +128,16 @@ def test_ring_of_four_with_one_failed_cable_by_hand():
 def test_contended_detours_by_hand():
     """Bidirectional reduce-scatter on torus:4 with cable 0-1 down: two rings of 2 MB, a step
     moves 0.5 MB (s = 5 us, tau = 6 us). Each ring's detour runs over the other ring's links,
-    so links carry two streams and SimPy runs it. Followed message by message (FIFO links, ties
+    so links carry two streams and an event engine (window, or SimPy) runs it. Followed message by message (FIFO links, ties
     by sender then sequence, the '+' ring's message first), the last arrival is at 35 us: the
     '-' ring's step 2 from chip 3 to chip 2, sent at 29 us when its step 1 (which had queued at
     link 0->3 behind the '+' ring's detour) arrived. Uncontended, the closed form gives 30 us."""
-    r = simulate_collective(load_topology("torus:4", failed_links="0+x"), "reduce-scatter", "ring", 4e6,
-                            bidirectional=True)
-    assert r.engine == "simpy" and not r.exact
-    assert r.time_s == pytest.approx(35 * US, rel=1e-12)
-    assert r.analytic_time_s == pytest.approx(30 * US, rel=1e-12)
+    for engine in ("auto", "simpy"):
+        r = simulate_collective(load_topology("torus:4", failed_links="0+x"), "reduce-scatter", "ring", 4e6,
+                                bidirectional=True, engine=engine)
+        assert r.engine == ("window" if engine == "auto" else "simpy") and not r.exact
+        assert r.time_s == pytest.approx(35 * US, rel=1e-12)
+        assert r.analytic_time_s == pytest.approx(30 * US, rel=1e-12)
 
 
 def test_slow_cable_by_hand():

@@ -149,10 +149,11 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
 
 
 def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,
-              full=True, slices=None):
+              full=True, slices=None, faults=None):
     """A case simulating one point, *strategies* (plan, collectives, SimPy timeline), from
     cold caches; the simulated time is the last strategy's step time, events are SimPy events.
-    *slices*: that many slices of *topology* over the data-center network (multislice)."""
+    *slices*: that many slices of *topology* over the data-center network (multislice);
+    *faults*: failed/slow cables (keyword arguments of ``topology.with_link_faults``)."""
 
     def setup():
         from .collectives import clear_caches
@@ -165,6 +166,10 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
         from .step import simulate_strategies
 
         topo = topology if slices is None else load_multislice(topology, slices=slices)[1]
+        if faults:
+            from .topology import load_topology, with_link_faults
+
+            topo = with_link_faults(load_topology(topo) if isinstance(topo, str) else topo, **faults)
         results = simulate_strategies(workload, topo, optimizer, strategies).results
         events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
         return Measurement(results[strategies[-1]].step_time_s, events)
@@ -210,6 +215,8 @@ register(collective_case("2d all-reduce 64MiB torus:32x32 (SimPy reference)", "t
                          "2d", _S, engine="simpy"))
 register(collective_case("halving-doubling all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce",
                          "halving-doubling", _S, engine="simpy"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32 (window engine)", "torus:32x32",
+                         "all-reduce", "halving-doubling", _S, engine="window"))
 register(collective_case("ring all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce", "ring", _S))
 register(collective_case("2d all-reduce 64MiB tpu-v3-2048 (api, engine auto)", "tpu-v3-2048", "all-reduce",
                          "2d", _S, engine="auto"))
@@ -217,9 +224,12 @@ register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole com
                   ["collective", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
                    "--json"],
                   problem=collective_problem("tpu-v3-2048", "all-reduce", "2d", _S)))
-# issue 10: one failed cable (2 links): the detours share links, so SimPy runs it (engine auto)
+# issue 10: one failed cable (2 links): the detours share links, so an event engine runs it
+# (engine auto: the window engine; SimPy as the reference)
 register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (api, engine auto)", "tpu-v3-2048",
                          "all-reduce", "2d", _S, engine="auto", faults={"failed_links": 1, "seed": 0}))
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (SimPy reference)", "tpu-v3-2048",
+                         "all-reduce", "2d", _S, engine="simpy", faults={"failed_links": 1, "seed": 0}))
 # the reduced set run by tests: small, one problem on both engines
 register(collective_case("quick: 2d all-reduce 1MiB torus:8x8", "torus:8x8", "all-reduce", "2d", MiB,
                          quick=True, full=False))
@@ -229,6 +239,8 @@ register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "
                          quick=True, full=False))
 register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable", "torus:8x8", "all-reduce", "2d", MiB,
                          engine="auto", quick=True, full=False, faults={"failed_links": "27+x"}))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable (SimPy)", "torus:8x8", "all-reduce",
+                         "2d", MiB, engine="simpy", quick=True, full=False, faults={"failed_links": "27+x"}))
 # issue 4: what-if sweeps run thousands of points
 _EXPERIMENTS = str(shipped_dir("experiments"))
 register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
@@ -238,9 +250,13 @@ register(step_case("step: transformer-big adam tpu-v3-2048, fully-sharded (what-
                    "tpu-v3-2048", "adam", strategies=("fully-sharded",)))
 register(step_case("step: transformer-big adam 2 slices of tpu-v3-2048 over the DCN, both strategies",
                    "transformer-big", "tpu-v3-2048", "adam", slices=2))
+register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, both strategies", "transformer-big",
+                   "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0}))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
+register(step_case("quick: step resnet50 tpu-v3-32, 1 failed cable", "resnet50", "tpu-v3-32", quick=True,
+                   full=False, faults={"failed_links": 1, "seed": 0}))
 
 
 # ===================================================================== running

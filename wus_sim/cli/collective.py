@@ -35,7 +35,8 @@ def add_parser(subparsers):
                    help="run each ring phase in both directions, half the buffer each")
     p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
     p.add_argument("--engine", default="auto", metavar="NAME",
-                   help="auto (default: fast engine where it applies, else SimPy), fast or simpy")
+                   help="auto (default: the fast engine where no link is contended, else the window "
+                        "engine, or SimPy under cut-through), fast, window or simpy")
     p.add_argument("--routing", default=default_of("routing"), metavar="R",
                    help="store-and-forward (default: every hop receives the whole message before "
                         "sending it on) or cut-through (the head moves on at once; differs only on "

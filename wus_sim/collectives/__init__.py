@@ -8,7 +8,8 @@ Modules: :mod:`.embedding` (which links each ring uses), :mod:`.groups`, :mod:`.
 and :mod:`.plan_cache` (algorithms as passes), :mod:`.messages` (passes as messages),
 :mod:`.loads` (static link loads), :mod:`.replay` (the data check), :mod:`.analytic` (closed forms),
 :mod:`.simpy_engine` (per-message reference), :mod:`.fast_engine` (max-plus
-recurrence), :mod:`.api` (the entry points below). Importing the package loads
+recurrence, uncontended), :mod:`.window_engine` (every message, a time window at a
+time, contended or not), :mod:`.api` (the entry points below). Importing the package loads
 no SimPy.
 """
 

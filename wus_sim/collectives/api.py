@@ -4,14 +4,19 @@ Engines (``engine=``):
 
 * ``"fast"``: :mod:`wus_sim.collectives.fast_engine`, an exact max-plus
   recurrence over numpy arrays for static, uncontended schedules.
+* ``"window"``: :mod:`wus_sim.collectives.window_engine`, every message of any
+  schedule, contended or not, served a time window at a time over numpy arrays
+  (store-and-forward routing only); the same times as SimPy, to the last bits.
 * ``"simpy"``: :mod:`wus_sim.collectives.simpy_engine`, every message through
-  the SimPy network; the reference, and the only one for contended or dynamic
-  schedules (halving-doubling, explicit replica lists whose routed edges share
-  links, bidirectional rings on mesh axes, 2d-split off a square uniform torus).
-* ``"auto"`` (default): the fast engine when ``loads.contention(plan)``
-  finds none (what ``fast_engine.supports(...)`` checks), else SimPy.
+  the SimPy network; the reference, and the only one for contended schedules
+  under cut-through routing.
+* ``"auto"`` (default): the fast engine when ``loads.contention(plan)`` finds
+  none (what ``fast_engine.supports(...)`` checks); else the window engine
+  (contended schedules: halving-doubling, explicit replica lists whose routed
+  edges share links, bidirectional rings on mesh axes, 2d-split off a square
+  uniform torus, detours around failed links), or SimPy under cut-through.
 
-Both engines implement the same timing model, store-and-forward or, with
+All engines implement the same timing model, store-and-forward or, with
 ``routing="cut-through"``, cut-through, and the same schedule (see
 :mod:`wus_sim.network` and :mod:`wus_sim.collectives.plan`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
@@ -31,7 +36,7 @@ from ..limits import MAX_CHUNKS, MAX_MESSAGE_HOPS, MAX_SIZE_BYTES, check_limit
 from ..network import ROUTINGS, check_routing
 from ..topology import Topology, load_topology
 from ..units import GB, parse_size
-from . import fast_engine
+from . import fast_engine, window_engine
 from .analytic import is_exact, plan_time
 from .groups import group_key
 from .loads import contention
@@ -40,7 +45,7 @@ from .plan_cache import cached_plan, clear_plan_cache
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "clear_caches"]
 
-ENGINES = ("auto", "fast", "simpy")
+ENGINES = ("auto", "fast", "window", "simpy")
 """Engine names accepted by :func:`simulate_collective`."""
 
 
@@ -65,7 +70,7 @@ class CollectiveResult:
     events: int
     """Message hops simulated (one per message per link)."""
     engine: str
-    """``"fast"`` or ``"simpy"``: the engine that ran."""
+    """``"fast"``, ``"window"`` or ``"simpy"``: the engine that ran."""
     wall_s: float
     """Wall-clock seconds of the simulation (plan, messages and run; not topology loading)."""
     algbw_GBps: float
@@ -210,28 +215,39 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    use_fast = False
-    if engine in ("auto", "fast"):
-        why = contention(plan)
-        if why is not None and engine == "fast":
-            raise ConfigError(f"cannot run this collective: {why}; use --engine simpy",
-                              key_path="engine", value="fast")
-        use_fast = why is None
-    if use_fast:
+    why = contention(plan) if engine in ("auto", "fast") else "not asked for"
+    if why is not None and engine == "fast":
+        raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
+                          key_path="engine", value="fast")
+    if engine == "window" and routing != "store-and-forward":
+        raise ConfigError("runs store-and-forward routing only; use --engine simpy for cut-through",
+                          key_path="engine", value="window")
+    if why is None:
         out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         link_bytes, link_busy = out.link_bytes, out.link_busy_s
         time_s, events, used = float(out.time_s), int(out.events), "fast"
     else:
         from .messages import compile_messages
-        from .simpy_engine import run_schedule
 
-        check_limit("message hops for the SimPy engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
+        check_limit("message hops for an event engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
                     key_path="engine",
                     hint="use fewer chunks, a smaller slice, or a schedule the fast engine runs")
-        out = run_schedule(compile_messages(plan, S, chunks=K, reduce_Bps=red), routing=routing)
+        sched = compile_messages(plan, S, chunks=K, reduce_Bps=red)
+        out = None
+        if engine in ("auto", "window") and routing == "store-and-forward":
+            try:
+                out, used = window_engine.run_schedule(sched), "window"
+            except window_engine.WindowTooSmall:
+                if engine == "window":
+                    raise ConfigError("hops here are shorter than the event-order quantum; use --engine simpy",
+                                      key_path="engine", value="window") from None
+        if out is None:
+            from .simpy_engine import run_schedule
+
+            out, used = run_schedule(sched, routing=routing), "simpy"
         n = topology.num_link_slots
         link_bytes, link_busy = out.link_bytes[:n], out.link_busy_s[:n]
-        time_s, events, used = out.time_s, out.events, "simpy"
+        time_s, events = out.time_s, out.events
     wall = time.perf_counter() - t0
     analytic = plan_time(plan, S, chunks=K, reduce_Bps=red, routing=routing)
     algbw, busbw = _bandwidths(op, S, time_s, plan.group_size)
@@ -258,7 +274,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     """Time in seconds of a collective, memoized; for callers that ask thousands of times.
 
     Uses the closed form where it is exact (every uncontended ring schedule),
-    else the fast engine if it supports the case, else SimPy.
+    else the engine ``engine="auto"`` picks (fast, window, or SimPy under cut-through).
     """
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
@@ -268,5 +284,8 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
 
 def clear_caches():
     """Forget memoized plans and times (benchmarks time cold runs with it)."""
+    from .messages import clear_structure_cache
+
     clear_plan_cache()
+    clear_structure_cache()
     _cached_time.cache_clear()

@@ -13,7 +13,7 @@ from ..network import replica_route
 from .embedding import routes
 from .plan import CollectivePlan
 
-__all__ = ["Schedule", "compile_messages", "passes_by_tag", "hd_routes"]
+__all__ = ["Schedule", "compile_messages", "clear_structure_cache", "passes_by_tag", "hd_routes"]
 
 
 @lru_cache(maxsize=256)
@@ -65,6 +65,9 @@ class Schedule:
     """``(child, parent, kind)`` int arrays; kind 0: parent delivered, 1: parent ready."""
     meta: dict = field(default_factory=dict)
     """Per-message data-model fields (pass index, direction, ring, position, step, piece, dst position)."""
+    structure: object = None
+    """The size-free :class:`_Structure` this schedule was sized from (shared, read-only), or
+    ``None`` for a schedule built with ``track=True``; engines cache their own tables per structure."""
 
     @property
     def num_hops(self):
@@ -73,40 +76,53 @@ class Schedule:
         return int(lengths[self.path_id].sum())
 
     def dependency_arrays(self):
-        """``(ndeps, ready_ptr, ready_children, deliver_ptr, deliver_children)`` as numpy arrays."""
-        if self.deps:
-            child = np.concatenate([d[0] for d in self.deps])
-            parent = np.concatenate([d[1] for d in self.deps])
-            kind = np.concatenate([d[2] for d in self.deps])
-        else:
-            child = parent = kind = np.zeros(0, dtype=np.int64)
-        ndeps = np.bincount(child, minlength=self.num_nodes)
-        out = [ndeps]
-        for k in (1, 0):
-            sel = kind == k
-            p, ch = parent[sel], child[sel]
-            order = np.argsort(p, kind="stable")
-            ptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=self.num_nodes))])
-            out += [ptr, ch[order]]
-        return tuple(out)
+        """``(ndeps, ready_ptr, ready_children, deliver_ptr, deliver_children)`` as numpy arrays
+        (computed once per shared structure; treat them as read-only)."""
+        if self.structure is not None:
+            if self.structure.dep_arrays is None:
+                self.structure.dep_arrays = _dependency_arrays(self.deps, self.num_nodes)
+            return self.structure.dep_arrays
+        return _dependency_arrays(self.deps, self.num_nodes)
+
+
+def _dependency_arrays(deps, num_nodes):
+    if deps:
+        child = np.concatenate([d[0] for d in deps])
+        parent = np.concatenate([d[1] for d in deps])
+        kind = np.concatenate([d[2] for d in deps])
+    else:
+        child = parent = kind = np.zeros(0, dtype=np.int64)
+    ndeps = np.bincount(child, minlength=num_nodes)
+    out = [ndeps]
+    for k in (1, 0):
+        sel = kind == k
+        p, ch = parent[sel], child[sel]
+        order = np.argsort(p, kind="stable")
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=num_nodes))])
+        out += [ptr, ch[order]]
+    return tuple(out)
 
 
 class _Builder:
-    def __init__(self, plan, S, chunks, reduce_Bps):
-        self.plan, self.S, self.K, self.reduce_Bps = plan, float(S), int(chunks), reduce_Bps
+    """Collects nodes in their size-free form: a message's bytes are ``frac * S / K`` and its
+    reduction time ``(rho_frac * S / K) / reduce_Bps`` (the fraction of ``S`` one step
+    carries, and that of the step whose arrival is summed before this node is ready)."""
+
+    def __init__(self, plan, chunks):
+        self.plan, self.K = plan, int(chunks)
         self.n = 0
-        self.path_id, self.msg_bytes, self.rank, self.rho = [], [], [], []
+        self.path_id, self.frac, self.rank, self.rho_frac = [], [], [], []
         self.paths = []
         self.deps = []
         self.meta = {k: [] for k in ("pass", "dir", "ring", "pos", "step", "piece", "dst")}
 
-    def nodes(self, count, *, path_id=None, msg_bytes=0.0, rank=None, rho=0.0):
+    def nodes(self, count, *, path_id=None, frac=0.0, rank=None, rho_frac=0.0):
         start = self.n
         self.n += count
         self.path_id.append(np.full(count, -1, np.int64) if path_id is None else path_id)
-        self.msg_bytes.append(np.broadcast_to(np.asarray(msg_bytes, float), (count,)))
+        self.frac.append(np.broadcast_to(np.asarray(frac, float), (count,)))
         self.rank.append(np.zeros(count, np.int64) if rank is None else rank)
-        self.rho.append(np.broadcast_to(np.asarray(rho, float), (count,)))
+        self.rho_frac.append(np.broadcast_to(np.asarray(rho_frac, float), (count,)))
         return np.arange(start, start + count)
 
     def dep(self, child, parent, kind):
@@ -118,6 +134,43 @@ class _Builder:
         """Index of a new path entry (tuples of link keys; -1 padding dropped)."""
         self.paths.append(tuple(int(k) for k in keys if k >= 0) if not isinstance(keys, tuple) else keys)
         return len(self.paths) - 1
+
+
+@dataclass(eq=False)
+class _Structure:
+    """A plan's schedule before a size is chosen (see :class:`_Builder`); shared by every
+    :class:`Schedule` sized from it, so engines can cache tables per structure."""
+
+    plan: CollectivePlan
+    chunks: int
+    num_nodes: int
+    path_id: np.ndarray
+    paths: list
+    frac: np.ndarray
+    rank: np.ndarray
+    rho_frac: np.ndarray
+    deps: list
+    meta: dict
+    dep_arrays: tuple = None
+    """:meth:`Schedule.dependency_arrays`, once computed."""
+    engine_tables: dict = field(default_factory=dict)
+    """Tables an engine derives from this structure, by engine (e.g. the window engine's graph)."""
+
+    @classmethod
+    def of(cls, b):
+        cat = (lambda xs, dtype: np.concatenate(xs) if xs else np.zeros(0, dtype))
+        return cls(b.plan, b.K, b.n, cat(b.path_id, np.int64), b.paths, cat(b.frac, float),
+                   cat(b.rank, np.int64), cat(b.rho_frac, float), b.deps, {})
+
+    def sized(self, nbytes, reduce_Bps):
+        """The :class:`Schedule` for ``S = nbytes``: bytes and reduction times from the fractions,
+        in the order of operations the per-step formulas use."""
+        S = float(nbytes)
+        msg_bytes = self.frac * S / self.chunks
+        rho = (self.rho_frac * S / self.chunks / reduce_Bps) if reduce_Bps is not None \
+            else np.zeros(self.num_nodes)
+        return Schedule(self.plan, S, self.chunks, self.num_nodes, self.path_id, self.paths, msg_bytes,
+                        self.rank, rho, self.deps, self.meta, structure=self)
 
 
 # Pass tags: ``Schedule.meta["pass"]`` names the pass of the plan each message belongs to.
@@ -145,9 +198,32 @@ def passes_by_tag(plan):
 
 
 def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
-    """The :class:`Schedule` of *plan* for ``S = nbytes``; ``track`` keeps the data-model fields."""
+    """The :class:`Schedule` of *plan* for ``S = nbytes``; ``track`` keeps the data-model fields.
+
+    The size-free structure (nodes, paths, dependencies) is built once per ``(plan, chunks)``
+    and shared (read-only) by the schedules of every size; ``track=True`` builds a private one.
+    """
+    if track:
+        structure = _build(plan, int(chunks), True)
+        sched = structure.sized(nbytes, reduce_Bps)
+        sched.structure = None
+        return sched
+    return _structure(plan, int(chunks)).sized(nbytes, reduce_Bps)
+
+
+@lru_cache(maxsize=64)
+def _structure(plan, chunks):
+    return _build(plan, chunks, False)
+
+
+def clear_structure_cache():
+    """Forget the cached schedule structures (with the tables engines keep on them)."""
+    _structure.cache_clear()
+
+
+def _build(plan, chunks, track):
     topo = plan.topology
-    b = _Builder(plan, nbytes, chunks, reduce_Bps)
+    b = _Builder(plan, chunks)
     c = topo.cores_per_chip
     gate_core = None  # per replica: node whose readiness starts the next core pass
     if plan.pre:
@@ -174,15 +250,11 @@ def compile_messages(plan, nbytes, *, chunks=1, reduce_Bps=None, track=False):
                 b.dep(ids, f, 1)
         core_gate = np.repeat(ids, c)
         _compile_pass(b, plan.post[0], core_gate, track, _POST_TAG)
-    sched = Schedule(plan, float(nbytes), int(chunks), b.n,
-                     np.concatenate(b.path_id) if b.path_id else np.zeros(0, np.int64), b.paths,
-                     np.concatenate(b.msg_bytes) if b.msg_bytes else np.zeros(0),
-                     np.concatenate(b.rank) if b.rank else np.zeros(0, np.int64),
-                     np.concatenate(b.rho) if b.rho else np.zeros(0), b.deps)
+    structure = _Structure.of(b)
     if track:
-        sched.meta = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in b.meta.items()}
-        sched.meta["node"] = np.flatnonzero(sched.path_id >= 0)
-    return sched
+        structure.meta = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in b.meta.items()}
+        structure.meta["node"] = np.flatnonzero(structure.path_id >= 0)
+    return structure
 
 
 def _compile_pass(b, p, gate, track, pass_tag):
@@ -227,10 +299,9 @@ def _compile_pass(b, p, gate, track, pass_tag):
     src_pos = np.empty_like(dst_pos)  # who sends to position i at step k
     for k in range(N):
         src_pos[k, dst_pos[k]] = pos
-    step_bytes = np.array([p.step_fraction(k) * b.S / K for k in range(N)])
-    red = np.zeros(N) if b.reduce_Bps is None else step_bytes / b.reduce_Bps
+    step_frac = np.array([p.step_fraction(k) for k in range(N)])
     reducing = np.arange(N) < p.rs_steps
-    rho_step = np.where(reducing, red, 0.0)  # reduction after arrival of step k
+    rho_step = np.where(reducing, step_frac, 0.0)  # reduction after arrival of step k (as a fraction)
     # rank: sender replica
     if p.level == "chip":
         sender_rank = members * c
@@ -240,8 +311,8 @@ def _compile_pass(b, p, gate, track, pass_tag):
     k_idx, c_idx, d_idx, r_idx, i_idx = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
     rho_msg = np.where(k_idx > 0, rho_step[np.maximum(k_idx - 1, 0)], 0.0)
     ids = b.nodes(count, path_id=pid_k[k_idx, d_idx, r_idx, i_idx].ravel(),
-                  msg_bytes=step_bytes[k_idx].ravel(), rank=sender_rank[d_idx, r_idx, i_idx].ravel(),
-                  rho=rho_msg.ravel())
+                  frac=step_frac[k_idx].ravel(), rank=sender_rank[d_idx, r_idx, i_idx].ravel(),
+                  rho_frac=rho_msg.ravel())
     ids = ids.reshape(shape)
     # step 0 waits for the member's gate; step k waits for its own step k-1 and the arrival of step k-1
     if gate is not None:
@@ -253,7 +324,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
         b.dep(ids[1:], prev, 0)
     # done node per member: after the last step's arrival (and own last send), + reduction
     uniq = np.unique(members[0])
-    done_ids = b.nodes(len(uniq), rho=rho_step[-1])
+    done_ids = b.nodes(len(uniq), rho_frac=rho_step[-1])
     done[uniq] = done_ids
     last = ids[-1]  # (K, D, R, n)
     member_done = done[members]  # (D, R, n)

@@ -1,0 +1,348 @@
+"""Exact event times of any compiled schedule, contended or not: the SimPy engine's timing
+model, run many events at a time in time windows over numpy arrays.
+
+The fast engine (:mod:`.fast_engine`) needs every link to serve one sender's messages in an
+order known beforehand. Where messages contend (detours around failed links,
+halving-doubling partners, both directions of a mesh line, 2d-split halves), the order a
+link serves in depends on the times, and the SimPy engine (:mod:`.simpy_engine`) finds it
+one event at a time. This engine finds the same order a window of events at a time, by the
+conservative rule of parallel discrete-event simulation (the *lookahead* of Chandy and
+Misra, 1979; the *bounded lag* of Lubachevsky, 1989):
+
+A hop requested at time ``r`` on a link that it occupies for ``o`` seconds, with latency
+``lat``, reaches the next chip (store-and-forward) no earlier than ``r + o + lat``, and
+everything that arrival causes (the next hop, a delivery, the messages a delivery makes
+ready, a reduction) happens no earlier. So with ``E`` the least ``r + o + lat`` over every
+pending request, no request that is not yet known can be ready before ``E``, and every
+pending request with ``tie_key(r) < tie_key(E)`` can be served now. A window serves them
+on each link in the network's order ``(tie_key(r), rank, seq)`` (see
+:mod:`wus_sim.network`) with the network's float operations::
+
+    start = max(r, link_free);  end = start + nbytes / bw;  link_free = end
+    arrival = end + lat                    # the next hop's request, or the delivery
+
+so times agree with the SimPy engine's to the last bits. Deliveries then resolve the
+schedule's dependencies (:class:`.messages.Schedule`: a node is ready at the latest of its
+parents' times plus its reduction time; a barrier is delivered when ready) and the new
+messages join the pending requests. (The one place the floats can differ: two parents whose
+times share a tie key but not their last bits; this engine takes the later, SimPy the one it
+handled last.) A window holds about one algorithm step of every ring at once, so a
+2048-chip all-reduce takes a few hundred windows of array operations instead of a quarter
+of a million SimPy events; its speed is in ``wus-sim bench``.
+
+Limits: store-and-forward only (under cut-through a head moves on as its hop starts, so the
+lookahead would be the latency alone, zero on on-chip links); and a window must hold
+something, which fails only when a hop plus its latency is shorter than the tie quantum
+(:class:`WindowTooSmall`). The api runs SimPy in both cases.
+"""
+
+from dataclasses import dataclass
+import time
+
+import numpy as np
+
+from ..network import link_key_Bps, link_key_latency_s, num_link_keys, tie_key
+
+__all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule"]
+
+
+class WindowTooSmall(Exception):
+    """No pending request fits in the next window (a hop and its latency shorter than the
+    tie quantum): the lookahead gives nothing, so the schedule needs the event-by-event engine."""
+
+
+@dataclass
+class WindowOutcome:
+    """What :func:`run_schedule` returns (the fields of the SimPy engine's outcome)."""
+
+    time_s: float
+    """Completion time: the last node ready or delivered."""
+    events: int
+    """Message hops sent (one per message per link)."""
+    link_bytes: np.ndarray
+    """Bytes sent per link key (ICI slots, then on-chip links)."""
+    link_busy_s: np.ndarray
+    """Seconds each link key was busy."""
+    link_messages: np.ndarray
+    """Messages sent per link key."""
+    windows: int
+    """Time windows the run took."""
+    wall_s: float
+    """Wall-clock seconds of the run (not the schedule build)."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Graph:
+    """The size-free tables of a schedule's structure (built once per structure)."""
+
+    num_nodes: int
+    parents: np.ndarray
+    """``(n, 2)`` event ids each node waits for (its first two): ``m`` = node m ready, ``n + m`` =
+    node m delivered, ``2n`` = a pad event at time ``-inf``."""
+    wide_row: np.ndarray
+    """Per node: its row of :attr:`wide_parents` if it waits for more than two events, else -1."""
+    wide_parents: np.ndarray
+    """``(w, W - 2)`` the further events of those nodes (padded with ``2n``)."""
+    children: np.ndarray
+    """``(2n, W')`` nodes that wait for each event (``-1`` pads)."""
+    path_links: np.ndarray
+    """``(n * H,)`` link key of hop ``h`` of node ``m`` at ``m * H + h`` (``-1`` past its path)."""
+    hops: int
+    """``H``: the longest path."""
+    path_len: np.ndarray
+    """Per node: hops of its path (0 for a barrier)."""
+    is_message: np.ndarray
+    roots: np.ndarray
+    """Nodes with no parents."""
+
+
+
+def _padded(ptr, values, rows, pad):
+    """CSR rows as a 2-D array padded with *pad*."""
+    counts = np.diff(ptr)
+    width = max(int(counts.max()) if rows else 0, 1)
+    out = np.full((rows, width), pad, np.int64)
+    cols = np.arange(len(values)) - np.repeat(ptr[:-1], counts)
+    out[np.repeat(np.arange(rows), counts), cols] = values
+    return out
+
+
+def _graph(sched):
+    n = sched.num_nodes
+    ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
+    # parents per node: the event id of each dependency, ready-kind (m) or delivered-kind (n + m)
+    child = np.concatenate([rch, dch])
+    event = np.concatenate([np.repeat(np.arange(n), np.diff(rptr)), n + np.repeat(np.arange(n), np.diff(dptr))])
+    order = np.argsort(child, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(child, minlength=n))])
+    parents = _padded(ptr, event[order], n, 2 * n)
+    if parents.shape[1] < 2:
+        parents = np.concatenate([parents, np.full((n, 2 - parents.shape[1]), 2 * n)], axis=1)
+    wide = np.flatnonzero((parents[:, 2:] < 2 * n).any(axis=1))
+    wide_row = np.full(n, -1, np.int64)
+    wide_row[wide] = np.arange(len(wide))
+    wide_parents = parents[wide, 2:]
+    parents = np.ascontiguousarray(parents[:, :2])
+    children = _padded(np.concatenate([rptr, rptr[-1] + dptr[1:]]), np.concatenate([rch, dch]), 2 * n, -1)
+    lengths = np.array([len(p) for p in sched.paths] + [0], np.int64)
+    H = max(int(lengths.max()), 1)
+    table = np.full((len(sched.paths) + 1, H), -1, np.int64)
+    for i, p in enumerate(sched.paths):
+        table[i, : len(p)] = p
+    pid = sched.path_id
+    path_len = lengths[pid]
+    return _Graph(num_nodes=n, parents=parents, wide_row=wide_row, wide_parents=wide_parents, children=children, path_links=table[pid].ravel(), hops=H,
+                  path_len=path_len, is_message=path_len > 0, roots=np.flatnonzero(ndeps == 0))
+
+
+def _cached_graph(sched):
+    """:func:`_graph`, kept on the schedule's shared structure when it has one."""
+    if sched.structure is None:
+        return _graph(sched)
+    tables = sched.structure.engine_tables
+    if "window" not in tables:
+        tables["window"] = _graph(sched)
+    return tables["window"]
+
+
+def run_schedule(sched):
+    """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) store-and-forward;
+    the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits)."""
+    t0 = time.perf_counter()
+    g = _cached_graph(sched)
+    topo = sched.plan.topology
+    n, H = g.num_nodes, g.hops
+    bw = link_key_Bps(topo)
+    lat = link_key_latency_s(topo)
+    nbytes, rank, rho = sched.msg_bytes, sched.rank, sched.rho
+    parents, children, path_links, path_len, is_message = (g.parents, g.children, g.path_links, g.path_len,
+                                                           g.is_message)
+    event_t = np.full(2 * n + 1, np.inf)  # when each event happened (inf: not yet)
+    event_t[2 * n] = -np.inf
+    started = np.zeros(n, bool)
+    link_free = np.zeros(len(bw))
+    owner = np.zeros(max(len(bw), n), np.int64)  # scratch: which element wrote an index last
+    on_busy_link = np.zeros(len(bw), bool)
+
+    new = []  # requests made in this window: (node, hop, ready time) arrays
+
+    def request(nodes, t, hop=None):
+        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t))
+
+    def settle(events, t):
+        _settle(events, t, g, event_t, started, owner, rho, request)
+
+    roots = g.roots
+    started[roots] = True
+    t_roots = 0.0 + rho[roots]
+    msg = is_message[roots]
+    request(roots[msg], t_roots[msg])
+    settle(np.concatenate([roots, n + roots[~msg]]), np.concatenate([t_roots, t_roots[~msg]]))
+
+    empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
+    pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+    windows = 0
+    while True:
+        if new:
+            nodes = np.concatenate([pn] + [a for a, _, _ in new])
+            hop = np.concatenate([ph] + [b for _, b, _ in new])
+            t = np.concatenate([pt] + [c for _, _, c in new])
+            k = len(pn)
+            links = path_links[nodes[k:] * H + hop[k:]]
+            occ = nbytes[nodes[k:]] / bw[links]  # the network's own division
+            pn, ph, pt = nodes, hop, t
+            pl = np.concatenate([pl, links])
+            po = np.concatenate([po, occ])
+            pk = np.concatenate([pk, tie_key(t[k:])])
+            pe = np.concatenate([pe, t[k:] + occ + lat[links]])
+            new.clear()
+        if not len(pn):
+            break
+        windows += 1
+        sel = pk < tie_key(pe.min())
+        if sel.all():
+            sn, sh, st, sl, so, sk = pn, ph, pt, pl, po, pk
+            pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+        else:
+            if not sel.any():
+                raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
+            sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
+            keep = ~sel
+            pn, ph, pt, pl, po, pk, pe = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep], pe[keep]
+        end = _serve(sn, st, sl, so, sk, rank, link_free, owner, on_busy_link)
+        arrival = end + lat[sl]
+        nh = sh + 1
+        more = nh < path_len[sn]
+        if more.any():
+            request(sn[more], arrival[more], nh[more])
+            done = ~more
+            settle(n + sn[done], arrival[done])
+        else:
+            settle(n + sn, arrival)
+    if not started.all():
+        raise AssertionError(f"{int((~started).sum())} schedule nodes never became ready (a dependency cycle)")
+    times = event_t[: 2 * n]
+    # counters: which links a message crosses is fixed, so bytes and busy time need no timing
+    hop_node = np.repeat(np.arange(n), path_len)
+    hop_link = path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]]
+    hop_bytes = nbytes[hop_node]
+    size = num_link_keys(topo)
+    return WindowOutcome(
+        time_s=float(times.max()) if n else 0.0, events=int(path_len.sum()),
+        link_bytes=np.bincount(hop_link, weights=hop_bytes, minlength=size),
+        link_busy_s=np.bincount(hop_link, weights=hop_bytes / bw[hop_link], minlength=size),
+        link_messages=np.bincount(hop_link, minlength=size), windows=windows,
+        wall_s=time.perf_counter() - t0)
+
+
+_SMALL = 24
+"""Below this many events, :func:`_settle` resolves them one at a time in Python: a cascade of
+readiness along one member's steps (a member that starts late finds its pieces there already)
+is a chain of tiny batches, where array calls cost more than the work."""
+
+
+def _settle(events, t, g, event_t, started, owner, rho, request):
+    """Events *events* happened at times *t*: resolve the nodes waiting for them, and
+    *request* the first hop of every message that becomes ready."""
+    n, children, parents, is_message = g.num_nodes, g.children, g.parents, g.is_message
+    while len(events):
+        if len(events) < _SMALL:
+            return _settle_one_by_one(events.tolist(), t.tolist(), g, event_t, started, rho, request)
+        event_t[events] = t
+        cand = children[events].ravel()
+        cand = cand[cand >= 0]
+        cand = cand[~started[cand]]
+        if not len(cand):
+            return
+        pos = np.arange(len(cand))
+        owner[cand] = pos
+        cand = cand[owner[cand] == pos]  # each node once
+        pc = parents[cand]
+        tm = np.maximum(event_t[pc[:, 0]], event_t[pc[:, 1]])  # columns: faster than max(axis=1)
+        wide = g.wide_row[cand]  # the few nodes with more than two parents (barriers)
+        if (wide >= 0).any():
+            at = np.flatnonzero(wide >= 0)
+            tm[at] = np.maximum(tm[at], event_t[g.wide_parents[wide[at]]].max(axis=1))
+        ok = tm < np.inf
+        ready = cand[ok]
+        if not len(ready):
+            return
+        started[ready] = True
+        tr = tm[ok] + rho[ready]
+        msg = is_message[ready]
+        request(ready[msg], tr[msg])
+        barrier = ~msg
+        # every new node's readiness is an event; a barrier is delivered at once
+        events = np.concatenate([ready, n + ready[barrier]])
+        t = np.concatenate([tr, tr[barrier]])
+
+
+def _settle_one_by_one(events, times, g, event_t, started, rho, request):
+    """:func:`_settle` for a few events, in Python (the same rule: a node is ready at the
+    latest of its parents' times plus its reduction time; a barrier is delivered then)."""
+    n, children, parents, is_message = g.num_nodes, g.children, g.parents, g.is_message
+    wide_row, wide_parents = g.wide_row, g.wide_parents
+    stack = list(zip(events, times))
+    new_nodes, new_times = [], []
+    inf = np.inf
+    time_of = event_t.item
+    while stack:
+        e, t = stack.pop()
+        event_t[e] = t
+        for c in children[e].tolist():
+            if c < 0 or started[c]:
+                continue
+            tm = max(map(time_of, parents[c].tolist()))
+            w = wide_row.item(c)
+            if w >= 0:
+                tm = max(tm, max(map(time_of, wide_parents[w].tolist())))
+            if tm == inf:
+                continue
+            started[c] = True
+            tr = tm + rho.item(c)
+            stack.append((c, tr))
+            if is_message[c]:
+                new_nodes.append(c)
+                new_times.append(tr)
+            else:
+                stack.append((n + c, tr))
+    if new_nodes:
+        request(np.array(new_nodes, np.int64), np.array(new_times))
+
+
+def _serve(nodes, ready, links, occ, keys, rank, link_free, owner, on_busy_link):
+    """End times of one window's requests, each link serving in ``(tie key, rank, seq)`` order;
+    *link_free* updated in place. *owner* and *on_busy_link* are scratch arrays."""
+    m = len(nodes)
+    pos = np.arange(m)
+    owner[links] = pos
+    shared = owner[links] != pos  # not the last request on its link: the link has several
+    if not shared.any():
+        start = np.maximum(ready, link_free[links])
+        end = start + occ
+        link_free[links] = end
+        return end
+    on_busy_link[links[shared]] = True
+    many = on_busy_link[links]
+    on_busy_link[links] = False
+    end = np.empty(m)
+    one = ~many
+    if one.any():
+        li = links[one]
+        e = np.maximum(ready[one], link_free[li]) + occ[one]
+        link_free[li] = e
+        end[one] = e
+    # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
+    idx = np.flatnonzero(many)
+    idx = idx[np.lexsort((nodes[idx], rank[nodes[idx]], keys[idx], links[idx]))]
+    li = links[idx]
+    first = np.ones(len(idx), bool)
+    first[1:] = li[1:] != li[:-1]
+    rank_in_link = np.arange(len(idx)) - np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
+    for i in range(int(rank_in_link.max()) + 1):
+        at = idx[rank_in_link == i]
+        la = links[at]
+        e = np.maximum(ready[at], link_free[la]) + occ[at]
+        link_free[la] = e
+        end[at] = e
+    return end
