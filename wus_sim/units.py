@@ -18,6 +18,8 @@ __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "US", "NS", "MS",
     "parse_size", "format_bytes", "format_time",
+    "DTYPE_BYTES", "GRAD_DTYPES", "GRAD_DTYPE_SPELLINGS", "grad_dtype_short", "grad_dtype_bytes",
+    "grad_dtype_of_bytes",
 ]
 
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
@@ -96,3 +98,33 @@ def format_time(t_s):
         if abs(t) >= scale:
             return f"{t / scale:.4g} {unit}"
     return f"{t:.3g} s"
+
+
+# ================================================================ dtypes
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""Bytes per element of the dtypes a workload file may name."""
+
+GRAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+"""Gradient dtypes on the wire: short name (the ``grad_dtype`` point key's values) -> dtype name."""
+
+GRAD_DTYPE_SPELLINGS = tuple(GRAD_DTYPES) + tuple(GRAD_DTYPES.values())
+"""Every accepted spelling of a gradient dtype, short names first (``--grad-dtype`` choices)."""
+
+
+def grad_dtype_short(name):
+    """The short name (``fp32``/``bf16``) of a gradient dtype given either way; raises ConfigError."""
+    for short, long in GRAD_DTYPES.items():
+        if name in (short, long):
+            return short
+    raise ConfigError("must be " + ", ".join(f"{s} ({l})" for s, l in GRAD_DTYPES.items()), key_path="grad_dtype",
+                      value=name)
+
+
+def grad_dtype_bytes(name):
+    """Bytes per element of a gradient dtype given either way (``fp32`` or ``float32``)."""
+    return DTYPE_BYTES[GRAD_DTYPES[grad_dtype_short(name)]]
+
+
+def grad_dtype_of_bytes(nbytes):
+    """The short name of a gradient width in bytes (its number as text if none has it)."""
+    return next((s for s, l in GRAD_DTYPES.items() if DTYPE_BYTES[l] == nbytes), str(nbytes))

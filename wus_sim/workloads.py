@@ -30,6 +30,8 @@ import numpy as np
 from .config import Section, is_file, load_yaml
 from .errors import ConfigError, UnknownNameError
 from .keys import Key, KeyTable
+# the dtype tables live in units (light, so the command line builds its choices from them)
+from .units import DTYPE_BYTES, GRAD_DTYPES, grad_dtype_bytes, grad_dtype_of_bytes, grad_dtype_short
 
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm",
@@ -42,31 +44,6 @@ WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
 """Extra directories (``os.pathsep``-separated) searched for workload YAML before the shipped ones."""
 
 _SHIPPED = Path(__file__).resolve().parent / "data" / "workloads"
-
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-GRAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
-"""Gradient dtypes on the wire: short name (the ``grad_dtype`` point key's values) -> dtype name."""
-
-
-def grad_dtype_short(name):
-    """The short name (``fp32``/``bf16``) of a gradient dtype given either way; raises ConfigError."""
-    for short, long in GRAD_DTYPES.items():
-        if name in (short, long):
-            return short
-    raise ConfigError("must be " + ", ".join(f"{s} ({l})" for s, l in GRAD_DTYPES.items()), key_path="grad_dtype",
-                      value=name)
-
-
-def grad_dtype_bytes(name):
-    """Bytes per element of a gradient dtype given either way (``fp32`` or ``float32``)."""
-    return DTYPE_BYTES[GRAD_DTYPES[grad_dtype_short(name)]]
-
-
-def grad_dtype_of_bytes(nbytes):
-    """The short name of a gradient width in bytes (its number as text if none has it)."""
-    return next((s for s, l in GRAD_DTYPES.items() if DTYPE_BYTES[l] == nbytes), str(nbytes))
-"""Bytes per element of the dtypes a workload file may name."""
 
 SMALL_TENSOR_ELEMENTS = 4096
 """'Small tensor' cut-off used in summaries: Xu et al. 2020 (arXiv 2004.13336) count ResNet-50's tensors

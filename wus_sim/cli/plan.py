@@ -21,12 +21,9 @@ one replica per core.
 
 import json
 
-__all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES", "PLAN_JSON_SCHEMA_VERSION"]
+from ..units import GRAD_DTYPE_SPELLINGS as GRAD_DTYPES  # ``--grad-dtype`` choices, under their old name here
 
-GRAD_DTYPES = ("fp32", "bf16", "float32", "bfloat16")
-"""Spellings of ``--grad-dtype`` (wus_sim.workloads.GRAD_DTYPES, short and long)."""
-"""``--grad-dtype`` spellings -> the dtype name of :data:`wus_sim.workloads.DTYPE_BYTES`: the short
-ones ``wus-sim step`` and experiment files use, and the workload files' long ones."""
+__all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES", "PLAN_JSON_SCHEMA_VERSION"]
 
 
 def add_parser(subparsers):

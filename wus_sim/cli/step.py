@@ -28,11 +28,10 @@ import math
 import sys
 
 from ..params import STRATEGY_CHOICES, default_of
+from ..units import GRAD_DTYPE_SPELLINGS
 from .options import add_fault_options, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run"]
-
-_DTYPE_SPELLINGS = ("fp32", "bf16", "float32", "bfloat16")  # wus_sim.workloads.GRAD_DTYPES, both ways
 
 
 def add_parser(subparsers):
@@ -57,7 +56,7 @@ def add_parser(subparsers):
                         "its folded ring, which already uses both link directions; --no-bidirectional: one direction)")
     p.add_argument("--routing", default=default_of("routing"), metavar="R",
                    help=f"network routing: store-and-forward or cut-through (default {default_of('routing')})")
-    p.add_argument("--grad-dtype", choices=_DTYPE_SPELLINGS, help="gradient dtype on the wire")
+    p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, help="gradient dtype on the wire")
     p.add_argument("--bucket-MiB", type=float, dest="bucket_MiB", metavar="F", help="fusion bucket size, MiB")
     p.add_argument("--overlap-grad-reduce", action=argparse.BooleanOptionalAction,
                    default=default_of("overlap_grad_reduce"),
