@@ -92,6 +92,8 @@ TIE_QUANTUM_S = 2.0 ** -40
 
 _TIE_PER_S = 2.0 ** 40  # 1 / TIE_QUANTUM_S; a power of two, so t * _TIE_PER_S rounds nothing
 
+_NO_TAIL = -math.inf  # the tail time of a message's first hop under cut-through: no constraint
+
 
 def tie_key(t_s):
     """Ordering key of event time *t_s* (s, a float or a numpy array): the nearest whole
@@ -272,13 +274,21 @@ class Network:
         """
         if not nbytes > 0:
             raise ValueError(f"a message needs nbytes > 0, got {nbytes!r}")
-        self._uid += 1
-        msg = (path, float(nbytes), rank, seq, callback, tag)
         t = self.now + delay
         if not path:
             self._slot(t)[1].append((callback, (tag, t), t))
             return
-        self._slot(t)[3].append((rank, seq, self._uid, msg, 0, t, -np.inf))
+        self.send_at(t, path, float(nbytes), rank, seq, callback, tag)
+
+    def send_at(self, t, path, nbytes, rank, seq, callback, tag):
+        """:meth:`send` for an engine's inner loop: ready at time *t* (s, not before
+        :attr:`now`), positional arguments and no checks (*path* non-empty, *nbytes* a
+        float > 0: the caller's to ensure)."""
+        uid = self._uid = self._uid + 1
+        slot = self._slots.get(t)
+        if slot is None:
+            slot = self._slot(t)
+        slot[3].append((rank, seq, uid, (path, nbytes, rank, seq, callback, tag), 0, t, _NO_TAIL))
 
     def transfer(self, path, nbytes, *, rank=0, seq=0):
         """A SimPy event that succeeds with the delivery time of a message sent now."""

@@ -54,6 +54,8 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     net = Network(env, sched.plan.topology, routing=routing)
     ndeps, rptr, rch, dptr, dch = (a.tolist() for a in sched.dependency_arrays())
     path_id = sched.path_id.tolist()
+    if not (sched.msg_bytes[sched.path_id >= 0] > 0).all():  # send_at does not check
+        raise ValueError("a message needs nbytes > 0")
     paths = sched.paths
     nbytes = sched.msg_bytes.tolist()
     rank = sched.rank.tolist()
@@ -61,49 +63,56 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     n = sched.num_nodes
     ready_t = [0.0] * n if record else None
     deliver_t = [0.0] * n if record else None
-    send, after = net.send, net.after
-    end_t = [0.0]  # the latest ready or delivery time (the SimPy clock shows slots' first times)
+    send_at, after = net.send_at, net.after
+    end_t = 0.0  # the latest delivery time (the SimPy clock shows slots' first times)
 
-    def start(x):
-        """Node *x* has all its dependencies: ready now, or after its reduction time."""
-        r = rho[x]
-        if r > 0.0:
-            after(r, ready, x)
-        else:
-            ready(x)
-
-    def resolve(children):
+    # Hot path: a few calls per message. Every closure gets the current time t (== net.now,
+    # the exact time of the delivery or call being handled) as an argument rather than
+    # reading the net.now property; resolve starts a child itself (no helper call).
+    def resolve(children, t):
+        """Count a met dependency of each of *children*; start those now complete."""
         for x in children:
-            ndeps[x] -= 1
-            if ndeps[x] == 0:
-                start(x)
+            k = ndeps[x] - 1
+            ndeps[x] = k
+            if k == 0:
+                r = rho[x]
+                if r > 0.0:
+                    # after() calls ready(x, t + r) at net.now + r, the same float as t + r
+                    after(r, ready, x, t + r)
+                else:
+                    ready(x, t)
 
     def delivered(m, t):
+        nonlocal end_t
         if record:
             deliver_t[m] = t
-        if t > end_t[0]:
-            end_t[0] = t
-        resolve(dch[dptr[m]:dptr[m + 1]])
+        # every node is delivered at or after its ready time (a barrier at it), so the
+        # latest delivery is also the latest ready or delivery time
+        if t > end_t:
+            end_t = t
+        resolve(dch[dptr[m]:dptr[m + 1]], t)
 
-    def ready(m):
-        t = net.now  # exact, where env.now is its tie key's slot time
+    def ready(m, t):
         if record:
             ready_t[m] = t
-        if t > end_t[0]:
-            end_t[0] = t
         p = path_id[m]
         if p >= 0:
-            send(paths[p], nbytes[m], rank=rank[m], seq=m, callback=delivered, tag=m)
-        resolve(rch[rptr[m]:rptr[m + 1]])
+            send_at(t, paths[p], nbytes[m], rank[m], m, delivered, m)
+        resolve(rch[rptr[m]:rptr[m + 1]], t)
         if p < 0:
             delivered(m, t)
 
+    start_t = net.now  # SimPy's initial time
     for m in [m for m in range(n) if ndeps[m] == 0]:  # roots, listed before any is resolved
-        start(m)
+        r = rho[m]
+        if r > 0.0:
+            after(r, ready, m, start_t + r)
+        else:
+            ready(m, start_t)
     env.run()
     left = sum(1 for x in ndeps if x > 0)
     assert left == 0, f"{left} schedule nodes never became ready (a dependency cycle)"
     return SimpyOutcome(
-        time_s=float(end_t[0]), events=net.hops_sent, link_bytes=net.link_bytes(),
+        time_s=float(end_t), events=net.hops_sent, link_bytes=net.link_bytes(),
         link_busy_s=net.link_busy_s(), link_messages=net.link_messages(),
         wall_s=time.perf_counter() - t0, ready_t=ready_t, deliver_t=deliver_t)
