@@ -7,8 +7,9 @@ reduction time; a ready message is handed to :class:`wus_sim.network.Network`,
 which moves it hop by hop through FIFO links (see the timing model there).
 
 Cost per message is kept to a few Python calls: nodes are plain integers,
-dependencies are flat lists, and the network batches all events of one time
-into one SimPy event. Its speed is measured by ``wus-sim bench`` (SimPy
+dependencies are flat lists (a node's only child read directly, see
+:func:`_children`), and the network batches all events of one time into one
+SimPy event. Its speed is measured by ``wus-sim bench`` (SimPy
 reference cases) and reported in the README's "Speed" section, not here.
 """
 
@@ -44,6 +45,25 @@ class SimpyOutcome:
     """Per node: delivery time (only with ``record=True``)."""
 
 
+def _children(ptr, children):
+    """The CSR lists *ptr*, *children* (numpy) as ``(one, several)``: ``one[m]`` is the
+    only child of node ``m``, or -1 if it has none, or ``-2 - i`` if it has several, which
+    are the tuple ``several[i]`` (in CSR order).
+
+    Nearly every node has at most one child of each kind, and reading one list entry costs
+    the hot loop far less than slicing ``children[ptr[m]:ptr[m + 1]]``."""
+    count = np.diff(ptr)
+    one = np.full(len(count), -1, np.int64)
+    single = count == 1
+    one[single] = children[ptr[:-1][single]]
+    nodes = np.flatnonzero(count > 1)
+    one[nodes] = -2 - np.arange(len(nodes))
+    flat = children[np.repeat(count > 1, count)].tolist()
+    ends = np.cumsum(count[nodes]).tolist()
+    several = [tuple(flat[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+    return one.tolist(), several
+
+
 def run_schedule(sched, *, record=False, routing="store-and-forward"):
     """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) on a fresh network
     with the given *routing* (:data:`wus_sim.network.ROUTINGS`)."""
@@ -52,7 +72,10 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     t0 = time.perf_counter()
     env = simpy.Environment()
     net = Network(env, sched.plan.topology, routing=routing)
-    ndeps, rptr, rch, dptr, dch = (a.tolist() for a in sched.dependency_arrays())
+    ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
+    ndeps = ndeps.tolist()
+    r_one, r_several = _children(rptr, rch)  # the nodes waiting for m to be ready
+    d_one, d_several = _children(dptr, dch)  # the nodes waiting for m's delivery
     path_id = sched.path_id.tolist()
     if not (sched.msg_bytes[sched.path_id >= 0] > 0).all():  # send_at does not check
         raise ValueError("a message needs nbytes > 0")
@@ -68,10 +91,25 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
 
     # Hot path: a few calls per message. Every closure gets the current time t (== net.now,
     # the exact time of the delivery or call being handled) as an argument rather than
-    # reading the net.now property. Counting a met dependency of each child and starting
-    # those now complete is written out in delivered and in ready (not a shared helper:
-    # a call per node less); a child with a reduction time is ready r seconds later, and
-    # after() calls ready(x, t + r) at net.now + r, the same float as t + r.
+    # reading the net.now property.
+    def start(x, t):
+        """Node *x* has all its dependencies at time *t*: ready now, or after its reduction
+        time r (after() calls ready(x, t + r) at net.now + r, the same float as t + r)."""
+        r = rho[x]
+        if r > 0.0:
+            after(r, ready, x, t + r)
+        else:
+            ready(x, t)
+
+    def met(children, t):
+        """A dependency of each of several *children* is met at time *t*."""
+        for x in children:
+            k = ndeps[x] - 1
+            ndeps[x] = k
+            if k == 0:
+                start(x, t)
+
+    # delivered and ready handle the common single child themselves (a call per node less)
     def delivered(m, t):
         nonlocal end_t
         if record:
@@ -80,15 +118,14 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
         # latest delivery is also the latest ready or delivery time
         if t > end_t:
             end_t = t
-        for x in dch[dptr[m]:dptr[m + 1]]:
+        x = d_one[m]
+        if x >= 0:
             k = ndeps[x] - 1
             ndeps[x] = k
             if k == 0:
-                r = rho[x]
-                if r > 0.0:
-                    after(r, ready, x, t + r)
-                else:
-                    ready(x, t)
+                start(x, t)
+        elif x != -1:
+            met(d_several[-2 - x], t)
 
     def ready(m, t):
         if record:
@@ -96,25 +133,20 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
         p = path_id[m]
         if p >= 0:
             send_at(t, paths[p], nbytes[m], rank[m], m, delivered, m)
-        for x in rch[rptr[m]:rptr[m + 1]]:
+        x = r_one[m]
+        if x >= 0:
             k = ndeps[x] - 1
             ndeps[x] = k
             if k == 0:
-                r = rho[x]
-                if r > 0.0:
-                    after(r, ready, x, t + r)
-                else:
-                    ready(x, t)
+                start(x, t)
+        elif x != -1:
+            met(r_several[-2 - x], t)
         if p < 0:
             delivered(m, t)
 
     t = net.now  # SimPy's initial time
     for m in [m for m in range(n) if ndeps[m] == 0]:  # roots, listed before any is resolved
-        r = rho[m]
-        if r > 0.0:
-            after(r, ready, m, t + r)
-        else:
-            ready(m, t)
+        start(m, t)
     env.run()
     left = sum(1 for x in ndeps if x > 0)
     assert left == 0, f"{left} schedule nodes never became ready (a dependency cycle)"
