@@ -45,6 +45,13 @@ class SimpyOutcome:
     """Per node: delivery time (only with ``record=True``)."""
 
 
+def _per_node(a, dtype):
+    """A numpy column read by the hot loop, as a memoryview: its items become Python numbers
+    (the same values) as they are read, about once per node. Cheaper than ``.tolist()``,
+    which makes, and at the end frees, a Python object for every node up front."""
+    return memoryview(np.ascontiguousarray(a, dtype))
+
+
 def _children(ptr, children):
     """The CSR lists *ptr*, *children* (numpy) as ``(one, several)``: ``one[m]`` is the
     only child of node ``m``, or -1 if it has none, or ``-2 - i`` if it has several, which
@@ -61,7 +68,7 @@ def _children(ptr, children):
     flat = children[np.repeat(count > 1, count)].tolist()
     ends = np.cumsum(count[nodes]).tolist()
     several = [tuple(flat[a:b]) for a, b in zip([0] + ends[:-1], ends)]
-    return one.tolist(), several
+    return _per_node(one, np.int64), several
 
 
 def run_schedule(sched, *, record=False, routing="store-and-forward"):
@@ -73,16 +80,17 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     env = simpy.Environment()
     net = Network(env, sched.plan.topology, routing=routing)
     ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
-    ndeps = ndeps.tolist()
+    roots = np.flatnonzero(ndeps == 0).tolist()
+    ndeps = ndeps.tolist()  # counted down; small ints (Python keeps one object of each)
     r_one, r_several = _children(rptr, rch)  # the nodes waiting for m to be ready
     d_one, d_several = _children(dptr, dch)  # the nodes waiting for m's delivery
-    path_id = sched.path_id.tolist()
+    path_id = _per_node(sched.path_id, np.int64)
     if not (sched.msg_bytes[sched.path_id >= 0] > 0).all():  # send_at does not check
         raise ValueError("a message needs nbytes > 0")
     paths = sched.paths
-    nbytes = sched.msg_bytes.tolist()
-    rank = sched.rank.tolist()
-    rho = sched.rho.tolist()
+    nbytes = _per_node(sched.msg_bytes, float)
+    rank = _per_node(sched.rank, np.int64)
+    rho = _per_node(sched.rho, float)
     n = sched.num_nodes
     ready_t = [0.0] * n if record else None
     deliver_t = [0.0] * n if record else None
@@ -145,11 +153,12 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
             delivered(m, t)
 
     t = net.now  # SimPy's initial time
-    for m in [m for m in range(n) if ndeps[m] == 0]:  # roots, listed before any is resolved
+    for m in roots:  # listed before any is resolved
         start(m, t)
     env.run()
-    left = sum(1 for x in ndeps if x > 0)
-    assert left == 0, f"{left} schedule nodes never became ready (a dependency cycle)"
+    if any(ndeps):
+        left = sum(1 for x in ndeps if x > 0)
+        raise AssertionError(f"{left} schedule nodes never became ready (a dependency cycle)")
     return SimpyOutcome(
         time_s=float(end_t), events=net.hops_sent, link_bytes=net.link_bytes(),
         link_busy_s=net.link_busy_s(), link_messages=net.link_messages(),
