@@ -70,6 +70,7 @@ top of this module import no SimPy.
 """
 
 import heapq
+from itertools import islice
 import math
 
 import numpy as np
@@ -91,6 +92,8 @@ TIE_QUANTUM_S = 2.0 ** -40
 """Resolution of the event order, s (about 0.91 ps): times this close count as simultaneous."""
 
 _TIE_PER_S = 2.0 ** 40  # 1 / TIE_QUANTUM_S; a power of two, so t * _TIE_PER_S rounds nothing
+
+_NO_TAIL = -math.inf  # the tail time of a message's first hop under cut-through: no constraint
 
 
 def tie_key(t_s):
@@ -272,13 +275,21 @@ class Network:
         """
         if not nbytes > 0:
             raise ValueError(f"a message needs nbytes > 0, got {nbytes!r}")
-        self._uid += 1
-        msg = (path, float(nbytes), rank, seq, callback, tag)
         t = self.now + delay
         if not path:
             self._slot(t)[1].append((callback, (tag, t), t))
             return
-        self._slot(t)[3].append((rank, seq, self._uid, msg, 0, t, -np.inf))
+        self.send_at(t, path, float(nbytes), rank, seq, callback, tag)
+
+    def send_at(self, t, path, nbytes, rank, seq, callback, tag):
+        """:meth:`send` for an engine's inner loop: ready at time *t* (s, not before
+        :attr:`now`), positional arguments and no checks (*path* non-empty, *nbytes* a
+        float > 0: the caller's to ensure)."""
+        uid = self._uid = self._uid + 1
+        slot = self._slots.get(t)
+        if slot is None:
+            slot = self._slot(t)
+        slot[3].append((rank, seq, uid, (path, nbytes, rank, seq, callback, tag), 0, t, _NO_TAIL))
 
     def transfer(self, path, nbytes, *, rank=0, seq=0):
         """A SimPy event that succeeds with the delivery time of a message sent now."""
@@ -337,31 +348,30 @@ class Network:
         t_idle = (key + 0.5) * TIE_QUANTUM_S
         links = self.links
         start = self._start
+        # Each list is walked from where the last round stopped; a for loop over islice
+        # (it sees items appended meanwhile) costs less per item than indexing in a while loop.
         ia = ic = jf = 0
         while True:
             # (1) hops that end now: move on, or deliver (callbacks may send at this time)
-            while ia < len(arrivals):
-                msg, hop, t, tail = arrivals[ia]
-                ia += 1
+            for msg, hop, t, tail in islice(arrivals, ia, None):
                 hop += 1
                 if hop < len(msg[0]):
-                    self._uid += 1
-                    requests.append((msg[2], msg[3], self._uid, msg, hop, t, tail))
+                    uid = self._uid = self._uid + 1
+                    requests.append((msg[2], msg[3], uid, msg, hop, t, tail))
                 else:
                     self._now = t
                     msg[4](msg[5], t)
+            ia = len(arrivals)
             # (2) zero-delay calls
-            while ic < len(calls):
-                fn, args, self._now = calls[ic]
-                ic += 1
+            for fn, args, self._now in islice(calls, ic, None):
                 fn(*args)
+            ic = len(calls)
             # (3) freed links serve their queue: those messages were ready before now
-            while jf < len(frees):
-                link = frees[jf]
-                jf += 1
+            for link in islice(frees, jf, None):
                 if link.queue and link.busy_until < t_idle:
                     _, _, _, _, msg, hop, t, tail = heapq.heappop(link.queue)
                     start(link, msg, hop, t, tail)
+            jf = len(frees)
             if requests:
                 # (4) new requests in (rank, seq) order take an idle link or queue
                 batch = sorted(requests)

@@ -7,8 +7,9 @@ reduction time; a ready message is handed to :class:`wus_sim.network.Network`,
 which moves it hop by hop through FIFO links (see the timing model there).
 
 Cost per message is kept to a few Python calls: nodes are plain integers,
-dependencies are flat lists, and the network batches all events of one time
-into one SimPy event. Its speed is measured by ``wus-sim bench`` (SimPy
+dependencies are flat lists (a node's only child read directly, see
+:func:`_children`), and the network batches all events of one time into one
+SimPy event. Its speed is measured by ``wus-sim bench`` (SimPy
 reference cases) and reported in the README's "Speed" section, not here.
 """
 
@@ -44,6 +45,32 @@ class SimpyOutcome:
     """Per node: delivery time (only with ``record=True``)."""
 
 
+def _per_node(a, dtype):
+    """A numpy column read by the hot loop, as a memoryview: its items become Python numbers
+    (the same values) as they are read, about once per node. Cheaper than ``.tolist()``,
+    which makes, and at the end frees, a Python object for every node up front."""
+    return memoryview(np.ascontiguousarray(a, dtype))
+
+
+def _children(ptr, children):
+    """The CSR lists *ptr*, *children* (numpy) as ``(one, several)``: ``one[m]`` is the
+    only child of node ``m``, or -1 if it has none, or ``-2 - i`` if it has several, which
+    are the tuple ``several[i]`` (in CSR order).
+
+    Nearly every node has at most one child of each kind, and reading one list entry costs
+    the hot loop far less than slicing ``children[ptr[m]:ptr[m + 1]]``."""
+    count = np.diff(ptr)
+    one = np.full(len(count), -1, np.int64)
+    single = count == 1
+    one[single] = children[ptr[:-1][single]]
+    nodes = np.flatnonzero(count > 1)
+    one[nodes] = -2 - np.arange(len(nodes))
+    flat = children[np.repeat(count > 1, count)].tolist()
+    ends = np.cumsum(count[nodes]).tolist()
+    several = [tuple(flat[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+    return _per_node(one, np.int64), several
+
+
 def run_schedule(sched, *, record=False, routing="store-and-forward"):
     """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) on a fresh network
     with the given *routing* (:data:`wus_sim.network.ROUTINGS`)."""
@@ -52,58 +79,87 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     t0 = time.perf_counter()
     env = simpy.Environment()
     net = Network(env, sched.plan.topology, routing=routing)
-    ndeps, rptr, rch, dptr, dch = (a.tolist() for a in sched.dependency_arrays())
-    path_id = sched.path_id.tolist()
+    ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
+    roots = np.flatnonzero(ndeps == 0).tolist()
+    ndeps = ndeps.tolist()  # counted down; small ints (Python keeps one object of each)
+    r_one, r_several = _children(rptr, rch)  # the nodes waiting for m to be ready
+    d_one, d_several = _children(dptr, dch)  # the nodes waiting for m's delivery
+    path_id = _per_node(sched.path_id, np.int64)
+    if not (sched.msg_bytes[sched.path_id >= 0] > 0).all():  # send_at does not check
+        raise ValueError("a message needs nbytes > 0")
     paths = sched.paths
-    nbytes = sched.msg_bytes.tolist()
-    rank = sched.rank.tolist()
-    rho = sched.rho.tolist()
+    nbytes = _per_node(sched.msg_bytes, float)
+    rank = _per_node(sched.rank, np.int64)
+    rho = _per_node(sched.rho, float)
     n = sched.num_nodes
     ready_t = [0.0] * n if record else None
     deliver_t = [0.0] * n if record else None
-    send, after = net.send, net.after
-    end_t = [0.0]  # the latest ready or delivery time (the SimPy clock shows slots' first times)
+    send_at, after = net.send_at, net.after
+    end_t = 0.0  # the latest delivery time (the SimPy clock shows slots' first times)
 
-    def start(x):
-        """Node *x* has all its dependencies: ready now, or after its reduction time."""
+    # Hot path: a few calls per message. Every closure gets the current time t (== net.now,
+    # the exact time of the delivery or call being handled) as an argument rather than
+    # reading the net.now property.
+    def start(x, t):
+        """Node *x* has all its dependencies at time *t*: ready now, or after its reduction
+        time r (after() calls ready(x, t + r) at net.now + r, the same float as t + r)."""
         r = rho[x]
         if r > 0.0:
-            after(r, ready, x)
+            after(r, ready, x, t + r)
         else:
-            ready(x)
+            ready(x, t)
 
-    def resolve(children):
+    def met(children, t):
+        """A dependency of each of several *children* is met at time *t*."""
         for x in children:
-            ndeps[x] -= 1
-            if ndeps[x] == 0:
-                start(x)
+            k = ndeps[x] - 1
+            ndeps[x] = k
+            if k == 0:
+                start(x, t)
 
+    # delivered and ready handle the common single child themselves (a call per node less)
     def delivered(m, t):
+        nonlocal end_t
         if record:
             deliver_t[m] = t
-        if t > end_t[0]:
-            end_t[0] = t
-        resolve(dch[dptr[m]:dptr[m + 1]])
+        # every node is delivered at or after its ready time (a barrier at it), so the
+        # latest delivery is also the latest ready or delivery time
+        if t > end_t:
+            end_t = t
+        x = d_one[m]
+        if x >= 0:
+            k = ndeps[x] - 1
+            ndeps[x] = k
+            if k == 0:
+                start(x, t)
+        elif x != -1:
+            met(d_several[-2 - x], t)
 
-    def ready(m):
-        t = net.now  # exact, where env.now is its tie key's slot time
+    def ready(m, t):
         if record:
             ready_t[m] = t
-        if t > end_t[0]:
-            end_t[0] = t
         p = path_id[m]
         if p >= 0:
-            send(paths[p], nbytes[m], rank=rank[m], seq=m, callback=delivered, tag=m)
-        resolve(rch[rptr[m]:rptr[m + 1]])
+            send_at(t, paths[p], nbytes[m], rank[m], m, delivered, m)
+        x = r_one[m]
+        if x >= 0:
+            k = ndeps[x] - 1
+            ndeps[x] = k
+            if k == 0:
+                start(x, t)
+        elif x != -1:
+            met(r_several[-2 - x], t)
         if p < 0:
             delivered(m, t)
 
-    for m in [m for m in range(n) if ndeps[m] == 0]:  # roots, listed before any is resolved
-        start(m)
+    t = net.now  # SimPy's initial time
+    for m in roots:  # listed before any is resolved
+        start(m, t)
     env.run()
-    left = sum(1 for x in ndeps if x > 0)
-    assert left == 0, f"{left} schedule nodes never became ready (a dependency cycle)"
+    if any(ndeps):
+        left = sum(1 for x in ndeps if x > 0)
+        raise AssertionError(f"{left} schedule nodes never became ready (a dependency cycle)")
     return SimpyOutcome(
-        time_s=float(end_t[0]), events=net.hops_sent, link_bytes=net.link_bytes(),
+        time_s=float(end_t), events=net.hops_sent, link_bytes=net.link_bytes(),
         link_busy_s=net.link_busy_s(), link_messages=net.link_messages(),
         wall_s=time.perf_counter() - t0, ready_t=ready_t, deliver_t=deliver_t)
