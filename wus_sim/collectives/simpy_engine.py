@@ -82,8 +82,11 @@ def run_schedule(sched, *, record=False, routing="store-and-forward"):
     ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
     roots = np.flatnonzero(ndeps == 0).tolist()
     ndeps = ndeps.tolist()  # counted down; small ints (Python keeps one object of each)
-    r_one, r_several = _children(rptr, rch)  # the nodes waiting for m to be ready
-    d_one, d_several = _children(dptr, dch)  # the nodes waiting for m's delivery
+    # the nodes waiting for m to be ready, and for m's delivery (kept per shared structure)
+    tables = sched.structure.engine_tables if sched.structure is not None else {}
+    if "simpy" not in tables:
+        tables["simpy"] = (_children(rptr, rch), _children(dptr, dch))
+    (r_one, r_several), (d_one, d_several) = tables["simpy"]
     path_id = _per_node(sched.path_id, np.int64)
     if not (sched.msg_bytes[sched.path_id >= 0] > 0).all():  # send_at does not check
         raise ValueError("a message needs nbytes > 0")
