@@ -11,7 +11,7 @@ are listed.
 
 import json
 
-from .plan import GRAD_DTYPES
+from ..units import GRAD_DTYPE_SPELLINGS
 
 __all__ = ["add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION", "DESCRIBE_JSON_SCHEMA_VERSION"]
 
@@ -32,7 +32,7 @@ def add_parser(subparsers):
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="shipped name or path to a YAML file (omit to list the known names)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--grad-dtype", choices=list(GRAD_DTYPES), default=None,
+    p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, default=None,
                    help="gradient dtype (default: the workload's; optimizer: float32)")
     return p
 

@@ -21,9 +21,9 @@ one replica per core.
 
 import json
 
-from ..units import GRAD_DTYPE_SPELLINGS as GRAD_DTYPES  # ``--grad-dtype`` choices, under their old name here
+from ..units import GRAD_DTYPE_SPELLINGS
 
-__all__ = ["add_parser", "run", "build_report", "GRAD_DTYPES", "PLAN_JSON_SCHEMA_VERSION"]
+__all__ = ["add_parser", "run", "build_report", "PLAN_JSON_SCHEMA_VERSION"]
 
 
 def add_parser(subparsers):
@@ -49,7 +49,7 @@ def add_parser(subparsers):
     p.add_argument("--max-padding-ratio", type=float, metavar="R",
                    help="keep a tensor replicated if sharding would pad it by more than R x its size "
                         "(default 1)")
-    p.add_argument("--grad-dtype", choices=list(GRAD_DTYPES), help="gradient dtype (default: the workload's)")
+    p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, help="gradient dtype (default: the workload's)")
     p.add_argument("--replica", type=int, default=1, metavar="R",
                    help="replica whose shard ownership is shown (default 1)")
     p.add_argument("--check", action="store_true",

@@ -215,14 +215,14 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    why = contention(plan) if engine in ("auto", "fast") else "not asked for"
+    why = contention(plan) if engine in ("auto", "fast") else None
     if why is not None and engine == "fast":
         raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
                           key_path="engine", value="fast")
     if engine == "window" and routing != "store-and-forward":
         raise ConfigError("runs store-and-forward routing only; use --engine simpy for cut-through",
                           key_path="engine", value="window")
-    if why is None:
+    if engine in ("auto", "fast") and why is None:
         out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         link_bytes, link_busy = out.link_bytes, out.link_busy_s
         time_s, events, used = float(out.time_s), int(out.events), "fast"

@@ -155,8 +155,7 @@ def run_schedule(sched):
     bw = link_key_Bps(topo)
     lat = link_key_latency_s(topo)
     nbytes, rank, rho = sched.msg_bytes, sched.rank, sched.rho
-    parents, children, path_links, path_len, is_message = (g.parents, g.children, g.path_links, g.path_len,
-                                                           g.is_message)
+    path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
     event_t = np.full(2 * n + 1, np.inf)  # when each event happened (inf: not yet)
     event_t[2 * n] = -np.inf
     started = np.zeros(n, bool)
