@@ -23,8 +23,8 @@ on each link in the network's order ``(tie_key(r), rank, seq)`` (see
 
 so times agree with the SimPy engine's to the last bits. Deliveries then resolve the
 schedule's dependencies (:class:`.messages.Schedule`: a node is ready at the latest of its
-parents' times plus its reduction time; a barrier is delivered when ready) and the new
-messages join the pending requests. (The one place the floats can differ: two parents whose
+parents' times plus its reduction time; a barrier is delivered when ready), counted off per
+node as its events happen, and the new messages join the pending requests. (The one place the floats can differ: two parents whose
 times share a tie key but not their last bits; this engine takes the later, SimPy the one it
 handled last.) A window holds about one algorithm step of every ring at once, so a
 2048-chip all-reduce takes a few hundred windows of array operations instead of a quarter
@@ -76,15 +76,10 @@ class _Graph:
     """The size-free tables of a schedule's structure (built once per structure)."""
 
     num_nodes: int
-    parents: np.ndarray
-    """``(n, 2)`` event ids each node waits for (its first two): ``m`` = node m ready, ``n + m`` =
-    node m delivered, ``2n`` = a pad event at time ``-inf``."""
-    wide_row: np.ndarray
-    """Per node: its row of :attr:`wide_parents` if it waits for more than two events, else -1."""
-    wide_parents: np.ndarray
-    """``(w, W - 2)`` the further events of those nodes (padded with ``2n``)."""
+    num_parents: np.ndarray
+    """Per node: the events it waits for (``m`` = node m ready, ``n + m`` = node m delivered)."""
     children: np.ndarray
-    """``(2n, W')`` nodes that wait for each event (``-1`` pads)."""
+    """``(2n, W)`` nodes that wait for each event (``-1`` pads)."""
     path_links: np.ndarray
     """``(n * H,)`` link key of hop ``h`` of node ``m`` at ``m * H + h`` (``-1`` past its path)."""
     hops: int
@@ -93,8 +88,7 @@ class _Graph:
     """Per node: hops of its path (0 for a barrier)."""
     is_message: np.ndarray
     roots: np.ndarray
-    """Nodes with no parents."""
-
+    """Nodes that wait for nothing."""
 
 
 def _padded(ptr, values, rows, pad):
@@ -110,19 +104,6 @@ def _padded(ptr, values, rows, pad):
 def _graph(sched):
     n = sched.num_nodes
     ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
-    # parents per node: the event id of each dependency, ready-kind (m) or delivered-kind (n + m)
-    child = np.concatenate([rch, dch])
-    event = np.concatenate([np.repeat(np.arange(n), np.diff(rptr)), n + np.repeat(np.arange(n), np.diff(dptr))])
-    order = np.argsort(child, kind="stable")
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(child, minlength=n))])
-    parents = _padded(ptr, event[order], n, 2 * n)
-    if parents.shape[1] < 2:
-        parents = np.concatenate([parents, np.full((n, 2 - parents.shape[1]), 2 * n)], axis=1)
-    wide = np.flatnonzero((parents[:, 2:] < 2 * n).any(axis=1))
-    wide_row = np.full(n, -1, np.int64)
-    wide_row[wide] = np.arange(len(wide))
-    wide_parents = parents[wide, 2:]
-    parents = np.ascontiguousarray(parents[:, :2])
     children = _padded(np.concatenate([rptr, rptr[-1] + dptr[1:]]), np.concatenate([rch, dch]), 2 * n, -1)
     lengths = np.array([len(p) for p in sched.paths] + [0], np.int64)
     H = max(int(lengths.max()), 1)
@@ -131,8 +112,9 @@ def _graph(sched):
         table[i, : len(p)] = p
     pid = sched.path_id
     path_len = lengths[pid]
-    return _Graph(num_nodes=n, parents=parents, wide_row=wide_row, wide_parents=wide_parents, children=children, path_links=table[pid].ravel(), hops=H,
-                  path_len=path_len, is_message=path_len > 0, roots=np.flatnonzero(ndeps == 0))
+    return _Graph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
+                  path_links=table[pid].ravel(), hops=H, path_len=path_len, is_message=path_len > 0,
+                  roots=np.flatnonzero(ndeps == 0))
 
 
 def _cached_graph(sched):
@@ -156,9 +138,9 @@ def run_schedule(sched):
     lat = link_key_latency_s(topo)
     nbytes, rank, rho = sched.msg_bytes, sched.rank, sched.rho
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
-    event_t = np.full(2 * n + 1, np.inf)  # when each event happened (inf: not yet)
-    event_t[2 * n] = -np.inf
-    started = np.zeros(n, bool)
+    event_t = np.full(2 * n, np.inf)  # when each event happened (inf: not yet)
+    remaining = g.num_parents.copy()  # events each node still waits for
+    latest = np.full(n, -np.inf)  # the latest time among a node's events so far
     link_free = np.zeros(len(bw))
     owner = np.zeros(max(len(bw), n), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
@@ -169,10 +151,9 @@ def run_schedule(sched):
         new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t))
 
     def settle(events, t):
-        _settle(events, t, g, event_t, started, owner, rho, request)
+        _settle(events, t, g, event_t, remaining, latest, owner, rho, request)
 
     roots = g.roots
-    started[roots] = True
     t_roots = 0.0 + rho[roots]
     msg = is_message[roots]
     request(roots[msg], t_roots[msg])
@@ -218,9 +199,9 @@ def run_schedule(sched):
             settle(n + sn[done], arrival[done])
         else:
             settle(n + sn, arrival)
-    if not started.all():
-        raise AssertionError(f"{int((~started).sum())} schedule nodes never became ready (a dependency cycle)")
-    times = event_t[: 2 * n]
+    if remaining.any():
+        raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
+    times = event_t
     # counters: which links a message crosses is fixed, so bytes and busy time need no timing
     hop_node = np.repeat(np.arange(n), path_len)
     hop_link = path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]]
@@ -240,34 +221,37 @@ readiness along one member's steps (a member that starts late finds its pieces t
 is a chain of tiny batches, where array calls cost more than the work."""
 
 
-def _settle(events, t, g, event_t, started, owner, rho, request):
-    """Events *events* happened at times *t*: resolve the nodes waiting for them, and
-    *request* the first hop of every message that becomes ready."""
-    n, children, parents, is_message = g.num_nodes, g.children, g.parents, g.is_message
+def _settle(events, t, g, event_t, remaining, latest, owner, rho, request):
+    """Events *events* happened at times *t*: count them off the nodes waiting for them
+    (*remaining*, *latest* = the latest time among their events so far), and *request* the
+    first hop of every message whose last event this was."""
+    n, children, is_message = g.num_nodes, g.children, g.is_message
     while len(events):
         if len(events) < _SMALL:
-            return _settle_one_by_one(events.tolist(), t.tolist(), g, event_t, started, rho, request)
+            return _settle_one_by_one(events.tolist(), t.tolist(), g, event_t, remaining, latest, rho, request)
         event_t[events] = t
-        cand = children[events].ravel()
-        cand = cand[cand >= 0]
-        cand = cand[~started[cand]]
-        if not len(cand):
+        ch = children[events].ravel()
+        has = ch >= 0
+        waiting = ch[has]
+        if not len(waiting):
             return
-        pos = np.arange(len(cand))
-        owner[cand] = pos
-        cand = cand[owner[cand] == pos]  # each node once
-        pc = parents[cand]
-        tm = np.maximum(event_t[pc[:, 0]], event_t[pc[:, 1]])  # columns: faster than max(axis=1)
-        wide = g.wide_row[cand]  # the few nodes with more than two parents (barriers)
-        if (wide >= 0).any():
-            at = np.flatnonzero(wide >= 0)
-            tm[at] = np.maximum(tm[at], event_t[g.wide_parents[wide[at]]].max(axis=1))
-        ok = tm < np.inf
-        ready = cand[ok]
+        tw = np.repeat(t, children.shape[1])[has]
+        # a fancy assignment keeps one write per node; the few nodes listed more than once (two
+        # of their events in this batch) are redone with the slower ufunc.at
+        pos = np.arange(len(waiting))
+        owner[waiting] = pos
+        again = owner[waiting] != pos  # not the listing that owner kept
+        latest[waiting] = np.maximum(latest[waiting], tw)
+        remaining[waiting] -= 1
+        if again.any():
+            twice = np.isin(waiting, waiting[again])
+            np.maximum.at(latest, waiting[twice], tw[twice])
+            np.subtract.at(remaining, waiting[again], 1)
+            waiting = waiting[~again]  # each node once
+        ready = waiting[remaining[waiting] == 0]
         if not len(ready):
             return
-        started[ready] = True
-        tr = tm[ok] + rho[ready]
+        tr = latest[ready] + rho[ready]
         msg = is_message[ready]
         request(ready[msg], tr[msg])
         barrier = ~msg
@@ -276,29 +260,25 @@ def _settle(events, t, g, event_t, started, owner, rho, request):
         t = np.concatenate([tr, tr[barrier]])
 
 
-def _settle_one_by_one(events, times, g, event_t, started, rho, request):
+def _settle_one_by_one(events, times, g, event_t, remaining, latest, rho, request):
     """:func:`_settle` for a few events, in Python (the same rule: a node is ready at the
-    latest of its parents' times plus its reduction time; a barrier is delivered then)."""
-    n, children, parents, is_message = g.num_nodes, g.children, g.parents, g.is_message
-    wide_row, wide_parents = g.wide_row, g.wide_parents
+    latest of its events' times plus its reduction time; a barrier is delivered then)."""
+    n, children, is_message = g.num_nodes, g.children, g.is_message
     stack = list(zip(events, times))
     new_nodes, new_times = [], []
-    inf = np.inf
-    time_of = event_t.item
     while stack:
         e, t = stack.pop()
         event_t[e] = t
         for c in children[e].tolist():
-            if c < 0 or started[c]:
+            if c < 0:
                 continue
-            tm = max(map(time_of, parents[c].tolist()))
-            w = wide_row.item(c)
-            if w >= 0:
-                tm = max(tm, max(map(time_of, wide_parents[w].tolist())))
-            if tm == inf:
+            if t > latest[c]:
+                latest[c] = t
+            k = remaining[c] - 1
+            remaining[c] = k
+            if k:
                 continue
-            started[c] = True
-            tr = tm + rho.item(c)
+            tr = latest.item(c) + rho.item(c)
             stack.append((c, tr))
             if is_message[c]:
                 new_nodes.append(c)
