@@ -13,7 +13,7 @@ from ..network import replica_route
 from .embedding import routes
 from .plan import CollectivePlan
 
-__all__ = ["Schedule", "compile_messages", "clear_structure_cache", "passes_by_tag", "hd_routes"]
+__all__ = ["Schedule", "PassLayout", "compile_messages", "clear_structure_cache", "passes_by_tag", "hd_routes"]
 
 
 @lru_cache(maxsize=256)
@@ -115,6 +115,7 @@ class _Builder:
         self.paths = []
         self.deps = []
         self.meta = {k: [] for k in ("pass", "dir", "ring", "pos", "step", "piece", "dst")}
+        self.layouts = []
 
     def nodes(self, count, *, path_id=None, frac=0.0, rank=None, rho_frac=0.0):
         start = self.n
@@ -135,6 +136,32 @@ class _Builder:
         self.paths.append(tuple(int(k) for k in keys if k >= 0) if not isinstance(keys, tuple) else keys)
         return len(self.paths) - 1
 
+    def edge_paths(self, links, hops):
+        """Indices of new path entries, one per edge: ``links[..., :hops]`` of each
+        (``links`` ``(..., H)`` link keys, ``hops`` the edges' lengths)."""
+        start = len(self.paths)
+        H = links.shape[-1]
+        self.paths += [tuple(row[:h]) for row, h in zip(links.reshape(-1, H).tolist(), hops.ravel().tolist())]
+        return np.arange(start, len(self.paths)).reshape(hops.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class PassLayout:
+    """Where one pass's messages sit among a schedule's nodes (for engines that run a ring
+    as a unit, e.g. :mod:`.clean_rings`)."""
+
+    pass_: object
+    """The plan's :class:`~.plan.Pass`."""
+    ids: np.ndarray
+    """``(N, K, D, R, n)`` node id of step ``k``, piece, direction, ring, position."""
+    src_pos: np.ndarray
+    """``(N, n)``: the position whose step-``k`` message reaches position ``i``."""
+    gates: np.ndarray
+    """``(D, R, n)`` node whose readiness starts each position (``-1``: none, it starts at 0)."""
+    half: int
+    """The buffer half whose chain of passes this one is in (2d-split runs two at once; the
+    on-chip passes, before and after both, count as half 0)."""
+
 
 @dataclass(eq=False)
 class _Structure:
@@ -151,6 +178,8 @@ class _Structure:
     rho_frac: np.ndarray
     deps: list
     meta: dict
+    layouts: tuple = ()
+    """A :class:`PassLayout` per pass with messages, in schedule order."""
     dep_arrays: tuple = None
     """:meth:`Schedule.dependency_arrays`, once computed."""
     engine_tables: dict = field(default_factory=dict)
@@ -160,7 +189,7 @@ class _Structure:
     def of(cls, b):
         cat = (lambda xs, dtype: np.concatenate(xs) if xs else np.zeros(0, dtype))
         return cls(b.plan, b.K, b.n, cat(b.path_id, np.int64), b.paths, cat(b.frac, float),
-                   cat(b.rank, np.int64), cat(b.rho_frac, float), b.deps, {})
+                   cat(b.rank, np.int64), cat(b.rho_frac, float), b.deps, {}, tuple(b.layouts))
 
     def sized(self, nbytes, reduce_Bps):
         """The :class:`Schedule` for ``S = nbytes``: bytes and reduction times from the fractions,
@@ -281,11 +310,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
     # destinations and paths per (d, r, i, k)
     if p.pattern == "ring":
         dst_pos = np.broadcast_to((pos + 1) % n, (N, n))
-        pid = np.empty((D, R, n), np.int64)
-        for d, e in enumerate(p.rings):
-            for r in range(R):
-                for i in range(n):
-                    pid[d, r, i] = b.path(e.links[r, i, : e.hops[r, i]])
+        pid = np.stack([b.edge_paths(e.links, e.hops) for e in p.rings])  # (D, R, n)
         pid_k = np.broadcast_to(pid[None], (N, D, R, n))
     else:
         dst_pos = np.stack([pos ^ p.step_partner_distance(k) for k in range(N)])
@@ -314,6 +339,9 @@ def _compile_pass(b, p, gate, track, pass_tag):
                   frac=step_frac[k_idx].ravel(), rank=sender_rank[d_idx, r_idx, i_idx].ravel(),
                   rho_frac=rho_msg.ravel())
     ids = ids.reshape(shape)
+    half = 0 if pass_tag in (_PRE_TAG, _POST_TAG) else (pass_tag - 1) // _HALF_TAG_STRIDE
+    b.layouts.append(PassLayout(p, ids, src_pos, np.full(members.shape, -1, np.int64) if gate is None
+                                else gate[members], half))
     # step 0 waits for the member's gate; step k waits for its own step k-1 and the arrival of step k-1
     if gate is not None:
         b.dep(ids[0], gate[members][None, :, :, :], 1)

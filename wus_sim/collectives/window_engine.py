@@ -37,11 +37,13 @@ something, which fails only when a hop plus its latency is shorter than the tie 
 """
 
 from dataclasses import dataclass
+import itertools
 import time
 
 import numpy as np
 
 from ..network import link_key_Bps, link_key_latency_s, num_link_keys, tie_key
+from .clean_rings import clean_units, earliest_output, hop_floors, run_units
 
 __all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule"]
 
@@ -67,6 +69,9 @@ class WindowOutcome:
     """Messages sent per link key."""
     windows: int
     """Time windows the run took."""
+    event_s: np.ndarray
+    """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
+    (``-inf`` inside clean rings, where only the events others wait for are kept)."""
     wall_s: float
     """Wall-clock seconds of the run (not the schedule build)."""
 
@@ -108,8 +113,9 @@ def _graph(sched):
     lengths = np.array([len(p) for p in sched.paths] + [0], np.int64)
     H = max(int(lengths.max()), 1)
     table = np.full((len(sched.paths) + 1, H), -1, np.int64)
-    for i, p in enumerate(sched.paths):
-        table[i, : len(p)] = p
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    table[row, np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = \
+        np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
     pid = sched.path_id
     path_len = lengths[pid]
     return _Graph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
@@ -127,31 +133,77 @@ def _cached_graph(sched):
     return tables["window"]
 
 
-def run_schedule(sched):
+def _cached_clean_units(sched, g):
+    """:func:`.clean_rings.clean_units`, kept on the schedule's shared structure."""
+    if sched.structure is None:
+        return None
+    tables = sched.structure.engine_tables
+    if "clean rings" not in tables:
+        topo = sched.plan.topology
+        tables["clean rings"] = clean_units(sched, g.path_links, g.path_len, g.hops, link_key_Bps(topo),
+                                            link_key_latency_s(topo))
+    return tables["clean rings"]
+
+
+def run_schedule(sched, *, clean_rings=True):
     """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) store-and-forward;
-    the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits)."""
+    the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
+    *clean_rings*: run the rings no contention reaches as whole units (:mod:`.clean_rings`)
+    instead of event by event; the times are the same."""
     t0 = time.perf_counter()
     g = _cached_graph(sched)
+    units = _cached_clean_units(sched, g) if clean_rings else None
     topo = sched.plan.topology
     n, H = g.num_nodes, g.hops
     bw = link_key_Bps(topo)
     lat = link_key_latency_s(topo)
     nbytes, rank, rho = sched.msg_bytes, sched.rank, sched.rho
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
-    event_t = np.full(2 * n, np.inf)  # when each event happened (inf: not yet)
-    remaining = g.num_parents.copy()  # events each node still waits for
+    if units is None:
+        event_t = np.full(2 * n, np.inf)  # when each event happened (inf: not yet)
+        remaining = g.num_parents.copy()  # events each node still waits for
+    else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
+        event_t, remaining = units.initial_event_s.copy(), units.initial_remaining.copy()
     latest = np.full(n, -np.inf)  # the latest time among a node's events so far
     link_free = np.zeros(len(bw))
     owner = np.zeros(max(len(bw), n), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
 
     new = []  # requests made in this window: (node, hop, ready time) arrays
+    if units is not None:
+        start_t = np.full(n + 1, -np.inf)  # step-0 ready times of the clean units' members (last: padding)
+        waiting_for = units.size.copy()  # members each clean unit still waits for
+        # no hop of a unit is quicker than this; 1e-9 below it, so float rounding cannot cross it
+        hop_floor = hop_floors(units, sched.nbytes / sched.chunks)
+        startable = []  # clean units whose members have all started, not run yet
+        earliest = [np.inf]  # no event a startable unit hands back is earlier than this
 
     def request(nodes, t, hop=None):
+        if units is not None and hop is None:
+            u = units.start_unit[nodes]
+            mine = u >= 0
+            if mine.any():
+                start_t[nodes[mine]] = t[mine]
+                u = u[mine]
+                np.subtract.at(waiting_for, u, 1)
+                full = u[waiting_for[u] == 0]
+                if len(full):
+                    full = np.unique(full)
+                    startable.append(full)
+                    earliest[0] = min(earliest[0], earliest_output(units, full, start_t, hop_floor))
+                nodes, t = nodes[~mine], t[~mine]
         new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t))
 
     def settle(events, t):
         _settle(events, t, g, event_t, remaining, latest, owner, rho, request)
+
+    def run_startable():
+        """Run the startable clean units and pass their outputs on."""
+        which = np.concatenate(startable)
+        startable.clear()
+        earliest[0] = np.inf
+        settle(*run_units(units, which, sched.structure.layouts, start_t, nbytes=nbytes, rho=rho, bw=bw, lat=lat,
+                          path_links=path_links, path_len=path_len, H=H, link_free=link_free))
 
     roots = g.roots
     t_roots = 0.0 + rho[roots]
@@ -176,6 +228,11 @@ def run_schedule(sched):
             pk = np.concatenate([pk, tie_key(t[k:])])
             pe = np.concatenate([pe, t[k:] + occ + lat[links]])
             new.clear()
+        if units is not None and startable and (not len(pn) or earliest[0] <= pe.min()):
+            # a clean unit's outputs may fall in the next window: run the startable ones first.
+            # Otherwise they wait and gather, so that a few calls run many units at once.
+            run_startable()
+            continue
         if not len(pn):
             break
         windows += 1
@@ -199,20 +256,37 @@ def run_schedule(sched):
             settle(n + sn[done], arrival[done])
         else:
             settle(n + sn, arrival)
-    if remaining.any():
+    if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
-    times = event_t
-    # counters: which links a message crosses is fixed, so bytes and busy time need no timing
-    hop_node = np.repeat(np.arange(n), path_len)
-    hop_link = path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]]
-    hop_bytes = nbytes[hop_node]
-    size = num_link_keys(topo)
+    link_bytes, link_busy_s, link_messages = _link_counters(sched, g, bw)
     return WindowOutcome(
-        time_s=float(times.max()) if n else 0.0, events=int(path_len.sum()),
-        link_bytes=np.bincount(hop_link, weights=hop_bytes, minlength=size),
-        link_busy_s=np.bincount(hop_link, weights=hop_bytes / bw[hop_link], minlength=size),
-        link_messages=np.bincount(hop_link, minlength=size), windows=windows,
+        time_s=float(event_t.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
+        link_busy_s=link_busy_s, link_messages=link_messages, windows=windows, event_s=event_t,
         wall_s=time.perf_counter() - t0)
+
+
+def _link_counters(sched, g, bw):
+    """Bytes, busy seconds and messages per link key. Which links a message crosses is fixed,
+    so they need no timing: per structure, the sums of the messages' fractions of ``S / K``
+    (and of those over the link's bandwidth), scaled by this size's ``S / K``."""
+    n, H = g.num_nodes, g.hops
+    size = len(bw)
+    if sched.structure is None:
+        per_piece, frac = 1.0, sched.msg_bytes
+    else:
+        per_piece, frac = sched.nbytes / sched.chunks, sched.structure.frac
+        if "window counters" in sched.structure.engine_tables:
+            link_frac, link_frac_s, messages = sched.structure.engine_tables["window counters"]
+            return link_frac * per_piece, link_frac_s * per_piece, messages
+    hop_node = np.repeat(np.arange(n), g.path_len)
+    hop_link = g.path_links.reshape(n, H)[g.path_len[:, None] > np.arange(H)[None, :]]
+    hop_frac = frac[hop_node]
+    tables = (np.bincount(hop_link, weights=hop_frac, minlength=size),
+              np.bincount(hop_link, weights=hop_frac / bw[hop_link], minlength=size),
+              np.bincount(hop_link, minlength=size))
+    if sched.structure is not None:
+        sched.structure.engine_tables["window counters"] = tables
+    return tables[0] * per_piece, tables[1] * per_piece, tables[2]
 
 
 _SMALL = 24

@@ -1,0 +1,254 @@
+"""Rings that need no event queue inside a contended schedule: which they are, and their times.
+
+A failed cable makes a few rings detour over their neighbours' links, and the window engine
+(:mod:`.window_engine`) must then order every link's messages by time. But most rings of
+such a schedule touch none of those links: each of their links carries one stream only, the
+messages of one sender along one path, in step order (and, across passes, in pass order: a
+member starts a pass only after its previous one). On such a link the service order is
+known beforehand, so once a ring knows when each member starts it, the times of all its
+steps follow from the recurrence of :mod:`.fast_engine` with no event order to find::
+
+    start = max(ready, link_free);  end = start + nbytes / bw;  link_free = end
+    arrival = end + lat;            ready' = max(ready, arrival from the previous member) + rho
+
+with the window engine's own float operations, so the times are the same to the last bit.
+
+A *unit* is one ring of one pass (one direction of a ring pass, one piece per step). It is
+*clean* when every link it uses is *private* (every message crossing it has the same sender
+and the same path) and no contended unit uses any of its links; the second rule is closed
+over (a clean unit and a contended one never share a link), so the window engine's links
+and this module's links are disjoint and one ``link_free`` array serves both.
+
+The window engine runs only the contended units' messages. A clean unit waits until its
+members' step-0 messages are ready (each is counted as the window engine finds it), then
+runs whole, and hands back the events its last step causes outside it (the readiness and
+deliveries the members' end-of-pass barriers wait for). That keeps the lookahead rule
+sound: an event a clean unit has not produced yet waits for a member start not yet known,
+which is no earlier than the window engine's next window.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["CleanUnits", "clean_units", "earliest_output", "hop_floors", "run_units"]
+
+
+@dataclass(frozen=True, eq=False)
+class CleanUnits:
+    """The clean units of a schedule structure (see the module docstring)."""
+
+    start_unit: np.ndarray
+    """Per node: the clean unit whose step-0 message this node is, else -1."""
+    layout: np.ndarray
+    """Per clean unit: index of its pass in ``structure.layouts``."""
+    direction: np.ndarray
+    """Per clean unit: its direction ``d`` in the pass."""
+    ring: np.ndarray
+    """Per clean unit: its ring ``r`` in the pass."""
+    size: np.ndarray
+    """Per clean unit: members (step-0 messages it waits for)."""
+    steps: np.ndarray
+    """Per clean unit: steps of its pass."""
+    floor_s_per_byte: np.ndarray
+    """Per clean unit: the least ``frac / bw`` over its messages' first hops (``frac``: the
+    message's fraction of the buffer ``S``), so ``S * floor_s_per_byte + floor_lat_s`` is no
+    more than any of its hops takes."""
+    floor_lat_s: np.ndarray
+    """Per clean unit: the least latency of its first hops."""
+    first_nodes: np.ndarray
+    """``(units, most members)``: each unit's step-0 messages, padded with ``num_nodes``."""
+    initial_event_s: np.ndarray
+    """The window engine's event times before a run: ``inf`` (not yet), but ``-inf`` for the
+    clean units' events (those the window engine settles are overwritten)."""
+    initial_remaining: np.ndarray
+    """Events each node waits for before a run, ``0`` for the clean units' later steps (the
+    window engine counts them down only from step 0, to ``-1``: never ready for it)."""
+    num_nodes: int
+    """Nodes the clean units hold (the window engine's events saved)."""
+
+
+def clean_units(sched, path_links, path_len, H, bw, lat):
+    """The :class:`CleanUnits` of *sched* (``None`` if there are none); *path_links*,
+    *path_len*, *H*: the window engine's hop table (link key of hop ``h`` of node ``m`` at
+    ``m * H + h``); *bw*, *lat*: bandwidth and latency per link key."""
+    n = sched.num_nodes
+    layouts = sched.structure.layouts if sched.structure is not None else ()
+    if sched.chunks != 1 or not layouts:
+        return None
+    # unit id of every message node of a ring pass; -1: not in a unit (always contended)
+    unit = np.full(n, -1, np.int64)
+    # the chain of passes a message is in (2d-split runs two halves at once), and its line:
+    # direction and ring in its pass (the directions of a line run at once too)
+    chain = np.zeros(n, np.int64)
+    lines = max(max(L.ids.shape[2:4]) for L in layouts)  # more than any direction or ring index
+    lay, dirs, rings, sizes = [], [], [], []
+    for li, L in enumerate(layouts):
+        N, K, D, R, m = L.ids.shape
+        chain[L.ids] = (L.half * lines + np.arange(D)[:, None, None]) * lines + np.arange(R)[None, :, None]
+        if L.pass_.pattern != "ring":
+            continue
+        base = len(lay)
+        unit[L.ids] = base + (np.arange(D)[:, None, None] * R + np.arange(R)[None, :, None])
+        lay += [li] * (D * R)
+        dirs += list(np.repeat(np.arange(D), R))
+        rings += list(np.tile(np.arange(R), D))
+        sizes += [m] * (D * R)
+    if not lay:
+        return None
+    U = len(lay)
+    # every hop: its link, its unit, and its stream (chain of passes and line, sender and path,
+    # as one number). A stream's messages are ready in sequence order: one sender, one path,
+    # one line, and passes one after another (a member starts a pass when it finished the
+    # previous one).
+    hop_node = np.repeat(np.arange(n), path_len)
+    hop_link = path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]]
+    canon = {}
+    path_canon = np.array([canon.setdefault(p, len(canon)) for p in sched.paths] + [-1], np.int64)
+    senders = int(sched.rank.max()) + 1
+    stream = ((path_canon[sched.path_id[hop_node]] * senders + sched.rank[hop_node]) * (int(chain.max()) + 1)
+              + chain[hop_node])
+    hop_unit = unit[hop_node]
+    num_links = int(hop_link.max()) + 1 if len(hop_link) else 0
+    lo = np.full(num_links, np.iinfo(np.int64).max)
+    hi = np.full(num_links, -1)
+    np.minimum.at(lo, hop_link, stream)
+    np.maximum.at(hi, hop_link, stream)
+    shared_link = lo != hi  # two streams (senders or paths) meet on it
+    shared_link &= hi >= 0
+    contended = np.zeros(U + 1, bool)  # last slot: "not a unit"
+    contended[U] = True
+    hop_u = np.where(hop_unit >= 0, hop_unit, U)
+    np.logical_or.at(contended, hop_u, shared_link[hop_link])
+    # closure: a unit that shares any link with a contended unit is contended too
+    while True:
+        bad_link = np.zeros(num_links, bool)
+        bad_link[hop_link[contended[hop_u]]] = True
+        grown = contended.copy()
+        np.logical_or.at(grown, hop_u, bad_link[hop_link])
+        if (grown == contended).all():
+            break
+        contended = grown
+    clean = np.flatnonzero(~contended[:U])
+    if not len(clean):
+        return None
+    new_id = np.full(U, -1, np.int64)
+    new_id[clean] = np.arange(len(clean))
+    start_unit = np.full(n, -1, np.int64)
+    held = 0
+    lay, dirs, rings, sizes = (np.asarray(a, np.int64)[clean] for a in (lay, dirs, rings, sizes))
+    steps = np.zeros(len(clean), np.int64)
+    floor_spb = np.zeros(len(clean))
+    floor_lat = np.zeros(len(clean))
+    frac = sched.structure.frac
+    first_nodes = np.full((len(clean), int(sizes.max())), n, np.int64)
+    for li, L in enumerate(layouts):
+        if L.pass_.pattern != "ring":
+            continue
+        step0 = L.ids[0, 0]  # (D, R, n)
+        u = new_id[unit[step0]]
+        start_unit[step0] = u
+        held += int((new_id[unit[L.ids]] >= 0).sum())
+        first = path_links[L.ids[:, 0] * H]  # (N, D, R, n) first-hop links
+        mine = u[:, :, 0] >= 0
+        steps[u[:, :, 0][mine]] = L.ids.shape[0]
+        floor_spb[u[:, :, 0][mine]] = (frac[L.ids[:, 0]] / bw[first]).min(axis=(0, 3))[mine]
+        floor_lat[u[:, :, 0][mine]] = lat[first].min(axis=(0, 3))[mine]
+        if mine.any():
+            first_nodes[u[:, :, 0][mine], : step0.shape[-1]] = step0[mine]
+    held_nodes = np.concatenate([L.ids[:, 0, :, :, :][:, new_id[unit[L.ids[0, 0, :, :, 0]]] >= 0].ravel()
+                                 for L in layouts if L.pass_.pattern == "ring"])
+    initial_event_s = np.full(2 * n, np.inf)
+    initial_event_s[held_nodes] = -np.inf
+    initial_event_s[n + held_nodes] = -np.inf
+    initial_remaining = np.bincount(np.concatenate([d[0] for d in sched.deps]), minlength=n) if sched.deps \
+        else np.zeros(n, np.int64)
+    later = np.concatenate([L.ids[1:, 0, :, :, :][:, new_id[unit[L.ids[0, 0, :, :, 0]]] >= 0].ravel()
+                            for L in layouts if L.pass_.pattern == "ring"])
+    initial_remaining[later] = 0
+    return CleanUnits(start_unit=start_unit, initial_event_s=initial_event_s, initial_remaining=initial_remaining, layout=lay, direction=dirs, ring=rings, size=sizes, steps=steps,
+                      floor_s_per_byte=floor_spb, floor_lat_s=floor_lat, first_nodes=first_nodes, num_nodes=held)
+
+
+def hop_floors(units, piece_bytes):
+    """Per unit, a time no hop of it is quicker than, for pieces of ``S / K = piece_bytes``
+    (a billionth below the quickest, so that float rounding cannot cross it)."""
+    return (piece_bytes * units.floor_s_per_byte + units.floor_lat_s) * (1 - 1e-9)
+
+
+def earliest_output(units, which, start_t, hop_floor):
+    """A time no later than any node outside the units *which* can become ready through them
+    (*start_t*: step-0 ready times, ``-inf`` at index ``num_nodes``; *hop_floor*: per unit,
+    no hop is quicker). Those nodes are the members' end-of-pass barriers, so:
+
+    Member ``x``'s step ``k`` is ready no earlier than member ``x - j``'s start plus ``j``
+    hops, for every ``j <= k``; member ``i``'s barrier waits for its own last step
+    (``k = N - 1``) and for the delivery of the previous member's, so it is no earlier
+    than member ``i - j``'s start plus ``j`` hops for every ``j <= N``. Hence no earlier
+    than the first start plus ``N`` hops, and, as a ring pass has ``N >= m - 1`` steps
+    for ``m`` members, no earlier than the last start."""
+    starts = start_t[units.first_nodes[which]]  # padding is -inf
+    first = np.where(starts == -np.inf, np.inf, starts).min(axis=1)
+    size, steps = units.size[which], units.steps[which]
+    paced = first + steps * hop_floor[which]
+    last = np.where(steps >= size - 1, starts.max(axis=1), -np.inf)
+    return float(np.maximum(paced, last).min())
+
+
+def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+    """Run the clean units *which* (ids into *units*) whose members all started: *start_t*
+    holds each step-0 message's ready time. Advances *link_free* and returns ``(events,
+    times)``: the last step's events, which the nodes outside the units wait for (less the
+    step-0 readiness the window engine has passed on itself)."""
+    n = len(rho)
+    out_e, out_t = [], []
+    key = units.layout[which] * 4096 + units.direction[which]
+    for k in np.unique(key):
+        sel = which[key == k]
+        L = layouts[int(units.layout[sel[0]])]
+        ids = L.ids[:, 0, int(units.direction[sel[0]])][:, units.ring[sel], :]  # (N, U, m)
+        one_hop = (path_len[ids[0]] == 1).all()  # a ring pass sends over the same edges every step
+        ready, arrival = (_one_hop if one_hop else _any_hops)(
+            ids, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat, path_links=path_links,
+            path_len=path_len, H=H, link_free=link_free)
+        last = ids[-1].ravel()
+        if len(ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
+            out_e.append(last)
+            out_t.append(ready.ravel())
+        out_e.append(n + last)
+        out_t.append(arrival.ravel())
+    return np.concatenate(out_e), np.concatenate(out_t)
+
+
+def _one_hop(ids, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+    """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links."""
+    links = path_links[ids[0] * H]
+    free = link_free[links]
+    occ = nbytes[ids] / bw[links]  # the network's own division
+    hop_lat = lat[links]
+    rho_next = rho[ids]
+    for k in range(len(ids)):
+        free = np.maximum(t, free) + occ[k]  # each link carries this edge only: it is free when its last piece left
+        a = free + hop_lat
+        if k + 1 < len(ids):
+            t = np.maximum(t, a[:, src_pos[k]]) + rho_next[k + 1]
+    link_free[links] = free
+    return t, a
+
+
+def _any_hops(ids, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+    """:func:`_one_hop` for units with multi-hop edges (a mesh's folded ring, routed edges)."""
+    for k in range(len(ids)):
+        nodes = ids[k]
+        a = t.copy()
+        lengths = path_len[nodes]
+        for h in range(int(lengths.max())):
+            on = lengths > h
+            at = nodes[on]
+            li = path_links[at * H + h]
+            end = np.maximum(a[on], link_free[li]) + nbytes[at] / bw[li]
+            link_free[li] = end
+            a[on] = end + lat[li]
+        if k + 1 < len(ids):
+            t = np.maximum(t, a[:, src_pos[k]]) + rho[ids[k + 1]]
+    return t, a
