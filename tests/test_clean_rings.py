@@ -9,7 +9,6 @@ waiting on it is ready at. The window engine against SimPy is tests/test_window_
 """
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
 from wus_sim.collectives import ALGORITHMS, OPS, window_engine

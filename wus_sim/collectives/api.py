@@ -202,7 +202,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     (ring in that order). *chunks*: pieces per step, pipelined. *reduce_Bps*:
     if given, each reduce-scatter arrival of ``b`` bytes is summed in
     ``b / reduce_Bps`` seconds before it is forwarded. *engine*: ``"auto"``,
-    ``"fast"`` or ``"simpy"``. *routing*: ``"store-and-forward"`` (default) or
+    ``"fast"``, ``"window"`` or ``"simpy"`` (see the module docstring). *routing*: ``"store-and-forward"`` (default) or
     ``"cut-through"`` (see :mod:`wus_sim.network`; the two differ only on
     multi-hop edges: mesh folded rings, routed edges, halving-doubling).
     """
@@ -215,39 +215,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    why = contention(plan) if engine in ("auto", "fast") else None
-    if why is not None and engine == "fast":
-        raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
-                          key_path="engine", value="fast")
-    if engine == "window" and routing != "store-and-forward":
-        raise ConfigError("runs store-and-forward routing only; use --engine simpy for cut-through",
-                          key_path="engine", value="window")
-    if engine in ("auto", "fast") and why is None:
-        out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
-        link_bytes, link_busy = out.link_bytes, out.link_busy_s
-        time_s, events, used = float(out.time_s), int(out.events), "fast"
-    else:
-        from .messages import compile_messages
-
-        check_limit("message hops for an event engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
-                    key_path="engine",
-                    hint="use fewer chunks, a smaller slice, or a schedule the fast engine runs")
-        sched = compile_messages(plan, S, chunks=K, reduce_Bps=red)
-        out = None
-        if engine in ("auto", "window") and routing == "store-and-forward":
-            try:
-                out, used = window_engine.run_schedule(sched), "window"
-            except window_engine.WindowTooSmall:
-                if engine == "window":
-                    raise ConfigError("hops here are shorter than the event-order quantum; use --engine simpy",
-                                      key_path="engine", value="window") from None
-        if out is None:
-            from .simpy_engine import run_schedule
-
-            out, used = run_schedule(sched, routing=routing), "simpy"
-        n = topology.num_link_slots
-        link_bytes, link_busy = out.link_bytes[:n], out.link_busy_s[:n]
-        time_s, events = out.time_s, out.events
+    time_s, events, used, link_bytes, link_busy = _run(plan, S, K, red, routing, engine)
     wall = time.perf_counter() - t0
     analytic = plan_time(plan, S, chunks=K, reduce_Bps=red, routing=routing)
     algbw, busbw = _bandwidths(op, S, time_s, plan.group_size)
@@ -260,13 +228,48 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
         reduce_Bps=red, routing=routing)
 
 
+def _run(plan, S, K, red, routing, engine):
+    """Simulate *plan* on the engine *engine* picks (arguments checked): ``(time_s, events,
+    engine used, link_bytes, link_busy_s)``, the link arrays over the ICI link slots."""
+    topology = plan.topology
+    why = contention(plan) if engine in ("auto", "fast") else None
+    if why is not None and engine == "fast":
+        raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
+                          key_path="engine", value="fast")
+    if engine == "window" and routing != "store-and-forward":
+        raise ConfigError("runs store-and-forward routing only; use --engine simpy for cut-through",
+                          key_path="engine", value="window")
+    if engine in ("auto", "fast") and why is None:
+        out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
+        return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+    from .messages import compile_messages
+
+    check_limit("message hops for an event engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
+                key_path="engine",
+                hint="use fewer chunks, a smaller slice, or a schedule the fast engine runs")
+    sched = compile_messages(plan, S, chunks=K, reduce_Bps=red)
+    out = None
+    if engine in ("auto", "window") and routing == "store-and-forward":
+        try:
+            out, used = window_engine.run_schedule(sched), "window"
+        except window_engine.WindowTooSmall:
+            if engine == "window":
+                raise ConfigError("hops here are shorter than the event-order quantum; use --engine simpy",
+                                  key_path="engine", value="window") from None
+    if out is None:
+        from .simpy_engine import run_schedule
+
+        out, used = run_schedule(sched, routing=routing), "simpy"
+    n = topology.num_link_slots
+    return out.time_s, out.events, used, out.link_bytes[:n], out.link_busy_s[:n]
+
+
 @lru_cache(maxsize=1 << 16)
 def _cached_time(topology, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
-    return simulate_collective(topology, op, algorithm, S, group=group, bidirectional=bidirectional,
-                               chunks=chunks, reduce_Bps=reduce_Bps, routing=routing).time_s
+    return _run(plan, S, chunks, reduce_Bps, routing, "auto")[0]
 
 
 def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,

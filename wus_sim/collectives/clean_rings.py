@@ -68,11 +68,12 @@ class CleanUnits:
     """Nodes the clean units hold (the window engine's events saved)."""
 
 
-def clean_units(sched, path_links, path_len, H, bw, lat):
-    """The :class:`CleanUnits` of *sched* (``None`` if there are none); *path_links*,
-    *path_len*, *H*: the window engine's hop table (link key of hop ``h`` of node ``m`` at
-    ``m * H + h``); *bw*, *lat*: bandwidth and latency per link key."""
+def clean_units(sched, g, bw, lat):
+    """The :class:`CleanUnits` of *sched* (``None`` if there are none); *g*: the window
+    engine's tables of its structure (hops: ``path_links``, ``hop_node``, ``hop_link``);
+    *bw*, *lat*: bandwidth and latency per link key."""
     n = sched.num_nodes
+    path_links, H, hop_node, hop_link = g.path_links, g.hops, g.hop_node, g.hop_link
     layouts = sched.structure.layouts if sched.structure is not None else ()
     if sched.chunks != 1 or not layouts:
         return None
@@ -86,7 +87,7 @@ def clean_units(sched, path_links, path_len, H, bw, lat):
     for li, L in enumerate(layouts):
         N, K, D, R, m = L.ids.shape
         chain[L.ids] = (L.half * lines + np.arange(D)[:, None, None]) * lines + np.arange(R)[None, :, None]
-        if L.pass_.pattern != "ring":
+        if L.pass_.pattern != "ring" or not _sizes_per_step(sched.structure, L):
             continue
         base = len(lay)
         unit[L.ids] = base + (np.arange(D)[:, None, None] * R + np.arange(R)[None, :, None])
@@ -101,8 +102,6 @@ def clean_units(sched, path_links, path_len, H, bw, lat):
     # as one number). A stream's messages are ready in sequence order: one sender, one path,
     # one line, and passes one after another (a member starts a pass when it finished the
     # previous one).
-    hop_node = np.repeat(np.arange(n), path_len)
-    hop_link = path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]]
     canon = {}
     path_canon = np.array([canon.setdefault(p, len(canon)) for p in sched.paths] + [-1], np.int64)
     senders = int(sched.rank.max()) + 1
@@ -110,22 +109,20 @@ def clean_units(sched, path_links, path_len, H, bw, lat):
               + chain[hop_node])
     hop_unit = unit[hop_node]
     num_links = int(hop_link.max()) + 1 if len(hop_link) else 0
-    lo = np.full(num_links, np.iinfo(np.int64).max)
-    hi = np.full(num_links, -1)
-    np.minimum.at(lo, hop_link, stream)
-    np.maximum.at(hi, hop_link, stream)
-    shared_link = lo != hi  # two streams (senders or paths) meet on it
-    shared_link &= hi >= 0
-    contended = np.zeros(U + 1, bool)  # last slot: "not a unit"
-    contended[U] = True
-    hop_u = np.where(hop_unit >= 0, hop_unit, U)
-    np.logical_or.at(contended, hop_u, shared_link[hop_link])
+    kept = np.full(num_links, -1, np.int64)
+    kept[hop_link] = stream  # one of each link's streams (whichever write numpy keeps)
+    shared_link = np.bincount(hop_link, weights=stream != kept[hop_link], minlength=num_links) > 0
+    hop_u = np.where(hop_unit >= 0, hop_unit, U)  # last slot: "not a unit", always contended
+
+    def of_units(link_flags):
+        flags = np.bincount(hop_u, weights=link_flags[hop_link], minlength=U + 1) > 0
+        flags[U] = True
+        return flags
+
+    contended = of_units(shared_link)
     # closure: a unit that shares any link with a contended unit is contended too
     while True:
-        bad_link = np.zeros(num_links, bool)
-        bad_link[hop_link[contended[hop_u]]] = True
-        grown = contended.copy()
-        np.logical_or.at(grown, hop_u, bad_link[hop_link])
+        grown = of_units(np.bincount(hop_link, weights=contended[hop_u], minlength=num_links) > 0)
         if (grown == contended).all():
             break
         contended = grown
@@ -168,6 +165,14 @@ def clean_units(sched, path_links, path_len, H, bw, lat):
     initial_remaining[later] = 0
     return CleanUnits(start_unit=start_unit, initial_event_s=initial_event_s, initial_remaining=initial_remaining, layout=lay, direction=dirs, ring=rings, size=sizes, steps=steps,
                       floor_s_per_byte=floor_spb, floor_lat_s=floor_lat, first_nodes=first_nodes, num_nodes=held)
+
+
+def _sizes_per_step(structure, L):
+    """Whether every message of a step of pass *L* has one size and one reduction time (as
+    the schedule builds ring passes), so :func:`_one_hop` may take them per step."""
+    N = L.ids.shape[0]
+    per_step = L.ids.reshape(N, -1)
+    return all((np.ptp(a[per_step], axis=1) == 0).all() for a in (structure.frac, structure.rho_frac))
 
 
 def hop_floors(units, piece_bytes):
@@ -224,14 +229,21 @@ def _one_hop(ids, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, 
     """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links."""
     links = path_links[ids[0] * H]
     free = link_free[links]
-    occ = nbytes[ids] / bw[links]  # the network's own division
+    link_bw = bw[links]
     hop_lat = lat[links]
-    rho_next = rho[ids]
+    step_bytes = nbytes[ids[:, 0, 0]]  # one size per step (see _sizes_per_step)
+    step_rho = rho[ids[:, 0, 0]]
+    occ = None
     for k in range(len(ids)):
-        free = np.maximum(t, free) + occ[k]  # each link carries this edge only: it is free when its last piece left
+        if occ is None or step_bytes[k] != step_bytes[k - 1]:
+            occ = step_bytes[k] / link_bw  # the network's own division
+        np.maximum(t, free, out=free)  # each link carries this edge only: free when its last piece left
+        free += occ
         a = free + hop_lat
         if k + 1 < len(ids):
-            t = np.maximum(t, a[:, src_pos[k]]) + rho_next[k + 1]
+            t = np.maximum(t, a[:, src_pos[k]])
+            if step_rho[k + 1]:
+                t += step_rho[k + 1]
     link_free[links] = free
     return t, a
 

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from ..network import link_key_Bps, link_key_latency_s, num_link_keys, tie_key
+from ..network import link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import clean_units, earliest_output, hop_floors, run_units
 
 __all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule"]
@@ -94,22 +94,31 @@ class _Graph:
     is_message: np.ndarray
     roots: np.ndarray
     """Nodes that wait for nothing."""
+    hop_node: np.ndarray
+    """Every message hop (in node order): its node."""
+    hop_link: np.ndarray
+    """Every message hop: its link key."""
 
 
-def _padded(ptr, values, rows, pad):
-    """CSR rows as a 2-D array padded with *pad*."""
-    counts = np.diff(ptr)
-    width = max(int(counts.max()) if rows else 0, 1)
-    out = np.full((rows, width), pad, np.int64)
-    cols = np.arange(len(values)) - np.repeat(ptr[:-1], counts)
-    out[np.repeat(np.arange(rows), counts), cols] = values
-    return out
+def _children(deps, n):
+    """``(2n, W)``: the nodes waiting for each event (``m`` = node m ready, ``n + m`` = node m
+    delivered), ``-1`` padded; and the number of events each node waits for."""
+    if deps:
+        child = np.concatenate([d[0] for d in deps])
+        event = np.concatenate([d[1] + n * (d[2] == 0) for d in deps])
+    else:
+        child = event = np.zeros(0, np.int64)
+    order = np.argsort(event, kind="stable")
+    event, child = event[order], child[order]
+    counts = np.bincount(event, minlength=2 * n)
+    table = np.full((2 * n, max(int(counts.max()) if len(counts) else 0, 1)), -1, np.int64)
+    table[event, np.arange(len(event)) - np.repeat(np.cumsum(counts) - counts, counts)] = child
+    return table, np.bincount(child, minlength=n)
 
 
 def _graph(sched):
     n = sched.num_nodes
-    ndeps, rptr, rch, dptr, dch = sched.dependency_arrays()
-    children = _padded(np.concatenate([rptr, rptr[-1] + dptr[1:]]), np.concatenate([rch, dch]), 2 * n, -1)
+    children, ndeps = _children(sched.deps, n)
     lengths = np.array([len(p) for p in sched.paths] + [0], np.int64)
     H = max(int(lengths.max()), 1)
     table = np.full((len(sched.paths) + 1, H), -1, np.int64)
@@ -118,9 +127,11 @@ def _graph(sched):
         np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
     pid = sched.path_id
     path_len = lengths[pid]
+    path_links = table[pid].ravel()
     return _Graph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
-                  path_links=table[pid].ravel(), hops=H, path_len=path_len, is_message=path_len > 0,
-                  roots=np.flatnonzero(ndeps == 0))
+                  path_links=path_links, hops=H, path_len=path_len, is_message=path_len > 0,
+                  roots=np.flatnonzero(ndeps == 0), hop_node=np.repeat(np.arange(n), path_len),
+                  hop_link=path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]])
 
 
 def _cached_graph(sched):
@@ -140,8 +151,7 @@ def _cached_clean_units(sched, g):
     tables = sched.structure.engine_tables
     if "clean rings" not in tables:
         topo = sched.plan.topology
-        tables["clean rings"] = clean_units(sched, g.path_links, g.path_len, g.hops, link_key_Bps(topo),
-                                            link_key_latency_s(topo))
+        tables["clean rings"] = clean_units(sched, g, link_key_Bps(topo), link_key_latency_s(topo))
     return tables["clean rings"]
 
 
@@ -269,7 +279,6 @@ def _link_counters(sched, g, bw):
     """Bytes, busy seconds and messages per link key. Which links a message crosses is fixed,
     so they need no timing: per structure, the sums of the messages' fractions of ``S / K``
     (and of those over the link's bandwidth), scaled by this size's ``S / K``."""
-    n, H = g.num_nodes, g.hops
     size = len(bw)
     if sched.structure is None:
         per_piece, frac = 1.0, sched.msg_bytes
@@ -278,9 +287,8 @@ def _link_counters(sched, g, bw):
         if "window counters" in sched.structure.engine_tables:
             link_frac, link_frac_s, messages = sched.structure.engine_tables["window counters"]
             return link_frac * per_piece, link_frac_s * per_piece, messages
-    hop_node = np.repeat(np.arange(n), g.path_len)
-    hop_link = g.path_links.reshape(n, H)[g.path_len[:, None] > np.arange(H)[None, :]]
-    hop_frac = frac[hop_node]
+    hop_link = g.hop_link
+    hop_frac = frac[g.hop_node]
     tables = (np.bincount(hop_link, weights=hop_frac, minlength=size),
               np.bincount(hop_link, weights=hop_frac / bw[hop_link], minlength=size),
               np.bincount(hop_link, minlength=size))
