@@ -30,6 +30,11 @@ handled last.) A window holds about one algorithm step of every ring at once, so
 2048-chip all-reduce takes a few hundred windows of array operations instead of a quarter
 of a million SimPy events; its speed is in ``wus-sim bench``.
 
+Rings that no contention reaches (every link of theirs carries one stream, and none of a
+contended ring's) do not go event by event: :mod:`.clean_rings` runs each whole once its
+members have started, with the same float operations, and hands back the events others wait
+for (``run_schedule(..., clean_rings=False)`` runs everything event by event, for checking).
+
 Limits: store-and-forward only (under cut-through a head moves on as its hop starts, so the
 lookahead would be the latency alone, zero on on-chip links); and a window must hold
 something, which fails only when a hop plus its latency is shorter than the tie quantum
