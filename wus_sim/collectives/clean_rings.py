@@ -24,7 +24,9 @@ members' step-0 messages are ready (each is counted as the window engine finds i
 runs whole, and hands back the events its last step causes outside it (the readiness and
 deliveries the members' end-of-pass barriers wait for). That keeps the lookahead rule
 sound: an event a clean unit has not produced yet waits for a member start not yet known,
-which is no earlier than the window engine's next window.
+which is no earlier than the window engine's next window. A unit whose members have all
+started may also wait, to run with others in one call, as long as :func:`earliest_output`
+(a bound on when anything waiting on it can be ready) is past the next window.
 """
 
 from dataclasses import dataclass
@@ -72,46 +74,89 @@ def clean_units(sched, g, bw, lat):
     """The :class:`CleanUnits` of *sched* (``None`` if there are none); *g*: the window
     engine's tables of its structure (hops: ``path_links``, ``hop_node``, ``hop_link``);
     *bw*, *lat*: bandwidth and latency per link key."""
-    n = sched.num_nodes
-    path_links, H, hop_node, hop_link = g.path_links, g.hops, g.hop_node, g.hop_link
     layouts = sched.structure.layouts if sched.structure is not None else ()
     if sched.chunks != 1 or not layouts:
         return None
-    # unit id of every message node of a ring pass; -1: not in a unit (always contended)
+    unit, chain, lay, dirs, rings, sizes = _units(sched, layouts)
+    if not len(lay):
+        return None
+    clean = np.flatnonzero(~_contended(sched, g, unit, chain, len(lay)))
+    if not len(clean):
+        return None
+    new_id = np.full(len(lay) + 1, -1, np.int64)  # unit -> clean unit; the last slot: unit -1
+    new_id[clean] = np.arange(len(clean))
+    n, H, frac = sched.num_nodes, g.hops, sched.structure.frac
+    lay, dirs, rings, sizes = lay[clean], dirs[clean], rings[clean], sizes[clean]
+    start_unit = np.full(n, -1, np.int64)
+    steps = np.zeros(len(clean), np.int64)
+    floor_spb, floor_lat = np.zeros(len(clean)), np.zeros(len(clean))
+    first_nodes = np.full((len(clean), int(sizes.max())), n, np.int64)
+    initial_event_s = np.full(2 * n, np.inf)
+    initial_remaining = g.num_parents.copy()
+    held = 0
+    for L in layouts:
+        ids = L.ids[:, 0]  # (N, D, R, m)
+        u = new_id[unit[ids[0]]]  # (D, R, m), -1 outside clean units
+        mine = u[:, :, 0] >= 0  # (D, R): the clean rings of this pass
+        if not mine.any():
+            continue
+        start_unit[ids[0]] = u
+        cu = u[:, :, 0][mine]
+        steps[cu] = len(ids)
+        first = g.path_links[ids * H]  # first-hop links
+        floor_spb[cu] = (frac[ids] / bw[first]).min(axis=(0, 3))[mine]
+        floor_lat[cu] = lat[first].min(axis=(0, 3))[mine]
+        first_nodes[cu, : ids.shape[-1]] = ids[0][mine]
+        held_ids = ids[:, mine]  # (N, rings, m)
+        held += held_ids.size
+        initial_event_s[held_ids] = -np.inf
+        initial_event_s[n + held_ids] = -np.inf
+        initial_remaining[held_ids[1:]] = 0
+    return CleanUnits(start_unit=start_unit, layout=lay, direction=dirs, ring=rings, size=sizes, steps=steps,
+                      floor_s_per_byte=floor_spb, floor_lat_s=floor_lat, first_nodes=first_nodes,
+                      initial_event_s=initial_event_s, initial_remaining=initial_remaining, num_nodes=held)
+
+
+def _units(sched, layouts):
+    """Per node: its unit (``-1``: not a ring pass, always contended) and its chain of passes
+    and line (2d-split runs two halves of passes at once; the directions of a line run at
+    once too); and per unit: its pass, direction, ring and members."""
+    n = sched.num_nodes
     unit = np.full(n, -1, np.int64)
-    # the chain of passes a message is in (2d-split runs two halves at once), and its line:
-    # direction and ring in its pass (the directions of a line run at once too)
     chain = np.zeros(n, np.int64)
     lines = max(max(L.ids.shape[2:4]) for L in layouts)  # more than any direction or ring index
     lay, dirs, rings, sizes = [], [], [], []
     for li, L in enumerate(layouts):
         N, K, D, R, m = L.ids.shape
-        chain[L.ids] = (L.half * lines + np.arange(D)[:, None, None]) * lines + np.arange(R)[None, :, None]
+        d, r = np.arange(D)[:, None, None], np.arange(R)[None, :, None]
+        chain[L.ids] = (L.half * lines + d) * lines + r
         if L.pass_.pattern != "ring" or not _sizes_per_step(sched.structure, L):
             continue
-        base = len(lay)
-        unit[L.ids] = base + (np.arange(D)[:, None, None] * R + np.arange(R)[None, :, None])
+        unit[L.ids] = len(lay) + d * R + r
         lay += [li] * (D * R)
         dirs += list(np.repeat(np.arange(D), R))
         rings += list(np.tile(np.arange(R), D))
         sizes += [m] * (D * R)
-    if not lay:
-        return None
-    U = len(lay)
-    # every hop: its link, its unit, and its stream (chain of passes and line, sender and path,
-    # as one number). A stream's messages are ready in sequence order: one sender, one path,
-    # one line, and passes one after another (a member starts a pass when it finished the
-    # previous one).
+    return (unit, chain) + tuple(np.asarray(a, np.int64) for a in (lay, dirs, rings, sizes))
+
+
+def _contended(sched, g, unit, chain, U):
+    """Per unit: whether a link of it carries two streams, or a link of a contended unit.
+
+    A stream (one number per hop) is one chain of passes and line, one sender, one path: its
+    messages are ready in sequence order (one sender, one path, one line, and passes one
+    after another, as a member starts a pass when it finished the previous one)."""
+    hop_node, hop_link = g.hop_node, g.hop_link
     canon = {}
     path_canon = np.array([canon.setdefault(p, len(canon)) for p in sched.paths] + [-1], np.int64)
     senders = int(sched.rank.max()) + 1
     stream = ((path_canon[sched.path_id[hop_node]] * senders + sched.rank[hop_node]) * (int(chain.max()) + 1)
               + chain[hop_node])
-    hop_unit = unit[hop_node]
     num_links = int(hop_link.max()) + 1 if len(hop_link) else 0
     kept = np.full(num_links, -1, np.int64)
     kept[hop_link] = stream  # one of each link's streams (whichever write numpy keeps)
     shared_link = np.bincount(hop_link, weights=stream != kept[hop_link], minlength=num_links) > 0
+    hop_unit = unit[hop_node]
     hop_u = np.where(hop_unit >= 0, hop_unit, U)  # last slot: "not a unit", always contended
 
     def of_units(link_flags):
@@ -120,51 +165,11 @@ def clean_units(sched, g, bw, lat):
         return flags
 
     contended = of_units(shared_link)
-    # closure: a unit that shares any link with a contended unit is contended too
-    while True:
+    while True:  # closed over: a unit that shares a link with a contended unit is contended too
         grown = of_units(np.bincount(hop_link, weights=contended[hop_u], minlength=num_links) > 0)
         if (grown == contended).all():
-            break
+            return contended[:U]
         contended = grown
-    clean = np.flatnonzero(~contended[:U])
-    if not len(clean):
-        return None
-    new_id = np.full(U, -1, np.int64)
-    new_id[clean] = np.arange(len(clean))
-    start_unit = np.full(n, -1, np.int64)
-    held = 0
-    lay, dirs, rings, sizes = (np.asarray(a, np.int64)[clean] for a in (lay, dirs, rings, sizes))
-    steps = np.zeros(len(clean), np.int64)
-    floor_spb = np.zeros(len(clean))
-    floor_lat = np.zeros(len(clean))
-    frac = sched.structure.frac
-    first_nodes = np.full((len(clean), int(sizes.max())), n, np.int64)
-    for li, L in enumerate(layouts):
-        if L.pass_.pattern != "ring":
-            continue
-        step0 = L.ids[0, 0]  # (D, R, n)
-        u = new_id[unit[step0]]
-        start_unit[step0] = u
-        held += int((new_id[unit[L.ids]] >= 0).sum())
-        first = path_links[L.ids[:, 0] * H]  # (N, D, R, n) first-hop links
-        mine = u[:, :, 0] >= 0
-        steps[u[:, :, 0][mine]] = L.ids.shape[0]
-        floor_spb[u[:, :, 0][mine]] = (frac[L.ids[:, 0]] / bw[first]).min(axis=(0, 3))[mine]
-        floor_lat[u[:, :, 0][mine]] = lat[first].min(axis=(0, 3))[mine]
-        if mine.any():
-            first_nodes[u[:, :, 0][mine], : step0.shape[-1]] = step0[mine]
-    held_nodes = np.concatenate([L.ids[:, 0, :, :, :][:, new_id[unit[L.ids[0, 0, :, :, 0]]] >= 0].ravel()
-                                 for L in layouts if L.pass_.pattern == "ring"])
-    initial_event_s = np.full(2 * n, np.inf)
-    initial_event_s[held_nodes] = -np.inf
-    initial_event_s[n + held_nodes] = -np.inf
-    initial_remaining = np.bincount(np.concatenate([d[0] for d in sched.deps]), minlength=n) if sched.deps \
-        else np.zeros(n, np.int64)
-    later = np.concatenate([L.ids[1:, 0, :, :, :][:, new_id[unit[L.ids[0, 0, :, :, 0]]] >= 0].ravel()
-                            for L in layouts if L.pass_.pattern == "ring"])
-    initial_remaining[later] = 0
-    return CleanUnits(start_unit=start_unit, initial_event_s=initial_event_s, initial_remaining=initial_remaining, layout=lay, direction=dirs, ring=rings, size=sizes, steps=steps,
-                      floor_s_per_byte=floor_spb, floor_lat_s=floor_lat, first_nodes=first_nodes, num_nodes=held)
 
 
 def _sizes_per_step(structure, L):
