@@ -11,7 +11,7 @@ waiting on it is ready at. The window engine against SimPy is tests/test_window_
 import numpy as np
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from wus_sim.collectives import ALGORITHMS, OPS, window_engine
+from wus_sim.collectives import ALGORITHMS, OPS, window_engine, window_tables
 from wus_sim.collectives.clean_rings import earliest_output, hop_floors
 from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
@@ -33,7 +33,7 @@ def _schedule(topo, op, alg, bidir, red, S):
 
 
 def _units(sched):
-    return window_engine._cached_clean_units(sched, window_engine._cached_graph(sched))
+    return window_tables.clean_units_of(sched, window_tables.graph_of(sched))
 
 
 # Hypothesis found this one: a bound three hops too late let a clean ring run after the

@@ -42,13 +42,13 @@ something, which fails only when a hop plus its latency is shorter than the tie 
 """
 
 from dataclasses import dataclass
-import itertools
 import time
 
 import numpy as np
 
 from ..network import link_key_Bps, link_key_latency_s, tie_key
-from .clean_rings import clean_units, earliest_output, hop_floors, run_units
+from .clean_rings import earliest_output, hop_floors, run_units
+from .window_tables import clean_units_of, graph_of, link_counters
 
 __all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule"]
 
@@ -81,93 +81,14 @@ class WindowOutcome:
     """Wall-clock seconds of the run (not the schedule build)."""
 
 
-@dataclass(frozen=True, eq=False)
-class _Graph:
-    """The size-free tables of a schedule's structure (built once per structure)."""
-
-    num_nodes: int
-    num_parents: np.ndarray
-    """Per node: the events it waits for (``m`` = node m ready, ``n + m`` = node m delivered)."""
-    children: np.ndarray
-    """``(2n, W)`` nodes that wait for each event (``-1`` pads)."""
-    path_links: np.ndarray
-    """``(n * H,)`` link key of hop ``h`` of node ``m`` at ``m * H + h`` (``-1`` past its path)."""
-    hops: int
-    """``H``: the longest path."""
-    path_len: np.ndarray
-    """Per node: hops of its path (0 for a barrier)."""
-    is_message: np.ndarray
-    roots: np.ndarray
-    """Nodes that wait for nothing."""
-    hop_node: np.ndarray
-    """Every message hop (in node order): its node."""
-    hop_link: np.ndarray
-    """Every message hop: its link key."""
-
-
-def _children(deps, n):
-    """``(2n, W)``: the nodes waiting for each event (``m`` = node m ready, ``n + m`` = node m
-    delivered), ``-1`` padded; and the number of events each node waits for."""
-    if deps:
-        child = np.concatenate([d[0] for d in deps])
-        event = np.concatenate([d[1] + n * (d[2] == 0) for d in deps])
-    else:
-        child = event = np.zeros(0, np.int64)
-    order = np.argsort(event, kind="stable")
-    event, child = event[order], child[order]
-    counts = np.bincount(event, minlength=2 * n)
-    table = np.full((2 * n, max(int(counts.max()) if len(counts) else 0, 1)), -1, np.int64)
-    table[event, np.arange(len(event)) - np.repeat(np.cumsum(counts) - counts, counts)] = child
-    return table, np.bincount(child, minlength=n)
-
-
-def _graph(sched):
-    n = sched.num_nodes
-    children, ndeps = _children(sched.deps, n)
-    lengths = np.array([len(p) for p in sched.paths] + [0], np.int64)
-    H = max(int(lengths.max()), 1)
-    table = np.full((len(sched.paths) + 1, H), -1, np.int64)
-    row = np.repeat(np.arange(len(lengths)), lengths)
-    table[row, np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = \
-        np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
-    pid = sched.path_id
-    path_len = lengths[pid]
-    path_links = table[pid].ravel()
-    return _Graph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
-                  path_links=path_links, hops=H, path_len=path_len, is_message=path_len > 0,
-                  roots=np.flatnonzero(ndeps == 0), hop_node=np.repeat(np.arange(n), path_len),
-                  hop_link=path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]])
-
-
-def _cached_graph(sched):
-    """:func:`_graph`, kept on the schedule's shared structure when it has one."""
-    if sched.structure is None:
-        return _graph(sched)
-    tables = sched.structure.engine_tables
-    if "window" not in tables:
-        tables["window"] = _graph(sched)
-    return tables["window"]
-
-
-def _cached_clean_units(sched, g):
-    """:func:`.clean_rings.clean_units`, kept on the schedule's shared structure."""
-    if sched.structure is None:
-        return None
-    tables = sched.structure.engine_tables
-    if "clean rings" not in tables:
-        topo = sched.plan.topology
-        tables["clean rings"] = clean_units(sched, g, link_key_Bps(topo), link_key_latency_s(topo))
-    return tables["clean rings"]
-
-
 def run_schedule(sched, *, clean_rings=True):
     """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) store-and-forward;
     the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
     *clean_rings*: run the rings no contention reaches as whole units (:mod:`.clean_rings`)
     instead of event by event; the times are the same."""
     t0 = time.perf_counter()
-    g = _cached_graph(sched)
-    units = _cached_clean_units(sched, g) if clean_rings else None
+    g = graph_of(sched)
+    units = clean_units_of(sched, g) if clean_rings else None
     topo = sched.plan.topology
     n, H = g.num_nodes, g.hops
     bw = link_key_Bps(topo)
@@ -273,33 +194,11 @@ def run_schedule(sched, *, clean_rings=True):
             settle(n + sn, arrival)
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
-    link_bytes, link_busy_s, link_messages = _link_counters(sched, g, bw)
+    link_bytes, link_busy_s, link_messages = link_counters(sched, g, bw)
     return WindowOutcome(
         time_s=float(event_t.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
         link_busy_s=link_busy_s, link_messages=link_messages, windows=windows, event_s=event_t,
         wall_s=time.perf_counter() - t0)
-
-
-def _link_counters(sched, g, bw):
-    """Bytes, busy seconds and messages per link key. Which links a message crosses is fixed,
-    so they need no timing: per structure, the sums of the messages' fractions of ``S / K``
-    (and of those over the link's bandwidth), scaled by this size's ``S / K``."""
-    size = len(bw)
-    if sched.structure is None:
-        per_piece, frac = 1.0, sched.msg_bytes
-    else:
-        per_piece, frac = sched.nbytes / sched.chunks, sched.structure.frac
-        if "window counters" in sched.structure.engine_tables:
-            link_frac, link_frac_s, messages = sched.structure.engine_tables["window counters"]
-            return link_frac * per_piece, link_frac_s * per_piece, messages
-    hop_link = g.hop_link
-    hop_frac = frac[g.hop_node]
-    tables = (np.bincount(hop_link, weights=hop_frac, minlength=size),
-              np.bincount(hop_link, weights=hop_frac / bw[hop_link], minlength=size),
-              np.bincount(hop_link, minlength=size))
-    if sched.structure is not None:
-        sched.structure.engine_tables["window counters"] = tables
-    return tables[0] * per_piece, tables[1] * per_piece, tables[2]
 
 
 _SMALL = 24
