@@ -101,7 +101,6 @@ def add_parser(subparsers):
 
 def run(args):
     from ..calibration import load_calibration
-    from ..errors import ConfigError
     from ..planner import DEFAULT_BUCKET_BYTES
     from ..step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..multislice import load_multislice
