@@ -146,3 +146,70 @@ def test_a_step_point_does_not_move_with_the_prefetch(monkeypatch):
     alone = run()
     api.clear_caches()
     assert batched == alone
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
+       red=st.sampled_from([None, 30e9]), big_first=st.booleans())
+def test_each_copy_bounds_its_clean_rings_by_its_own_size(topo, op, alg, bidir, red, big_first):
+    """The bound that lets a copy's clean ring wait (tests/test_clean_rings.py) holds for every
+    copy of a batch: the nodes waiting on a clean ring's last step are ready no earlier than
+    the bound the run computed for it, from that copy's own start times and piece size."""
+    if alg == "halving-doubling":
+        bidir = False
+    try:
+        plan = plan_collective(topo, op, alg, bidirectional=bidir)
+    except ConfigError:
+        assume(False)
+    sizes = [5e7, 1e5] if big_first else [1e5, 5e7]
+    scheds = [compile_messages(plan, S, reduce_Bps=red) for S in sizes]
+    bounds = []  # (global units, their bounds), as the run computed them
+    real = window_engine.earliest_outputs
+
+    def spy(units, which, start_t, hop_floor):
+        out = real(units, which, start_t, hop_floor)
+        bounds.append((which.copy(), out.copy()))
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(window_engine, "earliest_outputs", spy)
+        try:
+            outs = window_engine.run_schedules(scheds)
+        except window_engine.WindowTooSmall:
+            outs = None
+    assume(outs is not None)
+    assume(bounds)
+    sched = scheds[0]
+    units = window_engine.clean_units_of(sched, window_engine.graph_of(sched))
+    U = len(units.size)
+    _, rptr, rch, dptr, dch = sched.dependency_arrays()
+    for which, bound in bounds:
+        for g, b in zip(which.tolist(), bound.tolist()):
+            c, u = divmod(g, U)
+            L = sched.structure.layouts[units.layout[u]]
+            last = L.ids[-1, 0, units.direction[u], units.ring[u], :]
+            waiting = np.concatenate([np.concatenate([rch[rptr[m]:rptr[m + 1]], dch[dptr[m]:dptr[m + 1]]])
+                                      for m in last])
+            assert outs[c].event_s[waiting].min() >= b
+
+
+def test_a_window_too_small_for_one_size_falls_back_for_the_batch():
+    """0.1 B on links without latency: a hop is shorter than the tie quantum, so that size's
+    window holds nothing alone, and in a batch; the batch raises, and ``collective_times``
+    gives every size the time it gets alone (SimPy for that one)."""
+    from make_topology import make
+
+    topo = with_link_faults(make((4, 4), True, hop_latency_us=0.0), failed_links="0+x")
+    plan = plan_collective(topo, "all-reduce", "2d", bidirectional=True)
+    with pytest.raises(window_engine.WindowTooSmall):
+        window_engine.run_schedule(compile_messages(plan, 0.1))
+    with pytest.raises(window_engine.WindowTooSmall):
+        window_engine.run_schedules([compile_messages(plan, S) for S in (1e6, 0.1)])
+    sizes = [1e6, 0.1, 3e6]
+    alone = []
+    for S in sizes:
+        api.clear_caches()
+        alone.append(api.collective_time(topo, "all-reduce", "2d", S, bidirectional=True))
+    api.clear_caches()
+    assert api.collective_times(topo, "all-reduce", "2d", sizes, bidirectional=True) == alone
+    api.clear_caches()

@@ -227,10 +227,10 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     node ``m`` as ``c * n + m``, its link key ``k`` as ``c * NL + k`` and its unit ``u`` as
     ``c * U + u``: *nbytes*, *rho*, *start_t* are then per global node, *bw*, *lat*,
     *link_free* per global link key, *path_links* and *path_len* the structure's own (local).
-    Events are numbered over the global nodes (ready ``G``, delivered ``C * n + G``)."""
+    Events are numbered copy by copy: copy ``c``'s node ``m`` ready at ``2 * n * c + m``,
+    delivered at ``2 * n * c + n + m``."""
     U, n = len(units.size), len(path_len)
     num_links = len(bw) // copies
-    total = len(rho)  # C * n
     out_e, out_t = [], []
     u_all, c_all = which % U, which // U
     key = units.layout[u_all] * 4096 + units.direction[u_all]
@@ -240,16 +240,16 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
         L = layouts[int(units.layout[u[0]])]
         local = L.ids[:, 0, int(units.direction[u[0]])][:, units.ring[u], :]  # (N, U, m)
         ids = local + (c * n)[None, :, None] if copies > 1 else local
-        link_off = (c * num_links)[:, None]  # (U, 1): each row's copy
+        link_off = (c * num_links)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first link
         one_hop = (path_len[local[0]] == 1).all()  # a ring pass sends over the same edges every step
         ready, arrival = (_one_hop if one_hop else _any_hops)(
             ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
             path_links=path_links, path_len=path_len, H=H, link_free=link_free)
-        last = ids[-1].ravel()
+        last = (local[-1] + (c * 2 * n)[:, None] if copies > 1 else local[-1]).ravel()  # the last step's ready events
         if len(ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
             out_e.append(last)
             out_t.append(ready.ravel())
-        out_e.append(total + last)
+        out_e.append(n + last)
         out_t.append(arrival.ravel())
     return np.concatenate(out_e), np.concatenate(out_t)
 
@@ -263,16 +263,17 @@ def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_lin
     hop_lat = lat[links]
     step_bytes = nbytes[ids[:, :, 0]]  # (N, U): one size per step and unit (see _sizes_per_step)
     step_rho = rho[ids[:, :, 0]]
-    occ = None
+    new_size = [True] + (step_bytes[1:] != step_bytes[:-1]).any(axis=1).tolist()
+    reduces = step_rho.any(axis=1).tolist()
     for k in range(len(ids)):
-        if occ is None or (step_bytes[k] != step_bytes[k - 1]).any():
+        if new_size[k]:
             occ = step_bytes[k][:, None] / link_bw  # the network's own division
         np.maximum(t, free, out=free)  # each link carries this edge only: free when its last piece left
         free += occ
         a = free + hop_lat
         if k + 1 < len(ids):
             t = np.maximum(t, a[:, src_pos[k]])
-            if step_rho[k + 1].any():
+            if reduces[k + 1]:
                 t += step_rho[k + 1][:, None]  # adding 0 to the rows without one changes no bit
     link_free[links] = free
     return t, a
@@ -280,7 +281,6 @@ def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_lin
 
 def _any_hops(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
     """:func:`_one_hop` for units with multi-hop edges (a mesh's folded ring, routed edges)."""
-    link_off = np.broadcast_to(link_off, ids.shape[1:])
     for k in range(len(ids)):
         nodes = ids[k]
         a = t.copy()
@@ -288,7 +288,9 @@ def _any_hops(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_li
         for h in range(int(lengths.max())):
             on = lengths > h
             at = nodes[on]
-            li = path_links[local[k][on] * H + h] + link_off[on]
+            li = path_links[local[k][on] * H + h]
+            if ids is not local:  # several copies: each row's link offset
+                li = li + np.broadcast_to(link_off, on.shape)[on]
             end = np.maximum(a[on], link_free[li]) + nbytes[at] / bw[li]
             link_free[li] = end
             a[on] = end + lat[li]

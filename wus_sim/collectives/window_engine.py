@@ -115,7 +115,7 @@ def run_schedules(scheds, *, clean_rings=True):
     units = clean_units_of(sched, g) if clean_rings else None
     topo = sched.plan.topology
     n, H = g.num_nodes, g.hops
-    N = C * n  # nodes of all copies; events: ready G, delivered N + G
+    N = C * n  # nodes of all copies (events: see _Copies)
     bw1 = link_key_Bps(topo)
     NL = len(bw1)
     bw = bw1 if C == 1 else np.tile(bw1, C)
@@ -127,10 +127,10 @@ def run_schedules(scheds, *, clean_rings=True):
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
     copies = _Copies(C, n, NL)
     if units is None:
-        event_t = np.full(2 * N, np.inf)  # when each event happened (inf: not yet)
+        event_t = np.full(2 * N, np.inf)  # when each event happened (inf: not yet), copy by copy
         remaining = np.tile(g.num_parents, C)  # events each node still waits for
     else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
-        event_t = np.concatenate([np.tile(units.initial_event_s[:n], C), np.tile(units.initial_event_s[n:], C)])
+        event_t = np.tile(units.initial_event_s, C)
         remaining = np.tile(units.initial_remaining, C)
     latest = np.full(N, -np.inf)  # the latest time among a node's events so far
     link_free = np.zeros(len(bw))
@@ -182,11 +182,12 @@ def run_schedules(scheds, *, clean_rings=True):
     t_roots = 0.0 + rho[roots]
     msg = is_message[copies.local(roots)]
     request(roots[msg], t_roots[msg])
-    settle(np.concatenate([roots, N + roots[~msg]]), np.concatenate([t_roots, t_roots[~msg]]))
+    settle(np.concatenate([copies.ready(roots), copies.delivered(roots[~msg])]),
+           np.concatenate([t_roots, t_roots[~msg]]))
 
     empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
     pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
-    windows = np.zeros(C, np.int64)  # per copy: the windows that served something of it
+    windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
         if new:
             nodes = np.concatenate([pn] + [a for a, _, _ in new])
@@ -234,26 +235,26 @@ def run_schedules(scheds, *, clean_rings=True):
             sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
             keep = ~sel
             pn, ph, pt, pl, po, pk, pe = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep], pe[keep]
-        end = _serve(sn, st, sl, so, sk, rank, n, link_free, owner, on_busy_link)
+        end = _serve(sn, st, sl, so, sk, rank, copies, link_free, owner, on_busy_link)
         arrival = end + lat[sl]
         nh = sh + 1
         more = nh < path_len[copies.local(sn)]
         if more.any():
             request(sn[more], arrival[more], nh[more])
             done = ~more
-            settle(N + sn[done], arrival[done])
+            settle(copies.delivered(sn[done]), arrival[done])
         else:
-            settle(N + sn, arrival)
+            settle(copies.delivered(sn), arrival)
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
     wall = time.perf_counter() - t0
     out = []
     for c, s in enumerate(scheds):
-        ev = event_t if C == 1 else np.concatenate([event_t[c * n:(c + 1) * n], event_t[N + c * n:N + (c + 1) * n]])
+        ev = event_t[2 * n * c:2 * n * (c + 1)]  # a view: each copy's events are its own block
         link_bytes, link_busy_s, link_messages = link_counters(s, g, bw1)
         out.append(WindowOutcome(
             time_s=float(ev.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
-            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows[c]), event_s=ev,
+            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]), event_s=ev,
             wall_s=wall))
     return out
 
@@ -261,7 +262,10 @@ def run_schedules(scheds, *, clean_rings=True):
 @dataclass(frozen=True)
 class _Copies:
     """Where a global node of :func:`run_schedules` lives: copy ``c`` of ``C``, node ``m`` of
-    the structure's ``n``, as ``c * n + m`` (one copy: the node itself, no array work)."""
+    the structure's ``n``, as ``c * n + m`` (one copy: the node itself, no array work). Events
+    are copy by copy, each copy's as a schedule alone numbers them (node ``m`` ready at
+    ``m``, delivered at ``n + m``), so copy ``c``'s event ``e`` is ``2 * n * c + e``: then
+    a copy's event times are one slice of the run's."""
 
     count: int
     nodes: int
@@ -274,6 +278,14 @@ class _Copies:
     def of(self, g):
         """The copy of global nodes *g*."""
         return g // self.nodes
+
+    def ready(self, g):
+        """The event: global nodes *g* ready."""
+        return g if self.count == 1 else g + g // self.nodes * self.nodes
+
+    def delivered(self, g):
+        """The event: global nodes *g* delivered."""
+        return self.nodes + self.ready(g)
 
 
 _SMALL = 24
@@ -289,7 +301,7 @@ def _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, reques
     (*copies*: see :func:`run_schedules`); *g*'s tables are the structure's own."""
     children, is_message = g.children, g.is_message
     n, C = copies.nodes, copies.count
-    N = C * n
+    flags = owner  # scratch too: owner's values are not needed past each use
     while len(events):
         if len(events) < _SMALL:
             return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_t, remaining, latest, rho,
@@ -297,11 +309,9 @@ def _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, reques
         event_t[events] = t
         if C == 1:
             ch = children[events].ravel()
-        else:  # the structure's event, then its children moved to the event's copy
-            node = events % N
-            c = node // n
-            ch = children[node - c * n + n * (events >= N)]
-            ch = np.where(ch >= 0, ch + (c * n)[:, None], -1).ravel()
+        else:  # the structure's event, then its children moved to the event's copy (padding stays < 0)
+            c = events // (2 * n)
+            ch = (children[events - 2 * n * c] + (c * n)[:, None]).ravel()
         has = ch >= 0
         waiting = ch[has]
         if not len(waiting):
@@ -315,7 +325,8 @@ def _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, reques
         latest[waiting] = np.maximum(latest[waiting], tw)
         remaining[waiting] -= 1
         if again.any():
-            twice = np.isin(waiting, waiting[again])
+            flags[waiting[again]] = -1  # mark the nodes listed twice (owner holds positions >= 0)
+            twice = flags[waiting] == -1
             np.maximum.at(latest, waiting[twice], tw[twice])
             np.subtract.at(remaining, waiting[again], 1)
             waiting = waiting[~again]  # each node once
@@ -327,7 +338,7 @@ def _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, reques
         request(ready[msg], tr[msg])
         barrier = ~msg
         # every new node's readiness is an event; a barrier is delivered at once
-        events = np.concatenate([ready, N + ready[barrier]])
+        events = np.concatenate([copies.ready(ready), copies.delivered(ready[barrier])])
         t = np.concatenate([tr, tr[barrier]])
 
 
@@ -336,15 +347,13 @@ def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho
     latest of its events' times plus its reduction time; a barrier is delivered then)."""
     children, is_message = g.children, g.is_message
     n = copies.nodes
-    N = copies.count * n
     stack = list(zip(events, times))
     new_nodes, new_times = [], []
     while stack:
         e, t = stack.pop()
         event_t[e] = t
-        node = e - N if e >= N else e
-        base = node - node % n  # the event's copy's first node
-        for c in children[e - N + n - base if e >= N else e - base].tolist():
+        base = e // (2 * n) * n  # the event's copy's first node (its first event is 2 * base)
+        for c in children[e - 2 * base].tolist():
             if c < 0:
                 continue
             c += base
@@ -355,20 +364,21 @@ def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho
             if k:
                 continue
             tr = latest.item(c) + rho.item(c)
-            stack.append((c, tr))
+            stack.append((c + base, tr))  # its ready event
             if is_message[c - base]:
                 new_nodes.append(c)
                 new_times.append(tr)
             else:
-                stack.append((N + c, tr))
+                stack.append((c + base + n, tr))
     if new_nodes:
         request(np.array(new_nodes, np.int64), np.array(new_times))
 
 
-def _serve(nodes, ready, links, occ, keys, rank, n, link_free, owner, on_busy_link):
+def _serve(nodes, ready, links, occ, keys, rank, copies, link_free, owner, on_busy_link):
     """End times of one window's requests, each link serving in ``(tie key, rank, seq)`` order;
-    *link_free* updated in place (*rank*: per node of the structure, *n* of them; *nodes* global,
-    and a link never carries two copies' requests, so the global node orders like the local).
+    *link_free* updated in place (*rank*: per node of the structure; *nodes* global, see
+    :class:`_Copies`: a link never carries two copies' requests, so the global node orders
+    like the local).
     *owner* and *on_busy_link* are scratch arrays."""
     m = len(nodes)
     pos = np.arange(m)
@@ -391,7 +401,7 @@ def _serve(nodes, ready, links, occ, keys, rank, n, link_free, owner, on_busy_li
         end[one] = e
     # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
     idx = np.flatnonzero(many)
-    idx = idx[np.lexsort((nodes[idx], rank[nodes[idx] % n], keys[idx], links[idx]))]
+    idx = idx[np.lexsort((nodes[idx], rank[copies.local(nodes[idx])], keys[idx], links[idx]))]
     li = links[idx]
     first = np.ones(len(idx), bool)
     first[1:] = li[1:] != li[:-1]
