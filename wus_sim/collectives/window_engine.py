@@ -35,6 +35,10 @@ contended ring's) do not go event by event: :mod:`.clean_rings` runs each whole 
 members have started, with the same float operations, and hands back the events others wait
 for (``run_schedule(..., clean_rings=False)`` runs everything event by event, for checking).
 
+A window costs a few dozen numpy calls whatever it holds, so :func:`run_schedules` runs the
+sizes of one plan (a step's buckets) together, each in its own window, as copies that share
+no node and no link: the calls are paid once per window for all of them.
+
 Limits: store-and-forward only (under cut-through a head moves on as its hop starts, so the
 lookahead would be the latency alone, zero on on-chip links); and a window must hold
 something, which fails only when a hop plus its latency is shorter than the tie quantum
@@ -60,7 +64,8 @@ class WindowTooSmall(Exception):
 
 @dataclass
 class WindowOutcome:
-    """What :func:`run_schedule` returns (the fields of the SimPy engine's outcome)."""
+    """What :func:`run_schedule` returns (the fields of the SimPy engine's outcome); one per
+    schedule from :func:`run_schedules`."""
 
     time_s: float
     """Completion time: the last node ready or delivered."""
@@ -73,12 +78,13 @@ class WindowOutcome:
     link_messages: np.ndarray
     """Messages sent per link key."""
     windows: int
-    """Time windows the run took."""
+    """Time windows the run took (in a batch: those that served this schedule, which are the
+    windows it takes alone)."""
     event_s: np.ndarray
     """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
     (``-inf`` inside clean rings, where only the events others wait for are kept)."""
     wall_s: float
-    """Wall-clock seconds of the run (not the schedule build)."""
+    """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
 
 
 def run_schedule(sched, *, clean_rings=True):
@@ -107,6 +113,8 @@ def run_schedules(scheds, *, clean_rings=True):
     is no earlier than its copy's next window). :class:`WindowTooSmall` if any copy's window
     holds nothing (that schedule would raise alone). ``wall_s`` is the whole run's."""
     t0 = time.perf_counter()
+    if not len(scheds):
+        return []
     sched = scheds[0]
     C = len(scheds)
     if C > 1 and any(s.structure is None or s.structure is not sched.structure for s in scheds):
