@@ -160,6 +160,8 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
             return ici_s(op, nbytes)
         return hierarchical_time(multislice, op, nbytes, ici_s, shard_across_slices=options.shard_across_slices)
 
+    if multislice is None:
+        _prefetch_collectives(work, topology, options)
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
@@ -193,6 +195,29 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         step_overhead_s=options.compute.step_overhead_s, layer_names=tuple(plan.workload.layer_names),
         gather_prefetch=options.gather_prefetch,
     )
+
+
+def _prefetch_collectives(work, topology, options):
+    """Memoize the times of every collective of *work* that :func:`_program` asks for, one
+    :func:`~wus_sim.collectives.collective_times` call per op: a contended plan's buckets then
+    run in one window-engine run instead of one each (the same times; anything not asked for
+    here is computed alone, as before)."""
+    from .collectives import collective_times
+
+    sizes = {}  # op -> bucket sizes, as the program asks for them
+    for c in work.grad_collectives:
+        sizes.setdefault(c.op, []).append(c.nbytes)
+        for gathers in (work.weight_allgathers, work.forward_allgathers, work.backward_allgathers):
+            g = next((g for g in gathers if g.bucket == c.bucket), None)  # as _program's gather()
+            if g is not None:
+                sizes.setdefault("all-gather", []).append(g.nbytes)
+    for c in work.extra_allreduces:
+        sizes.setdefault(c.op, []).append(c.nbytes)
+    for op, nbytes in sizes.items():
+        nbytes = [b for b in nbytes if b > 0]
+        if nbytes:
+            collective_times(topology, op, options.algorithm, nbytes, bidirectional=bidirectional_for(options),
+                             routing=options.routing)
 
 
 def bidirectional_for(options):

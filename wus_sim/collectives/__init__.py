@@ -13,9 +13,10 @@ time, contended or not), :mod:`.api` (the entry points below). Importing the pac
 no SimPy.
 """
 
-from .api import ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, simulate_collective
+from .api import (ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, collective_times,
+                  simulate_collective)
 from .analytic import phase_times
 from .plan import ALGORITHMS, OPS
 
 __all__ = ["OPS", "ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective", "analytic_time",
-           "collective_time", "clear_caches", "phase_times"]
+           "collective_time", "collective_times", "clear_caches", "phase_times"]

@@ -43,7 +43,7 @@ from .loads import contention
 from .plan_cache import cached_plan, clear_plan_cache
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
-           "clear_caches"]
+           "collective_times", "clear_caches"]
 
 ENGINES = ("auto", "fast", "window", "simpy")
 """Engine names accepted by :func:`simulate_collective`."""
@@ -231,7 +231,6 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
 def _run(plan, S, K, red, routing, engine):
     """Simulate *plan* on the engine *engine* picks (arguments checked): ``(time_s, events,
     engine used, link_bytes, link_busy_s)``, the link arrays over the ICI link slots."""
-    topology = plan.topology
     why = contention(plan) if engine in ("auto", "fast") else None
     if why is not None and engine == "fast":
         raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
@@ -242,12 +241,7 @@ def _run(plan, S, K, red, routing, engine):
     if engine in ("auto", "fast") and why is None:
         out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
-    from .messages import compile_messages
-
-    check_limit("message hops for an event engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
-                key_path="engine",
-                hint="use fewer chunks, a smaller slice, or a schedule the fast engine runs")
-    sched = compile_messages(plan, S, chunks=K, reduce_Bps=red)
+    sched = _schedule(plan, S, K, red)
     out = None
     if engine in ("auto", "window") and routing == "store-and-forward":
         try:
@@ -260,12 +254,39 @@ def _run(plan, S, K, red, routing, engine):
         from .simpy_engine import run_schedule
 
         out, used = run_schedule(sched, routing=routing), "simpy"
-    n = topology.num_link_slots
+    n = plan.topology.num_link_slots
     return out.time_s, out.events, used, out.link_bytes[:n], out.link_busy_s[:n]
 
 
-@lru_cache(maxsize=1 << 16)
+def _schedule(plan, S, K, red):
+    """The compiled schedule of *plan* for an event engine, within the message-hop limit."""
+    from .messages import compile_messages
+
+    check_limit("message hops for an event engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
+                key_path="engine",
+                hint="use fewer chunks, a smaller slice, or a schedule the fast engine runs")
+    return compile_messages(plan, S, chunks=K, reduce_Bps=red)
+
+
+_prefetched = {}
+"""Times :func:`collective_times` computed for :func:`_cached_time` keys, taken (and
+forgotten here) by its first call for the key."""
+
+_known = set()
+"""Keys :func:`_cached_time` has computed or taken (so :func:`collective_times` skips them);
+may hold keys its LRU memo has since dropped, which are then simply computed again alone."""
+
+_MAX_KNOWN = 1 << 16  # the memo's own size
+
+
+@lru_cache(maxsize=_MAX_KNOWN)
 def _cached_time(topology, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
+    key = (topology, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing)
+    if len(_known) >= _MAX_KNOWN:
+        _known.clear()
+    _known.add(key)
+    if key in _prefetched:
+        return _prefetched.pop(key)
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
@@ -285,6 +306,34 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
                         bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
 
 
+def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectional=False, chunks=1,
+                     reduce_Bps=None, routing="store-and-forward"):
+    """:func:`collective_time` of every size in *sizes* (a list of seconds, in their order),
+    the same times to the last bit; the memo then holds them all.
+
+    Why: a contended store-and-forward plan runs the window engine, whose cost is mostly per
+    window, not per message; its sizes not yet memoized run in one
+    :func:`.window_engine.run_schedules` call (each alone again, SimPy where the engine
+    cannot, if a window holds nothing). The other sizes are computed as
+    :func:`collective_time` does."""
+    topology = _topology(topology)
+    plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
+    K, red, routing = _chunks(chunks), _reduce(reduce_Bps), check_routing(routing)
+    keys = [(topology, op, algorithm, _size(S), group_key(group), bool(bidirectional), K, red, routing)
+            for S in sizes]
+    todo = list(dict.fromkeys(k for k in keys if k not in _known and k not in _prefetched))  # once each
+    if len(todo) > 1 and routing == "store-and-forward" and contention(plan) is not None \
+            and not is_exact(plan, chunks=K, reduce_Bps=red, routing=routing):
+        scheds = [_schedule(plan, k[3], K, red) for k in todo]
+        try:
+            outs = window_engine.run_schedules(scheds)
+        except window_engine.WindowTooSmall:
+            outs = None  # each alone, as _run does
+        if outs is not None:
+            _prefetched.update((k, out.time_s) for k, out in zip(todo, outs))
+    return [_cached_time(*k) for k in keys]
+
+
 def clear_caches():
     """Forget memoized plans and times (benchmarks time cold runs with it)."""
     from .messages import clear_structure_cache
@@ -292,3 +341,5 @@ def clear_caches():
     clear_plan_cache()
     clear_structure_cache()
     _cached_time.cache_clear()
+    _prefetched.clear()
+    _known.clear()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CleanUnits", "clean_units", "earliest_output", "hop_floors", "run_units"]
+__all__ = ["CleanUnits", "clean_units", "earliest_output", "earliest_outputs", "hop_floors", "run_units"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,31 +197,55 @@ def earliest_output(units, which, start_t, hop_floor):
     than member ``i - j``'s start plus ``j`` hops for every ``j <= N``. Hence no earlier
     than the first start plus ``N`` hops, and, as a ring pass has ``N >= m - 1`` steps
     for ``m`` members, no earlier than the last start."""
-    starts = start_t[units.first_nodes[which]]  # padding is -inf
-    first = np.where(starts == -np.inf, np.inf, starts).min(axis=1)
-    size, steps = units.size[which], units.steps[which]
-    paced = first + steps * hop_floor[which]
+    return float(earliest_outputs(units, which, start_t, hop_floor).min())
+
+
+def earliest_outputs(units, which, start_t, hop_floor):
+    """:func:`earliest_output` per unit of *which*. Units of several copies of one structure
+    (see :func:`run_units`): unit ``c * U + u`` is copy ``c``'s unit ``u``, its nodes
+    ``c * n + m``, *start_t* ``C * n + 1`` long (the last: ``-inf``), *hop_floor* ``C * U``."""
+    U, n = len(units.size), len(units.start_unit)
+    u = which % U
+    first = units.first_nodes[u]
+    # the padding (n) goes to start_t's last entry, the others to their copy's nodes
+    starts = start_t[np.where(first < n, first + (which // U * n)[:, None], len(start_t) - 1)]
+    earliest = np.where(starts == -np.inf, np.inf, starts).min(axis=1)
+    size, steps = units.size[u], units.steps[u]
+    paced = earliest + steps * hop_floor[which]
     last = np.where(steps >= size - 1, starts.max(axis=1), -np.inf)
-    return float(np.maximum(paced, last).min())
+    return np.maximum(paced, last)
 
 
-def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free,
+              copies=1):
     """Run the clean units *which* (ids into *units*) whose members all started: *start_t*
     holds each step-0 message's ready time. Advances *link_free* and returns ``(events,
     times)``: the last step's events, which the nodes outside the units wait for (less the
-    step-0 readiness the window engine has passed on itself)."""
-    n = len(rho)
+    step-0 readiness the window engine has passed on itself).
+
+    *copies* ``C``: the window engine runs ``C`` sizes of one structure at once, copy ``c``'s
+    node ``m`` as ``c * n + m``, its link key ``k`` as ``c * NL + k`` and its unit ``u`` as
+    ``c * U + u``: *nbytes*, *rho*, *start_t* are then per global node, *bw*, *lat*,
+    *link_free* per global link key, *path_links* and *path_len* the structure's own (local).
+    Events are numbered copy by copy: copy ``c``'s node ``m`` ready at ``2 * n * c + m``,
+    delivered at ``2 * n * c + n + m``."""
+    U, n = len(units.size), len(path_len)
+    num_links = len(bw) // copies
     out_e, out_t = [], []
-    key = units.layout[which] * 4096 + units.direction[which]
+    u_all, c_all = which % U, which // U
+    key = units.layout[u_all] * 4096 + units.direction[u_all]
     for k in np.unique(key):
-        sel = which[key == k]
-        L = layouts[int(units.layout[sel[0]])]
-        ids = L.ids[:, 0, int(units.direction[sel[0]])][:, units.ring[sel], :]  # (N, U, m)
-        one_hop = (path_len[ids[0]] == 1).all()  # a ring pass sends over the same edges every step
+        sel = key == k
+        u, c = u_all[sel], c_all[sel]
+        L = layouts[int(units.layout[u[0]])]
+        local = L.ids[:, 0, int(units.direction[u[0]])][:, units.ring[u], :]  # (N, U, m)
+        ids = local + (c * n)[None, :, None] if copies > 1 else local
+        link_off = (c * num_links)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first link
+        one_hop = (path_len[local[0]] == 1).all()  # a ring pass sends over the same edges every step
         ready, arrival = (_one_hop if one_hop else _any_hops)(
-            ids, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat, path_links=path_links,
-            path_len=path_len, H=H, link_free=link_free)
-        last = ids[-1].ravel()
+            ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
+            path_links=path_links, path_len=path_len, H=H, link_free=link_free)
+        last = (local[-1] + (c * 2 * n)[:, None] if copies > 1 else local[-1]).ravel()  # the last step's ready events
         if len(ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
             out_e.append(last)
             out_t.append(ready.ravel())
@@ -230,39 +254,43 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     return np.concatenate(out_e), np.concatenate(out_t)
 
 
-def _one_hop(ids, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
-    """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links."""
-    links = path_links[ids[0] * H]
+def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+    """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links
+    (*ids*: global nodes, *local*: the structure's, *link_off*: per row, its copy's link offset)."""
+    links = path_links[local[0] * H] + link_off
     free = link_free[links]
     link_bw = bw[links]
     hop_lat = lat[links]
-    step_bytes = nbytes[ids[:, 0, 0]]  # one size per step (see _sizes_per_step)
-    step_rho = rho[ids[:, 0, 0]]
-    occ = None
+    step_bytes = nbytes[ids[:, :, 0]]  # (N, U): one size per step and unit (see _sizes_per_step)
+    step_rho = rho[ids[:, :, 0]]
+    new_size = [True] + (step_bytes[1:] != step_bytes[:-1]).any(axis=1).tolist()
+    reduces = step_rho.any(axis=1).tolist()
     for k in range(len(ids)):
-        if occ is None or step_bytes[k] != step_bytes[k - 1]:
-            occ = step_bytes[k] / link_bw  # the network's own division
+        if new_size[k]:
+            occ = step_bytes[k][:, None] / link_bw  # the network's own division
         np.maximum(t, free, out=free)  # each link carries this edge only: free when its last piece left
         free += occ
         a = free + hop_lat
         if k + 1 < len(ids):
             t = np.maximum(t, a[:, src_pos[k]])
-            if step_rho[k + 1]:
-                t += step_rho[k + 1]
+            if reduces[k + 1]:
+                t += step_rho[k + 1][:, None]  # adding 0 to the rows without one changes no bit
     link_free[links] = free
     return t, a
 
 
-def _any_hops(ids, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+def _any_hops(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
     """:func:`_one_hop` for units with multi-hop edges (a mesh's folded ring, routed edges)."""
     for k in range(len(ids)):
         nodes = ids[k]
         a = t.copy()
-        lengths = path_len[nodes]
+        lengths = path_len[local[k]]
         for h in range(int(lengths.max())):
             on = lengths > h
             at = nodes[on]
-            li = path_links[at * H + h]
+            li = path_links[local[k][on] * H + h]
+            if ids is not local:  # several copies: each row's link offset
+                li = li + np.broadcast_to(link_off, on.shape)[on]
             end = np.maximum(a[on], link_free[li]) + nbytes[at] / bw[li]
             link_free[li] = end
             a[on] = end + lat[li]

@@ -35,6 +35,10 @@ contended ring's) do not go event by event: :mod:`.clean_rings` runs each whole 
 members have started, with the same float operations, and hands back the events others wait
 for (``run_schedule(..., clean_rings=False)`` runs everything event by event, for checking).
 
+A window costs a few dozen numpy calls whatever it holds, so :func:`run_schedules` runs the
+sizes of one plan (a step's buckets) together, each in its own window, as copies that share
+no node and no link: the calls are paid once per window for all of them.
+
 Limits: store-and-forward only (under cut-through a head moves on as its hop starts, so the
 lookahead would be the latency alone, zero on on-chip links); and a window must hold
 something, which fails only when a hop plus its latency is shorter than the tie quantum
@@ -47,10 +51,10 @@ import time
 import numpy as np
 
 from ..network import link_key_Bps, link_key_latency_s, tie_key
-from .clean_rings import earliest_output, hop_floors, run_units
+from .clean_rings import earliest_outputs, hop_floors, run_units
 from .window_tables import clean_units_of, graph_of, link_counters
 
-__all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule"]
+__all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule", "run_schedules"]
 
 
 class WindowTooSmall(Exception):
@@ -60,7 +64,8 @@ class WindowTooSmall(Exception):
 
 @dataclass
 class WindowOutcome:
-    """What :func:`run_schedule` returns (the fields of the SimPy engine's outcome)."""
+    """What :func:`run_schedule` returns (the fields of the SimPy engine's outcome); one per
+    schedule from :func:`run_schedules`."""
 
     time_s: float
     """Completion time: the last node ready or delivered."""
@@ -73,12 +78,13 @@ class WindowOutcome:
     link_messages: np.ndarray
     """Messages sent per link key."""
     windows: int
-    """Time windows the run took."""
+    """Time windows the run took (in a batch: those that served this schedule, which are the
+    windows it takes alone)."""
     event_s: np.ndarray
     """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
     (``-inf`` inside clean rings, where only the events others wait for are kept)."""
     wall_s: float
-    """Wall-clock seconds of the run (not the schedule build)."""
+    """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
 
 
 def run_schedule(sched, *, clean_rings=True):
@@ -86,119 +92,208 @@ def run_schedule(sched, *, clean_rings=True):
     the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
     *clean_rings*: run the rings no contention reaches as whole units (:mod:`.clean_rings`)
     instead of event by event; the times are the same."""
+    return run_schedules([sched], clean_rings=clean_rings)[0]
+
+
+def run_schedules(scheds, *, clean_rings=True):
+    """:func:`run_schedule` of every schedule in *scheds*, in one run: a :class:`WindowOutcome`
+    per schedule, each the same as that schedule's run alone (times to the last bit, events,
+    link counters, windows). The schedules must share one structure (one plan and chunks,
+    sized for different ``S`` or reduction costs; ``messages.compile_messages`` shares it).
+
+    Why: a window costs a few dozen numpy calls whatever it holds, and a 2048-chip all-reduce
+    takes about two hundred windows; the sizes of one plan take about as many, so running
+    them together pays those calls once. The ``C`` copies are one graph of ``C * n`` nodes
+    that never meet: copy ``c``'s node ``m`` is ``c * n + m``, its link key ``k`` is
+    ``c * NL + k``, its clean unit ``u`` is ``c * U + u``; the size-free tables stay the
+    structure's own, indexed through these offsets. Each copy keeps its own window (the
+    least ``r + o + lat`` over its own pending requests), so it serves exactly what it
+    would alone; a clean unit may run earlier than alone (when another copy needs its
+    clean units run), which moves no time (its links are private, and what it hands back
+    is no earlier than its copy's next window). :class:`WindowTooSmall` if any copy's window
+    holds nothing (that schedule would raise alone). ``wall_s`` is the whole run's."""
     t0 = time.perf_counter()
+    if not len(scheds):
+        return []
+    sched = scheds[0]
+    C = len(scheds)
+    if C > 1 and any(s.structure is None or s.structure is not sched.structure for s in scheds):
+        raise ValueError("run_schedules runs schedules of one shared structure (compile_messages of one plan)")
     g = graph_of(sched)
     units = clean_units_of(sched, g) if clean_rings else None
     topo = sched.plan.topology
     n, H = g.num_nodes, g.hops
-    bw = link_key_Bps(topo)
+    N = C * n  # nodes of all copies (events: see _Copies)
+    bw1 = link_key_Bps(topo)
+    NL = len(bw1)
+    bw = bw1 if C == 1 else np.tile(bw1, C)
     lat = link_key_latency_s(topo)
-    nbytes, rank, rho = sched.msg_bytes, sched.rank, sched.rho
+    lat = lat if C == 1 else np.tile(lat, C)
+    rank = sched.rank  # per local node (the same in every copy)
+    nbytes = sched.msg_bytes if C == 1 else np.concatenate([s.msg_bytes for s in scheds])
+    rho = sched.rho if C == 1 else np.concatenate([s.rho for s in scheds])
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
+    copies = _Copies(C, n, NL)
     if units is None:
-        event_t = np.full(2 * n, np.inf)  # when each event happened (inf: not yet)
-        remaining = g.num_parents.copy()  # events each node still waits for
+        event_t = np.full(2 * N, np.inf)  # when each event happened (inf: not yet), copy by copy
+        remaining = np.tile(g.num_parents, C)  # events each node still waits for
     else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
-        event_t, remaining = units.initial_event_s.copy(), units.initial_remaining.copy()
-    latest = np.full(n, -np.inf)  # the latest time among a node's events so far
+        event_t = np.tile(units.initial_event_s, C)
+        remaining = np.tile(units.initial_remaining, C)
+    latest = np.full(N, -np.inf)  # the latest time among a node's events so far
     link_free = np.zeros(len(bw))
-    owner = np.zeros(max(len(bw), n), np.int64)  # scratch: which element wrote an index last
+    owner = np.zeros(max(len(bw), N), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
 
     new = []  # requests made in this window: (node, hop, ready time) arrays
     if units is not None:
-        start_t = np.full(n + 1, -np.inf)  # step-0 ready times of the clean units' members (last: padding)
-        waiting_for = units.size.copy()  # members each clean unit still waits for
+        U = len(units.size)
+        start_t = np.full(N + 1, -np.inf)  # step-0 ready times of the clean units' members (last: padding)
+        waiting_for = np.tile(units.size, C)  # members each clean unit still waits for
         # no hop of a unit is quicker than this; 1e-9 below it, so float rounding cannot cross it
-        hop_floor = hop_floors(units, sched.nbytes / sched.chunks)
+        hop_floor = np.concatenate([hop_floors(units, s.nbytes / s.chunks) for s in scheds])
         startable = []  # clean units whose members have all started, not run yet
-        earliest = [np.inf]  # no event a startable unit hands back is earlier than this
+        earliest = np.full(C, np.inf)  # per copy: no event a startable unit hands back is earlier
 
     def request(nodes, t, hop=None):
         if units is not None and hop is None:
-            u = units.start_unit[nodes]
+            u = units.start_unit[copies.local(nodes)]
             mine = u >= 0
             if mine.any():
                 start_t[nodes[mine]] = t[mine]
-                u = u[mine]
+                u = u[mine] + copies.of(nodes[mine]) * U if C > 1 else u[mine]
                 np.subtract.at(waiting_for, u, 1)
                 full = u[waiting_for[u] == 0]
                 if len(full):
                     full = np.unique(full)
                     startable.append(full)
-                    earliest[0] = min(earliest[0], earliest_output(units, full, start_t, hop_floor))
+                    bound = earliest_outputs(units, full, start_t, hop_floor)
+                    if C == 1:
+                        earliest[0] = min(earliest[0], bound.min())
+                    else:
+                        np.minimum.at(earliest, full // U, bound)
                 nodes, t = nodes[~mine], t[~mine]
         new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t))
 
     def settle(events, t):
-        _settle(events, t, g, event_t, remaining, latest, owner, rho, request)
+        _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
 
     def run_startable():
         """Run the startable clean units and pass their outputs on."""
         which = np.concatenate(startable)
         startable.clear()
-        earliest[0] = np.inf
+        earliest[:] = np.inf
         settle(*run_units(units, which, sched.structure.layouts, start_t, nbytes=nbytes, rho=rho, bw=bw, lat=lat,
-                          path_links=path_links, path_len=path_len, H=H, link_free=link_free))
+                          path_links=path_links, path_len=path_len, H=H, link_free=link_free, copies=C))
 
-    roots = g.roots
+    roots = g.roots if C == 1 else (g.roots[None, :] + n * np.arange(C)[:, None]).ravel()
     t_roots = 0.0 + rho[roots]
-    msg = is_message[roots]
+    msg = is_message[copies.local(roots)]
     request(roots[msg], t_roots[msg])
-    settle(np.concatenate([roots, n + roots[~msg]]), np.concatenate([t_roots, t_roots[~msg]]))
+    settle(np.concatenate([copies.ready(roots), copies.delivered(roots[~msg])]),
+           np.concatenate([t_roots, t_roots[~msg]]))
 
     empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
     pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
-    windows = 0
+    windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
         if new:
             nodes = np.concatenate([pn] + [a for a, _, _ in new])
             hop = np.concatenate([ph] + [b for _, b, _ in new])
             t = np.concatenate([pt] + [c for _, _, c in new])
             k = len(pn)
-            links = path_links[nodes[k:] * H + hop[k:]]
-            occ = nbytes[nodes[k:]] / bw[links]  # the network's own division
+            fresh = nodes[k:]
+            links = path_links[copies.local(fresh) * H + hop[k:]]
+            if C > 1:
+                links = links + copies.of(fresh) * NL
+            occ = nbytes[fresh] / bw[links]  # the network's own division
             pn, ph, pt = nodes, hop, t
             pl = np.concatenate([pl, links])
             po = np.concatenate([po, occ])
             pk = np.concatenate([pk, tie_key(t[k:])])
             pe = np.concatenate([pe, t[k:] + occ + lat[links]])
             new.clear()
-        if units is not None and startable and (not len(pn) or earliest[0] <= pe.min()):
+        if C == 1:
+            E = pe.min() if len(pn) else np.inf
+            run_units_now = units is not None and startable and earliest[0] <= E
+        else:  # each copy's own window: the least r + o + lat over its own pending requests
+            pc = copies.of(pn)
+            E = np.full(C, np.inf)
+            np.minimum.at(E, pc, pe)
+            run_units_now = units is not None and startable and bool(((earliest < np.inf) & (earliest <= E)).any())
+        if run_units_now:
             # a clean unit's outputs may fall in the next window: run the startable ones first.
             # Otherwise they wait and gather, so that a few calls run many units at once.
             run_startable()
             continue
         if not len(pn):
             break
-        windows += 1
-        sel = pk < tie_key(pe.min())
+        if C == 1:
+            windows += 1
+            sel = pk < tie_key(E)
+        else:
+            windows += E < np.inf
+            sel = pk < tie_key(E)[pc]
         if sel.all():
             sn, sh, st, sl, so, sk = pn, ph, pt, pl, po, pk
             pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
         else:
-            if not sel.any():
+            if not sel.any() or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
                 raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
             sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
             keep = ~sel
             pn, ph, pt, pl, po, pk, pe = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep], pe[keep]
-        end = _serve(sn, st, sl, so, sk, rank, link_free, owner, on_busy_link)
+        end = _serve(sn, st, sl, so, sk, rank, copies, link_free, owner, on_busy_link)
         arrival = end + lat[sl]
         nh = sh + 1
-        more = nh < path_len[sn]
+        more = nh < path_len[copies.local(sn)]
         if more.any():
             request(sn[more], arrival[more], nh[more])
             done = ~more
-            settle(n + sn[done], arrival[done])
+            settle(copies.delivered(sn[done]), arrival[done])
         else:
-            settle(n + sn, arrival)
+            settle(copies.delivered(sn), arrival)
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
-    link_bytes, link_busy_s, link_messages = link_counters(sched, g, bw)
-    return WindowOutcome(
-        time_s=float(event_t.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
-        link_busy_s=link_busy_s, link_messages=link_messages, windows=windows, event_s=event_t,
-        wall_s=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    out = []
+    for c, s in enumerate(scheds):
+        ev = event_t[2 * n * c:2 * n * (c + 1)]  # a view: each copy's events are its own block
+        link_bytes, link_busy_s, link_messages = link_counters(s, g, bw1)
+        out.append(WindowOutcome(
+            time_s=float(ev.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
+            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]), event_s=ev,
+            wall_s=wall))
+    return out
+
+
+@dataclass(frozen=True)
+class _Copies:
+    """Where a global node of :func:`run_schedules` lives: copy ``c`` of ``C``, node ``m`` of
+    the structure's ``n``, as ``c * n + m`` (one copy: the node itself, no array work). Events
+    are copy by copy, each copy's as a schedule alone numbers them (node ``m`` ready at
+    ``m``, delivered at ``n + m``), so copy ``c``'s event ``e`` is ``2 * n * c + e``: then
+    a copy's event times are one slice of the run's."""
+
+    count: int
+    nodes: int
+    links: int
+
+    def local(self, g):
+        """The structure's node of global nodes *g*."""
+        return g if self.count == 1 else g % self.nodes
+
+    def of(self, g):
+        """The copy of global nodes *g*."""
+        return g // self.nodes
+
+    def ready(self, g):
+        """The event: global nodes *g* ready."""
+        return g if self.count == 1 else g + g // self.nodes * self.nodes
+
+    def delivered(self, g):
+        """The event: global nodes *g* delivered."""
+        return self.nodes + self.ready(g)
 
 
 _SMALL = 24
@@ -207,16 +302,24 @@ readiness along one member's steps (a member that starts late finds its pieces t
 is a chain of tiny batches, where array calls cost more than the work."""
 
 
-def _settle(events, t, g, event_t, remaining, latest, owner, rho, request):
+def _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request):
     """Events *events* happened at times *t*: count them off the nodes waiting for them
     (*remaining*, *latest* = the latest time among their events so far), and *request* the
-    first hop of every message whose last event this was."""
-    n, children, is_message = g.num_nodes, g.children, g.is_message
+    first hop of every message whose last event this was. Nodes and events are global
+    (*copies*: see :func:`run_schedules`); *g*'s tables are the structure's own."""
+    children, is_message = g.children, g.is_message
+    n, C = copies.nodes, copies.count
+    flags = owner  # scratch too: owner's values are not needed past each use
     while len(events):
         if len(events) < _SMALL:
-            return _settle_one_by_one(events.tolist(), t.tolist(), g, event_t, remaining, latest, rho, request)
+            return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_t, remaining, latest, rho,
+                                      request)
         event_t[events] = t
-        ch = children[events].ravel()
+        if C == 1:
+            ch = children[events].ravel()
+        else:  # the structure's event, then its children moved to the event's copy (padding stays < 0)
+            c = events // (2 * n)
+            ch = (children[events - 2 * n * c] + (c * n)[:, None]).ravel()
         has = ch >= 0
         waiting = ch[has]
         if not len(waiting):
@@ -230,7 +333,8 @@ def _settle(events, t, g, event_t, remaining, latest, owner, rho, request):
         latest[waiting] = np.maximum(latest[waiting], tw)
         remaining[waiting] -= 1
         if again.any():
-            twice = np.isin(waiting, waiting[again])
+            flags[waiting[again]] = -1  # mark the nodes listed twice (owner holds positions >= 0)
+            twice = flags[waiting] == -1
             np.maximum.at(latest, waiting[twice], tw[twice])
             np.subtract.at(remaining, waiting[again], 1)
             waiting = waiting[~again]  # each node once
@@ -238,26 +342,29 @@ def _settle(events, t, g, event_t, remaining, latest, owner, rho, request):
         if not len(ready):
             return
         tr = latest[ready] + rho[ready]
-        msg = is_message[ready]
+        msg = is_message[copies.local(ready)]
         request(ready[msg], tr[msg])
         barrier = ~msg
         # every new node's readiness is an event; a barrier is delivered at once
-        events = np.concatenate([ready, n + ready[barrier]])
+        events = np.concatenate([copies.ready(ready), copies.delivered(ready[barrier])])
         t = np.concatenate([tr, tr[barrier]])
 
 
-def _settle_one_by_one(events, times, g, event_t, remaining, latest, rho, request):
+def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho, request):
     """:func:`_settle` for a few events, in Python (the same rule: a node is ready at the
     latest of its events' times plus its reduction time; a barrier is delivered then)."""
-    n, children, is_message = g.num_nodes, g.children, g.is_message
+    children, is_message = g.children, g.is_message
+    n = copies.nodes
     stack = list(zip(events, times))
     new_nodes, new_times = [], []
     while stack:
         e, t = stack.pop()
         event_t[e] = t
-        for c in children[e].tolist():
+        base = e // (2 * n) * n  # the event's copy's first node (its first event is 2 * base)
+        for c in children[e - 2 * base].tolist():
             if c < 0:
                 continue
+            c += base
             if t > latest[c]:
                 latest[c] = t
             k = remaining[c] - 1
@@ -265,19 +372,22 @@ def _settle_one_by_one(events, times, g, event_t, remaining, latest, rho, reques
             if k:
                 continue
             tr = latest.item(c) + rho.item(c)
-            stack.append((c, tr))
-            if is_message[c]:
+            stack.append((c + base, tr))  # its ready event
+            if is_message[c - base]:
                 new_nodes.append(c)
                 new_times.append(tr)
             else:
-                stack.append((n + c, tr))
+                stack.append((c + base + n, tr))
     if new_nodes:
         request(np.array(new_nodes, np.int64), np.array(new_times))
 
 
-def _serve(nodes, ready, links, occ, keys, rank, link_free, owner, on_busy_link):
+def _serve(nodes, ready, links, occ, keys, rank, copies, link_free, owner, on_busy_link):
     """End times of one window's requests, each link serving in ``(tie key, rank, seq)`` order;
-    *link_free* updated in place. *owner* and *on_busy_link* are scratch arrays."""
+    *link_free* updated in place (*rank*: per node of the structure; *nodes* global, see
+    :class:`_Copies`: a link never carries two copies' requests, so the global node orders
+    like the local).
+    *owner* and *on_busy_link* are scratch arrays."""
     m = len(nodes)
     pos = np.arange(m)
     owner[links] = pos
@@ -299,7 +409,7 @@ def _serve(nodes, ready, links, occ, keys, rank, link_free, owner, on_busy_link)
         end[one] = e
     # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
     idx = np.flatnonzero(many)
-    idx = idx[np.lexsort((nodes[idx], rank[nodes[idx]], keys[idx], links[idx]))]
+    idx = idx[np.lexsort((nodes[idx], rank[copies.local(nodes[idx])], keys[idx], links[idx]))]
     li = links[idx]
     first = np.ones(len(idx), bool)
     first[1:] = li[1:] != li[:-1]

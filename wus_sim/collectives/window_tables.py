@@ -12,7 +12,11 @@ import numpy as np
 from ..network import link_key_Bps, link_key_latency_s
 from .clean_rings import clean_units
 
-__all__ = ["WindowGraph", "clean_units_of", "graph_of", "link_counters"]
+__all__ = ["NO_CHILD", "WindowGraph", "clean_units_of", "graph_of", "link_counters"]
+
+NO_CHILD = -(1 << 62)
+"""Padding of :attr:`WindowGraph.children`: negative, and still negative when the window
+engine adds a copy's node offset to it (:func:`.window_engine.run_schedules`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,7 +27,7 @@ class WindowGraph:
     num_parents: np.ndarray
     """Per node: the events it waits for (``m`` = node m ready, ``n + m`` = node m delivered)."""
     children: np.ndarray
-    """``(2n, W)`` nodes that wait for each event (``-1`` pads)."""
+    """``(2n, W)`` nodes that wait for each event (:data:`NO_CHILD` pads)."""
     path_links: np.ndarray
     """``(n * H,)`` link key of hop ``h`` of node ``m`` at ``m * H + h`` (``-1`` past its path)."""
     hops: int
@@ -41,7 +45,7 @@ class WindowGraph:
 
 def _children(deps, n):
     """``(2n, W)``: the nodes waiting for each event (``m`` = node m ready, ``n + m`` = node m
-    delivered), ``-1`` padded; and the number of events each node waits for."""
+    delivered), :data:`NO_CHILD` padded; and the number of events each node waits for."""
     if deps:
         child = np.concatenate([d[0] for d in deps])
         event = np.concatenate([d[1] + n * (d[2] == 0) for d in deps])
@@ -50,7 +54,7 @@ def _children(deps, n):
     order = np.argsort(event, kind="stable")
     event, child = event[order], child[order]
     counts = np.bincount(event, minlength=2 * n)
-    table = np.full((2 * n, max(int(counts.max()) if len(counts) else 0, 1)), -1, np.int64)
+    table = np.full((2 * n, max(int(counts.max()) if len(counts) else 0, 1)), NO_CHILD, np.int64)
     table[event, np.arange(len(event)) - np.repeat(np.cumsum(counts) - counts, counts)] = child
     return table, np.bincount(child, minlength=n)
 
