@@ -322,8 +322,11 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     keys = [(topology, op, algorithm, _size(S), group_key(group), bool(bidirectional), K, red, routing)
             for S in sizes]
     todo = list(dict.fromkeys(k for k in keys if k not in _known and k not in _prefetched))  # once each
-    if len(todo) > 1 and routing == "store-and-forward" and contention(plan) is not None \
-            and not is_exact(plan, chunks=K, reduce_Bps=red, routing=routing):
+    # exact plans take the closed form (is_exact is memoized per plan, contention would cost a
+    # second pass over the links), uncontended ones the fast engine: only the rest batch
+    if len(todo) > 1 and routing == "store-and-forward" and not is_exact(plan, chunks=K, reduce_Bps=red,
+                                                                         routing=routing) \
+            and contention(plan) is not None:
         scheds = [_schedule(plan, k[3], K, red) for k in todo]
         try:
             outs = window_engine.run_schedules(scheds)
