@@ -124,6 +124,32 @@ def test_collective_times_fills_the_memo_with_the_per_size_times():
     api.clear_caches()
 
 
+def test_more_sizes_than_a_batch_run_in_several_batches(monkeypatch):
+    """Past MAX_BATCH sizes the batch entry runs them in groups (memory), each size still
+    getting its time alone."""
+    runs = []
+    real = window_engine.run_schedules
+
+    def spy(scheds, **kw):
+        runs.append(len(scheds))
+        return real(scheds, **kw)
+
+    monkeypatch.setattr(api, "MAX_BATCH", 3)
+    monkeypatch.setattr(window_engine, "run_schedules", spy)
+    topo = with_link_faults(load_topology("tpu-v3-32"), failed_links=1, seed=0)
+    sizes = [1e6 * (i + 1) for i in range(7)]
+    api.clear_caches()
+    batch = api.collective_times(topo, "all-reduce", "2d", sizes, bidirectional=True)
+    assert runs[:3] == [3, 3, 1]
+    monkeypatch.setattr(window_engine, "run_schedules", real)
+    alone = []
+    for S in sizes:
+        api.clear_caches()
+        alone.append(api.collective_time(topo, "all-reduce", "2d", S, bidirectional=True))
+    assert batch == alone
+    api.clear_caches()
+
+
 def test_a_step_point_does_not_move_with_the_prefetch(monkeypatch):
     """transformer-big on tpu-v3-32 with a failed cable, both strategies: every time of the
     programs is the same with the sizes prefetched in batches and with each asked alone."""
