@@ -15,10 +15,9 @@ from wus_sim.collectives import ALGORITHMS, OPS, api, window_engine
 from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.simpy_engine import run_schedule as simpy_run
-from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology, with_link_faults
 
-from test_window_engine import faulty_slices
+from test_window_engine import drawn_plan, faulty_slices
 
 US = 1e-6
 
@@ -47,12 +46,7 @@ def _assert_same(a, b):
        order=st.randoms(use_true_random=False))
 def test_every_size_of_a_batch_is_its_run_alone(topo, op, alg, bidir, chunks, red, sizes, order):
     """2-4 sizes, one of them repeated, one tiny (64 B: hops of picoseconds, the latency alone)."""
-    if alg == "halving-doubling":
-        bidir = False
-    try:
-        plan = plan_collective(topo, op, alg, bidirectional=bidir)
-    except ConfigError:  # e.g. halving-doubling on a non-power-of-two slice
-        assume(False)
+    plan = drawn_plan(topo, op, alg, bidir)
     sizes = sizes + [sizes[0], 64.0]
     order.shuffle(sizes)
     try:
@@ -181,12 +175,7 @@ def test_each_copy_bounds_its_clean_rings_by_its_own_size(topo, op, alg, bidir, 
     """The bound that lets a copy's clean ring wait (tests/test_clean_rings.py) holds for every
     copy of a batch: the nodes waiting on a clean ring's last step are ready no earlier than
     the bound the run computed for it, from that copy's own start times and piece size."""
-    if alg == "halving-doubling":
-        bidir = False
-    try:
-        plan = plan_collective(topo, op, alg, bidirectional=bidir)
-    except ConfigError:
-        assume(False)
+    plan = drawn_plan(topo, op, alg, bidir)
     sizes = [5e7, 1e5] if big_first else [1e5, 5e7]
     scheds = [compile_messages(plan, S, reduce_Bps=red) for S in sizes]
     bounds = []  # (global units, their bounds), as the run computed them

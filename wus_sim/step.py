@@ -168,15 +168,13 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     if options.bn_group_replicas > 1:
         bn = _batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways)
         fwd_s, bwd_s = fwd_s + bn, bwd_s + bn
-    def gather(collectives, bucket):
-        """``(nbytes, seconds)`` of *bucket*'s all-gather among *collectives*, or zeros."""
-        g = next((c for c in collectives if c.bucket == bucket), None)
+    def gather(g):
+        """``(nbytes, seconds)`` of all-gather *g*, or zeros for none."""
         return (g.nbytes, coll_s("all-gather", g.nbytes)) if g else (0.0, 0.0)
 
     buckets = []
     for c in work.grad_collectives:
-        after, fwd, bwd = (gather(gs, c.bucket) for gs in (work.weight_allgathers, work.forward_allgathers,
-                                                             work.backward_allgathers))
+        after, fwd, bwd = (gather(g) for g in _bucket_gathers(work, c.bucket))
         buckets.append(TimelineBucket(
             name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers),
             grad_op=c.op, grad_nbytes=c.nbytes, grad_time_s=coll_s(c.op, c.nbytes),
@@ -197,6 +195,13 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     )
 
 
+def _bucket_gathers(work, bucket):
+    """*bucket*'s all-gathers of *work*: after the update, before forward, before backward
+    (``None`` where it has none)."""
+    return tuple(next((g for g in gathers if g.bucket == bucket), None)
+                 for gathers in (work.weight_allgathers, work.forward_allgathers, work.backward_allgathers))
+
+
 def _prefetch_collectives(work, topology, options):
     """Memoize the times of every collective of *work* that :func:`_program` asks for, one
     :func:`~wus_sim.collectives.collective_times` call per op: a contended plan's buckets then
@@ -207,8 +212,7 @@ def _prefetch_collectives(work, topology, options):
     sizes = {}  # op -> bucket sizes, as the program asks for them
     for c in work.grad_collectives:
         sizes.setdefault(c.op, []).append(c.nbytes)
-        for gathers in (work.weight_allgathers, work.forward_allgathers, work.backward_allgathers):
-            g = next((g for g in gathers if g.bucket == c.bucket), None)  # as _program's gather()
+        for g in _bucket_gathers(work, c.bucket):
             if g is not None:
                 sizes.setdefault("all-gather", []).append(g.nbytes)
     for c in work.extra_allreduces:

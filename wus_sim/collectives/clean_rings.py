@@ -25,7 +25,7 @@ runs whole, and hands back the events its last step causes outside it (the readi
 deliveries the members' end-of-pass barriers wait for). That keeps the lookahead rule
 sound: an event a clean unit has not produced yet waits for a member start not yet known,
 which is no earlier than the window engine's next window. A unit whose members have all
-started may also wait, to run with others in one call, as long as :func:`earliest_output`
+started may also wait, to run with others in one call, as long as :func:`earliest_outputs`
 (a bound on when anything waiting on it can be ready) is past the next window.
 """
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CleanUnits", "clean_units", "earliest_output", "earliest_outputs", "hop_floors", "run_units"]
+__all__ = ["CleanUnits", "clean_units", "earliest_outputs", "hop_floors", "run_units"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,24 +186,21 @@ def hop_floors(units, piece_bytes):
     return (piece_bytes * units.floor_s_per_byte + units.floor_lat_s) * (1 - 1e-9)
 
 
-def earliest_output(units, which, start_t, hop_floor):
-    """A time no later than any node outside the units *which* can become ready through them
-    (*start_t*: step-0 ready times, ``-inf`` at index ``num_nodes``; *hop_floor*: per unit,
-    no hop is quicker). Those nodes are the members' end-of-pass barriers, so:
+def earliest_outputs(units, which, start_t, hop_floor):
+    """Per unit of *which*, a time no later than any node outside it can become ready
+    through it (*start_t*: step-0 ready times, ``-inf`` at the last index; *hop_floor*: per
+    unit, no hop is quicker). Those nodes are the members' end-of-pass barriers, so:
 
     Member ``x``'s step ``k`` is ready no earlier than member ``x - j``'s start plus ``j``
     hops, for every ``j <= k``; member ``i``'s barrier waits for its own last step
     (``k = N - 1``) and for the delivery of the previous member's, so it is no earlier
     than member ``i - j``'s start plus ``j`` hops for every ``j <= N``. Hence no earlier
     than the first start plus ``N`` hops, and, as a ring pass has ``N >= m - 1`` steps
-    for ``m`` members, no earlier than the last start."""
-    return float(earliest_outputs(units, which, start_t, hop_floor).min())
+    for ``m`` members, no earlier than the last start.
 
-
-def earliest_outputs(units, which, start_t, hop_floor):
-    """:func:`earliest_output` per unit of *which*. Units of several copies of one structure
-    (see :func:`run_units`): unit ``c * U + u`` is copy ``c``'s unit ``u``, its nodes
-    ``c * n + m``, *start_t* ``C * n + 1`` long (the last: ``-inf``), *hop_floor* ``C * U``."""
+    Units of several copies of one structure (see :func:`run_units`): unit ``c * U + u`` is
+    copy ``c``'s unit ``u``, its nodes ``c * n + m``, *start_t* ``C * n + 1`` long,
+    *hop_floor* ``C * U``."""
     U, n = len(units.size), len(units.start_unit)
     u = which % U
     first = units.first_nodes[u]
