@@ -77,11 +77,15 @@ def sent_equals_received(sched):
 @pytest.mark.parametrize("op", OPS)
 def test_contract(op, alg, topo_name):
     base = TOPOLOGIES[topo_name]
+    if alg == "recursive-doubling" and op != "all-reduce":
+        with pytest.raises(ConfigError, match="all-reduce algorithm.*halving-doubling"):
+            plan_collective(base, op, alg)
+        return
     checked = 0
     for chunks, red, group, bidir in VARIANTS:
         if group == "y" and base.ndim < 2:
             group = "x"
-        if alg == "halving-doubling" and bidir:
+        if alg in ("halving-doubling", "recursive-doubling") and bidir:
             with pytest.raises(ConfigError):
                 plan_collective(base, op, alg, bidirectional=True)
             continue
@@ -132,11 +136,15 @@ def _groups(plan):
     return [[int(x) * c + q for x in line for q in range(c)] for line in topo.axis_rings(g.axis)]
 
 
-@pytest.mark.parametrize("alg", ["ring", "bidir-ring", "halving-doubling"])
+@pytest.mark.parametrize("alg", ["ring", "bidir-ring", "halving-doubling", "recursive-doubling"])
 @pytest.mark.parametrize("op", OPS)
 def test_explicit_replica_lists(op, alg):
     topo = make((4, 4), True, cores=2)
     group = [0, 11, 21, 30] if alg != "ring" else [0, 11, 21, 30, 5, 17]
+    if alg == "recursive-doubling" and op != "all-reduce":
+        with pytest.raises(ConfigError, match="all-reduce algorithm"):
+            plan_collective(topo, op, alg, group=group)
+        return
     plan, sched, out = run_case(topo, op, alg, 2 * MiB, 2, 60e9, group, False)
     assert replay_data(sched, out.ready_t, out.deliver_t)["ok"]
     assert out.time_s >= plan_time(plan, 2 * MiB, chunks=2, reduce_Bps=60e9) * (1 - REL)
@@ -154,10 +162,14 @@ def test_explicit_replica_lists(op, alg):
 @pytest.mark.parametrize("alg", ALGORITHMS)
 def test_one_member_groups_take_no_time(op, alg):
     topo = make((1, 4), True)  # axis x has one chip
+    if alg == "recursive-doubling" and op != "all-reduce":
+        with pytest.raises(ConfigError, match="all-reduce algorithm"):
+            simulate_collective(topo, op, alg, MiB, group="x")
+        return
     r = simulate_collective(topo, op, alg, MiB, group="x")
     assert r.time_s == 0.0 and r.events == 0 and r.group_size == 1
     assert analytic_time(topo, op, alg, MiB, group="x") == 0.0
-    if alg in ("ring", "bidir-ring", "halving-doubling"):
+    if alg in ("ring", "bidir-ring", "halving-doubling", "recursive-doubling"):
         assert simulate_collective(topo, op, alg, MiB, group=[2]).time_s == 0.0
 
 

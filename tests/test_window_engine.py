@@ -58,8 +58,9 @@ def faulty_slices(draw):
 
 def drawn_plan(topo, op, alg, bidir):
     """The plan of a drawn case, or the draw is skipped (e.g. halving-doubling on a
-    non-power-of-two slice); halving-doubling has no ring direction."""
-    if alg == "halving-doubling":
+    non-power-of-two slice, recursive-doubling with another op than all-reduce);
+    halving- and recursive-doubling have no ring direction."""
+    if alg in ("halving-doubling", "recursive-doubling"):
         bidir = False
     try:
         return plan_collective(topo, op, alg, bidirectional=bidir)

@@ -226,9 +226,9 @@ def _prefetch_collectives(work, topology, options):
 
 def bidirectional_for(options):
     """Whether ring phases run both directions: the option, or (``None``) yes unless the
-    algorithm is halving-doubling (pairwise exchanges, no ring direction)."""
+    algorithm is halving-doubling or recursive-doubling (pairwise exchanges, no ring direction)."""
     if options.bidirectional is None:
-        return options.algorithm != "halving-doubling"
+        return options.algorithm not in ("halving-doubling", "recursive-doubling")
     return bool(options.bidirectional)
 
 

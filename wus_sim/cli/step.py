@@ -49,7 +49,8 @@ def add_parser(subparsers):
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the workload's)")
     p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
     p.add_argument("--algorithm", default=default_of("algorithm"), metavar="A",
-                   help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling "
+                   help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling, "
+                        "recursive-doubling (all-reduce only) "
                         f"(default {default_of('algorithm')})")
     p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=default_of("bidirectional"),
                    help="ring phases in both directions at once (default for ring algorithms; a mesh axis keeps "

@@ -50,15 +50,16 @@ that never leaves the outer links (formulas in :func:`_outer_times`). Phases of
 reduce-scatter and all-gather add. Maxima over windows are computed for every
 window at once with prefix sums and a sparse table (``O(n log n)`` numpy).
 
-Halving-doubling: the uncontended chain (each member's step ``k`` waits for its
-partner's step ``k-1``), i.e. ``sum_k (tau_k + rho_k) + (K-1) max_k s_k`` along
+Halving-doubling and recursive-doubling: the uncontended chain (each member's step
+``k`` waits for its partner's step ``k-1``), i.e. ``sum_k (tau_k + rho_k) + (K-1) max_k s_k`` along
 every member's chain, ``tau_k`` the routing's transit of a step-``k`` piece
 (store-and-forward: ``hops_k (alpha + b_k/bw)``). Its messages share links on a
-torus, so the simulation is slower: this is a lower bound, not the time.
+torus, so the simulation is slower: this is a lower bound, not the time. (Recursive-
+doubling sends ``b_k = B`` at every step and sums every arrival: ``log2(n)`` latency terms.)
 
 Exactness conditions (:func:`is_exact`): every link carries one stream (see
-:func:`~wus_sim.collectives.loads.shared_link_streams`), no halving-
-doubling with more than two members, the rings of each pass are alike (no
+:func:`~wus_sim.collectives.loads.shared_link_streams`), no halving- or
+recursive-doubling with more than two members, the rings of each pass are alike (no
 per-link bandwidth override on a pass of several rings), and no reordering
 of pieces at the all-reduce turn (see :func:`is_exact`); failed links, whose
 detours make the rings of a pass differ, count like overrides. Otherwise the value
@@ -251,7 +252,7 @@ def _outer(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
 
 @lru_cache(maxsize=1024)
 def _hd_step(topo, p, k):
-    """Per (ring, member) of halving-doubling step *k*: sum of 1/bw, sum of latencies and
+    """Per (ring, member) of pairwise-exchange step *k*: sum of 1/bw, sum of latencies and
     max of 1/bw over the route to the partner."""
     e = p.rings[0]
     R, n = e.members.shape
@@ -268,7 +269,8 @@ def _hd_step(topo, p, k):
 
 
 def _hd_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):
-    """Uncontended chain of a halving-doubling pass (a lower bound under contention)."""
+    """Uncontended chain of a halving- or recursive-doubling pass (a lower bound under
+    contention; exact for a 2-member recursive-doubling: one exchange, its pieces queued)."""
     R, n = p.rings[0].members.shape
     total = np.zeros((R, n))
     smax = np.zeros((R, n))
@@ -297,9 +299,9 @@ def _half_time(topo, passes, S, K, reduce_Bps, routing="store-and-forward"):
     """Time of one half's chip-level (or flat) passes, started by every member at once."""
     if not passes:
         return 0.0
-    if passes[0].pattern == "hd":
-        return sum(_hd_time(topo, p, S, K, reduce_Bps, routing) if p.size > 2
-                   else _pair_time(topo, p, S, K, reduce_Bps, routing) for p in passes)
+    if passes[0].pattern != "ring":  # pairwise exchanges (a 2-member rd is one exchange: _hd_time)
+        return sum(_pair_time(topo, p, S, K, reduce_Bps, routing) if p.pattern == "hd" and p.size == 2
+                   else _hd_time(topo, p, S, K, reduce_Bps, routing) for p in passes)
     kinds = [p.kind for p in passes]
     if "ar" not in kinds:
         return sum(_ring_pass_time(topo, p, S, K, reduce_Bps, routing=routing) for p in passes)
@@ -334,7 +336,7 @@ def plan_time(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-for
 def _structurally_exact(plan):
     topo = plan.topology
     for p in plan.passes:
-        if p.pattern == "hd" and p.size > 2:
+        if p.pattern != "ring" and p.size > 2:
             return False
         if p.rings[0].num_rings > 1 and (topo.link_Bps_override or topo.failed_links):
             return False
@@ -344,8 +346,8 @@ def _structurally_exact(plan):
 def is_exact(plan, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
     """True when :func:`plan_time` equals the simulated time (to rounding).
 
-    Needs: no link carrying two streams, no halving-doubling over more than
-    two members, alike rings in passes of several rings (no per-link
+    Needs: no link carrying two streams, no halving- or recursive-doubling over
+    more than two members, alike rings in passes of several rings (no per-link
     override there), and one more condition on ring all-reduce passes with
     ``chunks > 1`` and a reduction slower than a link (``reduce_Bps`` below
     a link's bandwidth, so ``rho`` exceeds a piece's link time): there a
@@ -394,7 +396,7 @@ def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=Fa
     all-gather'``; an all-reduce ring pass counts as its reduce-scatter and
     all-gather halves). Returned only where the phases really run back to back
     and their sum equals the exact closed form (to 1e-9): uncontended, single
-    buffer half (not ``2d-split``), not halving-doubling. Traces draw them.
+    buffer half (not ``2d-split``), ring passes only. Traces draw them.
     """
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):

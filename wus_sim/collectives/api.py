@@ -12,7 +12,7 @@ Engines (``engine=``):
   under cut-through routing.
 * ``"auto"`` (default): the fast engine when ``loads.contention(plan)`` finds
   none (what ``fast_engine.supports(...)`` checks); else the window engine
-  (contended schedules: halving-doubling, explicit replica lists whose routed
+  (contended schedules: halving- and recursive-doubling, explicit replica lists whose routed
   edges share links, bidirectional rings on mesh axes, 2d-split off a square
   uniform torus, detours around failed links), or SimPy under cut-through.
 
@@ -129,8 +129,8 @@ def _chunks(chunks):
 
 def message_hops_estimate(plan, chunks):
     """The message hops the schedule of *plan* simulates, from the plan's passes without
-    compiling it: ring passes exactly (their edges' hop counts); halving-doubling over a whole
-    slice exactly too (ranks are row-major, so the step-k partner is 2^k chips along one axis),
+    compiling it: ring passes exactly (their edges' hop counts); pairwise exchanges (halving-,
+    recursive-doubling) over a whole slice exactly too (ranks are row-major, so the step-k partner is 2^k chips along one axis),
     else messages x the slice's diameter (an upper bound)."""
     topo = plan.topology
     diameter = sum(d // 2 if w else d - 1 for d, w in zip(topo.dims, topo.wrap)) or 1
@@ -204,7 +204,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     ``b / reduce_Bps`` seconds before it is forwarded. *engine*: ``"auto"``,
     ``"fast"``, ``"window"`` or ``"simpy"`` (see the module docstring). *routing*: ``"store-and-forward"`` (default) or
     ``"cut-through"`` (see :mod:`wus_sim.network`; the two differ only on
-    multi-hop edges: mesh folded rings, routed edges, halving-doubling).
+    multi-hop edges: mesh folded rings, routed edges, halving- and recursive-doubling).
     """
     topology = _topology(topology)
     if engine not in ENGINES:

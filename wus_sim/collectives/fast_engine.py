@@ -384,7 +384,7 @@ def supports(topology, op, algorithm, *, group=None, bidirectional=False, chunks
              routing="store-and-forward"):
     """True if the schedule is static and uncontended, so :func:`run` is exact.
 
-    False for halving-doubling (partners several hops away contend), bidirectional
+    False for halving- and recursive-doubling (partners several hops away contend), bidirectional
     rings on mesh axes (both directions would share the folded ring's links), rings
     whose routed edges share links (an explicit replica list, the closing edge of a
     whole-slice ring on an odd x odd mesh with its reverse), 2d-split unless the

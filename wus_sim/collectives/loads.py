@@ -10,6 +10,8 @@ from .messages import hd_routes
 
 __all__ = ["link_loads", "shared_link_streams", "contention"]
 
+_EXCHANGE_NAMES = {"hd": "halving-doubling", "rd": "recursive-doubling"}
+
 
 def link_loads(plan, nbytes):
     """Bytes every link key carries during the collective (no simulation needed)."""
@@ -37,8 +39,9 @@ def shared_link_streams(plan):
     A stream is one ring edge of one level (a reduce-scatter pass and the
     all-gather pass over the same rings are one stream: they follow each other
     at every member). 0 means the schedule is uncontended: every link serves
-    one sender's messages in order, and the closed form is exact. Halving-
-    doubling is counted as contended when a step's messages share a link.
+    one sender's messages in order, and the closed form is exact. A pairwise
+    exchange (halving-, recursive-doubling) is counted as contended when a step's
+    messages share a link.
     """
     topo = plan.topology
     pairs = []
@@ -46,7 +49,7 @@ def shared_link_streams(plan):
     for p in plan.passes:
         if p.steps == 0:
             continue
-        if p.pattern == "hd":
+        if p.pattern != "ring":
             for table in hd_routes(topo, p):
                 keys = np.fromiter((key for row in table for route in row for key in route), np.int64)
                 if len(keys) and np.bincount(keys).max() > 1:
@@ -69,8 +72,9 @@ def shared_link_streams(plan):
 def contention(plan):
     """Why the fast engine cannot run *plan* exactly: its messages may contend on a link
     (``None`` if they never do). Cached per plan object."""
-    if any(p.pattern == "hd" for p in plan.passes):
-        return "halving-doubling partners are several hops away and their messages contend on links"
+    for p in plan.passes:
+        if p.pattern != "ring":
+            return f"{_EXCHANGE_NAMES[p.pattern]} partners are several hops away and their messages contend on links"
     if len(plan.halves) > 1 and not plan.split_time_separated:
         return ("the two halves of 2d-split may want one axis at the same time (only on a square "
                 "torus with uniform links do they take turns)")

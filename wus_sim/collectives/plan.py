@@ -67,24 +67,26 @@ __all__ = ["OPS", "ALGORITHMS", "Pass", "CollectivePlan", "plan_collective", "ch
 
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
 """Collective operations."""
-ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling")
+ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recursive-doubling")
 """Collective algorithms."""
 
 _KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
+_EXCHANGE_PATTERN = {"halving-doubling": "hd", "recursive-doubling": "rd"}
+"""Pairwise-exchange algorithms (no ring direction, power-of-two groups) and their pass pattern."""
 
 
 @dataclass(frozen=True, eq=False)
 class Pass:
-    """One ring operation (or halving-doubling exchange) run by every ring of a level at once."""
+    """One ring operation (or pairwise exchange) run by every ring of a level at once."""
 
     level: str
     """``"core"`` (on-chip rings, replica members), ``"chip"`` (chip members) or ``"flat"`` (replicas)."""
     kind: str
     """``"rs"``, ``"ag"`` or ``"ar"``."""
     pattern: str
-    """``"ring"`` or ``"hd"`` (halving-doubling)."""
+    """``"ring"``, ``"hd"`` (halving-doubling) or ``"rd"`` (recursive-doubling, kind ``"ar"``)."""
     rings: tuple
-    """One :class:`RingEmbedding` per direction (``hd``: one, its members are the groups in rank order)."""
+    """One :class:`RingEmbedding` per direction (``hd``/``rd``: one, its members are the groups in rank order)."""
     fraction: float
     """Buffer per member of one direction's ring, as a fraction of ``S``."""
     half: int = 0
@@ -107,21 +109,25 @@ class Pass:
         n = self.size
         if n <= 1:
             return 0
-        per = int(np.log2(n)) if self.pattern == "hd" else n - 1
-        return 2 * per if self.kind == "ar" else per
+        per = n - 1 if self.pattern == "ring" else int(np.log2(n))
+        # an all-reduce ring or halving-doubling is a reduce-scatter and an all-gather;
+        # recursive-doubling all-reduces in one sweep
+        return 2 * per if self.kind == "ar" and self.pattern != "rd" else per
 
     @property
     def rs_steps(self):
-        """Steps at whose arrival the receiver sums (reduce-scatter steps)."""
+        """Steps at whose arrival the receiver sums (reduce-scatter steps; every rd step)."""
         if self.kind == "ag":
             return 0
-        return self.steps // 2 if self.kind == "ar" else self.steps
+        return self.steps // 2 if self.kind == "ar" and self.pattern != "rd" else self.steps
 
     def step_fraction(self, k):
         """Bytes of one step-*k* message as a fraction of ``S`` (before splitting into pieces)."""
         n = self.size
         if self.pattern == "ring":
             return self.fraction / n
+        if self.pattern == "rd":
+            return self.fraction  # the member's whole buffer, every step
         half = self.steps // 2 if self.kind == "ar" else self.steps
         if self.kind == "rs" or (self.kind == "ar" and k < half):
             return self.fraction / 2 ** (k + 1)
@@ -129,8 +135,10 @@ class Pass:
         return self.fraction * 2 ** j / n
 
     def step_partner_distance(self, k):
-        """Halving-doubling: XOR distance of the step-*k* partner."""
+        """Halving-doubling, recursive-doubling: XOR distance of the step-*k* partner."""
         n = self.size
+        if self.pattern == "rd":
+            return 1 << k
         half = self.steps // 2 if self.kind == "ar" else self.steps
         if self.kind == "rs" or (self.kind == "ar" and k < half):
             return n >> (k + 1)
@@ -174,8 +182,12 @@ def check_op_algorithm(op, algorithm, bidirectional=False):
         raise UnknownNameError("collective op", op, OPS)
     if algorithm not in ALGORITHMS:
         raise UnknownNameError("algorithm", algorithm, ALGORITHMS)
-    if algorithm == "halving-doubling" and bidirectional:
-        raise ConfigError("applies to ring algorithms, not halving-doubling", key_path="bidirectional",
+    if algorithm == "recursive-doubling" and op != "all-reduce":
+        raise ConfigError("recursive-doubling is an all-reduce algorithm (every step exchanges the whole "
+                          "buffer); reduce-scatter and all-gather by recursive halving / doubling are "
+                          "halving-doubling", key_path="algorithm", value=algorithm, show_value=False)
+    if algorithm in _EXCHANGE_PATTERN and bidirectional:
+        raise ConfigError(f"applies to ring algorithms, not {algorithm}", key_path="bidirectional",
                           value=True)
 
 
@@ -192,12 +204,11 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         if algorithm in ("2d", "2d-split"):
             raise ConfigError(f"{algorithm} needs group all or an axis (x, y, z); an explicit replica list "
                               "has no axes", key_path="group", value=list(g.replicas))
-        if algorithm == "halving-doubling":
-            _check_power_of_two(g.size, "replicas")
-            members = np.array([g.replicas], dtype=np.int64)
-            hd = RingEmbedding(members, np.full((1, g.size, 1), -1, dtype=np.int64),
-                               np.zeros((1, g.size), dtype=np.int64))
-            passes = [Pass("flat", kind, "hd", (hd,), 1.0, stream=("flat", "hd"))]
+        if algorithm in _EXCHANGE_PATTERN:
+            _check_power_of_two(algorithm, g.size, "replicas")
+            pattern = _EXCHANGE_PATTERN[algorithm]
+            members = _exchange_members(np.array([g.replicas], dtype=np.int64))
+            passes = [Pass("flat", kind, pattern, (members,), 1.0, stream=("flat", pattern))]
             sizes = ((1, g.size),)
         else:
             rings = tuple(sequence_ring(topology, g.replicas, reverse=rev) for rev in directions)
@@ -216,15 +227,15 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         if kind != "rs":
             post = (Pass("core", "ag", "ring", (ring,), 1.0, stream=("core",)),)
 
-    if algorithm == "halving-doubling":
+    if algorithm in _EXCHANGE_PATTERN:
         if g.kind == "axis":
             members = topology.axis_rings(g.axis) if axes else np.zeros((topology.num_chips, 1), np.int64)
         else:
             members = np.arange(topology.num_chips)[None, :]
-        _check_power_of_two(members.shape[1], "chips", c)
-        hd = RingEmbedding(members, np.full(members.shape + (1,), -1, dtype=np.int64),
-                           np.zeros(members.shape, dtype=np.int64))
-        chip = [Pass("chip", kind, "hd", (hd,), 1.0, stream=("chip", "hd"))] if members.shape[1] > 1 else []
+        _check_power_of_two(algorithm, members.shape[1], "chips", c)
+        pattern = _EXCHANGE_PATTERN[algorithm]
+        chip = ([Pass("chip", kind, pattern, (_exchange_members(members),), 1.0, stream=("chip", pattern))]
+                if members.shape[1] > 1 else [])
         return CollectivePlan(topology, op, algorithm, g, False, pre=pre, halves=(tuple(chip),), post=post,
                     level_sizes=(((1, members.shape[1]),) if chip else (),))
 
@@ -301,8 +312,16 @@ def _line_directions(topology, axis, directions, algorithm):
     return directions if topology.wrap[axis] or algorithm == "bidir-ring" else directions[:1]
 
 
-def _check_power_of_two(n, what, cores=1):
+def _exchange_members(members):
+    """The members ``(R, n)`` of a pairwise-exchange pass as an embedding without ring edges
+    (partners are routed per step, see :func:`.messages.hd_routes`)."""
+    return RingEmbedding(members, np.full(members.shape + (1,), -1, dtype=np.int64),
+                         np.zeros(members.shape, dtype=np.int64))
+
+
+def _check_power_of_two(algorithm, n, what, cores=1):
+    """XOR partners pair every member only in a power-of-two group."""
     if n & (n - 1):
         extra = f" x {cores} cores" if cores > 1 else ""
-        raise ConfigError(f"halving-doubling needs a power-of-two group; this one has {n} {what}{extra}",
-                          key_path="algorithm", value="halving-doubling", show_value=False)
+        raise ConfigError(f"{algorithm} needs a power-of-two group; this one has {n} {what}{extra}",
+                          key_path="algorithm", value=algorithm, show_value=False)

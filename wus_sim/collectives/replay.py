@@ -68,8 +68,13 @@ def replay_data(sched, ready_t, deliver_t):
         + [(tie_key(deliver_t[m]), 0, j) for j, m in enumerate(nodes)]
     events.sort()
     payload = {}
+    # recursive-doubling sends and receives the same leaves at a step: what arrives is summed
+    # only once the receiver's own message of that step and piece has left (a separate receive
+    # buffer, as MPI_Sendrecv has), so an early arrival waits for that send
+    sent, waiting = set(), {}
     for t, what, j in events:
-        p = passes[int(meta["pass"][j])]
+        tag = int(meta["pass"][j])
+        p = passes[tag]
         d, r, i, k, piece = (int(meta[x][j]) for x in ("dir", "ring", "pos", "step", "piece"))
         leaves = _message_leaves(plan, p, layouts, per_half, d, r, i, k, piece, K)
         e = p.rings[d]
@@ -85,9 +90,15 @@ def replay_data(sched, ready_t, deliver_t):
                 if not np.array_equal(data, g.astype(np.int16)):
                     problems.append(f"all-gather message {nodes[j]} carries incomplete data")
             payload[j] = data
+            sent.add((tag, d, r, i, k, piece))
+            for dst, held, early in waiting.pop((tag, d, r, i, k, piece), ()):
+                state[dst, held] += early
         else:
             data = payload.pop(j)
-            if reduce:
+            own = (tag, d, r, int(meta["dst"][j]), k, piece)
+            if p.pattern == "rd" and own not in sent:
+                waiting.setdefault(own, []).append((dst_rep, leaves, data))
+            elif reduce:
                 state[dst_rep, leaves] += data
             else:
                 state[dst_rep, leaves] = data
@@ -147,7 +158,7 @@ def _shards(plan, K, layouts, per_half):
             sel = []
             for lvl in range(len(layout) // 2):
                 p = levels[lvl]
-                if p.pattern == "hd":
+                if p.pattern != "ring":  # pairwise exchange: one direction, member at its rank
                     mask_d = np.ones(layout[2 * lvl], bool)
                     mask_n = np.zeros(layout[2 * lvl + 1], bool)
                     where = np.argwhere(p.rings[0].members == member)
@@ -217,6 +228,8 @@ def _message_leaves(plan, p, layouts, per_half, d, r, i, k, piece, K):
     if p.pattern == "ring":
         x = (i - k - 1) % n if k < p.rs_steps else (i - (k - p.rs_steps)) % n
         m[d, x] = True
+    elif p.pattern == "rd":
+        m[0, :] = True  # recursive-doubling: the member's whole buffer of this level, every step
     else:
         dist = p.step_partner_distance(k)
         if k < p.rs_steps:
