@@ -78,6 +78,10 @@ def test_table_output(capsys):
     (["torus:4x4", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB", "--link-GBps", "0"], "link"),
     (["torus:4x4", "--op", "all-reduce", "--algorithm", "halving-doubling", "--size", "1MiB",
       "--bidirectional"], "bidirectional"),
+    (["torus:4x4", "--op", "reduce-scatter", "--algorithm", "recursive-doubling", "--size", "1MiB"],
+     "recursive-doubling is an all-reduce algorithm"),
+    (["torus:4x4", "--op", "all-reduce", "--algorithm", "recursive-doubling", "--size", "1MiB",
+      "--group", "0,1,2"], "recursive-doubling needs a power-of-two group"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, needle):
     code, out, err = run(capsys, *argv)
