@@ -109,6 +109,27 @@ def test_a_torus_of_four_by_hand():
     assert not two.exact
 
 
+def test_steps_contend_with_each_other_even_when_no_step_shares_a_link():
+    """Replicas 10, 12, 13, 9 of a 4x4 mesh (chip (x, y) = x + 4y: (2,2), (0,3), (1,3),
+    (1,2)), routed x first. Step 0: 10<->12 take three hops (10->9->8->12, 12->13->14->10),
+    13<->9 one. Step 1: 10<->13 and 12<->9 take two (10->9->13, 13->14->10, 12->13->9,
+    9->8->12). No link carries two messages of one step, but steps meet: at ``s + lat``
+    (s = S/bw) 12's step-0 message reaches 13 just as 13, having 9's buffer, sends its step 1
+    on 13->14, and 10's reaches 9 as 9 sends on 9->8. Equal times go by sender rank: 12 goes
+    before 13, but 9 before 10, so 10's step-0 message waits s at chip 9 and reaches 12 at
+    ``4s + 3 lat``; 12's step 1 then takes two free hops: ``6s + 5 lat``. The closed form's
+    chain (10 -> 12 in three hops, 12 -> 9 in two) is ``5 (s + lat)``, and the plan is not
+    exact although no step shares a link. S = 1 MiB: 67.91456 us against 57.42880 us."""
+    topo = make((4, 4), False)
+    group = [10, 12, 13, 9]
+    assert shared_link_streams(plan_collective(topo, "all-reduce", RD, group=group)) == 0
+    r = simulate_collective(topo, "all-reduce", RD, MiB, group=group)
+    s = MiB / BW
+    assert r.time_s == pytest.approx(6 * s + 5 * LAT, rel=REL)
+    assert r.analytic_time_s == pytest.approx(5 * (s + LAT), rel=REL)
+    assert not r.exact
+
+
 # ================================================================ latency-bound regime
 @pytest.mark.parametrize("dims,hops", [((4, 4), [1, 2, 1, 2]), ((8, 8), [1, 2, 4, 1, 2, 4])])
 def test_recursive_doubling_wins_on_small_buffers_and_loses_on_large_ones(dims, hops):
