@@ -50,7 +50,7 @@ def add_parser(subparsers):
     p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas")
     p.add_argument("--algorithm", default=default_of("algorithm"), metavar="A",
                    help="collective algorithm: ring, bidir-ring, 2d, 2d-split, halving-doubling, "
-                        "recursive-doubling (all-reduce only) "
+                        "recursive-doubling (all-reduce only: --strategy replicated) "
                         f"(default {default_of('algorithm')})")
     p.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=default_of("bidirectional"),
                    help="ring phases in both directions at once (default for ring algorithms; a mesh axis keeps "
