@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from wus_sim.collectives import fast_engine, simulate_collective
+from wus_sim.collectives.analytic import phase_times
 from wus_sim.collectives.loads import contention, shared_link_streams
 from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
@@ -61,6 +62,8 @@ def test_two_neighbours_take_one_exchange_half_the_latency_of_halving_doubling(r
     assert hd.time_s == pytest.approx(2 * LAT + S / BW + summing / 2, rel=REL)
     assert rd.exact and rd.analytic_time_s == pytest.approx(rd.time_s, rel=REL)
     assert hd.time_s - rd.time_s == pytest.approx(LAT - summing / 2, rel=REL)
+    # exact, but not ring phases a trace could draw one after the other
+    assert phase_times(topo, "all-reduce", RD, S, group=[0, 1], reduce_Bps=red) is None
 
 
 def test_a_two_chip_axis_with_pieces_and_summing_is_exact():

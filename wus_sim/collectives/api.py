@@ -129,9 +129,10 @@ def _chunks(chunks):
 
 def message_hops_estimate(plan, chunks):
     """The message hops the schedule of *plan* simulates, from the plan's passes without
-    compiling it: ring passes exactly (their edges' hop counts); pairwise exchanges (halving-,
-    recursive-doubling) over a whole slice exactly too (ranks are row-major, so the step-k partner is 2^k chips along one axis),
-    else messages x the slice's diameter (an upper bound)."""
+    compiling it: ring passes exactly (their edges' hop counts); pairwise exchanges
+    (halving-, recursive-doubling) over a whole slice exactly too (ranks are row-major, so
+    the step-k partner is 2^k chips along one axis), else messages x the slice's diameter
+    (an upper bound)."""
     topo = plan.topology
     diameter = sum(d // 2 if w else d - 1 for d, w in zip(topo.dims, topo.wrap)) or 1
     total = 0

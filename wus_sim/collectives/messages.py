@@ -18,8 +18,9 @@ __all__ = ["Schedule", "PassLayout", "compile_messages", "clear_structure_cache"
 
 @lru_cache(maxsize=256)
 def hd_routes(topology, p):
-    """Pairwise-exchange pass *p* (halving-doubling, recursive-doubling): per step, the ``(R, n)`` nested list of link-key tuples
-    from member ``i`` to its partner (cached; routes depend only on the partner distance)."""
+    """Pairwise-exchange pass *p* (halving-doubling, recursive-doubling): per step, the
+    ``(R, n)`` nested list of link-key tuples from member ``i`` to its partner (cached;
+    routes depend only on the partner distance)."""
     e = p.rings[0]
     R, n = e.members.shape
     by_distance = {}

@@ -110,16 +110,20 @@ class Pass:
         if n <= 1:
             return 0
         per = n - 1 if self.pattern == "ring" else int(np.log2(n))
-        # an all-reduce ring or halving-doubling is a reduce-scatter and an all-gather;
-        # recursive-doubling all-reduces in one sweep
-        return 2 * per if self.kind == "ar" and self.pattern != "rd" else per
+        return 2 * per if self._rs_then_ag else per
+
+    @property
+    def _rs_then_ag(self):
+        """An all-reduce ring or halving-doubling pass is a reduce-scatter then an all-gather
+        (half its steps each); recursive-doubling all-reduces in one sweep."""
+        return self.kind == "ar" and self.pattern != "rd"
 
     @property
     def rs_steps(self):
         """Steps at whose arrival the receiver sums (reduce-scatter steps; every rd step)."""
         if self.kind == "ag":
             return 0
-        return self.steps // 2 if self.kind == "ar" and self.pattern != "rd" else self.steps
+        return self.steps // 2 if self._rs_then_ag else self.steps
 
     def step_fraction(self, k):
         """Bytes of one step-*k* message as a fraction of ``S`` (before splitting into pieces)."""

@@ -2,8 +2,8 @@
 model, run many events at a time in time windows over numpy arrays.
 
 The fast engine (:mod:`.fast_engine`) needs every link to serve one sender's messages in an
-order known beforehand. Where messages contend (detours around failed links,
-halving- and recursive-doubling partners, both directions of a mesh line, 2d-split halves), the order a
+order known beforehand. Where messages contend (detours around failed links, halving- and
+recursive-doubling partners, both directions of a mesh line, 2d-split halves), the order a
 link serves in depends on the times, and the SimPy engine (:mod:`.simpy_engine`) finds it
 one event at a time. This engine finds the same order a window of events at a time, by the
 conservative rule of parallel discrete-event simulation (the *lookahead* of Chandy and
