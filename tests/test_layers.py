@@ -16,7 +16,7 @@ LAYERS = [
     ("topology", "multislice", "compute", "calibration", "memory", "workloads", "optimizers", "planner"),
     ("network",),
     ("collectives",),
-    ("strategies",),
+    ("strategies", "small_allreduce"),
     ("timeline", "step", "trace", "params"),
     ("experiments", "plotting", "validation"),
     ("cli", "bench", "docs", "__main__"),

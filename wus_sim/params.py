@@ -21,7 +21,7 @@ from .memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: n
 
 __all__ = [
     "Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value", "check_param",
-    "complete_point", "point_hash", "strategies_of", "default_of",
+    "complete_point", "point_hash", "strategies_of", "default_of", "SMALL_ALLREDUCE_ALGORITHMS",
 ]
 
 STRATEGY_SETS = {"both": BOTH, "all": STRATEGIES}
@@ -31,6 +31,10 @@ STRATEGY_CHOICES = STRATEGIES + tuple(STRATEGY_SETS)
 """Values of the ``strategy`` key; ``both`` simulates replicated and sharded (the paper's pair) and
 reports the speedup, ``all`` every strategy with each one's speedup over replicated."""
 
+
+
+SMALL_ALLREDUCE_ALGORITHMS = ("auto", "ring", "halving-doubling", "recursive-doubling")
+"""Values of ``small_allreduce_algorithm``: ``auto`` picks the fastest per all-reduce."""
 
 
 def _algorithms():
@@ -304,6 +308,13 @@ POINT_KEYS = _table(
     Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
           meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
                   "batch-norm layer (1 = local batch norm)."),
+    Param("small_allreduce_algorithm", "choice", default="auto", nullable=False,
+          choices=SMALL_ALLREDUCE_ALGORITHMS,
+          meaning="Algorithm of the latency-bound all-reduces (batch-norm statistics, the LARS/LAMB norms of "
+                  "sharded weights): auto = the fastest, as simulated, of the step's `algorithm` (ring for a "
+                  "batch-norm group), halving-doubling and recursive-doubling (power-of-two groups), the way "
+                  "collective libraries pick per call (NCCL's cost table; MPICH's short-message recursive "
+                  "doubling, Thakur et al. 2005); or one of them always."),
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),

@@ -30,6 +30,7 @@ from .memory import memory_breakdown
 from .multislice import hierarchical_time, load_multislice, planning_topology
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
+from .small_allreduce import batch_norm_allreduce_s, small_allreduce
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 from .workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_replicas
@@ -75,6 +76,10 @@ class StepOptions:
     """Cross-replica batch norm: replicas whose batch statistics are all-reduced together
     in every batch-norm layer, forward and backward (1 = local batch norm). MLPerf v0.6
     ResNet-50 on v3-2048 used groups of 8 cores (its ``model_bn_span`` / per-core batch)."""
+    small_allreduce_algorithm: str = default_of("small_allreduce_algorithm")
+    """Algorithm of the latency-bound all-reduces: batch-norm statistics and the LARS/LAMB
+    norms of sharded weights (see :func:`small_allreduce`). ``'auto'`` (the default) takes
+    the fastest candidate as simulated; an algorithm name takes that one always."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
@@ -92,9 +97,10 @@ class StepOptions:
     def __post_init__(self):
         # every numeric and boolean field that is a point parameter obeys that parameter's rule
         # (wus_sim.params); names (algorithm, routing, grad_dtype) are checked where they are
-        # defined, by the collectives, the network and the planner, with the known names listed
+        # defined, by the collectives, the network and the planner, with the known names listed;
+        # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
-            if POINT_KEYS[name].kind != "choice":
+            if POINT_KEYS[name].kind != "choice" or name == "small_allreduce_algorithm":
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         if self.compute is None:
             cal = load_calibration(self.calibration)
@@ -166,7 +172,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
                          spatial_ways=plan.spatial_ways)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
     if options.bn_group_replicas > 1:
-        bn = _batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways)
+        bn = batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways)
         fwd_s, bwd_s = fwd_s + bn, bwd_s + bn
     def gather(g):
         """``(nbytes, seconds)`` of all-gather *g*, or zeros for none."""
@@ -182,7 +188,22 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
             bwd_gather_nbytes=bwd[0], bwd_gather_time_s=bwd[1]))
     update_s = (memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
                 + work.update.kernels * options.compute.op_overhead_s)
-    extra = tuple(coll_s(c.op, c.nbytes) for c in work.extra_allreduces)
+
+    def small_ici_s(op, nbytes):
+        """An in-slice phase of a latency-bound all-reduce (:func:`small_allreduce` for the
+        all-reduce itself; a multislice's reduce-scatter/all-gather phases as the gradients')."""
+        if op != "all-reduce":
+            return ici_s(op, nbytes)
+        return small_allreduce(topology, nbytes, options, bidirectional=bidirectional_for(options))[1]
+
+    def small_s(nbytes):
+        if multislice is None:
+            return small_ici_s("all-reduce", nbytes)
+        return hierarchical_time(multislice, "all-reduce", nbytes, small_ici_s,
+                                 shard_across_slices=options.shard_across_slices)
+
+    extra = tuple(small_s(c.nbytes) if c.op == "all-reduce" else coll_s(c.op, c.nbytes)
+                  for c in work.extra_allreduces)
     return StepProgram(
         strategy=work.strategy,
         fwd_layer_s=tuple(float(t) for t in fwd_s),
@@ -215,8 +236,6 @@ def _prefetch_collectives(work, topology, options):
         for g in _bucket_gathers(work, c.bucket):
             if g is not None:
                 sizes.setdefault("all-gather", []).append(g.nbytes)
-    for c in work.extra_allreduces:
-        sizes.setdefault(c.op, []).append(c.nbytes)
     for op, nbytes in sizes.items():
         nbytes = [b for b in nbytes if b > 0]
         if nbytes:
@@ -230,56 +249,6 @@ def bidirectional_for(options):
     if options.bidirectional is None:
         return options.algorithm not in ("halving-doubling", "recursive-doubling")
     return bool(options.bidirectional)
-
-
-def _batch_norm_allreduce_s(workload, topology, options, spatial_ways):
-    """Per-layer time of cross-replica batch norm, seconds.
-
-    One all-reduce of the layer's batch statistics (mean and variance, fp32, per
-    channel) in forward and one (the two gradient sums) in backward, over the cores
-    of ``bn_group_replicas`` neighbouring replicas (every core of a spatially
-    partitioned replica holds part of the batch); the core waits for it. The
-    messages are a few KiB, so latency decides: recursive halving then doubling
-    (Rabenseifner's reduce-scatter + all-gather, 2 log2(n) steps) where the group is a
-    power of two, else a ring. An assumption: MPICH uses plain recursive doubling (log2(n)
-    steps of the whole vector) for short messages (Thakur, Rabenseifner and Gropp 2005),
-    and Google's SSD code orders each group as a ring of neighbours, which suggests a ring;
-    nobody publishes what XLA runs on TPU. The hop latency (1 us, unsourced) scales this
-    term, which is why ``wus-sim validate --choices`` reports the fit at 0.5 us too.
-    """
-    import numpy as np
-
-    from .collectives import collective_time
-
-    cores = options.bn_group_replicas * spatial_ways
-    if topology.num_replicas % cores:
-        raise ConfigError(f"spans {cores} cores, which must divide the slice's {topology.num_replicas}",
-                          key_path="bn_group_replicas", value=options.bn_group_replicas)
-    algorithm = "halving-doubling" if cores & (cores - 1) == 0 else "ring"
-    group = _compact_group(topology, cores)
-    channels = workload.layer_batch_norm_channels
-    out = np.zeros(workload.num_layers)
-    for layer in np.flatnonzero(channels):
-        out[layer] = collective_time(topology, "all-reduce", algorithm, 2 * 4 * channels[layer],
-                                     group=group, routing=options.routing)
-    return out
-
-
-def _compact_group(topology, cores):
-    """Replicas of a group of *cores* neighbouring cores: all cores of a near-square block
-    of chips at the origin (a batch-norm group is neighbours, not a row of the pod)."""
-    cpc = topology.cores_per_chip
-    if cores <= cpc:
-        return list(range(cores))
-    chips = cores // cpc
-    a = 1
-    while a * 2 <= topology.dims[0] and chips % (a * 2) == 0 and (a * 2) ** 2 <= chips:
-        a *= 2
-    b = chips // a
-    if len(topology.dims) < 2 or b > topology.dims[1]:  # no room for a block: a line of chips
-        return list(range(cores))
-    block = [x + topology.dims[0] * y for y in range(b) for x in range(a)]
-    return [c * cpc + k for c in block for k in range(cpc)]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import json
 import math
 import sys
 
-from ..params import STRATEGY_CHOICES, default_of
+from ..params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..units import GRAD_DTYPE_SPELLINGS
 from .options import add_fault_options, fault_option_errors, fault_values
 
@@ -93,6 +93,10 @@ def add_parser(subparsers):
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
     p.add_argument("--bn-group-replicas", type=int, default=default_of("bn_group_replicas"), metavar="K",
                    help="cross-replica batch norm over groups of K replicas (default 1: local)")
+    p.add_argument("--small-allreduce-algorithm", default=default_of("small_allreduce_algorithm"), metavar="A",
+                   choices=SMALL_ALLREDUCE_ALGORITHMS,
+                   help="algorithm of the latency-bound all-reduces (batch-norm statistics, LARS/LAMB norms): "
+                        "auto (default: the fastest as simulated), ring, halving-doubling, recursive-doubling")
     p.add_argument("--steps", type=int, default=default_of("steps"), metavar="K",
                    help=f"consecutive steps simulated (>= 2; default {default_of('steps')})")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON of the simulated steps")
@@ -118,7 +122,8 @@ def run(args):
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
         grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
-        steps=args.steps, bn_group_replicas=args.bn_group_replicas, gather_prefetch=args.gather_prefetch,
+        steps=args.steps, bn_group_replicas=args.bn_group_replicas,
+        small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
         calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),

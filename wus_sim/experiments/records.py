@@ -99,7 +99,7 @@ def used_values(topology, options, plan, multislice=None):
         "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),
         "bucket_MiB": options.bucket_bytes / MiB,
         "mxu_efficiency": c.mxu_efficiency,
-        "bn_group_replicas": options.bn_group_replicas,
+        "bn_group_replicas": options.bn_group_replicas, "small_allreduce_algorithm": options.small_allreduce_algorithm,
         "gather_prefetch": options.gather_prefetch, "keep_gathered_weights": options.keep_gathered_weights,
         "calibration": options.calibration_id,
         "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,

@@ -1,10 +1,10 @@
 """The disputed network choices, each validated against the same measured rows.
 
 Where sources disagree on a network figure or nobody publishes it (link bandwidth,
-ring direction, sub-pod wraparound, per-hop latency), the shipped default follows
-the evidence in the README ("Defaults from evidence") and this module reports how
-well each alternative fits the measured runs, under the same calibration: the
-table that ``wus-sim validate --choices`` prints.
+ring direction, sub-pod wraparound, per-hop latency, the algorithm of small all-reduces),
+the shipped default follows the evidence in the README ("Defaults from evidence") and
+this module reports how well each alternative fits the measured runs, under the same
+calibration: the table that ``wus-sim validate --choices`` prints.
 """
 
 from dataclasses import dataclass
@@ -26,13 +26,19 @@ class Choice:
 
 
 CHOICES = (
-    Choice("shipped: `2d`, both directions on wrapped axes, 100 GB/s, sub-pod meshes, 1 us hops", {}, {}),
+    Choice("shipped: `2d`, both directions on wrapped axes, 100 GB/s, sub-pod meshes, 1 us hops, "
+           "small all-reduces `auto`", {}, {}),
     Choice("`2d`, one direction everywhere", {"bidirectional": False}, {}),
     Choice("`2d-split`, both directions", {"algorithm": "2d-split"}, {}),
     Choice("link 70 GB/s (ISCA 2023 table) instead of 100", {}, {"link_GBps": 70.0}),
     Choice("link 50 GB/s", {}, {"link_GBps": 50.0}),
     Choice("sub-pod slices wrap (torus) instead of mesh", {}, {"wraparound": True}),
     Choice("hop latency 0.5 us instead of 1 (no primary source for either)", {}, {"hop_latency_us": 0.5}),
+    Choice("small all-reduces (batch-norm statistics, LARS/LAMB norms) by halving-doubling always",
+           {"small_allreduce_algorithm": "halving-doubling"}, {}),
+    Choice("small all-reduces by recursive doubling always", {"small_allreduce_algorithm": "recursive-doubling"}, {}),
+    Choice("small all-reduces by a ring (batch-norm groups in row-major block order)",
+           {"small_allreduce_algorithm": "ring"}, {}),
 )
 """The alternatives compared, the shipped defaults first."""
 

@@ -11,9 +11,11 @@ from ..step import StepOptions, simulate_strategies
 
 __all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "strategy_of"]
 
-NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional")}
-"""Collective algorithm the validation runs: the shipped step default (``2d``, both
-ring directions on slices whose every axis wraps; see README, "Defaults from evidence")."""
+NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional"),
+                    "small_allreduce_algorithm": default_of("small_allreduce_algorithm")}
+"""Collective algorithms the validation runs: the shipped step defaults (``2d``, both
+ring directions on slices whose every axis wraps; the fastest algorithm for each
+latency-bound all-reduce; see README, "Defaults from evidence")."""
 
 
 def strategy_of(run):
@@ -31,6 +33,7 @@ def run_options(run, calibration=None, *, compute=None, network=None):
     bn_cores = run.bn_group_cores or 1
     return StepOptions(
         algorithm=net["algorithm"], bidirectional=net["bidirectional"],
+        small_allreduce_algorithm=net["small_allreduce_algorithm"],
         grad_dtype=run.grad_allreduce_dtype or None,
         bn_group_replicas=max(1, int(bn_cores) // run.spatial_ways),
         calibration=cal, compute=compute if compute is not None else cal.compute_params(),

@@ -1,0 +1,186 @@
+"""The step's latency-bound all-reduces (batch-norm statistics, optimizer norms).
+
+Expected times are derived by hand from the store-and-forward alpha-beta model: a message
+of b bytes over one hop costs alpha + b / bw, and nothing here shares a link.
+"""
+
+import numpy as np
+import pytest
+
+from wus_sim.errors import ConfigError
+from wus_sim.small_allreduce import batch_norm_allreduce_s, compact_group, small_allreduce
+from wus_sim.step import StepOptions, simulate_strategies
+from wus_sim.workloads import load_workload
+
+from make_topology import make
+
+ALPHA = 1e-6  # make()'s hop latency
+BW = 100e9  # make()'s link bandwidth, B/s
+KiB = 1024
+
+
+def options(**kw):
+    return StepOptions(calibration="none", **kw)
+
+
+def test_compact_group_is_a_block_of_neighbouring_chips():
+    # 4 chips of a 4x4 slice: the 2x2 block at the origin, row-major (x fastest)
+    assert compact_group(make((4, 4)), 4) == [0, 1, 4, 5]
+    # 16 cores on 2-core chips = 8 chips: a 2 x 4 block, each chip's two cores together
+    chips = [0, 1, 4, 5, 8, 9, 12, 13]
+    assert compact_group(make((4, 4), cores=2), 16) == [2 * c + k for c in chips for k in (0, 1)]
+    # a group within one chip is its cores
+    assert compact_group(make((4, 4), cores=2), 2) == [0, 1]
+
+
+# The 2x2 block [0, 1, 4, 5] of a 4x4 torus. Recursive doubling: step 0 exchanges the whole
+# buffer b with the x neighbour, step 1 with the y neighbour, one hop each, every message on
+# its own directed link: 2 (alpha + b/bw). Halving-doubling: b/2 with the y neighbour, b/4
+# with the x neighbour, then the same back: 4 alpha + 1.5 b/bw. A ring over the list in its
+# order goes 0 -> 1 -> 4 -> 5 -> 0, two of its edges two hops long: slower than both.
+BLOCK = [0, 1, 4, 5]
+
+
+def rd_block(b):
+    return 2 * (ALPHA + b / BW)
+
+
+def hd_block(b):
+    return 4 * ALPHA + 1.5 * b / BW
+
+
+@pytest.mark.parametrize("b", [512, 4 * KiB, 16 * KiB])
+def test_auto_takes_recursive_doubling_for_a_few_kib(b):
+    """Below 4 alpha bw (400 KB here) recursive doubling's two latencies beat halving-doubling's four."""
+    algorithm, t = small_allreduce(make((4, 4)), b, options(), BLOCK)
+    assert algorithm == "recursive-doubling"
+    assert t == pytest.approx(rd_block(b), rel=1e-12)
+    assert t < hd_block(b)
+
+
+def test_auto_takes_halving_doubling_for_a_large_buffer():
+    """Above 4 alpha bw halving-doubling's 1.5 b/bw beats recursive doubling's 2 b/bw."""
+    b = 64 * 2**20
+    algorithm, t = small_allreduce(make((4, 4)), b, options(), BLOCK)
+    assert algorithm == "halving-doubling"
+    assert t == pytest.approx(hd_block(b), rel=1e-12)
+    assert t < rd_block(b)
+
+
+def test_a_pinned_algorithm_is_used_whatever_it_costs():
+    topo, b = make((4, 4)), 1 * KiB
+    algorithm, t = small_allreduce(topo, b, options(small_allreduce_algorithm="halving-doubling"), BLOCK)
+    assert algorithm == "halving-doubling" and t == pytest.approx(hd_block(b), rel=1e-12)
+    algorithm, t = small_allreduce(topo, b, options(small_allreduce_algorithm="ring"), BLOCK)
+    # 6 steps of b/4; edges 0->1 and 4->5 one hop, 1->4 and 5->0 two: every member's 6
+    # consecutive edges include three two-hop ones (the edge lengths alternate 1, 2)
+    assert algorithm == "ring" and t == pytest.approx(9 * (ALPHA + b / 4 / BW), rel=1e-12)
+
+
+def test_auto_keeps_to_the_ring_on_a_group_that_is_not_a_power_of_two():
+    algorithm, _ = small_allreduce(make((3, 3)), 1 * KiB, options(), [0, 1, 2])
+    assert algorithm == "ring"
+
+
+def test_batch_norm_per_layer_is_two_statistics_of_each_channel_all_reduced():
+    """Per layer with a batch norm of c channels: 2 fp32 statistics per channel, 8c bytes,
+    all-reduced over the group by recursive doubling (the 4-replica block, by hand); 0 elsewhere."""
+    w = load_workload("resnet50")
+    topo = make((4, 4))
+    per_layer = batch_norm_allreduce_s(w, topo, options(bn_group_replicas=4), spatial_ways=1)
+    c = w.layer_batch_norm_channels
+    assert (c > 0).sum() == 53  # ResNet-50 v1.5: the stem, 16 blocks x 3, 4 projection shortcuts
+    want = np.where(c > 0, 2 * (ALPHA + 8 * c / BW), 0.0)
+    np.testing.assert_allclose(per_layer, want, rtol=1e-12, atol=0)
+
+
+def test_batch_norm_group_must_divide_the_slice():
+    with pytest.raises(ConfigError, match="must divide"):
+        batch_norm_allreduce_s(load_workload("resnet50"), make((3, 3)), options(bn_group_replicas=2), 1)
+
+
+def test_the_step_waits_for_each_batch_norm_all_reduce_in_forward_and_backward():
+    """Cross-replica batch norm adds its per-layer all-reduce to forward and to backward."""
+    topo = make((4, 4))
+    w = load_workload("resnet50")
+    extra = 2 * (ALPHA + 8 * w.layer_batch_norm_channels[w.layer_batch_norm_channels > 0] / BW)
+
+    def breakdown(bn):
+        run = simulate_strategies("resnet50", topo, None, ("replicated",), per_replica_batch=8,
+                                  options=options(bn_group_replicas=bn))
+        return run.results["replicated"].breakdown
+
+    local, grouped = breakdown(1), breakdown(4)
+    assert grouped["fwd_s"] - local["fwd_s"] == pytest.approx(extra.sum(), rel=1e-9)
+    assert grouped["bwd_s"] - local["bwd_s"] == pytest.approx(extra.sum(), rel=1e-9)
+
+
+def test_auto_norm_all_reduce_is_the_fastest_pinned_choice():
+    """The sharded LARS step's norm all-reduces: auto costs what the cheapest pinned
+    algorithm costs (here recursive doubling, a few hundred bytes over 16 chips)."""
+    topo = make((4, 4))
+
+    def extra(choice):
+        run = simulate_strategies("resnet50", topo, None, ("sharded",), per_replica_batch=8,
+                                  options=options(small_allreduce_algorithm=choice))
+        return run.results["sharded"].breakdown["extra_reduction_s"]
+
+    pinned = {a: extra(a) for a in ("ring", "halving-doubling", "recursive-doubling")}
+    assert extra("auto") == min(pinned.values()) == pinned["recursive-doubling"] < pinned["halving-doubling"]
+
+
+@pytest.mark.parametrize("topo", [make((4, 4)), make((8, 4), (False, True), cores=2), make((8, 8)),
+                                  make((3, 5))], ids=["torus4x4", "mixed8x4c2", "torus8x8", "torus3x5"])
+@pytest.mark.parametrize("b", [64, 4 * KiB, 256 * KiB, 64 * 2**20])
+def test_auto_is_the_fastest_candidate_simulated(topo, b):
+    """Brute force: every candidate simulated (the step's 2d, bidirectional; halving- and recursive
+    doubling on power-of-two slices), the least time, ties to the first. auto may skip a
+    candidate whose closed form (a lower bound) exceeds the best; its pick must not change."""
+    from wus_sim.collectives import collective_time
+
+    members = topo.num_chips
+    cands = [("2d", True)] + [(a, False) for a in ("halving-doubling", "recursive-doubling")
+                              if members & (members - 1) == 0]
+    times = [collective_time(topo, "all-reduce", a, b, bidirectional=d) for a, d in cands]
+    best = int(np.argmin(times))
+    assert small_allreduce(topo, b, options(), bidirectional=True) == (cands[best][0], times[best])
+
+
+@pytest.mark.parametrize("b", [1 * KiB, 256 * KiB, 1 * 2**20])
+def test_auto_on_a_group_is_the_fastest_candidate_simulated(b):
+    """Brute force on a batch-norm group: 4 cores on two chips of a 4x4 mesh. From 256 KiB the
+    exchanges' closed forms (their lower bounds) are below the ring's time, yet the cores'
+    contention on the chips' shared links makes them slower than it: auto must still simulate
+    them and pick the ring."""
+    from wus_sim.collectives import collective_time
+
+    topo = make((4, 4), False, cores=2)
+    group = compact_group(topo, 4)
+    cands = ("ring", "halving-doubling", "recursive-doubling")
+    times = [collective_time(topo, "all-reduce", a, b, group=group) for a in cands]
+    best = int(np.argmin(times))
+    assert small_allreduce(topo, b, options(), group) == (cands[best], times[best])
+    if b >= 256 * KiB:
+        assert cands[best] == "ring"
+
+
+def test_a_bad_choice_is_one_line_naming_the_rule(capsys):
+    from wus_sim.cli import main
+
+    with pytest.raises(ConfigError, match="small_allreduce_algorithm"):
+        options(small_allreduce_algorithm="2d")
+    with pytest.raises(SystemExit) as exc:
+        main(["step", "resnet50", "-t", "tpu-v3-32", "--small-allreduce-algorithm", "2d"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--small-allreduce-algorithm" in err[-1] and "recursive-doubling" in err[-1]
+
+
+def test_records_name_the_small_allreduce_algorithm():
+    from wus_sim.experiments.records import simulate_point
+
+    rec = simulate_point({"workload": "resnet50", "topology": "tpu-v3-32", "strategy": "sharded",
+                          "small_allreduce_algorithm": "ring"})[0]
+    assert rec["small_allreduce_algorithm"] == "ring"
+    auto = simulate_point({"workload": "resnet50", "topology": "tpu-v3-32", "strategy": "sharded"})[0]
+    assert auto["small_allreduce_algorithm"] == "auto" and auto["extra_reduction_s"] < rec["extra_reduction_s"]
