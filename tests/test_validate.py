@@ -139,3 +139,16 @@ def test_choices_report_each_network_choice_on_the_same_rows(rows):
     table = choices_table([(c0, s0), (c1, s1)]).splitlines()
     assert len(table) == 4 and table[2].startswith("| shipped") and table[3].startswith("| link 10 GB/s")
     assert len(CHOICES) == len({c.label for c in CHOICES})
+
+
+def test_bound_rows_kept_are_what_the_readme_states(rows):
+    """The README's count of bound rows within their bound, and the rows it names as over."""
+    m = re.search(r"(\d+) of (\d+) bound rows are within their bound", README)
+    assert m, "the README's Validation section should state how many bound rows are within their bound"
+    b = summary(rows)["bounds"]
+    assert (b["within"], b["rows"]) == (int(m.group(1)), int(m.group(2)))
+    over = {row_key(r): r.error for r in rows}
+    for key in b["violations"]:  # each row over its bound is named in "Known gaps", with its excess
+        benchmark, topology = key.split("/")
+        said = re.search(rf"{benchmark.upper()} on {topology.replace('tpu-', '')} is ([\d.]+) % over its bound", README)
+        assert said and float(said.group(1)) == round(100 * over[key], 1)

@@ -149,11 +149,12 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
 
 
 def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,
-              full=True, slices=None, faults=None):
+              full=True, slices=None, faults=None, options=None):
     """A case simulating one point, *strategies* (plan, collectives, SimPy timeline), from
     cold caches; the simulated time is the last strategy's step time, events are SimPy events.
     *slices*: that many slices of *topology* over the data-center network (multislice);
-    *faults*: failed/slow cables (keyword arguments of ``topology.with_link_faults``)."""
+    *faults*: failed/slow cables (keyword arguments of ``topology.with_link_faults``);
+    *options*: :class:`~wus_sim.step.StepOptions` fields other than the defaults."""
 
     def setup():
         from .collectives import clear_caches
@@ -163,14 +164,15 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
 
     def run(_):
         from .multislice import load_multislice
-        from .step import simulate_strategies
+        from .step import StepOptions, simulate_strategies
 
         topo = topology if slices is None else load_multislice(topology, slices=slices)[1]
         if faults:
             from .topology import load_topology, with_link_faults
 
             topo = with_link_faults(load_topology(topo) if isinstance(topo, str) else topo, **faults)
-        results = simulate_strategies(workload, topo, optimizer, strategies).results
+        results = simulate_strategies(workload, topo, optimizer, strategies,
+                                      options=StepOptions(**options) if options else None).results
         events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
         return Measurement(results[strategies[-1]].step_time_s, events)
 
@@ -252,9 +254,13 @@ register(step_case("step: transformer-big adam 2 slices of tpu-v3-2048 over the 
                    "transformer-big", "tpu-v3-2048", "adam", slices=2))
 register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, both strategies", "transformer-big",
                    "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0}))
+register(step_case("step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, both strategies", "resnet50",
+                   "tpu-v3-2048", options={"bn_group_replicas": 8}))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
+register(step_case("quick: step resnet50 tpu-v3-32, batch norm over 8 cores", "resnet50", "tpu-v3-32",
+                   quick=True, full=False, options={"bn_group_replicas": 8}))
 register(step_case("quick: step resnet50 tpu-v3-32, 1 failed cable", "resnet50", "tpu-v3-32", quick=True,
                    full=False, faults={"failed_links": 1, "seed": 0}))
 

@@ -18,6 +18,12 @@ same alpha-beta costs. ``small_allreduce_algorithm: auto`` (the default) does wh
 libraries do, with this simulator's own costs: it simulates every candidate that can
 run on the group and takes the fastest. An algorithm name pins that one instead, which
 is what ``wus-sim validate --choices`` compares.
+
+One source points elsewhere: Google's MLPerf v0.6 SSD code lists each batch-norm group's
+cores in the order of a ring of neighbours (``distributed_batch_norm.py`` in
+github.com/mlcommons/training_results_v0.6), which suggests a ring. Over 64 cores with 1 us
+per hop that is 126 latencies per layer; ``--choices`` reports that rule too (it moves the
+SSD rows far from their measurements).
 """
 
 import numpy as np
@@ -92,7 +98,7 @@ def batch_norm_allreduce_s(workload, topology, options, spatial_ways):
     sums) in backward, over the cores of ``options.bn_group_replicas`` neighbouring replicas
     (every core of a spatially partitioned replica holds part of the batch); the core waits
     for it. Each is a :func:`small_allreduce` over :func:`compact_group`. The hop latency
-    (1 us, unsourced) scales this term, which is why ``wus-sim validate --choices`` reports
+    (1 us: a working figure, no datasheet gives one) scales this term, which is why ``wus-sim validate --choices`` reports
     the fit at 0.5 us too."""
     cores = options.bn_group_replicas * spatial_ways
     if topology.num_replicas % cores:
