@@ -184,3 +184,26 @@ def test_records_name_the_small_allreduce_algorithm():
     assert rec["small_allreduce_algorithm"] == "ring"
     auto = simulate_point({"workload": "resnet50", "topology": "tpu-v3-32", "strategy": "sharded"})[0]
     assert auto["small_allreduce_algorithm"] == "auto" and auto["extra_reduction_s"] < rec["extra_reduction_s"]
+
+
+def test_the_report_lists_each_batch_norm_size_its_count_and_pick():
+    """ResNet-50 v1.5's batch norms by channels, counted by hand from its blocks: the stem (64),
+    3 + 4 + 6 + 3 bottlenecks (c, c, 4c with c = 64, 128, 256, 512) and 4 projection shortcuts
+    (4c): 64 x 7, 128 x 8, 256 x 16, 512 x 11, 1024 x 7, 2048 x 4; each twice a step (forward
+    and backward), over the 4-replica block by recursive doubling. LARS's two norms are listed
+    as the sharded update's (a replicated update holds whole tensors and all-reduces none)."""
+    from wus_sim.small_allreduce import small_allreduce_report
+
+    topo = make((4, 4))
+    run = simulate_strategies("resnet50", topo, None, ("replicated",), per_replica_batch=8,
+                              options=options(bn_group_replicas=4))
+    report = small_allreduce_report(run.plan, topo, options(bn_group_replicas=4))
+    bn = [x for x in report if x["what"] == "batch-norm statistics"]
+    assert [(x["nbytes"], x["per_step"]) for x in bn] == [
+        (8 * 64, 14), (8 * 128, 16), (8 * 256, 32), (8 * 512, 22), (8 * 1024, 14), (8 * 2048, 8)]
+    for x in bn:
+        assert x["group_cores"] == 4 and x["algorithm"] == "recursive-doubling"
+        assert x["time_s"] == pytest.approx(rd_block(x["nbytes"]), rel=1e-12)
+    norms = [x for x in report if x["what"].startswith("sharded update")]
+    assert [x["what"] for x in norms] == ["sharded update: norm(w)", "sharded update: norm(g)"]
+    assert all(x["group_cores"] == 16 and x["per_step"] == 1 for x in norms)

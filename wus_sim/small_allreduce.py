@@ -31,7 +31,7 @@ import numpy as np
 from .collectives import analytic_time, collective_time
 from .errors import ConfigError
 
-__all__ = ["small_allreduce", "batch_norm_allreduce_s", "compact_group"]
+__all__ = ["small_allreduce", "small_allreduce_report", "batch_norm_allreduce_s", "compact_group"]
 
 _PAIRWISE = ("halving-doubling", "recursive-doubling")
 """Candidates that need a power-of-two group."""
@@ -90,6 +90,29 @@ def _time(topology, nbytes, options, group, algorithm, bidirectional):
     return collective_time(topology, "all-reduce", algorithm, nbytes, group=group,
                            bidirectional=_directions(options, group, algorithm, bidirectional),
                            routing=options.routing)
+
+
+def small_allreduce_report(plan, topology, options, *, bidirectional=False):
+    """What the step's latency-bound all-reduces are and which algorithm each took: one dict
+    per distinct (what, size), with ``what``, ``group_cores``, ``nbytes``, ``per_step`` (how
+    many a step runs), ``algorithm`` and ``time_s`` (one all-reduce, within the slice). The
+    optimizer's norms run only under the sharded strategies (a replicated update has the
+    whole tensors). *plan* is the sharding plan (:mod:`wus_sim.planner`)."""
+    out = []
+    if options.bn_group_replicas > 1:
+        cores = options.bn_group_replicas * plan.spatial_ways
+        channels = plan.workload.layer_batch_norm_channels
+        group = compact_group(topology, cores)
+        sizes, counts = np.unique(8 * channels[channels > 0], return_counts=True)
+        for nbytes, layers in zip(sizes.tolist(), counts.tolist()):
+            algorithm, t = small_allreduce(topology, nbytes, options, group)
+            out.append({"what": "batch-norm statistics", "group_cores": cores, "nbytes": nbytes,
+                        "per_step": 2 * layers, "algorithm": algorithm, "time_s": t})
+    for r in plan.extra_reductions:
+        algorithm, t = small_allreduce(topology, r.nbytes, options, bidirectional=bidirectional)
+        out.append({"what": f"sharded update: {r.what}", "group_cores": topology.num_replicas,
+                    "nbytes": int(r.nbytes), "per_step": 1, "algorithm": algorithm, "time_s": t})
+    return out
 
 
 def batch_norm_allreduce_s(workload, topology, options, spatial_ways):

@@ -157,6 +157,10 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
+    from ..small_allreduce import small_allreduce_report
+
+    report["small_allreduces"] = small_allreduce_report(meta["plan"], topology, options,
+                                                        bidirectional=bidirectional_for(options))
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))
     else:
@@ -259,6 +263,12 @@ def _text(rep):
         label = "memory peak" if part == "peak" else f"  mem {part}"
         lines.append("  " + label.ljust(w) + "".join(format_bytes(per[n]["memory_bytes"][part]).rjust(16)
                                                     for n in names))
+    small = rep.get("small_allreduces") or []
+    if small:
+        lines.append("  small all-reduces (each within the slice; auto: the fastest algorithm for its size):")
+    for x in small:
+        lines.append(f"    {x['what']}: {format_bytes(x['nbytes'])} over {x['group_cores']} cores, "
+                     f"{x['per_step']} per step: {x['algorithm']}, {_fmt_t(x['time_s']).strip()} each")
     for n in names:
         if per[n]["status"] != "ok":
             lines.append(f"  {n}: {per[n]['status']}: {per[n]['error']}")
