@@ -152,3 +152,20 @@ def test_bound_rows_kept_are_what_the_readme_states(rows):
         benchmark, topology = key.split("/")
         said = re.search(rf"{benchmark.upper()} on {topology.replace('tpu-', '')} is ([\d.]+) % over its bound", README)
         assert said and float(said.group(1)) == round(100 * over[key], 1)
+
+
+def test_choices_refit_calibrates_under_each_choice(rows):
+    """--choices refits the four chip parameters under each choice: for the shipped choice that
+    reproduces the shipped calibration (the same fit on the same simulation), and under a choice
+    far from it (10 GB/s links) the refit fits the calibration rows better than the shipped
+    calibration does, as a least-squares fit must."""
+    from wus_sim.validation.choices import CHOICES, Choice, choices_table, compare_choices
+
+    slow = Choice("link 10 GB/s", {}, {"link_GBps": 10.0})
+    (c0, shared0, own0), (c1, shared1, own1) = compare_choices(choices=(CHOICES[0], slow), refit=True)
+    assert shared0 == summary(rows)
+    assert {k: v for k, v in own0.items() if k != "calibration_id"} == \
+        {k: v for k, v in shared0.items() if k != "calibration_id"}
+    assert own1["calibration"]["median_abs_error"] < shared1["calibration"]["median_abs_error"]
+    head = choices_table([(c0, shared0, own0), (c1, shared1, own1)]).splitlines()[0]
+    assert head.count("|") == 10 and "refitted" in head

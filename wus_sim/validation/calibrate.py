@@ -19,6 +19,7 @@ import statistics
 
 from ..calibration import NO_CALIBRATION, Calibration
 from ..compute import ComputeParams
+from ..topology import load_topology
 from .measured import DATA_SOURCE, load_measured
 from .simulate import simulate_run
 from .validate import row_key
@@ -56,13 +57,18 @@ def _rows(runs):
     return chosen
 
 
-def calibrate(*, runs=None, calibration_id=None, progress=None):
-    """Fit :data:`FIT_PARAMS` on :data:`CALIBRATION_ROWS`; returns a :class:`Calibration`."""
+def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None):
+    """Fit :data:`FIT_PARAMS` on :data:`CALIBRATION_ROWS`; returns a :class:`Calibration`.
+
+    *network* and *topology_overrides* are those of
+    :func:`~wus_sim.validation.validate.validate`: the fit under a disputed choice, which
+    ``wus-sim validate --choices`` compares (the shipped calibration uses neither)."""
     import numpy as np
     from scipy.optimize import least_squares
 
     runs = load_measured() if runs is None else runs
     rows = _rows(runs)
+    topologies = [load_topology(r.topology, **(topology_overrides or {})) for r in rows]
     names = tuple(FIT_PARAMS)
     lower = np.array([FIT_PARAMS[n][0] for n in names])
     upper = np.array([FIT_PARAMS[n][1] for n in names])
@@ -71,7 +77,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None):
 
     def simulated(x):
         compute = ComputeParams(**dict(zip(names, (float(v) for v in x * scale))))
-        return np.array([simulate_run(r, NO_CALIBRATION, compute=compute).step_time_s for r in rows])
+        return np.array([simulate_run(r, NO_CALIBRATION, compute=compute, network=network, topology=t).step_time_s
+                         for r, t in zip(rows, topologies)])
 
     measured = np.array([r.measured_step_s for r in rows])
 
@@ -96,7 +103,9 @@ def calibrate(*, runs=None, calibration_id=None, progress=None):
         "fitted": list(names),
         "bounds": {n: [FIT_PARAMS[n][0], FIT_PARAMS[n][1]] for n in names},
         "method": "scipy.optimize.least_squares on log(simulated / measured step time), training-only rows; "
-                  "network: the step defaults (2d, bidirectional rings on wrapped axes, folded rings on mesh axes); strategy as the run used",
+                  "network: the step defaults (2d, bidirectional rings on wrapped axes, folded rings on mesh axes; "
+                  "small all-reduces by the fastest algorithm) unless overridden: "
+                  f"{dict(network or {}, **(topology_overrides or {})) or 'none'}; strategy as the run used",
         "date": today,
     }
     return Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)
