@@ -169,3 +169,28 @@ def test_choices_refit_calibrates_under_each_choice(rows):
     assert own1["calibration"]["median_abs_error"] < shared1["calibration"]["median_abs_error"]
     head = choices_table([(c0, shared0, own0), (c1, shared1, own1)]).splitlines()[0]
     assert head.count("|") == 10 and "refitted" in head
+
+
+@pytest.mark.parametrize("fit,rule", [("mxu_efficiency,foo", "one or more of"),
+                                      ("mxu_efficiency,mxu_efficiency", "at most 4 different"),
+                                      ("mxu_efficiency,elementwise_fwd_bytes,elementwise_bwd_bytes,step_overhead_s,"
+                                       "op_overhead_s", "at most 4 different")])
+def test_calibrate_fit_names_at_most_four_known_parameters(fit, rule, capsys, tmp_path):
+    assert main(["calibrate", "--fit", fit, "--out", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rule in err[0] and "fit" in err[0]
+    assert not (tmp_path / "c.yaml").exists()
+
+
+@pytest.mark.slow
+def test_a_fixed_cost_per_op_fits_the_calibration_rows_closer_and_the_held_out_worse():
+    """README, "Calibration, declared": the per-op fixed cost in place of the per-step one."""
+    from wus_sim.validation.calibrate import calibrate
+
+    alt = calibrate(fit="mxu_efficiency,elementwise_fwd_bytes,elementwise_bwd_bytes,op_overhead_s")
+    shipped = load_calibration()
+    assert alt.provenance["fit_error"]["rms_log"] < 0.6 * shipped.provenance["fit_error"]["rms_log"]
+    s = summary(validate(alt))
+    assert round(100 * s["held_out"]["median_abs_error"], 1) == 6.2
+    assert round(100 * s["held_out"]["worst_abs_error"], 1) == 11.0
+    assert s["bounds"]["within"] == 13

@@ -99,8 +99,10 @@ class ComputeParams:
     op_overhead_s: float = 0.0
     """Fixed cost of one op (a forward layer is one op, its backward
     ``backward_flops_ratio`` ops): kernel launch, pipeline fill and drain, the part of a
-    matmul that does not shrink with the batch. 0 in the uncalibrated physics; the
-    shipped calibration fits it (``wus-sim calibrate``)."""
+    matmul that does not shrink with the batch. 0 in the uncalibrated physics and in the
+    shipped calibration, which fits the fixed cost per step instead (fitting this one in
+    its place halves the calibration rows' error but raises the held-out error; see the
+    README, "Validation"); a calibration file may set it."""
     step_overhead_s: float = 0.0
     """Fixed cost per training step: host loop, infeed, synchronisation. 0 in the
     uncalibrated physics; the shipped calibration fits it."""

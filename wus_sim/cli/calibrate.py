@@ -1,6 +1,7 @@
 """``wus-sim calibrate [--out FILE]``: fit the calibrated chip parameters.
 
-Fits at most four global chip parameters (:data:`wus_sim.validation.calibrate.FIT_PARAMS`)
+Fits at most four global chip parameters (:data:`wus_sim.validation.calibrate.FIT_PARAMS`,
+or ``--fit`` names others of ``FITTABLE_PARAMS``)
 on the declared calibration rows (:data:`wus_sim.validation.calibrate.CALIBRATION_ROWS`,
 at most two slices per benchmark) of the measured table and writes a calibration
 file with its provenance. ``--out`` defaults to ``calibration.yaml`` in the working
@@ -21,6 +22,9 @@ def add_parser(subparsers):
     p.add_argument("--out", metavar="FILE", default="calibration.yaml",
                    help="calibration file to write (default calibration.yaml)")
     p.add_argument("--id", metavar="ID", help="calibration id (default mlperf-v06-tpu-v3-DATE)")
+    p.add_argument("--fit", metavar="NAMES",
+                   help="comma-separated parameters to fit, at most 4 of mxu_efficiency, elementwise_fwd_bytes, "
+                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default: the first four, as shipped)")
     return p
 
 
@@ -36,7 +40,7 @@ def run(args):
         if calls[0] % 10 == 0:
             print(f"  {calls[0]} evaluations", file=sys.stderr)
 
-    cal = calibrate(calibration_id=args.id, progress=progress)
+    cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit)
     write_calibration(cal, args.out)
     fit = cal.provenance["fit_error"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))

@@ -19,21 +19,30 @@ import statistics
 
 from ..calibration import NO_CALIBRATION, Calibration
 from ..compute import ComputeParams
+from ..errors import ConfigError
 from ..topology import load_topology
 from .measured import DATA_SOURCE, load_measured
 from .simulate import simulate_run
 from .validate import row_key
 
-__all__ = ["FIT_PARAMS", "CALIBRATION_ROWS", "calibrate", "write_calibration"]
+__all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "calibrate", "write_calibration"]
 
-FIT_PARAMS = {
+FITTABLE_PARAMS = {
     # name: (lower bound, upper bound, starting value), in the parameter's unit
     "mxu_efficiency": (0.05, 1.0, 0.5),
     "elementwise_fwd_bytes": (0.0, 24.0, 6.0),
     "elementwise_bwd_bytes": (0.0, 40.0, 10.0),
     "step_overhead_s": (0.0, 20e-3, 1e-3),
+    "op_overhead_s": (0.0, 200e-6, 5e-6),
 }
-"""The fitted ComputeParams fields, with the bounds physics allows."""
+"""The ComputeParams fields a calibration may fit, with the bounds physics allows."""
+
+FIT_PARAMS = {name: FITTABLE_PARAMS[name] for name in
+              ("mxu_efficiency", "elementwise_fwd_bytes", "elementwise_bwd_bytes", "step_overhead_s")}
+"""The fields the shipped calibration fits (``wus-sim calibrate --fit`` chooses others)."""
+
+MAX_FITTED = 4
+"""At most this many parameters are fitted: four calibration rows cannot support more."""
 
 CALIBRATION_ROWS = (
     # Two slices per benchmark with training-only times, chosen inside the range of
@@ -57,8 +66,10 @@ def _rows(runs):
     return chosen
 
 
-def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None):
-    """Fit :data:`FIT_PARAMS` on :data:`CALIBRATION_ROWS`; returns a :class:`Calibration`.
+def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None,
+              fit=None):
+    """Fit :data:`FIT_PARAMS` (or the names *fit*, at most :data:`MAX_FITTED` of
+    :data:`FITTABLE_PARAMS`) on :data:`CALIBRATION_ROWS`; returns a :class:`Calibration`.
 
     *network* and *topology_overrides* are those of
     :func:`~wus_sim.validation.validate.validate`: the fit under a disputed choice, which
@@ -69,10 +80,10 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     runs = load_measured() if runs is None else runs
     rows = _rows(runs)
     topologies = [load_topology(r.topology, **(topology_overrides or {})) for r in rows]
-    names = tuple(FIT_PARAMS)
-    lower = np.array([FIT_PARAMS[n][0] for n in names])
-    upper = np.array([FIT_PARAMS[n][1] for n in names])
-    start = np.array([FIT_PARAMS[n][2] for n in names])
+    names = _fit_names(fit)
+    lower = np.array([FITTABLE_PARAMS[n][0] for n in names])
+    upper = np.array([FITTABLE_PARAMS[n][1] for n in names])
+    start = np.array([FITTABLE_PARAMS[n][2] for n in names])
     scale = np.where(upper > 0, upper, 1.0)
 
     def simulated(x):
@@ -101,7 +112,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         "fit_error": {"per_row": errors, "median_abs": median_abs,
                       "worst_abs": abs_err[-1], "rms_log": float(math.sqrt(np.mean(fit.fun ** 2)))},
         "fitted": list(names),
-        "bounds": {n: [FIT_PARAMS[n][0], FIT_PARAMS[n][1]] for n in names},
+        "bounds": {n: [FITTABLE_PARAMS[n][0], FITTABLE_PARAMS[n][1]] for n in names},
         "method": "scipy.optimize.least_squares on log(simulated / measured step time), training-only rows; "
                   "network: the step defaults (2d, bidirectional rings on wrapped axes, folded rings on mesh axes; "
                   "small all-reduces by the fastest algorithm) unless overridden: "
@@ -109,6 +120,21 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         "date": today,
     }
     return Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)
+
+
+def _fit_names(fit):
+    """The fitted names: *fit* (names, or one comma-separated string) checked, else the shipped set."""
+    if fit is None:
+        return tuple(FIT_PARAMS)
+    names = tuple(n.strip() for n in fit.split(",")) if isinstance(fit, str) else tuple(fit)
+    unknown = [n for n in names if n not in FITTABLE_PARAMS]
+    if unknown or not names:
+        raise ConfigError(f"names fitted parameters, one or more of {', '.join(FITTABLE_PARAMS)}",
+                          key_path="fit", value=",".join(unknown) or fit)
+    if len(set(names)) != len(names) or len(names) > MAX_FITTED:
+        raise ConfigError(f"names at most {MAX_FITTED} different parameters (four calibration rows support "
+                          "no more)", key_path="fit", value=",".join(names))
+    return names
 
 
 def write_calibration(calibration, path):
