@@ -28,13 +28,17 @@ SSD rows far from their measurements).
 
 import numpy as np
 
-from .collectives import analytic_time, collective_time
+from .collectives import EXCHANGE_ALGORITHMS, analytic_time, collective_time
 from .errors import ConfigError
 
 __all__ = ["small_allreduce", "small_allreduce_report", "batch_norm_allreduce_s", "compact_group"]
 
-_PAIRWISE = ("halving-doubling", "recursive-doubling")
-"""Candidates that need a power-of-two group."""
+_PAIRWISE = EXCHANGE_ALGORITHMS
+"""Candidates that need a power-of-two group (pairwise exchanges, no ring direction)."""
+
+STATISTICS_BYTES_PER_CHANNEL = 2 * 4
+"""A batch-norm layer all-reduces two fp32 values per channel: mean and variance in
+forward, the two gradient sums in backward."""
 
 
 def small_allreduce(topology, nbytes, options, group=None, *, bidirectional=False):
@@ -100,13 +104,12 @@ def small_allreduce_report(plan, topology, options, *, bidirectional=False):
     whole tensors). *plan* is the sharding plan (:mod:`wus_sim.planner`)."""
     out = []
     if options.bn_group_replicas > 1:
-        cores = options.bn_group_replicas * plan.spatial_ways
+        group = _batch_norm_group(topology, options, plan.spatial_ways)
         channels = plan.workload.layer_batch_norm_channels
-        group = compact_group(topology, cores)
-        sizes, counts = np.unique(8 * channels[channels > 0], return_counts=True)
+        sizes, counts = np.unique(STATISTICS_BYTES_PER_CHANNEL * channels[channels > 0], return_counts=True)
         for nbytes, layers in zip(sizes.tolist(), counts.tolist()):
             algorithm, t = small_allreduce(topology, nbytes, options, group)
-            out.append({"what": "batch-norm statistics", "group_cores": cores, "nbytes": nbytes,
+            out.append({"what": "batch-norm statistics", "group_cores": len(group), "nbytes": nbytes,
                         "per_step": 2 * layers, "algorithm": algorithm, "time_s": t})
     for r in plan.extra_reductions:
         algorithm, t = small_allreduce(topology, r.nbytes, options, bidirectional=bidirectional)
@@ -121,18 +124,24 @@ def batch_norm_allreduce_s(workload, topology, options, spatial_ways):
     sums) in backward, over the cores of ``options.bn_group_replicas`` neighbouring replicas
     (every core of a spatially partitioned replica holds part of the batch); the core waits
     for it. Each is a :func:`small_allreduce` over :func:`compact_group`. The hop latency
-    (1 us: a working figure, no datasheet gives one) scales this term, which is why ``wus-sim validate --choices`` reports
-    the fit at 0.5 us too."""
+    (1 us: a working figure, no datasheet gives one) scales this term, which is why
+    ``wus-sim validate --choices`` reports the fit at 0.5 us too."""
+    group = _batch_norm_group(topology, options, spatial_ways)
+    channels = workload.layer_batch_norm_channels
+    out = np.zeros(workload.num_layers)
+    for layer in np.flatnonzero(channels):
+        out[layer] = small_allreduce(topology, STATISTICS_BYTES_PER_CHANNEL * channels[layer], options, group)[1]
+    return out
+
+
+def _batch_norm_group(topology, options, spatial_ways):
+    """The replicas (cores) of one batch-norm group: ``bn_group_replicas`` replicas of
+    *spatial_ways* cores each, a :func:`compact_group`; the group must divide the slice."""
     cores = options.bn_group_replicas * spatial_ways
     if topology.num_replicas % cores:
         raise ConfigError(f"spans {cores} cores, which must divide the slice's {topology.num_replicas}",
                           key_path="bn_group_replicas", value=options.bn_group_replicas)
-    group = compact_group(topology, cores)
-    channels = workload.layer_batch_norm_channels
-    out = np.zeros(workload.num_layers)
-    for layer in np.flatnonzero(channels):
-        out[layer] = small_allreduce(topology, 2 * 4 * channels[layer], options, group)[1]
-    return out
+    return compact_group(topology, cores)
 
 
 def compact_group(topology, cores):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 import math
 
 from .calibration import load_calibration
+from .collectives import EXCHANGE_ALGORITHMS
 from .compute import ComputeParams, layer_times, memory_bound_time_s
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .memory import memory_breakdown
@@ -247,7 +248,7 @@ def bidirectional_for(options):
     """Whether ring phases run both directions: the option, or (``None``) yes unless the
     algorithm is halving-doubling or recursive-doubling (pairwise exchanges, no ring direction)."""
     if options.bidirectional is None:
-        return options.algorithm not in ("halving-doubling", "recursive-doubling")
+        return options.algorithm not in EXCHANGE_ALGORITHMS
     return bool(options.bidirectional)
 
 

@@ -45,12 +45,14 @@ def run(args):
     if args.choices:
         import sys
 
+        from ..calibration import load_calibration
         from ..validation.choices import CHOICES, choices_table, compare_choices
 
+        calibration = load_calibration(args.calibration)  # a bad one fails before the first choice runs
         results = []
         for i, choice in enumerate(CHOICES, 1):  # a few seconds each: the refit simulates the fit's rows
             print(f"  choice {i}/{len(CHOICES)}: {choice.label}", file=sys.stderr)
-            results += compare_choices(args.calibration, choices=(choice,), refit=True)
+            results += compare_choices(calibration, choices=(choice,), refit=True)
         print(choices_table(results))
         return 0
     rows = validate(args.calibration)

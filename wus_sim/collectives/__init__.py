@@ -16,7 +16,7 @@ no SimPy.
 from .api import (ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, collective_times,
                   simulate_collective)
 from .analytic import phase_times
-from .plan import ALGORITHMS, OPS
+from .plan import ALGORITHMS, EXCHANGE_ALGORITHMS, OPS
 
-__all__ = ["OPS", "ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective", "analytic_time",
-           "collective_time", "collective_times", "clear_caches", "phase_times"]
+__all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective",
+           "analytic_time", "collective_time", "collective_times", "clear_caches", "phase_times"]

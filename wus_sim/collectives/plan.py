@@ -63,7 +63,8 @@ from ..errors import ConfigError, UnknownNameError
 from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, sequence_ring, slice_ring
 from .groups import Group, resolve_group
 
-__all__ = ["OPS", "ALGORITHMS", "Pass", "CollectivePlan", "plan_collective", "check_op_algorithm"]
+__all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
+           "check_op_algorithm"]
 
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
 """Collective operations."""
@@ -73,6 +74,8 @@ ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recur
 _KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 _EXCHANGE_PATTERN = {"halving-doubling": "hd", "recursive-doubling": "rd"}
 """Pairwise-exchange algorithms (no ring direction, power-of-two groups) and their pass pattern."""
+EXCHANGE_ALGORITHMS = tuple(_EXCHANGE_PATTERN)
+"""Pairwise-exchange algorithms: no ring direction, power-of-two groups."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -69,12 +69,13 @@ def choices_table(results):
     head = "| choice | held-out median | worst | calibration rows | bounds kept |"
     if refit:
         head += " refitted: held-out median | worst | calibration rows | bounds kept |"
-    lines = [head, "|---" * head.count(" | ") + "|---|"]
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for choice, *summaries in results:
         cells = [choice.label]
         for s in summaries:
             b = s["bounds"]
-            cells += [f"{100 * s['held_out']['median_abs_error']:.1f} %", f"{100 * s['held_out']['worst_abs_error']:.1f} %",
+            cells += [f"{100 * s['held_out']['median_abs_error']:.1f} %",
+                      f"{100 * s['held_out']['worst_abs_error']:.1f} %",
                       f"{100 * s['calibration']['median_abs_error']:.1f} %", f"{b['within']}/{b['rows']}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
