@@ -7,6 +7,7 @@ default) so these tests check the command, not the simulator.
 import pytest
 import yaml
 
+from wus_sim.calibration import load_calibration
 from wus_sim.cli import main
 from wus_sim.experiments import runner
 from wus_sim.experiments.results import read_results
@@ -57,6 +58,11 @@ def test_run_writes_results_columns_config_and_plots(exp_file, tmp_path, capsys)
     for line, speedup in zip(lines[1:9], sharded["speedup"]):
         assert line.split()[-1] == f"{speedup:.3f}"
     assert "8 points (8 simulated, 0 from the journal)" in captured.out
+    # every number the run printed names the error its calibration was checked to
+    checked = load_calibration().provenance["validation"]
+    error_lines = [line for line in lines if line.startswith("  model error (calibration ")]
+    assert len(error_lines) == 1
+    assert f"median |error| {checked['held_out_median_abs']:.1%}" in error_lines[0]
     assert captured.err == ""  # no progress bar when stderr is not a terminal
 
 

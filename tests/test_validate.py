@@ -194,3 +194,72 @@ def test_a_fixed_cost_per_op_fits_the_calibration_rows_closer_and_the_held_out_w
     assert round(100 * s["held_out"]["median_abs_error"], 1) == 6.2
     assert round(100 * s["held_out"]["worst_abs_error"], 1) == 11.0
     assert s["bounds"]["within"] == 13
+
+
+def test_the_shipped_calibration_states_the_error_validate_finds(rows):
+    """provenance.validation (printed by step and run) is what validating the file gives:
+    a model change without re-running `wus-sim calibrate` fails here, not silently."""
+    checked = load_calibration().provenance["validation"]
+    s = summary(rows)
+    assert checked["held_out_rows"] == s["held_out"]["rows"] == 7
+    assert checked["held_out_median_abs"] == pytest.approx(s["held_out"]["median_abs_error"], abs=1e-9)
+    assert checked["held_out_worst_abs"] == pytest.approx(s["held_out"]["worst_abs_error"], abs=1e-9)
+    assert (checked["bound_rows"], checked["bound_rows_within"]) == (s["bounds"]["rows"], s["bounds"]["within"])
+    assert checked["over_bound"] == s["bounds"]["violations"]
+    assert load_calibration().provenance["rows_declared"] is True
+
+
+def test_step_prints_and_returns_the_error_its_numbers_were_checked_to(capsys):
+    checked = load_calibration().provenance["validation"]
+    assert main(["step", "resnet50", "-t", "tpu-v3-32"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("  model error against Google's MLPerf v0.6 TPU-v3 runs")
+    assert (f"{checked['held_out_rows']} held-out measured step times: median |error| "
+            f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}") in line
+    assert main(["step", "resnet50", "-t", "tpu-v3-32", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checked"]["held_out_median_abs"] == checked["held_out_median_abs"]
+    # no error is claimed for numbers the calibration did not produce
+    for extra in (["--calibration", "none"], ["--mxu-efficiency", "0.5"]):
+        assert main(["step", "resnet50", "-t", "tpu-v3-32", "--json", *extra]) == 0
+        assert json.loads(capsys.readouterr().out)["checked"] is None
+        assert main(["step", "resnet50", "-t", "tpu-v3-32", *extra]) == 0
+        assert "median |error|" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("rows,rule", [
+    ("resnet/tpu-v3-99", "names rows of the measured table"),
+    ("ssd/tpu-v3-128,ssd/tpu-v3-128", "names each row once"),
+    ("ssd/tpu-v3-2048,ssd/tpu-v3-128", "must be training-only"),
+    ("ssd/tpu-v3-128,ssd/tpu-v3-1024", "2 rows for 4 fitted parameters"),
+])
+def test_calibrate_rows_are_known_distinct_training_only_and_enough(rows, rule, capsys, tmp_path):
+    assert main(["calibrate", "--rows", rows, "--out", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rule in err[0] and "rows" in err[0]
+    assert not (tmp_path / "c.yaml").exists()
+
+
+def _two_parameter_fit(rows, tmp_path):
+    out = tmp_path / (rows.replace("/", "_").replace(",", "+") + ".yaml")
+    assert main(["calibrate", "--rows", rows, "--fit", "mxu_efficiency,step_overhead_s", "--out", str(out)]) == 0
+    return load_calibration(str(out))
+
+
+def test_one_benchmarks_rows_imply_their_own_fixed_cost(tmp_path, capsys):
+    """README, "Calibration, declared": fitted alone (matrix-unit efficiency and the per-step
+    cost, elementwise traffic at its physics default), ResNet-50's two declared rows ask for
+    a larger fixed cost per step than SSD's, and only SSD's keeps SSD v3-2048 within its bound."""
+    resnet = _two_parameter_fit("resnet/tpu-v3-128,resnet/tpu-v3-1024", tmp_path)
+    ssd = _two_parameter_fit("ssd/tpu-v3-128,ssd/tpu-v3-1024", tmp_path)
+    out = capsys.readouterr().out
+    assert "fit to 2 chosen rows (resnet/tpu-v3-128, resnet/tpu-v3-1024)" in out
+    for cal in (resnet, ssd):
+        assert cal.provenance["rows_declared"] is False
+        assert "chosen with --rows" in Path(cal.path).read_text().splitlines()[1]
+    assert round(1e3 * resnet.params["step_overhead_s"], 1) == 13.3
+    assert resnet.params["mxu_efficiency"] == pytest.approx(1.0)     # at its upper bound
+    assert round(1e3 * ssd.params["step_overhead_s"], 1) == 8.7
+    assert resnet.provenance["validation"]["over_bound"] == ["ssd/tpu-v3-2048"]
+    assert ssd.provenance["validation"]["bound_rows_within"] == 15
+    v = ssd.provenance["validation"]
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.5, 16.8)

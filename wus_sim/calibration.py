@@ -13,9 +13,13 @@ A calibration file::
 
     id: mlperf-v06-tpu-v3-2026-11-30        # named in every output row
     params: {mxu_efficiency: 0.61, op_overhead_s: 1.9e-05, step_overhead_s: 0.0021}
-    provenance: {data: ..., rows: [...], fit_error: {...}, date: ..., method: ...}
+    provenance: {data: ..., rows: [...], rows_declared: true, fit_error: {...}, date: ...,
+                 method: ..., validation: {...}}
 
 Only :class:`~wus_sim.compute.ComputeParams` fields may appear under ``params``.
+``provenance.validation`` is the fitted values' error against the whole measured table
+(held-out median and worst, bound rows kept); ``step`` and ``run`` print it beside their
+numbers. A file without it still loads; its numbers are then printed without an error.
 """
 
 from dataclasses import dataclass, field, fields

@@ -6,7 +6,10 @@ on the declared calibration rows (:data:`wus_sim.validation.calibrate.CALIBRATIO
 at most two slices per benchmark) of the measured table and writes a calibration
 file with its provenance. ``--out`` defaults to ``calibration.yaml`` in the working
 directory; the shipped defaults are ``wus_sim/data/calibration/default.yaml``, made
-by this command. Use a file with ``--calibration FILE`` on ``step``, ``validate``
+by this command. ``--rows`` fits other training-only rows of the table instead of the
+declared ones (a diagnosis, e.g. one benchmark alone); the file says so. After the fit,
+the fitted values are validated against every row and the result is printed and stored
+in the file (``provenance.validation``). Use a file with ``--calibration FILE`` on ``step``, ``validate``
 or as the ``calibration`` key of an experiment point.
 """
 
@@ -25,13 +28,17 @@ def add_parser(subparsers):
     p.add_argument("--fit", metavar="NAMES",
                    help="comma-separated parameters to fit, at most 4 of mxu_efficiency, elementwise_fwd_bytes, "
                         "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default: the first four, as shipped)")
+    p.add_argument("--rows", metavar="KEYS",
+                   help="comma-separated benchmark/topology rows of the measured table to fit instead of the "
+                        "declared ones (training-only rows, at least as many as fitted parameters), e.g. "
+                        "resnet/tpu-v3-128,resnet/tpu-v3-1024")
     return p
 
 
 def run(args):
     import sys
 
-    from ..validation.calibrate import calibrate, write_calibration
+    from ..validation.calibrate import calibrate, validation_line, write_calibration
 
     calls = [0]
 
@@ -40,11 +47,14 @@ def run(args):
         if calls[0] % 10 == 0:
             print(f"  {calls[0]} evaluations", file=sys.stderr)
 
-    cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit)
+    cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows)
     write_calibration(cal, args.out)
-    fit = cal.provenance["fit_error"]
+    prov = cal.provenance
+    fit, checked = prov["fit_error"], prov["validation"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
-    print(f"  fit to {len(cal.provenance['rows'])} rows: median |error| {fit['median_abs']:.1%}, "
-          f"worst {fit['worst_abs']:.1%}")
+    which = "declared" if prov["rows_declared"] else "chosen"
+    print(f"  fit to {len(prov['rows'])} {which} rows ({', '.join(prov['rows'])}): median |error| "
+          f"{fit['median_abs']:.1%}, worst {fit['worst_abs']:.1%}")
+    print("  " + validation_line(checked))
     print(f"wrote {args.out}")
     return 0

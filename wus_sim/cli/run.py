@@ -89,6 +89,8 @@ def run(args):
         print()
         print(f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
               f"in {result.wall_s:.1f} s -> {out_dir}/")
+        for line in _model_error_lines(experiment, reduced=args.reduced, limit=args.limit):
+            print(line)
         if result.num_stale:
             print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
         print("  " + ", ".join([p.name for p in result.files.values()] + sorted({p.name for p in written})))
@@ -99,6 +101,28 @@ def run(args):
         print(f"wus-sim run: {result.num_errors} rows failed; first: {excerpt(first, 300)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _model_error_lines(experiment, *, reduced, limit):
+    """One line per calibration the points ran with: the error its numbers were checked to."""
+    from ..calibration import load_calibration
+    from ..validation.calibrate import validation_line
+
+    lines = []
+    points = list(experiment.points(reduced=reduced, limit=limit))
+    names = {p.get("calibration") for p in points}
+    for name in sorted(names, key=str):
+        cal = load_calibration(name)
+        checked = cal.provenance.get("validation") if cal.provenance else None
+        if isinstance(checked, dict):
+            lines.append(f"  model error (calibration {cal.id}, against {checked.get('measured') or 'measured runs'}; "
+                         f"wus-sim validate shows each): {validation_line(checked)}")
+        else:
+            lines.append(f"  model error (calibration {cal.id}): none stated"
+                         + (" (uncalibrated physics)" if cal.id == "none" else " (no validation record)"))
+    if any(p.get("mxu_efficiency") is not None for p in points):
+        lines.append("  points that set mxu_efficiency override a fitted value: the error above does not apply to them")
+    return lines
 
 
 def _quote(text):

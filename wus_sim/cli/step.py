@@ -154,6 +154,7 @@ def run(args):
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
+    report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
@@ -239,6 +240,27 @@ def _fmt_t(t):
     return "-" if t is None else format_time(t)
 
 
+def _checked(calibration, *, overridden):
+    """What the calibration's numbers were checked against (its ``provenance.validation``), or
+    ``None``: no calibration, a file without that record, or a fitted value overridden."""
+    checked = calibration.provenance.get("validation") if calibration.provenance else None
+    if overridden or not isinstance(checked, dict):
+        return None
+    return {"measured": "", **checked}
+
+
+def _checked_line(rep):
+    from ..validation.calibrate import validation_line
+
+    if rep.get("checked"):
+        return (f"  model error against {rep['checked']['measured'] or 'measured runs'} (wus-sim validate "
+                f"shows each): " + validation_line(rep["checked"]))
+    if rep["calibration"] == "none":
+        return "  model error: uncalibrated physics (wus-sim validate --calibration none gives its error)"
+    return ("  model error: none stated (a fitted value is overridden, or the calibration file has no "
+            "validation record)")
+
+
 def _text(rep):
     from ..units import format_bytes
 
@@ -246,7 +268,8 @@ def _text(rep):
     names = list(per)
     lines = [f"step: {rep['workload']} with {rep['optimizer']} on {rep['topology']}: {rep['replicas']} replicas, "
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
-             f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}"]
+             f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}",
+             _checked_line(rep)]
     w = 22
     if "fully-sharded" in per:
         p = rep["parameters"]

@@ -10,7 +10,14 @@ simulated to measured step time (relative error, symmetric in over and under)
 with :func:`scipy.optimize.least_squares` inside physical bounds.
 
 The result is a calibration file (:mod:`wus_sim.calibration`) with its provenance:
-data repository and commit, rows used, per-row and summary fit error, date, method.
+data repository and commit, rows used, per-row and summary fit error, date, method, and
+the validation of the fitted values against the whole table (``provenance.validation``:
+held-out median and worst error, bound rows kept), which ``step`` prints beside every
+result so that each number shows the error it was checked to.
+
+``rows=`` fits other rows of the table than the declared ones (``wus-sim calibrate
+--rows``): a diagnosis (e.g. one benchmark's rows only, to see which fixed cost each
+benchmark implies), not the shipped calibration; the file records which rows it used.
 """
 
 from datetime import date
@@ -23,9 +30,10 @@ from ..errors import ConfigError
 from ..topology import load_topology
 from .measured import DATA_SOURCE, load_measured
 from .simulate import simulate_run
-from .validate import row_key
+from .validate import row_key, summary, validate
 
-__all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "calibrate", "write_calibration"]
+__all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "calibrate", "write_calibration",
+           "validation_line"]
 
 FITTABLE_PARAMS = {
     # name: (lower bound, upper bound, starting value), in the parameter's unit
@@ -54,22 +62,33 @@ CALIBRATION_ROWS = (
 """The declared calibration subset, ``benchmark/topology``."""
 
 
-def _rows(runs):
+def _rows(runs, keys, n_fitted):
+    """The runs named *keys* (``benchmark/topology``), checked: known, distinct, training-only,
+    and at least as many as the fitted parameters (fewer rows leave the fit undetermined)."""
     by_key = {row_key(r): r for r in runs}
-    missing = [k for k in CALIBRATION_ROWS if k not in by_key]
-    if missing:
-        raise ValueError(f"calibration rows not in the measured table: {missing}")
-    chosen = [by_key[k] for k in CALIBRATION_ROWS]
-    not_exact = [row_key(r) for r in chosen if r.kind != "exact"]
-    if not_exact:
-        raise ValueError(f"calibration rows must be training-only (exact): {not_exact}")
-    return chosen
+    keys = tuple(k.strip() for k in keys.split(",")) if isinstance(keys, str) else tuple(keys)
+    unknown = [k for k in keys if k not in by_key]
+    if unknown or not keys:
+        raise ConfigError(f"names rows of the measured table as benchmark/topology, e.g. {next(iter(by_key))}",
+                          key_path="rows", value=",".join(unknown) or ",".join(keys))
+    if len(set(keys)) != len(keys):
+        raise ConfigError("names each row once", key_path="rows", value=",".join(keys))
+    bounds = [k for k in keys if by_key[k].kind != "exact"]
+    if bounds:
+        raise ConfigError("must be training-only (exact) rows: a bound row's time includes eval",
+                          key_path="rows", value=",".join(bounds))
+    if len(keys) < n_fitted:
+        raise ConfigError(f"names {len(keys)} rows for {n_fitted} fitted parameters: a fit needs at least as "
+                          "many rows as parameters", key_path="rows", value=",".join(keys))
+    return [by_key[k] for k in keys]
 
 
 def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None,
-              fit=None):
+              fit=None, rows=None):
     """Fit :data:`FIT_PARAMS` (or the names *fit*, at most :data:`MAX_FITTED` of
-    :data:`FITTABLE_PARAMS`) on :data:`CALIBRATION_ROWS`; returns a :class:`Calibration`.
+    :data:`FITTABLE_PARAMS`) on :data:`CALIBRATION_ROWS` (or the keys *rows*); returns a
+    :class:`Calibration` whose provenance holds the fit error and the validation of the
+    fitted values against every row of *runs*.
 
     *network* and *topology_overrides* are those of
     :func:`~wus_sim.validation.validate.validate`: the fit under a disputed choice, which
@@ -78,9 +97,10 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     from scipy.optimize import least_squares
 
     runs = load_measured() if runs is None else runs
-    rows = _rows(runs)
-    topologies = [load_topology(r.topology, **(topology_overrides or {})) for r in rows]
     names = _fit_names(fit)
+    declared = rows is None
+    rows = _rows(runs, CALIBRATION_ROWS if declared else rows, len(names))
+    topologies = [load_topology(r.topology, **(topology_overrides or {})) for r in rows]
     lower = np.array([FITTABLE_PARAMS[n][0] for n in names])
     upper = np.array([FITTABLE_PARAMS[n][1] for n in names])
     start = np.array([FITTABLE_PARAMS[n][2] for n in names])
@@ -108,7 +128,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     today = date.today().isoformat()
     provenance = {
         "data": DATA_SOURCE,
-        "rows": list(CALIBRATION_ROWS),
+        "rows": [row_key(r) for r in rows],
+        "rows_declared": declared,
         "fit_error": {"per_row": errors, "median_abs": median_abs,
                       "worst_abs": abs_err[-1], "rms_log": float(math.sqrt(np.mean(fit.fun ** 2)))},
         "fitted": list(names),
@@ -119,7 +140,18 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
                   f"{dict(network or {}, **(topology_overrides or {})) or 'none'}; strategy as the run used",
         "date": today,
     }
-    return Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)
+    cal = Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)
+    checked = summary(validate(cal, runs=runs, network=network, topology_overrides=topology_overrides))
+    provenance["validation"] = {
+        "measured": provenance["data"].get("name", provenance["data"].get("table", "")),
+        "held_out_rows": checked["held_out"]["rows"],
+        "held_out_median_abs": float(checked["held_out"]["median_abs_error"]),
+        "held_out_worst_abs": float(checked["held_out"]["worst_abs_error"]),
+        "bound_rows": checked["bounds"]["rows"],
+        "bound_rows_within": checked["bounds"]["within"],
+        "over_bound": checked["bounds"]["violations"],
+    }
+    return cal
 
 
 def _fit_names(fit):
@@ -137,13 +169,24 @@ def _fit_names(fit):
     return names
 
 
+def validation_line(checked):
+    """One line of a calibration's ``provenance.validation``: what its numbers were checked to."""
+    over = checked["over_bound"]
+    return (f"checked against {checked['held_out_rows']} held-out measured step times: median |error| "
+            f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}; "
+            f"{checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept"
+            + (f" (over: {', '.join(over)})" if over else ""))
+
+
 def write_calibration(calibration, path):
     """Write *calibration* as a calibration YAML (the format :func:`load_calibration` reads)."""
     import yaml
 
     doc = {"id": calibration.id, "params": calibration.params, "provenance": calibration.provenance}
+    which = ("the declared rows only" if calibration.provenance.get("rows_declared", True)
+             else "rows chosen with --rows, not the declared ones")
     header = ("# Calibrated chip parameters, written by `wus-sim calibrate`; edit by re-running it.\n"
-              "# Fitted to the declared rows only (provenance.rows); every other measured row is held out.\n")
+              f"# Fitted to {which} (provenance.rows); every other measured row is held out.\n")
     with open(path, "w", encoding="utf-8") as f:
         f.write(header)
         yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=False)

@@ -16,6 +16,7 @@ from ..errors import ConfigError
 __all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE"]
 
 DATA_SOURCE = {
+    "name": "Google's MLPerf v0.6 TPU-v3 runs",
     "repository": "github.com/mlcommons/training_results_v0.6",
     "commit": "f312518c2d6107eec983750eed23950f1f0c8a0e",
     "table": "wus_sim/data/validation/mlperf_v06_tpu_v3.csv",
