@@ -263,3 +263,17 @@ def test_one_benchmarks_rows_imply_their_own_fixed_cost(tmp_path, capsys):
     assert ssd.provenance["validation"]["bound_rows_within"] == 15
     v = ssd.provenance["validation"]
     assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.5, 16.8)
+
+
+def test_a_calibration_files_validation_record_is_checked_on_load(tmp_path, capsys):
+    shipped = Path(load_calibration().path).read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(re.sub(r"held_out_median_abs: .*", "held_out_median_abs: lots", shipped))
+    assert main(["step", "resnet50", "-t", "tpu-v3-32", "--calibration", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "provenance.validation.held_out_median_abs" in err[0] and "lots" in err[0]
+    # a file written before the record existed still runs, and claims no error
+    old = tmp_path / "old.yaml"
+    old.write_text(shipped[:shipped.index("  validation:")])
+    assert main(["step", "resnet50", "-t", "tpu-v3-32", "--calibration", str(old), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checked"] is None

@@ -90,6 +90,26 @@ def load_calibration(name=None):
 
 _CACHE = {}
 
+VALIDATION_KEYS = {"held_out_rows": int, "held_out_median_abs": float, "held_out_worst_abs": float,
+                   "bound_rows": int, "bound_rows_within": int, "over_bound": list}
+"""``provenance.validation``: what ``step`` and ``run`` print as the model's error."""
+
+
+def _check_validation(record, path):
+    """A calibration's stored validation is printed beside every number: check it on load."""
+    if not isinstance(record, dict):
+        raise ConfigError("must be a mapping (held_out_rows, held_out_median_abs, ...)", file=path,
+                          key_path="provenance.validation", value=record)
+    for key, kind in VALIDATION_KEYS.items():
+        value = record.get(key)
+        ok = (isinstance(value, list) and all(isinstance(v, str) for v in value) if kind is list
+              else isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+              and (kind is float or float(value).is_integer()))
+        if not ok:
+            rule = {int: "must be a whole number >= 0", float: "must be a number >= 0",
+                    list: "must be a list of row names"}[kind]
+            raise ConfigError(rule, file=path, key_path=f"provenance.validation.{key}", value=value)
+
 
 def _load_file(path):
     if path not in _CACHE:
@@ -105,5 +125,7 @@ def _load_file(path):
         provenance = doc.get("provenance")
         if not isinstance(provenance, dict):
             raise doc.error("provenance", "must be a mapping (data, rows, fit_error, date, method)", provenance)
+        if "validation" in provenance:
+            _check_validation(provenance["validation"], path)
         _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path)
     return _CACHE[path]
