@@ -54,9 +54,10 @@ def fake_point(point):
         row = dict(point, strategy=strategy, replicas=n, status="ok", error="",
                    fwd_s=fwd, bwd_s=2 * fwd, update_s=update, exposed_comm_s=exposed,
                    extra_reduction_s=(1e-5 if point["optimizer"] in ("lars", "lamb") and share > 1 else 0.0),
-                   idle_s=0.0, overhead_s=1e-3, mem_peak_bytes=peak, hbm_bytes=HBM_BYTES, **mem)
-        row["step_time_s"] = sum(row[k] for k in ("overhead_s", "fwd_s", "bwd_s", "update_s", "exposed_comm_s",
-                                                  "extra_reduction_s", "idle_s"))
+                   batch_norm_s=0.0, idle_s=0.0, overhead_s=1e-3, mem_peak_bytes=peak, hbm_bytes=HBM_BYTES,
+                   **mem)
+        row["step_time_s"] = sum(row[k] for k in ("overhead_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s",
+                                                  "exposed_comm_s", "extra_reduction_s", "idle_s"))
         if peak > HBM_BYTES:
             row.update(status="infeasible", error=f"needs {peak:.3g} B of HBM, has {HBM_BYTES}",
                        step_time_s=None)

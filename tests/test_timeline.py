@@ -103,3 +103,40 @@ def test_steps_must_be_at_least_two():
     prog = StepProgram("replicated", (1e-3,), (1e-3,), (), update_s=1e-3)
     with pytest.raises(ValueError):
         run_timeline(prog, steps=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(), st.data())
+def test_batch_norm_all_reduces_are_a_part_of_their_own_on_the_critical_path(prog, data):
+    """The per-layer batch-norm all-reduces run on the core, after a layer's forward and
+    before its backward: the step is exactly the one with them folded into the layers'
+    times, and the breakdown moves them from forward/backward into batch_norm_s."""
+    from dataclasses import replace
+
+    n = len(prog.fwd_layer_s)
+    fbn = tuple(data.draw(st.lists(st.sampled_from([0.0, 1e-5, 3e-4]), min_size=n, max_size=n)))
+    bbn = tuple(data.draw(st.lists(st.sampled_from([0.0, 2e-5, 5e-4]), min_size=n, max_size=n)))
+    split = run_timeline(replace(prog, fwd_batch_norm_s=fbn, bwd_batch_norm_s=bbn), steps=3)
+    folded = run_timeline(replace(prog, fwd_layer_s=tuple(a + b for a, b in zip(prog.fwd_layer_s, fbn)),
+                                  bwd_layer_s=tuple(a + b for a, b in zip(prog.bwd_layer_s, bbn))), steps=3)
+    assert split.step_time_s == pytest.approx(folded.step_time_s, rel=1e-12)
+    assert split.breakdown["batch_norm_s"] == pytest.approx(sum(fbn) + sum(bbn), rel=1e-9, abs=1e-15)
+    assert split.breakdown["fwd_s"] == pytest.approx(sum(prog.fwd_layer_s), rel=1e-9)
+    assert split.breakdown["bwd_s"] == pytest.approx(sum(prog.bwd_layer_s), rel=1e-9)
+    assert sum(split.breakdown[p] for p in BREAKDOWN_PARTS) == pytest.approx(split.step_time_s, rel=1e-9)
+    # forward: layer, then its all-reduce; backward: the all-reduce, then the layer
+    core = [iv for iv in split.intervals if iv.track == "core" and iv.step == 1]
+    names = [iv.name for iv in core]
+    for layer, (f, b) in enumerate(zip(fbn, bbn)):
+        if f > 0:
+            i = names.index(f"batch-norm all-reduce L{layer}")
+            assert names[i - 1] == f"fwd L{layer}"
+        if b > 0:
+            i = len(names) - 1 - names[::-1].index(f"batch-norm all-reduce L{layer}")
+            assert names[i + 1] == f"bwd L{layer}"
+
+
+def test_batch_norm_times_need_one_per_layer():
+    prog = StepProgram("replicated", (1e-3, 1e-3), (1e-3, 1e-3), (), update_s=0.0, fwd_batch_norm_s=(1e-5,))
+    with pytest.raises(ValueError, match="one time per layer"):
+        run_timeline(prog)

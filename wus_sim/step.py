@@ -172,9 +172,9 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
+    bn = ()
     if options.bn_group_replicas > 1:
-        bn = batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways)
-        fwd_s, bwd_s = fwd_s + bn, bwd_s + bn
+        bn = tuple(float(t) for t in batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways))
     def gather(g):
         """``(nbytes, seconds)`` of all-gather *g*, or zeros for none."""
         return (g.nbytes, coll_s("all-gather", g.nbytes)) if g else (0.0, 0.0)
@@ -213,7 +213,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
         step_overhead_s=options.compute.step_overhead_s, layer_names=tuple(plan.workload.layer_names),
-        gather_prefetch=options.gather_prefetch,
+        gather_prefetch=options.gather_prefetch, fwd_batch_norm_s=bn, bwd_batch_norm_s=bn,
     )
 
 

@@ -42,11 +42,15 @@ from .params import POINT_KEYS
 
 __all__ = ["TimelineBucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
 
-BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "update_s", "exposed_comm_s", "extra_reduction_s", "idle_s")
+BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s", "exposed_comm_s",
+                   "extra_reduction_s", "idle_s")
 """Parts of a step time; they add up to ``step_time_s``.
 
 ``overhead_s`` is the step's fixed cost (host loop, infeed, synchronisation),
 
+``batch_norm_s`` the core's cross-replica batch-norm all-reduces (distributed
+batch norm: the statistics of each layer in forward, their gradients in backward;
+latency-bound and on the critical path, so they count apart from the layers' compute),
 ``exposed_comm_s`` is time the core waits on gradient or weight collectives,
 ``extra_reduction_s`` time it waits on the optimizer's small cross-replica
 all-reduces (LAMB/LARS norms, global-norm clipping), ``idle_s`` time it waits
@@ -108,6 +112,12 @@ class StepProgram:
     gather_prefetch: int = 1
     """Fully-sharded: buckets whose weight all-gather may run ahead of the bucket the compute
     is on (0 = each gather waits until the compute needs it)."""
+    fwd_batch_norm_s: tuple = ()
+    """Per layer (indexed like ``fwd_layer_s``): its batch-norm statistics all-reduce in
+    forward, after the layer's compute (empty or 0: none)."""
+    bwd_batch_norm_s: tuple = ()
+    """Per layer: the all-reduce of its batch-norm gradient statistics in backward, before the
+    layer's backward compute (the batch-norm backward comes first in reverse order)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +127,8 @@ class Interval:
     track: str
     """``'core'`` or ``'net'``."""
     kind: str
-    """``overhead``, ``fwd``, ``bwd``, ``update``, ``grad``, ``extra``, ``gather``."""
+    """``overhead``, ``fwd``, ``bwd``, ``bn`` (batch-norm all-reduce), ``update``, ``grad``,
+    ``extra``, ``gather``."""
     name: str
     start_s: float
     end_s: float
@@ -169,6 +180,10 @@ def run_timeline(program, steps=3):
     layer_names = program.layer_names or tuple(f"L{i}" for i in range(nlayers))
     if len(layer_names) != nlayers:
         raise ValueError(f'"layer_names" has {len(layer_names)} names for {nlayers} layers')
+    fwd_bn, bwd_bn = (tuple(times) or (0.0,) * nlayers
+                      for times in (program.fwd_batch_norm_s, program.bwd_batch_norm_s))
+    if len(fwd_bn) != nlayers or len(bwd_bn) != nlayers:
+        raise ValueError(f'"fwd_batch_norm_s" and "bwd_batch_norm_s" need one time per layer ({nlayers})')
 
     def compute(kind, name, t_s, step):
         """Run on the core (only the training loop does) and record the interval."""
@@ -224,6 +239,8 @@ def run_timeline(program, steps=3):
                     if ev is not None:
                         yield ev
                 yield from compute("fwd", f"fwd {layer_names[layer]}", program.fwd_layer_s[layer], step)
+                if fwd_bn[layer] > 0:
+                    yield from compute("bn", f"batch-norm all-reduce {layer_names[layer]}", fwd_bn[layer], step)
                 for b in fwd_last[layer]:
                     fwd_pass.finished(b)
             bwd_pass = _GatherPass(env, bwd_seq, program.gather_prefetch,
@@ -244,6 +261,8 @@ def run_timeline(program, steps=3):
                     ev = bwd_pass.wait(b)
                     if ev is not None:
                         yield ev
+                if bwd_bn[layer] > 0:
+                    yield from compute("bn", f"batch-norm all-reduce {layer_names[layer]}", bwd_bn[layer], step)
                 yield from compute("bwd", f"bwd {layer_names[layer]}", program.bwd_layer_s[layer], step)
                 for b in bwd_last[layer]:
                     bwd_pass.finished(b)  # before the reduce-scatter below: it queues first
@@ -337,7 +356,8 @@ def _clip(intervals, t0, t1):
 def _breakdown(intervals, t0, t1):
     """Split ``[t0, t1]`` by what the core does, and while it idles, by what the network does."""
     out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
-    core_kinds = {"overhead": "overhead_s", "fwd": "fwd_s", "bwd": "bwd_s", "update": "update_s"}
+    core_kinds = {"overhead": "overhead_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",
+                  "update": "update_s"}
     busy = []
     for iv, s, e in _clip([i for i in intervals if i.track == "core"], t0, t1):
         out[core_kinds[iv.kind]] += e - s

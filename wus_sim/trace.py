@@ -23,6 +23,7 @@ _TRACKS = {
     ("core", "overhead"): (1, "compute (replica 0)"),
     ("core", "fwd"): (1, "compute (replica 0)"),
     ("core", "bwd"): (1, "compute (replica 0)"),
+    ("core", "bn"): (1, "compute (replica 0)"),
     ("core", "update"): (1, "compute (replica 0)"),
     ("net", "grad"): (2, "ICI: gradient reduction"),
     ("net", "extra"): (3, "ICI: optimizer reductions"),

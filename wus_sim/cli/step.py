@@ -270,14 +270,15 @@ def _text(rep):
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
              f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}",
              _checked_line(rep)]
-    w = 22
+    w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]
         lines.append(f"  fully-sharded: gather prefetch {p['gather_prefetch']} bucket(s)"
                      + (", weights kept from forward to backward" if p["keep_gathered_weights"] else ""))
     lines.append("  " + "".ljust(w) + "".join(n.rjust(16) for n in names))
     lines.append("  " + "step time".ljust(w) + "".join(_fmt_t(per[n]["step_time_s"]).rjust(16) for n in names))
-    labels = {"fwd_s": "forward", "bwd_s": "backward", "exposed_comm_s": "exposed comm",
+    labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
+              "exposed_comm_s": "exposed comm",
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "overhead_s": "step overhead"}
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)

@@ -71,6 +71,9 @@ RESULT_COLUMNS = (
     _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
     _c("fwd_s", "s", "float64", "Forward compute in the step."),
     _c("bwd_s", "s", "float64", "Backward compute in the step."),
+    _c("batch_norm_s", "s", "float64",
+       "Cross-replica batch-norm all-reduces in the step (bn_group_replicas > 1: each layer's statistics in "
+       "forward and their gradients in backward; 0 without distributed batch norm)."),
     _c("exposed_comm_s", "s", "float64",
        "Time the core waits on gradient or weight collectives (not hidden behind compute)."),
     _c("update_s", "s", "float64", "Weight update (optimizer) compute: all weights replicated, 1/N sharded."),

@@ -8,7 +8,7 @@ __all__ = ["STYLE", "SERIES_COLORS", "SERIES_MARKERS", "series_style", "spans_oc
 
 
 _PART_COLORS = {
-    "fwd_s": "#4C72B0", "bwd_s": "#8FAADC", "update_s": "#DD8452", "exposed_comm_s": "#C44E52",
+    "fwd_s": "#4C72B0", "bwd_s": "#8FAADC", "batch_norm_s": "#8172B3", "update_s": "#DD8452", "exposed_comm_s": "#C44E52",
     "extra_reduction_s": "#937860", "idle_s": "#BBBBBB", "overhead_s": "#6C6C6C",
     "mem_weights_bytes": "#4C72B0", "mem_gradients_bytes": "#8FAADC", "mem_slots_bytes": "#DD8452",
     "mem_padding_bytes": "#937860", "mem_activations_bytes": "#55A868",
