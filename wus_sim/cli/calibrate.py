@@ -24,10 +24,15 @@ def add_parser(subparsers):
                     "with provenance.")
     p.add_argument("--out", metavar="FILE", default="calibration.yaml",
                    help="calibration file to write (default calibration.yaml)")
-    p.add_argument("--id", metavar="ID", help="calibration id (default mlperf-v06-tpu-v3-DATE)")
+    p.add_argument("--id", metavar="ID",
+                   help="calibration id (default mlperf-v06-tpu-v3-DATE, or the --measured file's stem-DATE)")
     p.add_argument("--fit", metavar="NAMES",
                    help="comma-separated parameters to fit, at most 4 of mxu_efficiency, elementwise_fwd_bytes, "
                         "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default: the first four, as shipped)")
+    p.add_argument("--measured", metavar="FILE",
+                   help="a CSV of your own measured step times (the columns of the shipped table; "
+                        "wus_sim/data/validation/README.md) to fit instead of Google's MLPerf v0.6 runs; "
+                        "the fit is to its training-only rows (or --rows)")
     p.add_argument("--rows", metavar="KEYS",
                    help="comma-separated benchmark/topology rows of the measured table to fit instead of the "
                         "declared ones (training-only rows, at least as many as fitted parameters), e.g. "
@@ -47,12 +52,13 @@ def run(args):
         if calls[0] % 10 == 0:
             print(f"  {calls[0]} evaluations", file=sys.stderr)
 
-    cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows)
+    cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows,
+                    measured=args.measured)
     write_calibration(cal, args.out)
     prov = cal.provenance
     fit, checked = prov["fit_error"], prov["validation"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
-    which = "declared" if prov["rows_declared"] else "chosen"
+    which = "declared" if prov["rows_declared"] else ("chosen" if args.rows else "training-only")
     print(f"  fit to {len(prov['rows'])} {which} rows ({', '.join(prov['rows'])}): median |error| "
           f"{fit['median_abs']:.1%}, worst {fit['worst_abs']:.1%}")
     print("  " + validation_line(checked))

@@ -27,6 +27,9 @@ def add_parser(subparsers):
                    help="folder for validation.csv and validation.png (default results/validation)")
     p.add_argument("--calibration", metavar="C",
                    help="'default' (shipped), 'none' (uncalibrated physics) or a calibration YAML path")
+    p.add_argument("--measured", metavar="FILE",
+                   help="a CSV of your own measured step times (the columns of the shipped table) to validate "
+                        "against instead of Google's MLPerf v0.6 runs")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--no-plot", action="store_true", help="do not draw validation.png")
     p.add_argument("--choices", action="store_true",
@@ -40,14 +43,19 @@ def run(args):
     from pathlib import Path
 
     from ..validation.report import text_report, write_outputs
+    from ..validation.measured import table_identity
     from ..validation.validate import as_dicts, summary, validate
 
     if args.choices:
         import sys
 
         from ..calibration import load_calibration
+        from ..errors import ConfigError
         from ..validation.choices import CHOICES, choices_table, compare_choices
 
+        if args.measured:
+            raise ConfigError("compares the network choices on the shipped table only", key_path="--choices",
+                              value=args.measured)
         calibration = load_calibration(args.calibration)  # a bad one fails before the first choice runs
         results = []
         for i, choice in enumerate(CHOICES, 1):  # a few seconds each: the refit simulates the fit's rows
@@ -55,13 +63,13 @@ def run(args):
             results += compare_choices(calibration, choices=(choice,), refit=True)
         print(choices_table(results))
         return 0
-    rows = validate(args.calibration)
+    rows = validate(args.calibration, measured=args.measured)
     out = Path(args.out)
     files = write_outputs(rows, out, plot=not args.no_plot)
     if args.json:
         print(json.dumps(as_dicts(rows), indent=1, default=_json_default))
     else:
-        print(text_report(rows, summary(rows)))
+        print(text_report(rows, summary(rows), table=table_identity(args.measured)["name"]))
         print("wrote " + ", ".join(str(f) for f in files))
     return 0
 

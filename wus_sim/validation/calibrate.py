@@ -21,6 +21,7 @@ benchmark implies), not the shipped calibration; the file records which rows it 
 """
 
 from datetime import date
+from pathlib import Path
 import math
 import statistics
 
@@ -28,7 +29,7 @@ from ..calibration import NO_CALIBRATION, Calibration
 from ..compute import ComputeParams
 from ..errors import ConfigError
 from ..topology import load_topology
-from .measured import DATA_SOURCE, load_measured
+from .measured import load_measured, table_identity
 from .simulate import simulate_run
 from .validate import row_key, summary, validate
 
@@ -84,11 +85,15 @@ def _rows(runs, keys, n_fitted):
 
 
 def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None,
-              fit=None, rows=None):
+              fit=None, rows=None, measured=None):
     """Fit :data:`FIT_PARAMS` (or the names *fit*, at most :data:`MAX_FITTED` of
     :data:`FITTABLE_PARAMS`) on :data:`CALIBRATION_ROWS` (or the keys *rows*); returns a
     :class:`Calibration` whose provenance holds the fit error and the validation of the
     fitted values against every row of *runs*.
+
+    *measured* is a table of your own (:func:`~wus_sim.validation.measured.load_measured`):
+    the fit is then to its rows *rows* (default: every training-only row), and the
+    calibration records the file's SHA-256 so that ``validate`` marks those rows.
 
     *network* and *topology_overrides* are those of
     :func:`~wus_sim.validation.validate.validate`: the fit under a disputed choice, which
@@ -96,10 +101,14 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     import numpy as np
     from scipy.optimize import least_squares
 
-    runs = load_measured() if runs is None else runs
+    runs = load_measured(measured) if runs is None else runs
     names = _fit_names(fit)
-    declared = rows is None
-    rows = _rows(runs, CALIBRATION_ROWS if declared else rows, len(names))
+    data = table_identity(measured)
+    shipped = "sha256" not in data
+    declared = rows is None and shipped
+    if rows is None:
+        rows = CALIBRATION_ROWS if shipped else [row_key(r) for r in runs if r.kind == "exact"]
+    rows = _rows(runs, rows, len(names))
     topologies = [load_topology(r.topology, **(topology_overrides or {})) for r in rows]
     lower = np.array([FITTABLE_PARAMS[n][0] for n in names])
     upper = np.array([FITTABLE_PARAMS[n][1] for n in names])
@@ -111,23 +120,23 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         return np.array([simulate_run(r, NO_CALIBRATION, compute=compute, network=network, topology=t).step_time_s
                          for r, t in zip(rows, topologies)])
 
-    measured = np.array([r.measured_step_s for r in rows])
+    measured_s = np.array([r.measured_step_s for r in rows])
 
     def residuals(x):
         if progress:
             progress()
-        return np.log(simulated(x) / measured)
+        return np.log(simulated(x) / measured_s)
 
     fit = least_squares(residuals, start / scale, bounds=(lower / scale, upper / scale), x_scale="jac",
                         diff_step=1e-3, xtol=1e-10, ftol=1e-10)
     params = {n: float(v) for n, v in zip(names, fit.x * scale)}
     sim = simulated(fit.x)
-    errors = {row_key(r): float(s / m - 1) for r, s, m in zip(rows, sim, measured)}
+    errors = {row_key(r): float(s / m - 1) for r, s, m in zip(rows, sim, measured_s)}
     abs_err = sorted(abs(e) for e in errors.values())
     median_abs = statistics.median(abs_err)
     today = date.today().isoformat()
     provenance = {
-        "data": DATA_SOURCE,
+        "data": data,
         "rows": [row_key(r) for r in rows],
         "rows_declared": declared,
         "fit_error": {"per_row": errors, "median_abs": median_abs,
@@ -140,13 +149,16 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
                   f"{dict(network or {}, **(topology_overrides or {})) or 'none'}; strategy as the run used",
         "date": today,
     }
-    cal = Calibration(id=calibration_id or f"mlperf-v06-tpu-v3-{today}", params=params, provenance=provenance)
-    checked = summary(validate(cal, runs=runs, network=network, topology_overrides=topology_overrides))
+    default_id = f"mlperf-v06-tpu-v3-{today}" if shipped else f"{Path(measured).stem}-{today}"
+    cal = Calibration(id=calibration_id or default_id, params=params, provenance=provenance)
+    checked = summary(validate(cal, runs=runs, measured=measured, network=network,
+                               topology_overrides=topology_overrides))
     provenance["validation"] = {
         "measured": provenance["data"].get("name", provenance["data"].get("table", "")),
         "held_out_rows": checked["held_out"]["rows"],
-        "held_out_median_abs": float(checked["held_out"]["median_abs_error"]),
-        "held_out_worst_abs": float(checked["held_out"]["worst_abs_error"]),
+        # none when every row was fitted: the error on unseen runs is then unknown, not zero
+        "held_out_median_abs": float(checked["held_out"]["median_abs_error"]) if checked["held_out"]["rows"] else None,
+        "held_out_worst_abs": float(checked["held_out"]["worst_abs_error"]) if checked["held_out"]["rows"] else None,
         "bound_rows": checked["bounds"]["rows"],
         "bound_rows_within": checked["bounds"]["within"],
         "over_bound": checked["bounds"]["violations"],
@@ -172,10 +184,14 @@ def _fit_names(fit):
 def validation_line(checked):
     """One line of a calibration's ``provenance.validation``: what its numbers were checked to."""
     over = checked["over_bound"]
-    return (f"checked against {checked['held_out_rows']} held-out measured step times: median |error| "
-            f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}; "
-            f"{checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept"
-            + (f" (over: {', '.join(over)})" if over else ""))
+    if checked["held_out_rows"]:
+        held = (f"checked against {checked['held_out_rows']} held-out measured step times: median |error| "
+                f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}")
+    else:
+        held = "no held-out measured step time: its error on runs it was not fitted to is unknown"
+    bounds = (f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept"
+              + (f" (over: {', '.join(over)})" if over else "")) if checked["bound_rows"] else ""
+    return held + bounds
 
 
 def write_calibration(calibration, path):

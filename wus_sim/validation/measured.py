@@ -1,10 +1,14 @@
-"""Measured step times of Google's MLPerf v0.6 TPU-v3 runs, as shipped in a CSV.
+"""Measured step times: Google's MLPerf v0.6 TPU-v3 runs as shipped in a CSV, or your own.
 
-The table is generated from the public logs by ``tests/regenerate_mlperf_v06.py``;
+The shipped table is generated from the public logs by ``tests/regenerate_mlperf_v06.py``;
 its columns, units and method are documented in ``wus_sim/data/validation/README.md``.
-:func:`load_measured` reads it strictly: an unknown or missing column, or a value
-that does not parse, is a :class:`~wus_sim.errors.ConfigError` naming the file,
-the row and the column.
+A table of your own measurements has the same columns; only :data:`REQUIRED_COLUMNS`
+must be there (the others describe where a figure came from and default to empty).
+:func:`load_measured` reads a table strictly: an unknown or missing required column, a
+value that does not parse, or two rows with the same ``benchmark/topology`` is a
+:class:`~wus_sim.errors.ConfigError` naming the file, the row and the column.
+:func:`table_identity` says which table a calibration was fitted to (the shipped one, or
+a file by its SHA-256), so that rows are marked ``calibration`` only in that table.
 """
 
 import csv
@@ -13,7 +17,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE"]
+__all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE",
+           "REQUIRED_COLUMNS", "table_identity", "same_table"]
 
 DATA_SOURCE = {
     "name": "Google's MLPerf v0.6 TPU-v3 runs",
@@ -79,6 +84,16 @@ class MeasuredRun:
 
 COLUMNS = tuple(f.name for f in fields(MeasuredRun))
 
+REQUIRED_COLUMNS = ("benchmark", "workload", "topology", "cores", "replicas", "spatial_ways", "global_batch",
+                    "per_replica_batch", "optimizer", "measured_step_s", "kind")
+"""What the simulation of a row needs; a table of your own may leave the other columns out."""
+
+_OPTIONAL_DEFAULTS = {"precision": "", "grad_allreduce_dtype": "", "bn_group_cores": "", "steps_per_loop": "1",
+                      "eval_on_device": "unknown", "update": "unknown", "update_source": "", "step_s_min": None,
+                      "step_s_max": None, "runs": "1", "method": "", "sources": ""}
+"""Values of the columns a table leaves out (``None``: the row's ``measured_step_s``).
+An empty ``grad_allreduce_dtype`` is the workload's gradient dtype."""
+
 
 def _parse(value, name, kind):
     if kind is str:
@@ -118,24 +133,63 @@ def load_measured(path=None):
         if name not in COLUMNS:
             raise ConfigError(f"is not a known column; known columns: {', '.join(COLUMNS)}",
                               file=path, key_path=name, show_value=False)
-    for name in COLUMNS:
+    for name in REQUIRED_COLUMNS:
         if name not in header:
-            raise ConfigError("column is missing", file=path, key_path=name, show_value=False)
-    rows = []
+            raise ConfigError(f"column is missing (required: {', '.join(REQUIRED_COLUMNS)})", file=path,
+                              key_path=name, show_value=False)
+    rows, seen = [], {}
     for i, raw in enumerate(reader, start=2):          # line 1 is the header
         if None in raw or any(v is None for v in raw.values()):
             raise ConfigError("has a different number of fields from the header", file=path,
                               key_path=f"line {i}", show_value=False)
         values = {}
         for name in COLUMNS:
+            text = raw[name] if name in raw else _OPTIONAL_DEFAULTS[name]
+            if text is None:
+                text = raw["measured_step_s"]
             try:
-                values[name] = _parse(raw[name], name, _TYPES.get(name, str))
+                values[name] = _parse(text, name, _TYPES.get(name, str))
             except (ValueError, KeyError) as exc:
                 rule = str(exc) if isinstance(exc, ValueError) and "must" in str(exc) else "does not parse"
-                raise ConfigError(rule, file=path, key_path=f"line {i}.{name}", value=raw[name]) from None
+                raise ConfigError(rule, file=path, key_path=f"line {i}.{name}", value=text) from None
         for name, allowed in (("kind", KINDS), ("update", UPDATES)):
             if values[name] not in allowed:
                 raise ConfigError(f"must be one of {', '.join(allowed)}", file=path,
                                   key_path=f"line {i}.{name}", value=values[name])
+        for name, want, rule in (
+                ("cores", values["replicas"] * values["spatial_ways"], "must be replicas x spatial_ways"),
+                ("global_batch", values["per_replica_batch"] * values["replicas"],
+                 "must be per_replica_batch x replicas")):
+            if values[name] != want:
+                raise ConfigError(f"{rule} ({want})", file=path, key_path=f"line {i}.{name}", value=values[name])
+        key = f"{values['benchmark']}/{values['topology']}"
+        if key in seen:
+            raise ConfigError(f"names the same benchmark/topology as line {seen[key]} (rows are named by it)",
+                              file=path, key_path=f"line {i}", value=key)
+        seen[key] = i
         rows.append(MeasuredRun(**values))
     return rows
+
+
+def table_identity(path=None):
+    """Provenance of a measured table: :data:`DATA_SOURCE` for the shipped one; for another
+    file its name, path and SHA-256 (what a calibration records and :func:`same_table` checks)."""
+    path = Path(path) if path is not None else SHIPPED_MEASURED
+    if path.resolve() == SHIPPED_MEASURED:
+        return dict(DATA_SOURCE)
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=path) from None
+    return {"name": f"the measured runs in {path.name}", "table": str(path), "sha256": digest}
+
+
+def same_table(data, identity):
+    """Whether a calibration's ``provenance.data`` names the table *identity* describes."""
+    if not isinstance(data, dict):
+        return False
+    if "sha256" in identity:
+        return data.get("sha256") == identity["sha256"]
+    return "sha256" not in data and data.get("table") == identity.get("table")

@@ -12,11 +12,12 @@ def _ms(t):
     return "-" if t is None or (isinstance(t, float) and math.isnan(t)) else f"{t * 1e3:.2f}"
 
 
-def text_report(rows, stats):
-    """The table ``wus-sim validate`` prints, then the headline figures."""
+def text_report(rows, stats, *, table="Google's MLPerf v0.6 TPU-v3 runs"):
+    """The table ``wus-sim validate`` prints, then the headline figures; *table* names the
+    measured table."""
     head = (f"{'benchmark':<12}{'topology':<13}{'batch/rep':>9}{'kind':>7}{'role':>13}"
             f"{'measured ms':>13}{'simulated ms':>14}{'error':>9}{'ex/s/chip meas':>16}{'sim':>9}")
-    lines = [f"validation: {len(rows)} measured runs (MLPerf v0.6, Google TPU-v3), "
+    lines = [f"validation: {len(rows)} measured runs ({table}), "
              f"calibration {stats['calibration_id']}", head, "-" * len(head)]
     for r in rows:
         verdict = "" if r.within_bound is None else ("  within bound" if r.within_bound else "  OVER BOUND")
@@ -26,10 +27,9 @@ def text_report(rows, stats):
             f"{r.measured_examples_per_s_per_chip:>16.1f}{r.simulated_examples_per_s_per_chip:>9.1f}{verdict}")
     h, c, b = stats["held_out"], stats["calibration"], stats["bounds"]
     lines.append("")
-    lines.append(f"held-out training-only rows: {h['rows']}, median |error| {h['median_abs_error']:.1%}, "
-                 f"worst {h['worst_abs_error']:.1%}")
-    lines.append(f"calibration rows: {c['rows']}, median |error| {c['median_abs_error']:.1%}, "
-                 f"worst {c['worst_abs_error']:.1%}")
+    for label, part in (("held-out training-only rows", h), ("calibration rows", c)):
+        lines.append(f"{label}: {part['rows']}" + (f", median |error| {part['median_abs_error']:.1%}, "
+                                                   f"worst {part['worst_abs_error']:.1%}" if part["rows"] else ""))
     lines.append(f"bound rows (eval inside the measured interval): {b['within']} of {b['rows']} within their bound"
                  + (f"; over: {', '.join(b['violations'])}" if b["violations"] else ""))
     return "\n".join(lines)

@@ -6,6 +6,7 @@ rows identically.
 """
 
 from ..calibration import load_calibration
+from ..errors import ConfigError, WusError
 from ..params import default_of
 from ..step import StepOptions, simulate_strategies
 
@@ -41,9 +42,19 @@ def run_options(run, calibration=None, *, compute=None, network=None):
 
 
 def simulate_run(run, calibration=None, *, compute=None, network=None, topology=None):
-    """The simulated :class:`~wus_sim.step.StepResult` of *run* (the strategy it used)."""
-    options = run_options(run, calibration, compute=compute, network=network)
-    strategy = strategy_of(run)
-    return simulate_strategies(run.workload, topology or run.topology, run.optimizer, (strategy,),
-                               per_replica_batch=run.per_replica_batch, replicas=run.replicas,
-                               options=options).results[strategy]
+    """The simulated :class:`~wus_sim.step.StepResult` of *run* (the strategy it used).
+
+    A row the simulator cannot take (an unknown workload, topology or optimizer name in a
+    table of your own, replicas that do not fit the slice) is a
+    :class:`~wus_sim.errors.ConfigError` that names the row."""
+    try:
+        options = run_options(run, calibration, compute=compute, network=network)
+        strategy = strategy_of(run)
+        return simulate_strategies(run.workload, topology or run.topology, run.optimizer, (strategy,),
+                                   per_replica_batch=run.per_replica_batch, replicas=run.replicas,
+                                   options=options).results[strategy]
+    except WusError as exc:
+        if isinstance(exc, ConfigError) and exc.key_path and exc.key_path.startswith("calibration"):
+            raise  # the calibration's own error, not the row's
+        raise ConfigError(f"cannot be simulated: {exc}", key_path=f"measured row {run.benchmark}/{run.topology}",
+                          show_value=False) from None

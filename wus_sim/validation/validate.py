@@ -14,7 +14,7 @@ import math
 
 from ..calibration import load_calibration
 from ..topology import load_topology
-from .measured import load_measured
+from .measured import load_measured, same_table, table_identity
 from .simulate import simulate_run, strategy_of
 
 __all__ = ["ValidationRow", "validate", "summary", "row_key", "COLUMNS"]
@@ -63,8 +63,13 @@ COLUMNS = tuple(ValidationRow.__dataclass_fields__)
 """Columns of validation.csv, in order (the fields of :class:`ValidationRow`)."""
 
 
-def validate(calibration=None, *, runs=None, network=None, topology_overrides=None):
-    """One :class:`ValidationRow` per measured run (the shipped table by default).
+def validate(calibration=None, *, runs=None, measured=None, network=None, topology_overrides=None):
+    """One :class:`ValidationRow` per measured run: of the table at *measured* (the shipped
+    one by default), or the runs *runs* of it.
+
+    A row is a ``calibration`` row when the calibration was fitted to it: its key is in the
+    calibration's ``provenance.rows`` and the calibration was fitted to this table (the same
+    file, by SHA-256, or the shipped one); every other row is ``held-out``.
 
     *network* overrides the collective algorithm and direction
     (:data:`~wus_sim.validation.simulate.NETWORK_DEFAULTS`); *topology_overrides*
@@ -72,9 +77,10 @@ def validate(calibration=None, *, runs=None, network=None, topology_overrides=No
     compare the fit under disputed choices.
     """
     cal = load_calibration(calibration)
-    fitted = set(cal.provenance.get("rows", []) or [])
+    same = same_table(cal.provenance.get("data"), table_identity(measured))
+    fitted = set(cal.provenance.get("rows", []) or []) if same else set()
     rows = []
-    for run in (load_measured() if runs is None else runs):
+    for run in (load_measured(measured) if runs is None else runs):
         topology = load_topology(run.topology, **(topology_overrides or {}))
         result = simulate_run(run, cal, network=network, topology=topology)
         sim = result.step_time_s

@@ -1,0 +1,113 @@
+"""A table of your own measured step times: loaded with the shipped table's columns (only
+the required ones must be there), fitted with `calibrate --measured`, validated with
+`validate --measured`; rows count as calibration rows only in the table a fit was made on."""
+
+import csv
+import json
+
+import pytest
+
+from wus_sim.calibration import load_calibration
+from wus_sim.cli import main
+from wus_sim.errors import ConfigError
+from wus_sim.validation.measured import REQUIRED_COLUMNS, SHIPPED_MEASURED, load_measured, table_identity
+from wus_sim.validation.validate import validate
+
+SCALE = 1.1
+
+
+def _write(path, rows, columns=REQUIRED_COLUMNS):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, list(columns))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r[k] for k in columns})
+    return path
+
+
+@pytest.fixture
+def own(tmp_path):
+    """The shipped SSD rows with every time 10 % longer, required columns only."""
+    with open(SHIPPED_MEASURED, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["benchmark"] == "ssd"]
+    for r in rows:
+        r["measured_step_s"] = repr(float(r["measured_step_s"]) * SCALE)
+    return _write(tmp_path / "my_runs.csv", rows, REQUIRED_COLUMNS + ("bn_group_cores",))
+
+
+def test_required_columns_are_enough_and_the_rest_default(own):
+    runs = load_measured(own)
+    shipped = {r.topology: r for r in load_measured() if r.benchmark == "ssd"}
+    assert len(runs) == len(shipped) == 6
+    for r in runs:
+        s = shipped[r.topology]
+        assert r.measured_step_s == pytest.approx(SCALE * s.measured_step_s, rel=1e-12)
+        assert r.step_s_min == r.step_s_max == r.measured_step_s
+        assert (r.update, r.eval_on_device, r.runs, r.sources, r.grad_allreduce_dtype) == ("unknown", None, 1, (), "")
+        assert (r.bn_group_cores, r.spatial_ways, r.kind) == (s.bn_group_cores, s.spatial_ways, s.kind)
+
+
+@pytest.mark.parametrize("edit,where,rule", [
+    (lambda rows, cols: (rows, [c for c in cols if c != "kind"]), "kind", "column is missing"),
+    (lambda rows, cols: (rows + rows[:1], cols), "line 8", "names the same benchmark/topology as line 2"),
+    (lambda rows, cols: ([dict(rows[0], cores="64")] + rows[1:], cols), "line 2.cores", "replicas x spatial_ways"),
+    (lambda rows, cols: ([dict(rows[0], global_batch="2048")] + rows[1:], cols), "line 2.global_batch",
+     "per_replica_batch x replicas"),
+])
+def test_a_bad_table_is_one_error_naming_file_line_and_rule(own, tmp_path, edit, where, rule):
+    with open(own, newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows, cols = edit(rows, list(rows[0]))
+    bad = _write(tmp_path / "bad.csv", rows, cols)
+    with pytest.raises(ConfigError) as err:
+        load_measured(bad)
+    assert "bad.csv" in str(err.value) and where in str(err.value) and rule in str(err.value)
+
+
+def test_calibrate_on_your_table_marks_its_rows_there_only(own, tmp_path, capsys):
+    out = tmp_path / "cal.yaml"
+    fitted = "ssd/tpu-v3-128,ssd/tpu-v3-1024"
+    assert main(["calibrate", "--measured", str(own), "--rows", fitted, "--fit", "mxu_efficiency,step_overhead_s",
+                 "--out", str(out)]) == 0
+    cal = load_calibration(str(out))
+    data = cal.provenance["data"]
+    assert data == table_identity(own) and len(data["sha256"]) == 64 and data["name"].endswith("my_runs.csv")
+    assert cal.id.startswith("my_runs-") and cal.provenance["rows_declared"] is False
+    # two parameters, two rows: the fit is exact
+    assert max(abs(e) for e in cal.provenance["fit_error"]["per_row"].values()) < 1e-6
+    rows = validate(cal, measured=own)
+    assert {f"{r.benchmark}/{r.topology}" for r in rows if r.role == "calibration"} == set(fitted.split(","))
+    checked = cal.provenance["validation"]
+    assert checked["held_out_rows"] == 3 and checked["bound_rows"] == 1      # 6 rows: 2 fitted, 1 bound
+    assert checked["measured"] == data["name"]
+    # the same calibration on the shipped table: nothing there was fitted to
+    assert all(r.role == "held-out" for r in validate(cal))
+    # nor on the file once it changed
+    own.write_text(own.read_text().replace("momentum", "momentum", 1) + "\n")
+    assert all(r.role == "held-out" for r in validate(cal, measured=own))
+    # and the shipped calibration on your table marks none of it
+    assert all(r.role == "held-out" for r in validate(measured=own))
+
+
+def test_every_row_fitted_states_no_held_out_error(own, tmp_path, capsys):
+    out = tmp_path / "all.yaml"
+    assert main(["calibrate", "--measured", str(own), "--fit", "mxu_efficiency,step_overhead_s",
+                 "--out", str(out)]) == 0
+    assert "fit to 5 training-only rows" in capsys.readouterr().out
+    checked = load_calibration(str(out)).provenance["validation"]
+    assert checked["held_out_rows"] == 0 and checked["held_out_median_abs"] is None
+    assert main(["step", "ssd-resnet34", "-t", "tpu-v3-128", "--calibration", str(out)]) == 0
+    assert "its error on runs it was not fitted to is unknown" in capsys.readouterr().out.splitlines()[1]
+    assert main(["step", "ssd-resnet34", "-t", "tpu-v3-128", "--calibration", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checked"]["held_out_median_abs"] is None
+
+
+def test_a_row_the_simulator_cannot_take_is_one_line_naming_it(own, tmp_path, capsys):
+    text = own.read_text().replace("ssd-resnet34", "ssd-resnet35", 1)
+    bad = tmp_path / "typo.csv"
+    bad.write_text(text)
+    assert main(["validate", "--measured", str(bad), "--no-plot", "--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "measured row ssd/tpu-v3-32" in err[0] and "ssd-resnet35" in err[0]
+    assert main(["validate", "--measured", str(own), "--choices"]) == 2
+    assert "shipped table only" in capsys.readouterr().err
