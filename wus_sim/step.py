@@ -175,6 +175,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     bn = ()
     if options.bn_group_replicas > 1:
         bn = tuple(float(t) for t in batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways))
+
     def gather(g):
         """``(nbytes, seconds)`` of all-gather *g*, or zeros for none."""
         return (g.nbytes, coll_s("all-gather", g.nbytes)) if g else (0.0, 0.0)

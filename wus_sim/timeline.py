@@ -47,7 +47,6 @@ BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s", "
 """Parts of a step time; they add up to ``step_time_s``.
 
 ``overhead_s`` is the step's fixed cost (host loop, infeed, synchronisation),
-
 ``batch_norm_s`` the core's cross-replica batch-norm all-reduces (distributed
 batch norm: the statistics of each layer in forward, their gradients in backward;
 latency-bound and on the critical path, so they count apart from the layers' compute),

@@ -199,8 +199,13 @@ def write_calibration(calibration, path):
     import yaml
 
     doc = {"id": calibration.id, "params": calibration.params, "provenance": calibration.provenance}
-    which = ("the declared rows only" if calibration.provenance.get("rows_declared", True)
-             else "rows chosen with --rows, not the declared ones")
+    prov = calibration.provenance
+    if prov.get("rows_declared", True):
+        which = "the declared rows only"
+    elif "sha256" in (prov.get("data") or {}):
+        which = f"rows of {prov['data'].get('name', 'a table of measured runs')}"
+    else:
+        which = "rows chosen with --rows, not the declared ones"
     header = ("# Calibrated chip parameters, written by `wus-sim calibrate`; edit by re-running it.\n"
               f"# Fitted to {which} (provenance.rows); every other measured row is held out.\n")
     with open(path, "w", encoding="utf-8") as f:
