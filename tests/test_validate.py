@@ -14,7 +14,7 @@ from wus_sim.experiments.records import simulate_point
 from wus_sim.step import StepOptions
 from wus_sim.validation.calibrate import CALIBRATION_ROWS, FIT_PARAMS
 from wus_sim.validation.measured import load_measured
-from wus_sim.validation.validate import row_key, summary, validate
+from wus_sim.validation.validate import COLUMNS, row_key, summary, validate
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
@@ -279,3 +279,15 @@ def test_a_calibration_files_validation_record_is_checked_on_load(tmp_path, caps
     old.write_text(shipped[:shipped.index("  validation:")])
     assert main(["step", "resnet50", "-t", "tpu-v3-32", "--calibration", str(old), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["checked"] is None
+
+
+def test_rows_carry_where_the_simulated_step_goes(rows):
+    from wus_sim.timeline import BREAKDOWN_PARTS
+
+    parts = [f"simulated_{p}" for p in BREAKDOWN_PARTS]
+    assert [c for c in COLUMNS if c.startswith("simulated_") and c != "simulated_step_s"
+            and c != "simulated_examples_per_s_per_chip"] == parts
+    for r in rows:
+        assert sum(getattr(r, p) for p in parts) == pytest.approx(r.simulated_step_s, rel=1e-9)
+    ssd = next(r for r in rows if (r.benchmark, r.topology) == ("ssd", "tpu-v3-2048"))
+    assert ssd.simulated_batch_norm_s > 0 and ssd.simulated_overhead_s == pytest.approx(load_calibration().params["step_overhead_s"], rel=1e-12)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import math
 
 from ..calibration import load_calibration
+from ..timeline import BREAKDOWN_PARTS
 from ..topology import load_topology
 from .measured import load_measured, same_table, table_identity
 from .simulate import simulate_run, strategy_of
@@ -53,6 +54,16 @@ class ValidationRow:
     """``bound`` rows: simulated <= measured; ``None`` for exact rows."""
     measured_examples_per_s_per_chip: float
     simulated_examples_per_s_per_chip: float
+    simulated_overhead_s: float
+    """Where the simulated step goes, seconds: this and the seven fields after it are the
+    parts of :data:`wus_sim.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``."""
+    simulated_fwd_s: float
+    simulated_bwd_s: float
+    simulated_batch_norm_s: float
+    simulated_update_s: float
+    simulated_exposed_comm_s: float
+    simulated_extra_reduction_s: float
+    simulated_idle_s: float
     calibration: str
     """Id of the calibration the simulation used."""
     method: str
@@ -96,6 +107,7 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
             within_bound=(sim <= run.measured_step_s) if bound else None,
             measured_examples_per_s_per_chip=run.global_batch / run.measured_step_s / chips,
             simulated_examples_per_s_per_chip=run.global_batch / sim / chips if sim > 0 else math.nan,
+            **{f"simulated_{part}": float(result.breakdown.get(part, math.nan)) for part in BREAKDOWN_PARTS},
             calibration=cal.id, method=run.method,
         ))
     return rows
