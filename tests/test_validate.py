@@ -255,6 +255,8 @@ def test_one_benchmarks_rows_imply_their_own_fixed_cost(tmp_path, capsys):
     ssd = _two_parameter_fit("ssd/tpu-v3-128,ssd/tpu-v3-1024", tmp_path)
     out = capsys.readouterr().out
     assert "fit to 2 chosen rows (resnet/tpu-v3-128, resnet/tpu-v3-1024)" in out
+    # other rows are another calibration, and their ids say so
+    assert len({resnet.id, ssd.id, load_calibration().id}) == 3
     for cal in (resnet, ssd):
         assert cal.provenance["rows_declared"] is False
         assert "chosen with --rows" in Path(cal.path).read_text().splitlines()[1]
