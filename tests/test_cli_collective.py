@@ -63,6 +63,9 @@ def test_table_output(capsys):
     assert code == 0 and not err
     for label in ("topology", "time", "closed form", "algbw", "busbw", "engine"):
         assert any(line.startswith(label) for line in out.splitlines())
+    # the time says what it was checked against: the closed form, not a measurement
+    checked = next(line for line in out.splitlines() if line.startswith("checked"))
+    assert "closed form only" in checked and "wus-sim describe topology tpu-v3-32" in checked
 
 
 @pytest.mark.parametrize("argv,needle", [

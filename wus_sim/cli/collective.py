@@ -117,8 +117,18 @@ def run(args):
         ("algbw", f"{r.algbw_GBps:.4g} GB/s"),
         ("busbw", f"{r.busbw_GBps:.4g} GB/s"),
         ("engine", f"{r.engine}: {r.events} message hops in {format_time(r.wall_s)} wall"),
+        # what the time was checked against, so that it is not read as a measurement
+        ("checked", "against the closed form only: link and hop figures come from datasheets and "
+                    "assumptions (sources: wus-sim describe topology " + _quote(args.topology) + "), not from "
+                    "measured collectives; whole steps are checked against measured runs (wus-sim validate)"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 0
+
+
+def _quote(text):
+    import shlex
+
+    return shlex.quote(text)
