@@ -111,3 +111,21 @@ def test_a_row_the_simulator_cannot_take_is_one_line_naming_it(own, tmp_path, ca
     assert len(err) == 1 and "measured row ssd/tpu-v3-32" in err[0] and "ssd-resnet35" in err[0]
     assert main(["validate", "--measured", str(own), "--choices"]) == 2
     assert "shipped table only" in capsys.readouterr().err
+
+
+def test_a_table_that_is_not_one_is_one_line_exit_2(own, tmp_path, capsys):
+    binary = tmp_path / "photo.csv"
+    binary.write_bytes(bytes(range(128, 256)))
+    header_only = tmp_path / "empty.csv"
+    header_only.write_text(own.read_text().splitlines()[0] + "\n")
+    for path, rule in ((tmp_path, "is a folder"), (binary, "not a UTF-8 text"),
+                       (header_only, "has no measured rows"), (tmp_path / "nope.csv", "file not found")):
+        for argv in (["validate", "--measured", str(path), "--no-plot", "--out", str(tmp_path / "v")],
+                     ["calibrate", "--measured", str(path), "--out", str(tmp_path / "c.yaml")]):
+            assert main(argv) == 2, (path, argv[0])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and rule in err[0] and str(path) in err[0]
+    # a spreadsheet's UTF-8 export with a byte-order mark reads as the same table
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + own.read_bytes())
+    assert load_measured(bom) == load_measured(own)

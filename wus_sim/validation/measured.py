@@ -124,9 +124,9 @@ def load_measured(path=None):
     """Rows of the measured-step-time table (the shipped one by default)."""
     path = Path(path) if path is not None else SHIPPED_MEASURED
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
+        text = _read(path).decode("utf-8-sig")  # a spreadsheet's UTF-8 export may start with a BOM
+    except UnicodeDecodeError:
+        raise ConfigError("is not a UTF-8 text (CSV) file", file=path) from None
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
     for name in header:
@@ -168,7 +168,21 @@ def load_measured(path=None):
                               file=path, key_path=f"line {i}", value=key)
         seen[key] = i
         rows.append(MeasuredRun(**values))
+    if not rows:
+        raise ConfigError("has no measured rows (only a header)", file=path)
     return rows
+
+
+def _read(path):
+    """The bytes of a table file; a missing or unreadable one is a one-line error."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=path) from None
+    except IsADirectoryError:
+        raise ConfigError("is a folder, not a CSV file", file=path) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror})", file=path) from None
 
 
 def table_identity(path=None):
@@ -179,10 +193,7 @@ def table_identity(path=None):
         return dict(DATA_SOURCE)
     import hashlib
 
-    try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
+    digest = hashlib.sha256(_read(path)).hexdigest()
     return {"name": f"the measured runs in {path.name}", "table": str(path), "sha256": digest}
 
 
