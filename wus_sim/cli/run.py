@@ -106,7 +106,7 @@ def run(args):
 def _model_error_lines(experiment, *, reduced, limit):
     """One line per calibration the points ran with: the error its numbers were checked to."""
     from ..calibration import load_calibration
-    from ..validation.calibrate import validation_line
+    from ..validation.calibrate import model_error_line
 
     lines = []
     points = list(experiment.points(reduced=reduced, limit=limit))
@@ -114,12 +114,8 @@ def _model_error_lines(experiment, *, reduced, limit):
     for name in sorted(names, key=str):
         cal = load_calibration(name)
         checked = cal.provenance.get("validation") if cal.provenance else None
-        if isinstance(checked, dict):
-            lines.append(f"  model error (calibration {cal.id}, against {checked.get('measured') or 'measured runs'}; "
-                         f"wus-sim validate shows each): {validation_line(checked)}")
-        else:
-            lines.append(f"  model error (calibration {cal.id}): none stated"
-                         + (" (uncalibrated physics)" if cal.id == "none" else " (no validation record)"))
+        lines.append("  " + model_error_line(checked if isinstance(checked, dict) else None, cal.id,
+                                             name_calibration=True))
     if any(p.get("mxu_efficiency") is not None for p in points):
         lines.append("  points that set mxu_efficiency override a fitted value: the error above does not apply to them")
     return lines

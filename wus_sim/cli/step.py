@@ -250,15 +250,9 @@ def _checked(calibration, *, overridden):
 
 
 def _checked_line(rep):
-    from ..validation.calibrate import validation_line
+    from ..validation.calibrate import model_error_line
 
-    if rep.get("checked"):
-        return (f"  model error against {rep['checked']['measured'] or 'measured runs'} (wus-sim validate "
-                f"shows each): " + validation_line(rep["checked"]))
-    if rep["calibration"] == "none":
-        return "  model error: uncalibrated physics (wus-sim validate --calibration none gives its error)"
-    return ("  model error: none stated (a fitted value is overridden, or the calibration file has no "
-            "validation record)")
+    return "  " + model_error_line(rep.get("checked"), rep["calibration"])
 
 
 def _text(rep):

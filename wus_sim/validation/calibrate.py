@@ -34,7 +34,7 @@ from .simulate import simulate_run
 from .validate import row_key, summary, validate
 
 __all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "calibrate", "write_calibration",
-           "validation_line"]
+           "validation_line", "model_error_line"]
 
 FITTABLE_PARAMS = {
     # name: (lower bound, upper bound, starting value), in the parameter's unit
@@ -199,6 +199,21 @@ def validation_line(checked):
     bounds = (f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept"
               + (f" (over: {', '.join(over)})" if over else "")) if checked["bound_rows"] else ""
     return held + bounds
+
+
+def model_error_line(checked, calibration_id, *, name_calibration=False):
+    """The line ``step`` and ``run`` print under their numbers: the error of the calibration
+    *calibration_id* (its *checked* record, or ``None``: none to state). *name_calibration*:
+    say which calibration (``run`` lists one line per calibration its points used)."""
+    if checked:
+        measured = checked.get("measured") or "measured runs"
+        head = (f"model error (calibration {calibration_id}, against {measured}; wus-sim validate shows each)"
+                if name_calibration else f"model error against {measured} (wus-sim validate shows each)")
+        return head + ": " + validation_line(checked)
+    why = ("uncalibrated physics; wus-sim validate --calibration none gives its error" if calibration_id == "none"
+           else "a fitted value is overridden, or the calibration file has no validation record")
+    return f"model error (calibration {calibration_id}): none stated ({why})" if name_calibration else \
+        f"model error: none stated ({why})"
 
 
 def write_calibration(calibration, path):
