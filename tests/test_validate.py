@@ -293,3 +293,52 @@ def test_rows_carry_where_the_simulated_step_goes(rows):
         assert sum(getattr(r, p) for p in parts) == pytest.approx(r.simulated_step_s, rel=1e-9)
     ssd = next(r for r in rows if (r.benchmark, r.topology) == ("ssd", "tpu-v3-2048"))
     assert ssd.simulated_batch_norm_s > 0 and ssd.simulated_overhead_s == pytest.approx(load_calibration().params["step_overhead_s"], rel=1e-12)
+
+
+def _ssd_2048(capsys, *args):
+    """SSD v3-2048's row of ``wus-sim validate --json`` with *args*."""
+    capsys.readouterr()
+    assert main(["validate", "--json", "--no-plot", *args]) == 0
+    return next(r for r in json.loads(capsys.readouterr().out) if (r["benchmark"], r["topology"]) == ("ssd", "tpu-v3-2048"))
+
+
+def test_neither_resnets_steadiest_rows_nor_the_fastest_runs_close_the_ssd_gap(tmp_path, capsys):
+    """README, "Known gaps": the two other explanations checked. ResNet-50's runs spread
+    7-17 % between runs at v3-256 to v3-1024 and agree within 0.3 % elsewhere (read here from
+    the table itself); fitted to its steadiest pair instead of the declared one, or with every
+    row's fastest run for its median run, SSD v3-2048 stays over its bound."""
+    import csv
+
+    runs = {row_key(r): r for r in load_measured()}
+    spread = {k: (r.step_s_max - r.step_s_min) / r.step_s_min for k, r in runs.items() if r.benchmark == "resnet"}
+    noisy = sorted(k for k, s in spread.items() if s > 0.05)
+    assert noisy == ["resnet/tpu-v3-1024", "resnet/tpu-v3-256", "resnet/tpu-v3-512"]
+    assert [round(100 * spread[k]) for k in noisy] == [7, 15, 17]
+    assert max(s for k, s in spread.items() if k not in noisy) < 0.003
+
+    steady = tmp_path / "steady.yaml"
+    rows = "resnet/tpu-v3-128,resnet/tpu-v3-2048," + ",".join(k for k in CALIBRATION_ROWS if k.startswith("ssd/"))
+    assert main(["calibrate", "--rows", rows, "--out", str(steady)]) == 0
+    v = load_calibration(str(steady)).provenance["validation"]
+    assert v["over_bound"] == ["ssd/tpu-v3-2048"]
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.3, 10.2)
+    ssd = _ssd_2048(capsys, "--calibration", str(steady), "--out", str(tmp_path / "v1"))
+    assert round(1e3 * ssd["simulated_step_s"], 2) == 12.90 and ssd["measured_step_s"] == 0.012847
+
+    # every row's fastest run (a table of your own with measured_step_s = step_s_min)
+    shipped = Path(__file__).resolve().parents[1] / "wus_sim/data/validation/mlperf_v06_tpu_v3.csv"
+    with open(shipped, newline="") as f:
+        table = list(csv.DictReader(f))
+    for r in table:
+        r["measured_step_s"] = r["step_s_min"]
+    fastest = tmp_path / "fastest.csv"
+    with open(fastest, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+    fit = tmp_path / "fastest.yaml"
+    assert main(["calibrate", "--measured", str(fastest), "--rows", ",".join(CALIBRATION_ROWS), "--out", str(fit)]) == 0
+    v = load_calibration(str(fit)).provenance["validation"]
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (4.0, 8.1)
+    ssd = _ssd_2048(capsys, "--measured", str(fastest), "--calibration", str(fit), "--out", str(tmp_path / "v2"))
+    assert (round(1e3 * ssd["simulated_step_s"], 2), round(1e3 * ssd["measured_step_s"], 2)) == (12.99, 12.77)
