@@ -169,6 +169,52 @@ def test_run_without_resume_starts_over(tmp_path, monkeypatch):
     assert len(read_journal(tmp_path / JOURNAL_NAME)) == exp.num_points
 
 
+def _interrupted_after(n):
+    """:func:`fake_point`, interrupted (Ctrl-C) at its call *n* + 1 (the same model to the
+    journal, which keys entries by the function's name)."""
+    import functools
+
+    calls = []
+
+    @functools.wraps(fake_point)
+    def point_fn(point):
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        calls.append(point)
+        return fake_point(point)
+    return point_fn
+
+
+def test_a_fresh_run_into_an_interrupted_one_is_refused_not_started_over(tmp_path, monkeypatch):
+    """The journal of an interrupted run is not truncated by running the same experiment
+    again without --resume: the run is refused, naming both ways on; --resume continues,
+    --overwrite starts over."""
+    exp = experiment()
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(exp, tmp_path, point_fn=_interrupted_after(3))
+    journal = tmp_path / JOURNAL_NAME
+    before = journal.read_bytes()
+    assert len(read_journal(journal)) == 3
+    with pytest.raises(ConfigError, match="holds 3 finished points of an interrupted run of 't'; add --resume "
+                                          "to continue it, or --overwrite to start over"):
+        run_experiment(exp, tmp_path, point_fn=fake_point)
+    assert journal.read_bytes() == before
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("WUS_FAKE_LOG", str(log))
+    resumed = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
+    assert resumed.num_resumed == 3 and len(log.read_text().split()) == exp.num_points - 3
+    # a finished run may be run again from scratch, as before
+    log.unlink()
+    run_experiment(exp, tmp_path, point_fn=fake_point)
+    assert len(log.read_text().split()) == exp.num_points
+    # and an interrupted one started over on request
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(exp, tmp_path, point_fn=_interrupted_after(2))
+    log.unlink()
+    run_experiment(exp, tmp_path, point_fn=fake_point, overwrite=True)
+    assert len(log.read_text().split()) == exp.num_points
+
+
 def test_limit_and_reduced(tmp_path):
     doc = {**DOC, "reduce": {"topology": ["tpu-v3-32"]}}
     exp = experiment(doc)

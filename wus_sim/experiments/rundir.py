@@ -10,6 +10,10 @@ Rules (README, "Run folders"):
 * ``DIR/run.json`` names the experiment whose results DIR holds. A run of another
   experiment (or into a folder holding results with no ``run.json``) is refused unless
   ``overwrite``; ``resume`` is allowed only for the same experiment.
+* A run of the same experiment into a folder whose last run did not finish (its journal
+  holds points and its ``run.json`` lists no files: killed or interrupted) is refused
+  unless ``resume`` (continue it) or ``overwrite`` (start over): a fresh start would
+  truncate the journal and lose the finished points without a word.
 """
 
 import errno
@@ -102,6 +106,12 @@ class RunDir:
             what = f"results of experiment {owner!r}" if owner else "results of another run (no run.json)"
             raise self._error(f"holds {what}, not of {self.experiment!r}; give another --out, "
                               "or --overwrite to replace them")
+        if owner == self.experiment and not (self.resume or self.overwrite) and not self._owner_doc().get("files"):
+            finished = self._journaled_points()
+            if finished:
+                raise self._error(f"holds {finished} finished point{'s' if finished != 1 else ''} of an interrupted "
+                                  f"run of {self.experiment!r}; add --resume to continue it, or --overwrite to "
+                                  "start over")
         if has_results and owner != self.experiment and self.overwrite:
             # The other experiment's files go (those its run.json lists, and the results), so no
             # stale plot or table of it is left beside the new results.
@@ -112,6 +122,15 @@ class RunDir:
                 except (FileNotFoundError, IsADirectoryError):
                     pass
         self.record([])
+
+    def _journaled_points(self):
+        """Points in this folder's journal (0 if it has none)."""
+        from .runner import JOURNAL_NAME, read_journal
+
+        try:
+            return len(read_journal(self.path / JOURNAL_NAME))
+        except OSError:
+            return 0
 
     def _owner_doc(self):
         try:
