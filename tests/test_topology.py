@@ -142,3 +142,19 @@ def test_topologies_are_equal_and_hash_by_value():
                     load_topology("tpu-v3-32", wraparound=True), a.with_link_bandwidth([0], 1e9),
                     load_topology("tpu-v3-128")):
         assert changed != a
+
+
+@pytest.mark.parametrize("key, value", [("wraparound", [True]), ("wraparound", [True, False, True]),
+                                        ("link_GBps", [100.0]), ("link_GBps", [100.0, 50.0, 25.0])])
+def test_a_per_axis_override_names_every_axis_or_none(key, value):
+    """An override list shorter or longer than the slice's axes is an error naming the rule
+    (it was spread over the axes, or a numpy broadcast traceback), not a silent guess."""
+    with pytest.raises(ConfigError, match=rf"{key}: .* must be one value for every axis or a list of 2 "
+                                          r"\(one per axis of tpu-v3-32, 4x4\)"):
+        load_topology("tpu-v3-32", **{key: value})
+
+
+def test_per_axis_overrides_apply_axis_by_axis():
+    topo = load_topology("tpu-v3-32", wraparound=[True, False], link_GBps=[100.0, 50.0])
+    assert topo.wrap == (True, False) and topo.axis_link_Bps == (100e9, 50e9)
+    assert load_topology("tpu-v3-32", wraparound=True, link_GBps=70).wrap == (True, True)

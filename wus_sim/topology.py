@@ -802,15 +802,26 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
             topo = _topology_from_file(path)
     changes = {}
     if link_GBps is not None:
-        changes["axis_link_Bps"] = tuple(np.broadcast_to(np.asarray(link_GBps, float) * GB, (topo.ndim,)))
+        changes["axis_link_Bps"] = tuple(float(v) * GB for v in _per_axis(link_GBps, topo, "link_GBps"))
     if hop_latency_us is not None:
         changes["hop_latency_s"] = float(hop_latency_us) * US
     if wraparound is not None:
-        changes["wrap"] = tuple(np.broadcast_to(np.asarray(wraparound, bool), (topo.ndim,)))
+        changes["wrap"] = tuple(bool(v) for v in _per_axis(wraparound, topo, "wraparound"))
     if cores_per_chip is not None:
         changes["cores_per_chip"] = int(cores_per_chip)
     topo = replace(topo, **changes) if changes else topo
     return with_link_faults(topo, failed_links, slow_links, seed)
+
+
+def _per_axis(value, topo, key):
+    """An override given for every axis at once (a scalar) or one per axis: a list of exactly
+    ``topo.ndim`` values (a shorter list is not spread over the axes; that hides a typo)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != topo.ndim:
+            raise ConfigError(f"must be one value for every axis or a list of {topo.ndim} (one per axis of "
+                              f"{topo.name}, {'x'.join(map(str, topo.dims))})", key_path=key, value=list(value))
+        return list(value)
+    return [value] * topo.ndim
 
 
 def _topology_from_file(path):
