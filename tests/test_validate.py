@@ -342,3 +342,16 @@ def test_neither_resnets_steadiest_rows_nor_the_fastest_runs_close_the_ssd_gap(t
     assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (4.0, 8.1)
     ssd = _ssd_2048(capsys, "--measured", str(fastest), "--calibration", str(fit), "--out", str(tmp_path / "v2"))
     assert (round(1e3 * ssd["simulated_step_s"], 2), round(1e3 * ssd["measured_step_s"], 2)) == (12.99, 12.77)
+
+
+@pytest.mark.parametrize("where, rule", [("folder", "is a folder; give --out the calibration file to write"),
+                                         ("missing/cal.yaml", "cannot be written: its folder does not exist")])
+def test_calibrate_refuses_an_out_it_cannot_write_before_fitting(tmp_path, capsys, monkeypatch, where, rule):
+    """A bad --out is one line and exit 2 at once, not a traceback after the fit."""
+    from wus_sim.validation import calibrate as module
+
+    (tmp_path / "folder").mkdir()
+    monkeypatch.setattr(module, "calibrate", lambda **kw: pytest.fail("fitted before checking --out"))
+    assert main(["calibrate", "--out", str(tmp_path / where)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"--out: {rule}")

@@ -40,10 +40,29 @@ def add_parser(subparsers):
     return p
 
 
+def _check_out(path):
+    """Refuse an --out the file cannot be written to before the fit runs (it takes seconds)."""
+    import os
+    from pathlib import Path
+
+    from ..errors import ConfigError
+
+    out = Path(path)
+    if out.is_dir():
+        raise ConfigError("is a folder; give --out the calibration file to write", file=out, key_path="--out")
+    if not out.parent.is_dir():
+        raise ConfigError("cannot be written: its folder does not exist", file=out, key_path="--out")
+    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ConfigError("cannot be written (no permission)", file=out, key_path="--out")
+
+
 def run(args):
     import sys
 
+    from ..errors import ConfigError
     from ..validation.calibrate import calibrate, validation_line, write_calibration
+
+    _check_out(args.out)
 
     calls = [0]
 
@@ -54,7 +73,10 @@ def run(args):
 
     cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows,
                     measured=args.measured)
-    write_calibration(cal, args.out)
+    try:
+        write_calibration(cal, args.out)
+    except OSError as exc:  # the folder went away, or a disk filled, during the fit
+        raise ConfigError(f"cannot be written: {exc.strerror or exc}", file=args.out, key_path="--out") from None
     prov = cal.provenance
     fit, checked = prov["fit_error"], prov["validation"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
