@@ -58,6 +58,29 @@ def test_help_lists_the_packages_ops_and_algorithms():
     assert cli_collective._OPS == OPS and cli_collective._ALGORITHMS == ALGORITHMS
 
 
+def test_table_output_says_when_a_ring_runs_one_way_unlike_a_step(capsys):
+    """A step runs both directions of each link by default; the collective command runs one
+    unless --bidirectional, and says so where that changes the time (not for pairwise
+    exchanges, nor for 2d on a slice whose every axis is a mesh of folded rings)."""
+    note = "one direction (steps run both by default; --bidirectional to match)"
+    cases = [("tpu-v3-2048", "2d", True), ("tpu-v3-32", "ring", True), ("tpu-v3-32", "2d", False),
+             ("tpu-v3-2048", "halving-doubling", False)]
+    for topology, algorithm, said in cases:
+        code, out, _ = run(capsys, topology, "--op", "all-reduce", "--algorithm", algorithm, "--size", "1MiB")
+        line = next(line for line in out.splitlines() if line.startswith("collective"))
+        assert code == 0 and (note in line) == said, (topology, algorithm, line)
+        if said:  # and it does change the time
+            times = []
+            for extra in ((), ("--bidirectional",)):
+                assert main(["collective", topology, "--op", "all-reduce", "--algorithm", algorithm, "--size",
+                             "1MiB", "--json", *extra]) == 0
+                times.append(json.loads(capsys.readouterr().out)["time_s"])
+            assert times[1] < times[0]
+    code, out, _ = run(capsys, "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB",
+                       "--bidirectional")
+    assert "all-reduce, 2d, bidirectional\n" in out
+
+
 def test_table_output(capsys):
     code, out, err = run(capsys, "tpu-v3-32", "--op", "reduce-scatter", "--algorithm", "ring", "--size", "67108864")
     assert code == 0 and not err

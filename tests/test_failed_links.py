@@ -281,6 +281,15 @@ def test_collective_command_says_which_side_of_the_time_the_closed_form_is(capsy
     assert not rec["exact"] and rec["time_s"] < rec["analytic_time_s"]
     assert main(base + ["--failed-links", "4+y,48+x"]) == 0
     assert "above the time here" in capsys.readouterr().out
-    assert main(["collective", "torus:8x8", "--op", "all-reduce", "--algorithm", "halving-doubling",
-                 "--size", "64MiB"]) == 0
-    assert "a lower bound here" in capsys.readouterr().out
+    # contended (2d-split's halves share links on a non-square slice): above its estimate
+    assert main(["collective", "torus:4x8", "--op", "all-reduce", "--algorithm", "2d-split",
+                 "--size", "1MiB"]) == 0
+    assert "(uncontended estimate; a lower bound here)" in capsys.readouterr().out
+    # a detour ring that is not contended: the estimate is the time (to rounding), and says so
+    assert main(["collective", "tpu-v3-32", "--op", "all-reduce", "--algorithm", "ring", "--size", "1MiB",
+                 "--failed-links", "1", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert not rec["exact"] and rec["time_s"] == pytest.approx(rec["analytic_time_s"], rel=1e-9)
+    assert main(["collective", "tpu-v3-32", "--op", "all-reduce", "--algorithm", "ring", "--size", "1MiB",
+                 "--failed-links", "1"]) == 0
+    assert "(uncontended estimate; the same as the time here)" in capsys.readouterr().out

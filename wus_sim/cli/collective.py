@@ -6,6 +6,7 @@ and (when the SimPy engine runs) SimPy load inside :func:`run`.
 """
 
 import json
+import math
 
 from ..params import default_of
 from .options import add_fault_options, fault_option_errors, fault_values
@@ -99,7 +100,7 @@ def run(args):
         ("topology", f"{topo.name} ({topo.shape_str}, {topo.cores_per_chip} core(s)/chip, "
                      f"{', '.join(f'{b / GB:g}' for b in topo.axis_link_Bps)} GB/s links, "
                      f"{topo.hop_latency_s / US:g} us/hop)"),
-        ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else "")
+        ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else _one_way(r.algorithm, topo))
          + (f", {r.chunks} chunks" if r.chunks > 1 else "")
          + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
          + (f", {r.routing} routing" if r.routing != "store-and-forward" else "")),
@@ -109,11 +110,7 @@ def run(args):
           if slow else []),
         ("size S", f"{format_bytes(r.nbytes)} ({int(r.nbytes)} B) per replica"),
         ("time", format_time(r.time_s)),
-        ("closed form", format_time(r.analytic_time_s)
-         + (" (exact for this schedule)" if r.exact
-            # with detours or slow links the estimate takes each pass's slowest ring: not a bound
-            else " (uncontended estimate; a lower bound here)" if r.time_s >= r.analytic_time_s
-            else " (uncontended estimate of the slowest ring per pass; above the time here)")),
+        ("closed form", format_time(r.analytic_time_s) + _closed_form_note(r)),
         ("algbw", f"{r.algbw_GBps:.4g} GB/s"),
         ("busbw", f"{r.busbw_GBps:.4g} GB/s"),
         ("engine", f"{r.engine}: {r.events} message hops in {format_time(r.wall_s)} wall"),
@@ -126,6 +123,28 @@ def run(args):
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 0
+
+
+def _one_way(algorithm, topo):
+    """Say so when a ring algorithm runs one direction: ``step`` and experiments run both
+    directions of each link by default (README, "Defaults from evidence"), so the same
+    collective there takes less time than here."""
+    if algorithm in ("halving-doubling", "recursive-doubling", "bidir-ring"):
+        return ""  # pairwise exchanges have no ring direction; bidir-ring is both by name
+    if algorithm in ("2d", "2d-split") and not any(topo.wrap):
+        return ""  # every axis a mesh: each keeps its folded ring, which uses both directions already
+    return ", one direction (steps run both by default; --bidirectional to match)"
+
+
+def _closed_form_note(r):
+    if r.exact:
+        return " (exact for this schedule)"
+    if math.isclose(r.time_s, r.analytic_time_s, rel_tol=1e-9):
+        return " (uncontended estimate; the same as the time here)"
+    if r.time_s > r.analytic_time_s:
+        return " (uncontended estimate; a lower bound here)"
+    # with detours or slow links the estimate takes each pass's slowest ring: not a bound
+    return " (uncontended estimate of the slowest ring per pass; above the time here)"
 
 
 def _quote(text):
