@@ -53,6 +53,9 @@ def test_required_columns_are_enough_and_the_rest_default(own):
     (lambda rows, cols: ([dict(rows[0], cores="64")] + rows[1:], cols), "line 2.cores", "replicas x spatial_ways"),
     (lambda rows, cols: ([dict(rows[0], global_batch="2048")] + rows[1:], cols), "line 2.global_batch",
      "per_replica_batch x replicas"),
+    (lambda rows, cols: ([dict(rows[0], measured_step_s="0")] + rows[1:], cols), "line 2.measured_step_s",
+     "must be > 0"),
+    (lambda rows, cols: ([dict(rows[0], kind="approx")] + rows[1:], cols), "line 2.kind", "exact"),
 ])
 def test_a_bad_table_is_one_error_naming_file_line_and_rule(own, tmp_path, edit, where, rule):
     with open(own, newline="") as f:
@@ -62,6 +65,15 @@ def test_a_bad_table_is_one_error_naming_file_line_and_rule(own, tmp_path, edit,
     with pytest.raises(ConfigError) as err:
         load_measured(bad)
     assert "bad.csv" in str(err.value) and where in str(err.value) and rule in str(err.value)
+
+
+def test_a_row_with_more_fields_than_the_header_is_an_error(own, tmp_path):
+    lines = own.read_text().splitlines()
+    lines[1] += ",x"
+    bad = tmp_path / "extra.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=r"extra\.csv.*line 2.*number of fields"):
+        load_measured(bad)
 
 
 def test_calibrate_on_your_table_marks_its_rows_there_only(own, tmp_path, capsys):

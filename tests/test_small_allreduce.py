@@ -31,6 +31,10 @@ def test_compact_group_is_a_block_of_neighbouring_chips():
     assert compact_group(make((4, 4), cores=2), 16) == [2 * c + k for c in chips for k in (0, 1)]
     # a group within one chip is its cores
     assert compact_group(make((4, 4), cores=2), 2) == [0, 1]
+    # on a non-square slice (8 chips along x, 4 along y) the block's rows are 8 chips apart:
+    # 8 chips = a 2 x 4 block, chips x + 8 y for y < 4, x < 2
+    chips = [0, 1, 8, 9, 16, 17, 24, 25]
+    assert compact_group(make((8, 4), cores=2), 16) == [2 * c + k for c in chips for k in (0, 1)]
 
 
 # The 2x2 block [0, 1, 4, 5] of a 4x4 torus. Recursive doubling: step 0 exchanges the whole
