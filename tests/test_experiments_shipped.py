@@ -80,3 +80,34 @@ def test_many_skipped_plots_are_one_warning_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 0 and len(err) == 1
     assert "plots skipped" in err[0] and "'step_time'" in err[0] and "first: no rows to plot" in err[0]
+
+
+def test_the_readme_headline_speedups_are_what_the_paper_experiment_gives():
+    """README, "What it says": each speedup quoted (2 decimals) is the paper_speedup point's
+    replicated / sharded step time, simulated here one point at a time (the experiment's own
+    global batches; its YAML says which)."""
+    import re
+
+    from wus_sim.experiments.records import simulate_point
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## What it says"):readme.index("### Multislice")]
+
+    def speedup(workload, topology, global_batch):
+        rows = simulate_point({"workload": workload, "topology": topology, "global_batch": global_batch,
+                               "strategy": "all"})
+        t = {r["strategy"]: r["step_time_s"] for r in rows}
+        return f"{t['replicated'] / t['sharded']:.2f}x"
+
+    quoted = {  # README phrase (with the number as a group) -> the point it is about
+        r"\*\*1 sequence per\s+core\*\* steps \*\*([\d.]+x)\*\*": ("transformer-big", "tpu-v3-2048", 2048),
+        r"\(([\d.]+x) at 16 per core on v3-128\)": ("transformer-big", "tpu-v3-128", 2048),
+        r"BERT-large with LAMB at 1\s+sequence per core ([\d.]+x)": ("bert-large", "tpu-v3-2048", 2048),
+        r"at 2 images per core ([\d.]+x)": ("resnet50", "tpu-v3-2048", 4096),
+        r"\(([\d.]+x) at 4 per\s+core on v3-1024": ("resnet50", "tpu-v3-1024", 4096),
+        r"; ([\d.]+x) at 128 per core on v3-32\)": ("resnet50", "tpu-v3-32", 4096),
+    }
+    for pattern, point in quoted.items():
+        m = re.search(pattern, section)
+        assert m, pattern
+        assert m.group(1) == speedup(*point), (pattern, point)

@@ -36,8 +36,9 @@ def test_contract_for_every_workload(name, strategy):
     w = load_workload(name)
     p = plan(w, load_topology("tpu-v3-128"), w.default_optimizer)
     sw = step_work(p, strategy)
-    assert len(sw.grad_collectives) == len(p.buckets)
-    for c, b in zip(sw.grad_collectives, p.buckets):
+    buckets = p.allreduce_buckets if strategy == "replicated" else p.buckets
+    assert len(sw.grad_collectives) == len(buckets)
+    for c, b in zip(sw.grad_collectives, buckets):
         assert (c.bucket, c.first_layer, c.layers) == (b.index, b.first_layer, b.layers)
         assert c.nbytes > 0
     if strategy == "replicated":
@@ -65,6 +66,38 @@ def test_contract_for_every_workload(name, strategy):
         assert sw.update.elements == sharded_padded // p.replicas + p.replicated_elements
     d = sw.to_dict()
     assert set(d) >= {"grad_collectives", "update", "extra_allreduces", "weight_allgathers"}
+
+
+@pytest.mark.parametrize("name", ["resnet50", "transformer-big", "bert-large"])
+def test_replicated_update_buckets_do_not_depend_on_the_shard_format(name):
+    """The replicated update all-reduces every gradient: its buckets fuse tensors by their own
+    bytes in backward order, so they are the same on 32 and on 16,384 replicas, where the
+    sharded format pads and keeps different tensors whole. (They were the sharded plan's,
+    so more replicas could move a small bucket last and shorten the replicated step.)"""
+    w = load_workload(name)
+    cap = 25 * 2**20
+    plans = [plan(w, load_topology(t), w.default_optimizer, bucket_bytes=cap)
+             for t in ("tpu-v3-32", "tpu-v3-2048", "torus:64x128")]
+    assert plans[0].buckets != plans[2].buckets  # the shard format does change with N
+    layouts = [[(b.tensors, b.elements, b.padded_elements) for b in p.allreduce_buckets] for p in plans]
+    assert layouts[0] == layouts[1] == layouts[2]
+    # by hand: walk the tensors from the last layer back, closing a bucket at >= cap bytes
+    order = sorted(range(len(w.tensors)), key=lambda i: (-w.tensors[i].layer, -i))
+    expected, current, filled = [], [], 0
+    for i in order:
+        nbytes = w.tensors[i].size * plans[0].grad_bytes
+        if nbytes >= cap:
+            expected.append((i,))
+            continue
+        current.append(i)
+        filled += nbytes
+        if filled >= cap:
+            expected.append(tuple(current))
+            current, filled = [], 0
+    if current:
+        expected.append(tuple(current))
+    assert sorted(b.tensors for b in plans[0].allreduce_buckets) == sorted(expected)
+    assert all(b.kind == "replicated" and b.elements == b.padded_elements for b in plans[0].allreduce_buckets)
 
 
 @pytest.mark.parametrize("opt", ["sgd", "momentum", "adam", "adamw", "lamb"])

@@ -263,6 +263,11 @@ class Plan:
     buckets: tuple
     extra_reductions: tuple
     notes: tuple = field(default=())
+    allreduce_buckets: tuple = ()
+    """The buckets of the replicated update: every gradient fused by bytes in backward order
+    as one kind, unpadded. An all-reduce needs no shard format, so neither the format's
+    padding nor its split into sharded and replicated tensors (both change with N) moves
+    the replicated update's buckets; ``()`` in a plan built by hand means :attr:`buckets`."""
 
     @property
     def spatial_ways(self):
@@ -382,6 +387,7 @@ class Plan:
         d.update(
             formats=self.format_counts(),
             buckets=[b.to_dict() for b in self.buckets],
+            allreduce_buckets=[b.to_dict() for b in self.allreduce_buckets or self.buckets],
             replicated_tensors=[t.name for t in self.replicated_tensors],
             extra_reductions=[r.to_dict() for r in self.extra_reductions],
             tensor_plans=[t.to_dict() for t in self.tensors],
@@ -539,6 +545,7 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
             reductions=reductions))
 
     buckets, owner = _fuse(tensor_plans, bucket_bytes, gb)
+    allreduce_buckets, _ = _fuse(tensor_plans, bucket_bytes, gb, by_kind=False)
     tensor_plans = [replace(tp, bucket=owner[tp.index]) for tp in tensor_plans]
     extra = _extra_reductions(sharded_reductions)
 
@@ -555,18 +562,20 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
                 bucket_bytes=bucket_bytes, replicate_below_elements=below,
                 max_padding_ratio=float(max_padding_ratio), gather_bytes=ab,
                 tensors=tuple(tensor_plans), buckets=tuple(buckets), extra_reductions=tuple(extra),
-                notes=tuple(notes))
+                notes=tuple(notes), allreduce_buckets=tuple(allreduce_buckets))
 
 
-def _fuse(tensor_plans, bucket_bytes, grad_bytes):
-    """Greedy fusion in backward order; returns (buckets sorted by readiness, tensor -> bucket)."""
+def _fuse(tensor_plans, bucket_bytes, grad_bytes, *, by_kind=True):
+    """Greedy fusion in backward order; returns (buckets sorted by readiness, tensor -> bucket).
+    *by_kind*: sharded and replicated tensors apart, at their formatted (padded) size; else
+    every tensor in one kind of bucket at its own size (the replicated update's all-reduces)."""
     order = sorted(tensor_plans, key=lambda tp: (-tp.layer, -tp.index))
     groups = []                                  # (kind, [tensor plans])
     open_ = {"sharded": [], "replicated": []}
     filled = {"sharded": 0, "replicated": 0}
     for tp in order:
-        kind = "replicated" if tp.replicated else "sharded"
-        nbytes = tp.padded_size * grad_bytes
+        kind = "replicated" if (tp.replicated or not by_kind) else "sharded"
+        nbytes = (tp.padded_size if by_kind else tp.size) * grad_bytes
         if nbytes >= bucket_bytes:
             groups.append((kind, [tp]))
             continue
@@ -588,7 +597,7 @@ def _fuse(tensor_plans, bucket_bytes, grad_bytes):
             index=k, kind=kind, tensors=tuple(tp.index for tp in members),
             layers=tuple(sorted({tp.layer for tp in members})),
             elements=sum(tp.size for tp in members),
-            padded_elements=sum(tp.padded_size for tp in members)))
+            padded_elements=sum((tp.padded_size if by_kind else tp.size) for tp in members)))
     return buckets, owner
 
 

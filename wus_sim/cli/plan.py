@@ -166,7 +166,8 @@ def _text(r):
         f"  buckets: {len(r['buckets'])} "
         f"(closed at {format_bytes(r['bucket_bytes'])} of gradients, in backward order; "
         f"gradients {r['grad_bytes_per_element']} B, gathered weights {r['gather_bytes_per_element']} B "
-        "per element)",
+        f"per element); the replicated update all-reduces in {len(r['allreduce_buckets'])} of its own "
+        "(every tensor at its own size: no shard format)",
     ]
     if r["extra_reductions"]:
         out.append("  extra all-reduces of the sharded update: " + "; ".join(
