@@ -100,8 +100,14 @@ def test_reduced(exp_file, tmp_path):
 @pytest.mark.parametrize("doc_change, args, message", [
     ({"sweep": {"link_GBps": [50, -1]}}, [], "clitest.yaml: sweep.link_GBps[1]: -1 must be a number > 0"),
     ({"plots": [{"kind": "speedup", "x": "nope"}]}, [], "plots[0].x: 'nope' is not a results column"),
-    ({}, ["--limit", "0"], "--limit: 0 must be a whole number >= 1"),
+    # an option's rule offers no null (it cannot be typed) and shows a huge guard bound as a power
+    ({}, ["--limit", "0"], "--limit: 0 must be a whole number >= 1 and <= 2^62\n"),
     ({}, ["--jobs", "0"], "--jobs: 0 must be a whole number >= 1"),
+    # a quoted number in YAML is text, and the message says so
+    ({"base": {"per_replica_batch": "16"}}, [], "base.per_replica_batch: '16' is text, not a number (write it "
+     "without quotes); must be a whole number >= 1 and <= 16777216 (or null)"),
+    ({"optimizers": ["adam+clp"]}, [], "'adam+clp' has an unknown gradient prefix 'clp' after '+'; known "
+     "prefixes: clip (e.g. adam+clip)"),
 ])
 def test_user_errors_are_one_line_exit_2(exp_file, tmp_path, capsys, doc_change, args, message):
     exp_file.write_text(yaml.safe_dump({**DOC, **doc_change}))

@@ -202,8 +202,12 @@ def test_unknown_name_lists_known_names():
     for name in SHIPPED:
         assert name in msg
     assert "+clip" in msg
-    with pytest.raises(UnknownNameError):
+    # a part after '+' is a gradient prefix: the error names the whole composition and the prefixes
+    with pytest.raises(ConfigError, match=r"'adam\+clipp' has an unknown gradient prefix 'clipp' after '\+'; "
+                                          r"known prefixes: clip \(e\.g\. adam\+clip\)"):
         load_optimizer("adam+clipp")
+    with pytest.raises(UnknownNameError):  # an unknown base is still an unknown optimizer
+        load_optimizer("adamm+clip")
 
 
 def test_composition_errors():

@@ -271,7 +271,7 @@ def test_a_fitted_value_overridden_on_the_command_line_is_the_one_used(capsys):
 
 
 @pytest.mark.parametrize("rows,rule", [
-    ("resnet/tpu-v3-99", "names rows of the measured table"),
+    ("resnet/tpu-v3-99", "is not a row of the measured table"),
     ("ssd/tpu-v3-128,ssd/tpu-v3-128", "names each row once"),
     ("ssd/tpu-v3-2048,ssd/tpu-v3-128", "must be training-only"),
     ("ssd/tpu-v3-128,ssd/tpu-v3-1024", "2 rows for 4 fitted parameters"),
@@ -442,3 +442,10 @@ def test_a_bad_calibration_file_is_one_line_naming_the_key(tmp_path, capsys, edi
     assert main(["step", "resnet50", "-t", "tpu-v3-32", "--calibration", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.yaml" in err[0] and key in err[0] and rule in err[0], err
+
+
+def test_a_folder_given_as_calibration_file_says_so(tmp_path, capsys):
+    (tmp_path / "cal.yaml").mkdir()
+    assert main(["step", "resnet50", "-t", "tpu-v3-32", "--calibration", str(tmp_path / "cal.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "calibration: " in err[0] and err[0].endswith("is a folder, not a calibration file")

@@ -64,6 +64,8 @@ def calibration_path(name):
     """Path of a calibration given by shipped name or file path."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or path.is_file():
+        if path.is_dir():
+            raise ConfigError("is a folder, not a calibration file", key_path="calibration", value=name)
         if not path.is_file():
             raise ConfigError("calibration file not found", key_path="calibration", value=name)
         return path

@@ -181,7 +181,7 @@ class Param:
     rule_text: str = None
     """The rule in words of a ``'name'`` parameter that is not a name (``failed_links``)."""
 
-    def rule(self):
+    def rule(self, *, option=False):
         """The rule in words, for error messages and columns.md."""
         if self.rule_text:
             text = self.rule_text
@@ -206,8 +206,8 @@ class Param:
             bounds.append(f"<= {_bound(self.maximum)}")
         if bounds:
             text += " " + " and ".join(bounds)
-        if self.nullable and not self.required:
-            text += " (or null)"
+        if self.nullable and not self.required and not option:
+            text += " (or null)"  # YAML can say null; a command-line option is simply left out
         return text
 
     def _choices(self):
@@ -242,6 +242,8 @@ class Param:
 
 
 def _bound(x):
+    if float(x).is_integer() and abs(x) >= 1e16 and int(x) & (int(x) - 1) == 0:
+        return f"2^{int(x).bit_length() - 1}"  # a guard against absurd values, e.g. --limit's 2^62
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
@@ -358,14 +360,15 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
     return check_param(param, value, file=file, key_path=key_path, base_dir=base_dir)
 
 
-def check_param(param, value, *, file=None, key_path=None, base_dir=None):
+def check_param(param, value, *, file=None, key_path=None, base_dir=None, option=False):
     """Validate *value* against *param*'s kind and declared range (the one check that
-    YAML points and command-line options alike go through); return it normalised."""
+    YAML points and command-line options alike go through); return it normalised.
+    *option*: the value came from the command line (the rule then does not offer null)."""
     key_path = key_path or param.name
     raw = value
 
     def bad(rule=None):
-        return ConfigError(f"must be {rule or param.rule()}", file=file, key_path=key_path, value=raw)
+        return ConfigError(f"must be {rule or param.rule(option=option)}", file=file, key_path=key_path, value=raw)
 
     if value is None:
         if param.required or not param.nullable:
@@ -396,6 +399,9 @@ def check_param(param, value, *, file=None, key_path=None, base_dir=None):
                 and all(isinstance(v, bool) for v in value)):
             return list(value)
         raise bad()
+    if isinstance(value, str):  # e.g. per_replica_batch: "16" in YAML: quoted, so text
+        raise ConfigError(f"is text, not a number (write it without quotes); must be {param.rule(option=option)}",
+                          file=file, key_path=key_path, value=raw)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad()
     if not _finite(value):

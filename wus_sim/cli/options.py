@@ -36,7 +36,7 @@ def check_options(args):
         param = POINT_KEYS.get(dest) or OPTION_PARAMS.get(dest)
         if param is None or param.kind not in ("int", "number") or value is None:
             continue
-        setattr(args, dest, check_param(param, value, key_path="--" + dest.replace("_", "-")))
+        setattr(args, dest, check_param(param, value, key_path="--" + dest.replace("_", "-"), option=True))
 
 
 FAULT_KEYS = ("failed_links", "slow_links", "seed")

@@ -78,7 +78,16 @@ def load_optimizer(spec):
             raise ConfigError(f"is a gradient prefix, not an optimizer; combine it as e.g. adam+{opt.name}",
                               key_path="optimizer", value=spec)
         return opt
-    return compose(opt, [_load_one(p) for p in prefixes])
+    parts = []
+    for p in prefixes:
+        try:
+            parts.append(_load_one(p))
+        except UnknownNameError:
+            # name the whole composition and what a part after '+' may be
+            raise ConfigError(f"has an unknown gradient prefix {p!r} after '+'; known prefixes: "
+                              f"{', '.join(known_prefixes())} (e.g. {base}+{next(iter(known_prefixes()), 'clip')})",
+                              key_path="optimizer", value=spec) from None
+    return compose(opt, parts)
 
 
 def _is_path(text):

@@ -70,7 +70,10 @@ def _rows(runs, keys, n_fitted):
     keys = tuple(k.strip() for k in keys.split(",")) if isinstance(keys, str) else tuple(keys)
     unknown = [k for k in keys if k not in by_key]
     if unknown or not keys:
-        raise ConfigError(f"names rows of the measured table as benchmark/topology, e.g. {next(iter(by_key), 'ssd/tpu-v3-128')}",
+        example = next(iter(by_key), "ssd/tpu-v3-128")
+        raise ConfigError(f"{'is not a row' if len(unknown) == 1 else 'are not rows'} of the measured table; "
+                          f"name rows as benchmark/topology, e.g. {example} (wus-sim validate lists them)"
+                          if unknown else f"names no row; name rows as benchmark/topology, e.g. {example}",
                           key_path="rows", value=",".join(unknown) or ",".join(keys))
     if len(set(keys)) != len(keys):
         raise ConfigError("names each row once", key_path="rows", value=",".join(keys))
