@@ -320,3 +320,25 @@ def test_cli_run_without_plots_draws_the_defaults(tmp_path, capsys):
     assert main(["run", str(exp), "--out", str(tmp_path / "out"), "-q", "-j", "1"]) == 0
     pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
     assert pngs == ["breakdown.png", "memory.png", "speedup.png", "step_time.png"]
+
+
+def test_axis_labels_say_their_unit_once():
+    # "dcn GBps [GB/s]" and "steps [steps]" said the unit twice
+    from wus_sim.experiments.results import columns
+    from wus_sim.plotting.labels import _UNIT_WORDS, _axis_label
+
+    for col in columns():
+        label = _axis_label(col.name)
+        text, _, unit = label.partition(" [")
+        assert not set(text.split(" ")) & _UNIT_WORDS, label
+        assert not unit or unit.rstrip("]") not in text.split(" "), label
+
+
+def test_subtitle_leaves_out_what_the_title_says(frame):
+    (spec,) = plot_specs([{"kind": "breakdown", "title": "Step time on TPU-v3-32",
+                           "where": {"topology": "tpu-v3-32", "link_GBps": 100, "optimizer": "adam"}}])
+    fig = draw_figure(spec, frame, chosen={"link_GBps"})
+    (ax,) = [ax for ax in fig.axes if ax.axison]
+    subtitle = [t.get_text() for t in ax.texts if t.get_text().startswith("fixed:")]
+    assert subtitle == ["fixed: adam, 100 GB/s"]  # not tpu-v3-32 again
+    plt.close(fig)

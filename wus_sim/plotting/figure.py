@@ -6,7 +6,7 @@ from pathlib import Path
 from ..experiments.results import column_label
 from ..timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
-from .labels import _groups, _label, fixed_parameters
+from .labels import _groups, _label, subtitle
 from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
 from .style import STYLE, legend_columns
 
@@ -48,7 +48,8 @@ def draw_figure(plot, df, *, chosen=()):
 
     The panels of a figure share their y scale (heatmaps: their colour scale) so that equal
     heights mean equal values, and one legend. The subtitle names the parameters the figure's
-    rows hold fixed (:func:`~.labels.fixed_parameters`; *chosen*: the keys the experiment set).
+    rows hold fixed and the title does not already name (:func:`~.labels.subtitle`; *chosen*:
+    the keys the experiment set).
     Raises :class:`NothingToDraw` when the rows hold nothing to draw.
     """
     import matplotlib
@@ -87,8 +88,8 @@ def draw_figure(plot, df, *, chosen=()):
                                                    if opts else ""))
         for ax in list(axes.flat)[len(panels):]:
             ax.set_axis_off()
-        fixed = fixed_parameters(rows, exclude={facet} if facet else (), chosen=chosen)
-        subtitle = f"fixed: {_label(*fixed)}" if fixed[0] else ""
+        heading = title if len(panels) > 1 else used[0].get_title()
+        fixed = subtitle(rows, title=heading, exclude={facet} if facet else (), chosen=chosen)
         if len(panels) > 1:
             if plot.kind == "heatmap":
                 images = [d for d in drawn if d is not None]
@@ -98,9 +99,9 @@ def draw_figure(plot, df, *, chosen=()):
             else:
                 _share_y(used, ncols)
             _figure_legend(fig, axes.flat)
-            fig.suptitle("\n".join(t for t in (title, subtitle) if t), fontsize=11)
-        elif subtitle:
-            _subtitle(used[0], subtitle)
+            fig.suptitle("\n".join(t for t in (title, fixed) if t), fontsize=11)
+        elif fixed:
+            _subtitle(used[0], fixed)
     return fig
 
 

@@ -2,7 +2,7 @@
 
 from ..experiments.results import column_label
 
-__all__ = []
+__all__ = ["fixed_parameters", "subtitle"]
 
 
 def _with(df, names):
@@ -72,12 +72,15 @@ _SHORT = {
     "per_replica_batch": "{}/replica", "global_batch": "global batch {}", "link_GBps": "{} GB/s",
     "hop_latency_us": "{} us/hop", "bucket_MiB": "{} MiB buckets", "grad_dtype": "{} grads",
     "cores": "{} cores", "replicas": "{} replicas", "chips": "{} chips", "ndim": "{}-D",
-    "mxu_efficiency": "MXU {}", "steps": "{} steps",
+    "mxu_efficiency": "MXU {}", "steps": "{} steps", "gather_prefetch": "prefetch {}",
+    "failed_links": "{} failed links", "slices": "{} slices", "dcn_GBps": "DCN {} GB/s", "seed": "seed {}",
 }
 """How a value reads in a legend or group label, per column (others read ``column=value``)."""
 _BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),
                "overlap_grad_reduce": ("overlapped reduce", "reduce after backward"),
-               "overlap_all_gather": ("overlapped gather", "gather at step end")}
+               "overlap_all_gather": ("overlapped gather", "gather at step end"),
+               "keep_gathered_weights": ("weights kept for backward", "weights re-gathered for backward"),
+               "shard_across_slices": ("sharded across slices", "sharded within each slice")}
 
 
 def _label(keys, values):
@@ -114,16 +117,31 @@ _AXIS_NAMES = {
     "global_batch": ("global batch", "examples"), "link_GBps": ("link bandwidth", "GB/s"),
     "hop_latency_us": ("hop latency", "us"), "bucket_MiB": ("fusion bucket", "MiB"),
     "step_time_s": ("step time", "ms"), "speedup": ("speedup (replicated / strategy)", ""),
+    "dcn_GBps": ("DCN bandwidth per chip", "GB/s"), "dcn_latency_us": ("DCN latency", "us"),
+    "mem_peak_bytes": ("peak memory per replica", "GiB"), "mxu_efficiency": ("MXU efficiency", ""),
+    "hbm_GBps": ("HBM bandwidth", "GB/s"), "onchip_GBps": ("on-chip bandwidth", "GB/s"),
+    "peak_TFLOPs": ("peak compute", "TFLOP/s"),
 }
+_UNIT_WORDS = {"GBps", "Bps", "MiB", "GiB", "KiB", "us", "ms", "s", "bytes", "TFLOPs"}
+"""Units as YAML keys spell them (``dcn_GBps``): a label drops such a last word, its bracket says it."""
 
 
 def _axis_label(name, *, unit=True):
-    """Readable axis label with the unit values are shown in (ms for seconds, GiB for bytes)."""
+    """Readable axis label with the unit values are shown in (ms for seconds, GiB for bytes).
+
+    The unit is said once: a column without its own wording (:data:`_AXIS_NAMES`) loses the
+    unit word of its key (``dcn GBps [GB/s]`` read the unit twice), and a unit that repeats
+    the name's last word (``steps [steps]``) is left out."""
     text, shown = _AXIS_NAMES.get(name, (None, None))
     if text is None:
         label = column_label(name)[0]
         text, _, rest = label.partition(" [")
         shown = rest.rstrip("]")
+        words = text.split(" ")
+        if shown and len(words) > 1 and words[-1] in _UNIT_WORDS:
+            text = " ".join(words[:-1])
+        if shown and text.split(" ")[-1] == shown:
+            shown = ""
     return f"{text} [{shown}]" if unit and shown else text
 
 
@@ -161,6 +179,15 @@ def fixed_parameters(rows, *, exclude=(), chosen=()):
             keys.append(key)
             values.append(value)
     return keys, tuple(values)
+
+
+def subtitle(rows, *, title="", exclude=(), chosen=()):
+    """``fixed: ...``, the :func:`fixed_parameters` of *rows* that the *title* does not already
+    name (a title "Step time on TPU-v3-512" over "fixed: tpu-v3-512" said it twice); "" if none."""
+    keys, values = fixed_parameters(rows, exclude=exclude, chosen=chosen)
+    said = (title or "").lower()
+    parts = [text for text in (_label([k], (v,)) for k, v in zip(keys, values)) if text.lower() not in said]
+    return f"fixed: {', '.join(parts)}" if parts else ""
 
 
 def _companions(rows, keys, exclude=()):
