@@ -342,3 +342,61 @@ def test_subtitle_leaves_out_what_the_title_says(frame):
     subtitle = [t.get_text() for t in ax.texts if t.get_text().startswith("fixed:")]
     assert subtitle == ["fixed: adam, 100 GB/s"]  # not tpu-v3-32 again
     plt.close(fig)
+
+
+def _visible_axes(fig):
+    return [ax for ax in fig.axes if ax.axison and ax.get_label() != "<colorbar>"]
+
+
+def test_x_tick_labels_never_collide(frame):
+    # 16 groups of bars under one panel, and 12 bandwidths an octave apart on a narrow one:
+    # drawn as first laid out, neighbouring labels ran into each other
+    import pandas as pd
+
+    from wus_sim.plotting.layout import collisions
+
+    one = frame[(frame["workload"] == "resnet50") & (frame["optimizer"] == "adam") & (frame["link_GBps"] == 50)]
+    octaves = pd.concat([one.assign(link_GBps=0.05 * 2**k) for k in range(12)])
+    crowded, narrow = plot_specs([
+        {"kind": "breakdown", "name": "crowded", "by": ["workload", "optimizer", "topology"],
+         "where": {"link_GBps": 100}},
+        {"kind": "lines", "name": "narrow", "x": "link_GBps", "figsize": [2.5, 3]},
+    ])
+    for spec, df in ((crowded, frame), (narrow, octaves)):
+        fig = draw_figure(spec, df)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in _visible_axes(fig):
+            assert not collisions(ax, renderer), spec.name
+        texts = [t.get_text() for t in _visible_axes(fig)[0].get_xticklabels()]
+        if spec.name == "crowded":
+            # every group keeps its whole name (wrapped, not cut)
+            words = [" ".join(t.replace("-\n", "-").replace(",", " ").split()) for t in texts]
+            assert len(words) == 16 and words[0] == "resnet50 adam tpu-v3-32", words
+        else:
+            kept = [t for t in texts if t]
+            assert kept[0] == "0.05" and 2 <= len(kept) < 12
+        plt.close(fig)
+
+
+def test_legend_takes_room_of_its_own_not_the_panels(frame):
+    # a long legend right of one panel left the axes a narrow strip (whatif_multislice)
+    specs = plot_specs([
+        {"kind": "lines", "name": "long", "x": "link_GBps", "hue": ["workload", "optimizer", "topology"]},
+        {"kind": "speedup", "name": "short", "where": {"link_GBps": 100, "optimizer": "adam"}},
+        {"kind": "memory", "name": "facets", "facet": "workload", "where": {"topology": "tpu-v3-32"}},
+    ])
+    for spec in specs:
+        fig = draw_figure(spec, frame)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        (legend,) = fig.legends
+        box = legend.get_window_extent(renderer)
+        panel_w, panel_h = spec.options.get("figsize", PLOT_KINDS[spec.kind].size)
+        for ax in _visible_axes(fig):
+            assert not box.overlaps(ax.get_window_extent(renderer)), spec.name
+            w, h = ax.get_position().width * fig.get_figwidth(), ax.get_position().height * fig.get_figheight()
+            assert w >= 0.6 * panel_w and h >= 0.5 * panel_h, (spec.name, w, h)
+        if box.width / fig.dpi > 0.45 * panel_w * len(_visible_axes(fig)):
+            assert box.y1 < min(ax.get_window_extent(renderer).y0 for ax in _visible_axes(fig))  # below
+        plt.close(fig)

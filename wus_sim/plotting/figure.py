@@ -8,7 +8,8 @@ from ..timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
 from .labels import _groups, _label, subtitle
 from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
-from .style import STYLE, legend_columns
+from .layout import fit_xtick_labels, place_legend
+from .style import STYLE
 
 __all__ = ["draw_figure", "save_plots", "panel_grid", "NothingToDraw", "FIGURE_MAX_IN"]
 
@@ -98,10 +99,11 @@ def draw_figure(plot, df, *, chosen=()):
                         heatmap_value_label(opts.get("value", "speedup")))
             else:
                 _share_y(used, ncols)
-            _figure_legend(fig, axes.flat)
             fig.suptitle("\n".join(t for t in (title, fixed) if t), fontsize=11)
         elif fixed:
             _subtitle(used[0], fixed)
+        _figure_legend(fig, axes.flat)
+        fit_xtick_labels(fig, used, max_width_in=FIGURE_MAX_IN[0])
     return fig
 
 
@@ -127,7 +129,7 @@ def _subtitle(ax, text):
 
 
 def _figure_legend(fig, axes):
-    """One legend for all panels, right of them (instead of one per panel)."""
+    """One legend for all panels instead of one per panel (:func:`~.layout.place_legend` says where)."""
     seen = {}
     title = None
     for ax in axes:
@@ -145,9 +147,7 @@ def _figure_legend(fig, axes):
     order = {label: i for i, label in enumerate(stack)}
     first = list(seen)
     seen = dict(sorted(seen.items(), key=lambda kv: (order.get(kv[0], len(stack)), first.index(kv[0]))))
-    if seen:
-        fig.legend(list(seen.values()), list(seen.keys()), loc="outside right center", frameon=False, title=title,
-                   ncols=legend_columns(len(seen), fig.get_figheight()))
+    place_legend(fig, list(seen.values()), list(seen.keys()), title=title, max_size_in=FIGURE_MAX_IN)
 
 
 def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
