@@ -135,7 +135,7 @@ def test_infeasible_points_are_marked_not_dropped(frame, ax):
     # crosses at one x are stacked, not drawn over each other
     at_512 = [y for m in marks for x, y in zip(m.get_xdata(), m.get_ydata()) if x == 512]
     assert len(set(at_512)) == len(at_512) == 4
-    assert "infeasible" in ax.get_legend().get_texts()[-1].get_text()
+    assert any("infeasible" in t.get_text() for t in ax.get_legend().get_texts())
 
 
 def test_series_look_distinct_past_ten():
@@ -400,3 +400,69 @@ def test_legend_takes_room_of_its_own_not_the_panels(frame):
         if box.width / fig.dpi > 0.45 * panel_w * len(_visible_axes(fig)):
             assert box.y1 < min(ax.get_window_extent(renderer).y0 for ax in _visible_axes(fig))  # below
         plt.close(fig)
+
+
+def test_strategies_are_line_styles_named_once(frame, ax):
+    # hue: [..., strategy] labelled every series "..., replicated (adam, 2048), rep"
+    rows = frame[(frame["link_GBps"] == 100)]
+    lines = plot_lines(ax, rows, x="replicas", hue=["workload", "strategy"], logx=True)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts.count("replicated") == 1 and texts.count("sharded") == 1
+    series = [t for t in texts if t not in ("replicated", "sharded")]
+    assert not any(word in t for t in series for word in ("replicated", "sharded", "rep", "shd")), texts
+    # a series' strategies share its colour and differ in line style
+    by_colour = {}
+    for line in lines:
+        by_colour.setdefault(line.get_color(), set()).add(line.get_linestyle())
+    assert len(by_colour) == len(series) and all(styles == {"-", "--"} for styles in by_colour.values())
+
+
+def test_colours_are_not_reused_for_other_series(frame, ax):
+    # 16 series (workload x topology x optimizer): cycling ten colours gave two series one colour
+    rows = frame[frame["strategy"] == "sharded"]
+    keys = ["workload", "topology", "optimizer"]
+    lines = plot_speedup(ax, frame, x="link_GBps", hue=keys)
+    series = [values for values, _ in rows.groupby(keys, sort=False)]
+    assert len(lines) == len(series) == 16
+    looks = [(line.get_color(), line.get_marker()) for line in lines]
+    assert len(set(looks)) == 16
+    # lines of one colour differ in one key only, the same key for every colour
+    differing = set()
+    for i, j in [(i, j) for i in range(16) for j in range(i) if looks[i][0] == looks[j][0]]:
+        diff = [k for k, a, b in zip(keys, series[i], series[j]) if a != b]
+        assert len(diff) == 1, (series[i], series[j])
+        differing.add(diff[0])
+    assert len(differing) <= 1 and len({c for c, _ in looks}) <= 10
+    # and the legend lists colours and markers apart: fewer entries than series
+    assert len(ax.get_legend().get_texts()) < 16
+
+
+def test_a_series_keeps_its_colour_in_every_panel(frame):
+    rows = frame[~((frame["workload"] == "resnet50") & (frame["optimizer"] == "adam"))]
+    (spec,) = plot_specs([{"kind": "speedup", "facet": "optimizer", "where": {"link_GBps": 100}}])
+    fig = draw_figure(spec, rows)
+    colours = {}
+    for ax in _visible_axes(fig):
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                colours.setdefault(line.get_label(), set()).add(line.get_color())
+    assert {"transformer-big", "resnet50"} <= set(colours)
+    assert all(len(c) == 1 for c in colours.values()), colours
+    plt.close(fig)
+
+
+def test_log_y_ticks_are_plain_numbers(frame):
+    (spec,) = plot_specs([{"kind": "lines", "x": "replicas", "logy": True,
+                           "where": {"optimizer": "adam", "link_GBps": 100, "workload": "transformer-big"}}])
+    fig = draw_figure(spec, frame)
+    fig.canvas.draw()
+    (ax,) = _visible_axes(fig)
+    texts = [t.get_text() for t in ax.get_yticklabels() + ax.yaxis.get_minorticklabels() if t.get_text()]
+    assert texts and all(float(t) > 0 for t in texts), texts  # "6x10^1" would not parse
+    plt.close(fig)
+
+
+def test_no_gain_is_a_legend_entry_not_text_on_the_data(frame, ax):
+    plot_speedup(ax, frame)
+    assert not [t for t in ax.texts if "no gain" in t.get_text()]
+    assert "no gain (speedup 1)" in [t.get_text() for t in ax.get_legend().get_texts()]

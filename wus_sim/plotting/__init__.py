@@ -13,9 +13,11 @@ and its options; :func:`check_plots` validates them before a run and
 An experiment without ``plots:`` gets :func:`default_plots`.
 
 Modules: :mod:`.plots` (the plot functions), :mod:`.kinds` (plot kinds and the
-checks of their options), :mod:`.figure` (figures, facets, files), :mod:`.labels`
-(rows and names of series), :mod:`.bars` (side-by-side stacked bars), :mod:`.style`
-(colours, markers, legends, axes), :mod:`.defaults` (the plots of an experiment without any).
+checks of their options), :mod:`.figure` (figures, facets, files), :mod:`.layout` (legend
+place and tick labels, measured once a figure is drawn), :mod:`.labels` (rows and names of
+series), :mod:`.series` (line series: colours, markers, strategies' line styles, their
+legend), :mod:`.bars` (side-by-side stacked bars), :mod:`.style` (colours, markers, axes),
+:mod:`.defaults` (the plots of an experiment without any).
 
 Why not seaborn's FacetGrid for the facets: what a figure does across its panels here is
 one shared y range, one shared colour range for heatmaps, one legend ordered like the

@@ -1,5 +1,6 @@
 """Figures of plot specs: panels per facet, one legend, files written."""
 
+import inspect
 import math
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from ..timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
 from .labels import _groups, _label, subtitle
 from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
+from .series import SeriesStyles
 from .layout import fit_xtick_labels, place_legend
 from .style import STYLE
 
@@ -72,6 +74,8 @@ def draw_figure(plot, df, *, chosen=()):
         if ranges:
             opts["vrange"] = (min(lo for lo, _ in ranges), max(hi for _, hi in ranges))
         opts["colorbar"] = False
+    if "styles" in inspect.signature(kind.function).parameters:
+        opts["styles"] = SeriesStyles()  # one per figure: a series looks the same in every panel
     nrows, ncols, figsize = panel_grid(len(panels), plot.options.get("figsize", kind.size))
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained", squeeze=False)
@@ -84,9 +88,10 @@ def draw_figure(plot, df, *, chosen=()):
                 ax.set_title(_label([facet], value))
         if not any(d is not None and (not isinstance(d, list) or d) for d in drawn):
             plt.close(fig)
+            asked = {k: v for k, v in opts.items() if k in kind.options}
             raise NothingToDraw(f"nothing to draw: none of the {len(rows)} rows selected are "
-                                f"{kind.needs}" + (f" ({', '.join(f'{k}={v}' for k, v in opts.items())})"
-                                                   if opts else ""))
+                                f"{kind.needs}" + (f" ({', '.join(f'{k}={v}' for k, v in asked.items())})"
+                                                   if asked else ""))
         for ax in list(axes.flat)[len(panels):]:
             ax.set_axis_off()
         heading = title if len(panels) > 1 else used[0].get_title()

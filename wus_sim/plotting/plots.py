@@ -4,13 +4,9 @@ from ..experiments.results import column_label
 from ..memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
-from .labels import (
-    _axis_label, _companions, _fmt, _groups, _label_keys, _numeric, _ok, _series_label, _varying, _with,
-)
-from .style import (
-    _STRATEGY_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, add_infeasible_entry, mark_infeasible, series_style,
-    spans_octaves,
-)
+from .labels import _axis_label, _fmt, _label_keys, _numeric, _ok, _varying, _with
+from .series import draw_series, strategy_variants
+from .style import _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
            "plot_lines", "heatmap_range"]
@@ -23,27 +19,25 @@ stacked again)."""
 
 
 # ----------------------------------------------------------------- plots
-def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None, title=None):
+def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None, title=None, styles=None):
     """Speedup of sharded (and fully-sharded) over replicated weight update vs *x* (replicas),
-    a line per *hue* (and strategy: solid sharded, dashed fully-sharded, when both are there).
+    a line per *hue* (and strategy: dashed sharded, dotted fully-sharded, when both are there).
 
     Draws the rows of every strategy but replicated with status ok; where a series has a
     point without a speedup (either strategy infeasible or failed) a cross at the foot of
     the axes marks it. *logx*: a log2 x axis (default: when the values span octaves,
-    :func:`~.style.spans_octaves`). Returns the list of Line2D drawn, one per series.
+    :func:`~.style.spans_octaves`). *styles*: the figure's :class:`~.series.SeriesStyles`.
+    Returns the list of Line2D drawn, one per series and strategy.
     """
     rows = _with(df, [x, y])
     rows = rows[rows["strategy"].isin(STRATEGY_NAMES[1:])].dropna(subset=[x]).reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
-    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
-    present = [s for s in STRATEGY_NAMES[1:] if (rows["strategy"] == s).any()]
-    several = len(present) > 1
-    variants = [(s, "--" if several and s != "sharded" else "-", f", {_STRATEGY_SHORT[s]}" if several else "")
-                for s in present] or [(None, "-", "")]
-    lines = _series(ax, rows, good, x, y, keys, scale=1.0, variants=variants)
-    ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
-    ax.text(1.0, 1.0, " no gain", transform=ax.get_yaxis_transform(), va="bottom", ha="right",
-            fontsize=8, color="0.35")
+    variants = strategy_variants(STRATEGY_NAMES[1:], rows["strategy"])
+    several = len(variants) > 1
+    keys = _series_keys(rows, hue, x, several)
+    lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=1.0, variants=variants,
+                                               styles=styles)
+    entries.append(_no_gain(ax))
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
     ax.set_xlabel(_axis_label(x))
@@ -51,47 +45,23 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     ax.set_ylabel(f"speedup = replicated / {'sharded' if not several else 'strategy'} step time" if y == "speedup"
                   else _axis_label(y))
     ax.set_title(title or f"Speedup of {what} over replicated weight update")
-    _legend_outside(ax, title=_legend_title(rows, keys, x))
+    _legend_outside(ax, entries, title=legend_title)
     return lines
 
 
-def _series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-", ""),)):
-    """One line per group of *keys* (and variant) through its *good* rows, a cross for each other row.
-
-    *variants*: ``(strategy or None, linestyle, label suffix)``; a group's variants share its
-    colour and marker (:func:`~.style.series_style` of the group's index). Returns the lines."""
-    companions = _companions(rows, keys, exclude=(x,))
-    lines, crossed, stacked = [], False, {}
-    for i, (values, group) in enumerate(_groups(rows, keys)):
-        style = series_style(i)
-        for strategy, linestyle, suffix in variants:
-            part = group if strategy is None else group[group["strategy"] == strategy]
-            if part.empty:
-                continue
-            ok = part[good.loc[part.index]].sort_values(x)
-            label = _series_label(keys, values, companions, part) + suffix if keys else (strategy or "all")
-            (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
-                              markersize=5, label=label, **style)
-            lines.append(line)
-            bad = _xvalues(part[~good.loc[part.index]][x])
-            crossed |= mark_infeasible(ax, bad, style["color"], stacked) is not None
-    if crossed:
-        add_infeasible_entry(ax)
-    return lines
+def _series_keys(rows, hue, x, several):
+    """The keys that name *rows*' series: *hue*, less the strategy when *several* strategies
+    are drawn (each has its line style and legend entry), plus what it takes to tell them apart."""
+    hue = [hue] if isinstance(hue, str) else list(hue or [])
+    if several:
+        hue = [h for h in hue if h != "strategy"]
+    return _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
 
 
-def _xvalues(column):
-    return column.astype(float) if _numeric(column) else column.astype(str)
-
-
-def _legend_title(rows, keys, x):
-    """What a legend's labels are: its keys, then (in parentheses) the companions its labels carry."""
-    companions = _companions(rows, keys, exclude=(x,))
-    names = [_axis_label(k, unit=False) for k in keys]
-    title = ", ".join(names)
-    if companions:
-        title += f" ({', '.join(_axis_label(k, unit=False) for k in companions)})"
-    return title or None
+def _no_gain(ax):
+    """The line at speedup 1, and its legend entry (a label on the axes sat on the data)."""
+    line = ax.axhline(1.0, color="0.45", linestyle=(0, (4, 3)), linewidth=1, zorder=0, label="_no gain")
+    return "no gain (speedup 1)", line
 
 
 def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annotate=True):
@@ -252,30 +222,39 @@ def _heatmap_norm(value, vrange):
 
 
 def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAMES, logx=None,
-               logy=False, title=None):
+               logy=False, title=None, styles=None):
     """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded,
     dotted fully-sharded).
 
     Rows that could not run (status not ok) are crosses at the foot of the axes. *logx*:
-    a log2 x axis (default: when the values span octaves). Returns the list of Line2D drawn.
+    a log2 x axis (default: when the values span octaves). *styles*: the figure's
+    :class:`~.series.SeriesStyles`. Returns the list of Line2D drawn.
     """
     rows = _with(df, [x, y]).dropna(subset=[x])
     rows = rows[rows["strategy"].isin(list(strategies))].reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
-    keys = _label_keys(rows, hue, exclude=(x,), unique_by=(x, "strategy"))
     _, scale = column_label(y)
-    both = rows["strategy"].nunique() > 1
-    variants = [(s, _STRATEGY_LINESTYLE[s] if both else "-", f", {_STRATEGY_SHORT[s]}" if both else "")
-                for s in STRATEGY_NAMES if s in set(strategies)]
-    lines = _series(ax, rows, good, x, y, keys, scale=scale, variants=variants)
+    variants = strategy_variants(strategies, rows["strategy"])
+    keys = _series_keys(rows, hue, x, len(variants) > 1)
+    lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=scale, variants=variants,
+                                               styles=styles)
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
     if logy:
-        ax.set_yscale("log")
+        _plain_log_y(ax)
     if y == "speedup":
-        ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1, zorder=0)
+        entries.append(_no_gain(ax))
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
     ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
-    _legend_outside(ax, title=_legend_title(rows, keys, x))
+    _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _plain_log_y(ax):
+    """A log y axis labelled in plain numbers: 60, not 6x10^1 (a step time in ms reads as one)."""
+    from matplotlib.ticker import LogFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))

@@ -63,9 +63,13 @@ def spans_octaves(values):
     return spread(ratios) <= spread(diffs)
 
 
-def _legend_outside(ax, **kw):
-    """The axes' legend right of it, in as many columns as it takes to be no taller than the axes."""
-    handles, labels = ax.get_legend_handles_labels()
+def _legend_outside(ax, entries=None, **kw):
+    """The axes' legend right of it, in as many columns as it takes to be no taller than the
+    axes. *entries*: ``[(label, handle)]`` (default: the axes' labelled artists)."""
+    if entries is None:
+        handles, labels = ax.get_legend_handles_labels()
+    else:
+        labels, handles = [list(t) for t in zip(*entries)] if entries else ([], [])
     if not handles:
         return None
     height_in = ax.get_position().height * ax.figure.get_figheight()
@@ -101,9 +105,11 @@ def mark_infeasible(ax, xs, color, stacked=None):
 
 
 def add_infeasible_entry(ax):
-    """One legend entry explaining the crosses (a proxy: it draws nothing)."""
-    ax.plot([], [], linestyle="none", marker=INFEASIBLE_MARKER, color="0.3", markeredgewidth=1.8,
-            label=INFEASIBLE_LABEL)
+    """The legend entry explaining the crosses, ``(label, handle)`` (a proxy: it draws nothing)."""
+    from matplotlib.lines import Line2D
+
+    return INFEASIBLE_LABEL, Line2D([], [], linestyle="none", marker=INFEASIBLE_MARKER, color="0.3",
+                                    markeredgewidth=1.8)
 
 
 def _log2_axis(ax, values):

@@ -1,0 +1,142 @@
+"""Series of the line plots: how each looks, the legend that says so, and its points without a value.
+
+A series is the rows that share the values of its keys (``hue``). Each strategy drawn
+(replicated, sharded, fully-sharded) is a variant of a series: same colour and marker, its
+own line style, and one legend entry per strategy rather than its name repeated in every
+series' label ("..., replicated (adam, 2048), rep" said the strategy twice).
+
+Why, past ten series, colours go by all keys but one and markers by that one: ten colours
+are as many as stay apart (matplotlib's tab10). Cycling them gave the eleventh series the
+first one's blue with another marker, and readers took the two blues for one series
+(whatif_failed_links' 12 series: workload x topology x seed). Split, each colour means one
+thing (a workload on a topology) and each marker one thing (a seed), and the legend lists
+4 colours and 3 markers instead of 12 combinations.
+
+A figure of several panels passes one :class:`SeriesStyles` to all of them, so a series
+keeps its colour and marker in every panel even where another panel lacks some series.
+"""
+
+from .labels import _axis_label, _companions, _groups, _label, _numeric, _series_label
+from .style import SERIES_COLORS, SERIES_MARKERS, _STRATEGY_LINESTYLE, add_infeasible_entry, mark_infeasible
+
+__all__ = ["SeriesStyles", "draw_series", "STRATEGY_KEY_COLOR"]
+
+STRATEGY_KEY_COLOR = "0.3"
+"""Colour of the legend's line-style entries (a strategy is a style, not a colour)."""
+
+
+class SeriesStyles:
+    """Colour and marker of every series of one figure (see the module)."""
+
+    def __init__(self):
+        self.marker_key = None
+        """The key whose values the markers show when colours go by the other keys (None: one
+        colour and marker per series); decided by the first panel drawn."""
+        self.decided = False
+        self._colours = {}
+        self._markers = {}
+
+    def plan(self, keys, series):
+        """Decide, on the first call, whether *series* (value tuples of *keys*) are too many for a colour each."""
+        if self.decided:
+            return
+        self.decided = True
+        if len(series) <= len(SERIES_COLORS):
+            return
+        for i in reversed(range(len(keys))):
+            marks = {values[i] for values in series}
+            colours = {values[:i] + values[i + 1:] for values in series}
+            if len(marks) <= len(SERIES_MARKERS) and len(colours) <= len(SERIES_COLORS):
+                self.marker_key = keys[i]
+                return
+
+    def split(self, keys):
+        """Whether the series of *keys* take colours from some keys and markers from another."""
+        return self.marker_key is not None and self.marker_key in keys and len(keys) > 1
+
+    def parts(self, keys, values):
+        """``(colour keys, their values, marker value or None)`` of one series."""
+        if not self.split(keys):
+            return list(keys), tuple(values), None
+        i = list(keys).index(self.marker_key)
+        return [k for k in keys if k != self.marker_key], tuple(values[:i] + values[i + 1:]), values[i]
+
+    def style(self, keys, values):
+        """``{"color", "marker"}`` of the series with *values* of *keys*; new series take the next free ones."""
+        colour_keys, colour_values, mark = self.parts(keys, tuple(values))
+        c = self._colours.setdefault((tuple(colour_keys), colour_values), len(self._colours))
+        m = c if mark is None else self._markers.setdefault(mark, len(self._markers))
+        return {"color": SERIES_COLORS[c % len(SERIES_COLORS)], "marker": SERIES_MARKERS[m % len(SERIES_MARKERS)]}
+
+
+def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), styles=None):
+    """One line per series of *keys* and variant through its *good* rows, a cross for each other row.
+
+    *variants*: ``(strategy or None, linestyle)``; a series' variants share its colour and
+    marker (*styles*, a :class:`SeriesStyles`; default: one for this axes alone). Returns the
+    lines and the legend entries ``[(label, handle)]``: the series (or, split, their colours
+    then their markers), then the strategies' line styles when there are several, then the
+    cross when one was drawn; and the legend's title."""
+    from matplotlib.lines import Line2D
+
+    styles = styles or SeriesStyles()
+    groups = _groups(rows, keys)
+    styles.plan(keys, [values if isinstance(values, tuple) else (values,) for values, _ in groups])
+    split = styles.split(keys)
+    colour_keys = styles.parts(keys, (None,) * len(keys))[0] if split else keys
+    companions = _companions(rows, colour_keys, exclude=(x,))
+    several = len(variants) > 1
+    lines, crossed, stacked = [], False, {}
+    colour_entries, marker_entries = {}, {}
+    for values, group in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        style = styles.style(keys, values)
+        label = _series_label(keys, values, companions, group) if keys else "all"
+        if split:
+            ckeys, cvalues, mark = styles.parts(keys, values)
+            colour_entries.setdefault(_series_label(ckeys, cvalues, companions, group),
+                                      Line2D([], [], color=style["color"], linewidth=1.8))
+            marker_entries.setdefault(_label([styles.marker_key], (mark,)),
+                                      Line2D([], [], color=STRATEGY_KEY_COLOR, marker=style["marker"],
+                                             linestyle="none", markersize=5))
+        else:
+            colour_entries.setdefault(label, Line2D([], [], linewidth=1.8, markersize=5, **style))
+        for strategy, linestyle in variants:
+            part = group if strategy is None else group[group["strategy"] == strategy]
+            if part.empty:
+                continue
+            ok = part[good.loc[part.index]].sort_values(x)
+            name = label if keys else (strategy or "all")
+            (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
+                              markersize=5, label=f"{name}, {strategy}" if several and keys else name, **style)
+            lines.append(line)
+            bad = _xvalues(part[~good.loc[part.index]][x])
+            crossed |= mark_infeasible(ax, bad, style["color"], stacked) is not None
+    entries = list(colour_entries.items()) + list(marker_entries.items())
+    if several:
+        entries += [(strategy, Line2D([], [], color=STRATEGY_KEY_COLOR, linestyle=linestyle, linewidth=1.8))
+                    for strategy, linestyle in variants if (rows["strategy"] == strategy).any()]
+    if crossed:
+        entries.append(add_infeasible_entry(ax))
+    return lines, entries, _legend_title(rows, colour_keys, companions)
+
+
+def strategy_variants(strategies, present):
+    """``(strategy, linestyle)`` of each of *strategies* in *present*: each its own style when
+    there are several (:data:`~.style._STRATEGY_LINESTYLE`), solid when one."""
+    drawn = [s for s in strategies if s in set(present)]
+    if len(drawn) <= 1:
+        return [(s, "-") for s in drawn] or [(None, "-")]
+    return [(s, _STRATEGY_LINESTYLE[s]) for s in drawn]
+
+
+def _xvalues(column):
+    return column.astype(float) if _numeric(column) else column.astype(str)
+
+
+def _legend_title(rows, keys, companions):
+    """What a legend's labels are: its keys, then (in parentheses) the companions its labels carry."""
+    title = ", ".join(_axis_label(k, unit=False) for k in keys)
+    if companions:
+        title += f" ({', '.join(_axis_label(k, unit=False) for k in companions)})"
+    return title or None
