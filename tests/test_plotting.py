@@ -122,20 +122,75 @@ def test_lines_one_per_group_and_strategy(frame, ax):
     assert ax.get_ylabel() == "step time [ms]"
 
 
+def _in_axes(ax, x, y, *, y_is_data=True):
+    """(x, y) in axes fractions."""
+    point = ax.transData.transform((x, y)) if y_is_data else ax.get_xaxis_transform().transform((x, y))
+    return ax.transAxes.inverted().transform(point)
+
+
 def test_infeasible_points_are_marked_not_dropped(frame, ax):
     rows = frame.copy()
     rows.loc[(rows["workload"] == "resnet50") & (rows["replicas"] >= 512), "status"] = "infeasible"
     lines = plot_speedup(ax, rows)
-    marks = [line for line in ax.lines if line.get_gid() == "infeasible"]
+    marks = [line for line in ax.lines if line.get_gid() == "no-value"]
     resnet = {line.get_color() for line in lines if line.get_label().startswith("resnet50")}
     # every resnet50 series keeps its line (its feasible points) and crosses where it could not run
     assert len(resnet) == 4 and {m.get_color() for m in marks} == resnet
     assert all(sorted(m.get_xdata()) == [512.0, 2048.0] for m in marks)
     assert all(sorted(line.get_xdata()) == [32.0, 128.0] for line in lines if line.get_label().startswith("resnet50"))
-    # crosses at one x are stacked, not drawn over each other
-    at_512 = [y for m in marks for x, y in zip(m.get_xdata(), m.get_ydata()) if x == 512]
-    assert len(set(at_512)) == len(at_512) == 4
-    assert any("infeasible" in t.get_text() for t in ax.get_legend().get_texts())
+    # each series' crosses have a row of their own, named in its colour
+    assert len({m.get_ydata()[0] for m in marks}) == len(marks)
+    named = {(t.get_text(), t.get_color()) for t in ax.texts}
+    for line in lines:
+        if line.get_label().startswith("resnet50"):
+            assert (f"does not fit: {line.get_label()}", line.get_color()) in named
+    assert any(t.get_text().startswith("no value") for t in ax.get_legend().get_texts())
+
+
+def test_points_without_a_value_stay_off_the_value_range(frame, ax):
+    # a cross at a made-up height read as a value (paper_speedup: a speedup of 1.05)
+    rows = frame.copy()
+    rows.loc[(rows["workload"] == "resnet50") & (rows["replicas"] >= 512), "status"] = "infeasible"
+    lines = plot_speedup(ax, rows)
+    (band,) = [p for p in ax.patches if p.get_gid() == "no-value"]
+    top_of_band = band.get_height()
+    for mark in [line for line in ax.lines if line.get_gid() == "no-value"]:
+        for x, y in zip(mark.get_xdata(), mark.get_ydata()):
+            assert 0 < _in_axes(ax, x, y, y_is_data=False)[1] < top_of_band
+    values = [_in_axes(ax, x, y)[1] for line in lines for x, y in zip(line.get_xdata(), line.get_ydata())]
+    values.append(_in_axes(ax, 1, 1.0)[1])  # the no-gain line
+    assert min(values) > top_of_band and max(values) < 1
+    # and no y tick stands beside the band, where it would give the crosses a value
+    ax.figure.canvas.draw()
+    ticks = list(ax.yaxis.get_majorticklocs()) + list(ax.yaxis.get_minorticklocs())
+    assert ticks and all(_in_axes(ax, 1, t)[1] >= top_of_band for t in ticks)
+
+
+def test_a_strategy_without_values_is_named(frame):
+    rows = frame[(frame["workload"] == "transformer-big") & (frame["optimizer"] == "adam")
+                 & (frame["link_GBps"] == 100)].copy()
+    rows.loc[(rows["strategy"] == "replicated") & (rows["replicas"] >= 512), "status"] = "infeasible"
+    rows.loc[rows["replicas"] >= 512, "speedup"] = float("nan")  # as the runner leaves it
+    fig, (left, right) = plt.subplots(1, 2)
+    plot_lines(left, rows, x="replicas", logx=True)
+    assert {t.get_text() for t in left.texts} == {"does not fit: replicated"}
+    # the speedup of a point whose replicated row does not fit says why it has none
+    plot_speedup(right, rows)
+    assert {t.get_text() for t in right.texts} == {"replicated does not fit: transformer-big"}
+    plt.close(fig)
+
+
+def test_lines_keep_clear_of_the_frame_in_every_panel(frame):
+    # panels share one y range; whatif_failed_links' ResNet-50 lines sat on the top edge of it
+    rows = frame[(frame["optimizer"] == "adam") & (frame["link_GBps"] == 100)]
+    (spec,) = plot_specs([{"kind": "lines", "x": "replicas", "facet": "workload"}])
+    fig = draw_figure(spec, rows)
+    axes = _visible_axes(fig)
+    assert len(axes) == 2 and len({ax.get_ylim() for ax in axes}) == 1
+    for ax in axes:
+        ys = [_in_axes(ax, x, y)[1] for line in ax.get_lines() for x, y in zip(line.get_xdata(), line.get_ydata())]
+        assert 0.04 < min(ys) and max(ys) < 0.96
+    plt.close(fig)
 
 
 def test_series_look_distinct_past_ten():

@@ -10,7 +10,7 @@ from .kinds import _COMMON, PLOT_KINDS
 from .labels import _groups, _label, subtitle
 from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
 from .series import SeriesStyles
-from .layout import fit_xtick_labels, place_legend
+from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend
 from .style import STYLE
 
 __all__ = ["draw_figure", "save_plots", "panel_grid", "NothingToDraw", "FIGURE_MAX_IN"]
@@ -117,10 +117,20 @@ def _heatmap_keys(opts):
 
 
 def _share_y(axes, ncols):
-    """One y range for all *axes* (the union of theirs); tick labels on the left column only."""
-    lows, highs = zip(*(ax.get_ylim() for ax in axes))
+    """One y range for all *axes*, tick labels on the left column only. Bars keep the union of
+    their ranges (from 0); lines get the union of their values with a margin above and below
+    (:func:`~.layout.fit_y_range`), not the union of ranges that had one only for themselves."""
+    if any(ax.containers for ax in axes):
+        lows, highs = zip(*(ax.get_ylim() for ax in axes))
+        for ax in axes:
+            ax.set_ylim(min(lows), max(highs))
+    else:
+        ranges = [r for r in map(data_y_range, axes) if r is not None]
+        if ranges:
+            band = max(band_height(ax) for ax in axes)
+            for ax in axes:
+                fit_y_range(ax, min(lo for lo, _ in ranges), max(hi for _, hi in ranges), band)
     for i, ax in enumerate(axes):
-        ax.set_ylim(min(lows), max(highs))
         if i % ncols:
             ax.tick_params(axis="y", labelleft=False)
             ax.set_ylabel("")

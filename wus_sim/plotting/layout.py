@@ -8,9 +8,12 @@ layout) let "64/replica global batch 32768" run into its neighbour in the quicks
 a measured extent does not.
 """
 
+import math
 import textwrap
 
-__all__ = ["place_legend", "fit_xtick_labels", "collisions", "LEGEND_RIGHT_MAX_FRACTION", "MIN_LABEL_GAP_PT",
+from .style import NO_VALUE_GID
+
+__all__ = ["place_legend", "fit_xtick_labels", "collisions", "fit_y_range", "data_y_range", "Y_MARGIN", "LEGEND_RIGHT_MAX_FRACTION", "MIN_LABEL_GAP_PT",
            "MIN_WRAP_CHARS", "MIN_TICK_FONT_PT"]
 
 LEGEND_RIGHT_MAX_FRACTION = 0.45
@@ -164,3 +167,62 @@ def _set_major_labels(ax, shown, texts, *, size, **kw):
     for (loc, _), text in zip(shown, texts):
         labels[locs.index(loc)] = text
     ax.set_xticks(locs, labels, fontsize=size, **kw)
+
+
+Y_MARGIN = 0.05
+"""Free space above the highest and below the lowest value of a line plot, a fraction of the
+axes: a line on the edge is half hidden by the frame (whatif_failed_links' ResNet-50 panel,
+whose range was the union of two panels' ranges with none to spare)."""
+
+
+def data_y_range(ax):
+    """``(lowest, highest)`` y of *ax*'s lines (positive ones on a log axis), without the crosses
+    of the no-value band; None if it has none."""
+    values = [float(v) for line in ax.lines if line.get_gid() != NO_VALUE_GID
+              for v in line.get_ydata() if v == v and (ax.get_yscale() != "log" or v > 0)]
+    return (min(values), max(values)) if values else None
+
+
+def band_height(ax):
+    """Height of *ax*'s no-value band, a fraction of the axes (0 without one)."""
+    return max((p.get_height() for p in ax.patches if p.get_gid() == NO_VALUE_GID), default=0.0)
+
+
+def fit_y_range(ax, low=None, high=None, band=None):
+    """Set *ax*'s y limits so that its values (*low*..*high*, default: its own) keep
+    :data:`Y_MARGIN` from the top and from the no-value band (height *band*, default its own)
+    at the foot; on a log axis, in ratio."""
+    if low is None or high is None:
+        found = data_y_range(ax)
+        if found is None:
+            return
+        low, high = found
+    band = band_height(ax) if band is None else band
+    log = ax.get_yscale() == "log"
+    lo, hi = (math.log10(low), math.log10(high)) if log else (low, high)
+    if hi - lo <= 0:
+        half = abs(hi) * 0.05 or 0.5
+        lo, hi = lo - half, hi + half
+    total = (hi - lo) / (1 - band - 2 * Y_MARGIN)
+    bottom, top = lo - (band + Y_MARGIN) * total, hi + Y_MARGIN * total
+    ax.set_ylim(*((10 ** bottom, 10 ** top) if log else (bottom, top)))
+    if band:
+        _ticks_above(ax, band)
+
+
+def _ticks_above(ax, band):
+    """Keep *ax*'s y ticks (and grid lines) off the no-value band: a tick beside it would give
+    its crosses a value. The ticks are fixed for the final limits; the locator that chose them
+    is kept on them for a later fit."""
+    from matplotlib.ticker import FixedLocator
+
+    lo, hi = ax.get_ylim()
+    log = ax.get_yscale() == "log"
+    floor = 10 ** (math.log10(lo) + band * (math.log10(hi) - math.log10(lo))) if log else lo + band * (hi - lo)
+    for get, put in ((ax.yaxis.get_major_locator, ax.yaxis.set_major_locator),
+                     (ax.yaxis.get_minor_locator, ax.yaxis.set_minor_locator)):
+        chooser = getattr(get(), "chosen_by", get())
+        fixed = FixedLocator([t for t in chooser.tick_values(lo, hi) if floor <= t <= hi])
+        fixed.chosen_by = chooser
+        put(fixed)
+        chooser.set_axis(ax.yaxis)

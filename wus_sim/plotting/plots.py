@@ -5,7 +5,8 @@ from ..memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
 from .labels import _axis_label, _fmt, _label_keys, _numeric, _ok, _varying, _with
-from .series import draw_series, strategy_variants
+from .layout import fit_y_range
+from .series import draw_series, label_no_value_band, strategy_variants
 from .style import _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
@@ -24,8 +25,8 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     a line per *hue* (and strategy: dashed sharded, dotted fully-sharded, when both are there).
 
     Draws the rows of every strategy but replicated with status ok; where a series has a
-    point without a speedup (either strategy infeasible or failed) a cross at the foot of
-    the axes marks it. *logx*: a log2 x axis (default: when the values span octaves,
+    point without a speedup (either strategy infeasible or failed) a cross in the band under
+    the data marks it, its row named with why (:mod:`~.series`). *logx*: a log2 x axis (default: when the values span octaves,
     :func:`~.style.spans_octaves`). *styles*: the figure's :class:`~.series.SeriesStyles`.
     Returns the list of Line2D drawn, one per series and strategy.
     """
@@ -36,10 +37,12 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     several = len(variants) > 1
     keys = _series_keys(rows, hue, x, several)
     lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=1.0, variants=variants,
-                                               styles=styles)
+                                               styles=styles, why=_speedup_reasons(df, rows, good))
     entries.append(_no_gain(ax))
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
+    fit_y_range(ax)
+    label_no_value_band(ax)
     ax.set_xlabel(_axis_label(x))
     what = "sharded" if not several else "sharded (shd) and fully-sharded (fsd)"
     ax.set_ylabel(f"speedup = replicated / {'sharded' if not several else 'strategy'} step time" if y == "speedup"
@@ -47,6 +50,30 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     ax.set_title(title or f"Speedup of {what} over replicated weight update")
     _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _speedup_reasons(df, rows, good):
+    """Why each row of *rows* (strategies but replicated) has no speedup: it does not fit, or
+    the replicated row of its point does not ("replicated does not fit"), or its status."""
+    import pandas as pd
+
+    why = pd.Series("no value", index=rows.index, dtype=object)
+    if "status" not in rows.columns:
+        return why
+    replicated = {}
+    if "point_index" in df.columns:
+        rep = df[df["strategy"] == "replicated"]
+        replicated = dict(zip(rep["point_index"], rep["status"]))
+    for i, row in rows[~good].iterrows():
+        if row["status"] == "infeasible":
+            why[i] = "does not fit"
+        elif row["status"] != "ok":
+            why[i] = str(row["status"])
+        elif replicated.get(row.get("point_index")) == "infeasible":
+            why[i] = "replicated does not fit"
+        elif replicated.get(row.get("point_index"), "ok") != "ok":
+            why[i] = f"replicated: {replicated[row['point_index']]}"
+    return why
 
 
 def _series_keys(rows, hue, x, several):
@@ -226,7 +253,8 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded,
     dotted fully-sharded).
 
-    Rows that could not run (status not ok) are crosses at the foot of the axes. *logx*:
+    Rows that could not run (status not ok) are crosses in the band under the data, a row
+    per series and strategy, named (:mod:`~.series`). *logx*:
     a log2 x axis (default: when the values span octaves). *styles*: the figure's
     :class:`~.series.SeriesStyles`. Returns the list of Line2D drawn.
     """
@@ -244,6 +272,8 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
         _plain_log_y(ax)
     if y == "speedup":
         entries.append(_no_gain(ax))
+    fit_y_range(ax)
+    label_no_value_band(ax)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
     ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")

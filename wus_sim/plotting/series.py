@@ -12,14 +12,25 @@ first one's blue with another marker, and readers took the two blues for one ser
 thing (a workload on a topology) and each marker one thing (a seed), and the legend lists
 4 colours and 3 markers instead of 12 combinations.
 
+Points without a value (the strategy does not fit in memory, or the point failed) are crosses
+in a grey band under the data, one row per series and strategy, each row named in its
+series' colour ("does not fit: transformer-big, replicated"). They used to be crosses at a
+made-up height inside the data (paper_speedup's red cross read as a speedup of 1.05), in
+the series' colour only, so a reader could neither tell them from values nor tell which
+strategy of the series had failed. The y range leaves the band free of data
+(:func:`~.layout.fit_y_range`).
+
 A figure of several panels passes one :class:`SeriesStyles` to all of them, so a series
 keeps its colour and marker in every panel even where another panel lacks some series.
 """
 
 from .labels import _axis_label, _companions, _groups, _label, _numeric, _series_label
-from .style import SERIES_COLORS, SERIES_MARKERS, _STRATEGY_LINESTYLE, add_infeasible_entry, mark_infeasible
+from .style import (
+    INFEASIBLE_MARKER, NO_VALUE_BAND_COLOR, NO_VALUE_GID, SERIES_COLORS, SERIES_MARKERS, _STRATEGY_LINESTYLE,
+)
 
-__all__ = ["SeriesStyles", "draw_series", "STRATEGY_KEY_COLOR"]
+__all__ = ["SeriesStyles", "draw_series", "strategy_variants", "label_no_value_band", "STRATEGY_KEY_COLOR",
+           "BAND_ROW", "MAX_BAND_ROWS"]
 
 STRATEGY_KEY_COLOR = "0.3"
 """Colour of the legend's line-style entries (a strategy is a style, not a colour)."""
@@ -69,29 +80,34 @@ class SeriesStyles:
         return {"color": SERIES_COLORS[c % len(SERIES_COLORS)], "marker": SERIES_MARKERS[m % len(SERIES_MARKERS)]}
 
 
-def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), styles=None):
-    """One line per series of *keys* and variant through its *good* rows, a cross for each other row.
+def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), styles=None, why=None):
+    """One line per series of *keys* and variant through its *good* rows; the other rows are
+    crosses in the band under the data (their reason: *why*, a Series over *rows*; default
+    "does not fit" for status infeasible, else the status).
 
     *variants*: ``(strategy or None, linestyle)``; a series' variants share its colour and
     marker (*styles*, a :class:`SeriesStyles`; default: one for this axes alone). Returns the
-    lines and the legend entries ``[(label, handle)]``: the series (or, split, their colours
-    then their markers), then the strategies' line styles when there are several, then the
-    cross when one was drawn; and the legend's title."""
+    lines, the legend entries ``[(label, handle)]`` (the series, or split their colours then
+    their markers; then the strategies' line styles when there are several; then the cross
+    when one was drawn) and the legend's title. Call :func:`label_no_value_band` once the x
+    axis is final."""
     from matplotlib.lines import Line2D
 
     styles = styles or SeriesStyles()
+    if why is None:
+        why = _reasons(rows)
     groups = _groups(rows, keys)
     styles.plan(keys, [values if isinstance(values, tuple) else (values,) for values, _ in groups])
     split = styles.split(keys)
     colour_keys = styles.parts(keys, (None,) * len(keys))[0] if split else keys
     companions = _companions(rows, colour_keys, exclude=(x,))
     several = len(variants) > 1
-    lines, crossed, stacked = [], False, {}
+    lines, missing = [], []
     colour_entries, marker_entries = {}, {}
     for values, group in groups:
         values = values if isinstance(values, tuple) else (values,)
         style = styles.style(keys, values)
-        label = _series_label(keys, values, companions, group) if keys else "all"
+        label = _series_label(keys, values, companions, group) if keys else ""
         if split:
             ckeys, cvalues, mark = styles.parts(keys, values)
             colour_entries.setdefault(_series_label(ckeys, cvalues, companions, group),
@@ -99,26 +115,81 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
             marker_entries.setdefault(_label([styles.marker_key], (mark,)),
                                       Line2D([], [], color=STRATEGY_KEY_COLOR, marker=style["marker"],
                                              linestyle="none", markersize=5))
-        else:
+        elif keys:  # without keys the one series needs no entry: its strategies have theirs
             colour_entries.setdefault(label, Line2D([], [], linewidth=1.8, markersize=5, **style))
         for strategy, linestyle in variants:
             part = group if strategy is None else group[group["strategy"] == strategy]
             if part.empty:
                 continue
             ok = part[good.loc[part.index]].sort_values(x)
-            name = label if keys else (strategy or "all")
+            name = ", ".join(t for t in (label, strategy if several or not keys else None) if t) or "all"
             (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
-                              markersize=5, label=f"{name}, {strategy}" if several and keys else name, **style)
+                              markersize=5, label=name, **style)
             lines.append(line)
-            bad = _xvalues(part[~good.loc[part.index]][x])
-            crossed |= mark_infeasible(ax, bad, style["color"], stacked) is not None
+            bad = part[~good.loc[part.index]]
+            for reason, points in bad.groupby(why.loc[bad.index], sort=False):
+                who = ", ".join(t for t in (label, strategy if several else None) if t)
+                missing.append((f"{reason}: {who}" if who else reason, style["color"], _xvalues(points[x])))
     entries = list(colour_entries.items()) + list(marker_entries.items())
     if several:
         entries += [(strategy, Line2D([], [], color=STRATEGY_KEY_COLOR, linestyle=linestyle, linewidth=1.8))
                     for strategy, linestyle in variants if (rows["strategy"] == strategy).any()]
-    if crossed:
-        entries.append(add_infeasible_entry(ax))
+    if missing:
+        _draw_no_value_band(ax, missing)
+        entries.append(("no value (does not fit, or failed)", Line2D(
+            [], [], linestyle="none", marker=INFEASIBLE_MARKER, color=STRATEGY_KEY_COLOR, markeredgewidth=1.8)))
     return lines, entries, _legend_title(rows, colour_keys, companions)
+
+
+def _reasons(rows):
+    """Why each row has no value: "does not fit" (status infeasible), else its status."""
+    import pandas as pd
+
+    if "status" not in rows.columns:
+        return pd.Series("no value", index=rows.index)
+    return rows["status"].map(lambda s: "does not fit" if s == "infeasible" else str(s))
+
+
+BAND_ROW = 0.06
+"""Height of one row of the band, a fraction of the axes (about 11 pt of a 2.6 in panel)."""
+MAX_BAND_ROWS = 4
+"""Rows the band grows to; more series without values share rows, in turn."""
+
+
+def _draw_no_value_band(ax, missing):
+    """The grey band under the data with one row of crosses per ``(text, colour, xs)`` of *missing*."""
+    from matplotlib.patches import Rectangle
+
+    rows = min(len(missing), MAX_BAND_ROWS)
+    height = BAND_ROW * (rows + 0.4)
+    ax.add_patch(Rectangle((0, 0), 1, height, transform=ax.transAxes, facecolor=NO_VALUE_BAND_COLOR,
+                           edgecolor="none", zorder=1.6, gid=NO_VALUE_GID))
+    for i, (text, colour, xs) in enumerate(missing):
+        y = BAND_ROW * (i % MAX_BAND_ROWS + 0.7)
+        (marks,) = ax.plot(list(xs), [y] * len(xs), transform=ax.get_xaxis_transform(), linestyle="none",
+                           marker=INFEASIBLE_MARKER, color=colour, markersize=6, markeredgewidth=1.6,
+                           zorder=4, label="_no value", gid=NO_VALUE_GID)
+        marks.no_value_text = text
+
+
+def label_no_value_band(ax):
+    """Name each row of crosses, in its colour, where its row has most room: right of its last
+    cross, left of its first, or between two (run once the x axis is final)."""
+    fig = ax.figure
+    axes_pt = ax.get_position().width * fig.get_figwidth() * 72
+    to_axes = ax.transAxes.inverted()
+    for marks in [line for line in ax.lines if line.get_gid() == NO_VALUE_GID]:
+        xs = sorted(to_axes.transform(ax.transData.transform((ax.convert_xunits(x), 1.0)))[0]
+                    for x in marks.get_xdata())
+        y = marks.get_ydata()[0]
+        text = marks.no_value_text
+        pad = 6 / axes_pt  # from the nearest cross
+        # (room, x, alignment) of each place the text could go
+        places = [(1.0 - xs[-1], xs[-1] + pad, "left"), (xs[0], xs[0] - pad, "right")]
+        places += [(b - a, (a + b) / 2, "center") for a, b in zip(xs, xs[1:])]
+        _, at, align = max(places, key=lambda p: p[0])
+        ax.text(at, y, text, transform=ax.transAxes, ha=align, va="center", fontsize=7,
+                color=marks.get_color(), zorder=4, clip_on=False)
 
 
 def strategy_variants(strategies, present):

@@ -32,8 +32,11 @@ SERIES_MARKERS = ("o", "s", "D", "^", "v", "<", ">", "p", "h")
 ``i % 10`` and marker ``i % 9``, so no two of the first 90 series look alike (ten more
 colours would not stay distinguishable; pairing them with markers does)."""
 INFEASIBLE_MARKER = "x"
-"""Where a series has a point that could not run (status not ok): a cross at the foot of the axes."""
-INFEASIBLE_LABEL = "infeasible (does not fit, or failed)"
+"""A point of a series that has no value (could not run): a cross in the band under the data."""
+NO_VALUE_BAND_COLOR = "0.93"
+"""Fill of that band, so that nothing drawn in it reads as a value on the y axis."""
+NO_VALUE_GID = "no-value"
+"""gid of the band and of its crosses (the y range and the tests find them by it)."""
 
 
 def series_style(i):
@@ -83,33 +86,6 @@ def legend_columns(entries, height_in, fontsize_pt=9):
     of its font, title included)."""
     fit = max(1, int(height_in * 72 / (1.7 * fontsize_pt)) - 1)
     return max(1, math.ceil(entries / fit))
-
-
-def mark_infeasible(ax, xs, color, stacked=None):
-    """A cross near the foot of *ax* at each of *xs*: points of a series that could not run have
-    no y value, but leaving them out would read as "not simulated". *stacked* (``{x: crosses
-    so far}``, shared by the series of one axes) lifts each further cross at the same x above
-    the last, so no series hides another's. Returns the Line2D or None."""
-    xs = list(xs)
-    if not xs:
-        return None
-    stacked = {} if stacked is None else stacked
-    ys = []
-    for x in xs:
-        ys.append(0.03 + 0.05 * stacked.get(x, 0))
-        stacked[x] = stacked.get(x, 0) + 1
-    (marks,) = ax.plot(xs, ys, transform=ax.get_xaxis_transform(), linestyle="none",
-                       marker=INFEASIBLE_MARKER, color=color, markersize=7, markeredgewidth=1.8, clip_on=False,
-                       zorder=4, label="_infeasible", gid="infeasible")
-    return marks
-
-
-def add_infeasible_entry(ax):
-    """The legend entry explaining the crosses, ``(label, handle)`` (a proxy: it draws nothing)."""
-    from matplotlib.lines import Line2D
-
-    return INFEASIBLE_LABEL, Line2D([], [], linestyle="none", marker=INFEASIBLE_MARKER, color="0.3",
-                                    markeredgewidth=1.8)
 
 
 def _log2_axis(ax, values):
