@@ -521,3 +521,30 @@ def test_no_gain_is_a_legend_entry_not_text_on_the_data(frame, ax):
     plot_speedup(ax, frame)
     assert not [t for t in ax.texts if "no gain" in t.get_text()]
     assert "no gain (speedup 1)" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_memory_bars_that_do_not_fit_are_hatched_not_written_over(frame, ax):
+    # "does not fit" written above a bar ran over its neighbour (whatif_fully_sharded memory)
+    rows = frame[(frame["topology"] == "tpu-v3-512") & (frame["link_GBps"] == 100)
+                 & (frame["workload"] == "transformer-big")].copy()
+    rows.loc[(rows["optimizer"] == "adam") & (rows["strategy"] == "replicated"), "status"] = "infeasible"
+    plot_memory(ax, rows, by=["optimizer"])
+    assert not ax.texts
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    peak = float(rows.loc[rows["status"] == "infeasible", "mem_peak_bytes"].iloc[0]) / 2**30
+    assert len(hatched) == 1 and hatched[0].get_height() == pytest.approx(peak)
+    assert "does not fit in HBM" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_hbm_line_shows_in_every_panel_whose_range_reaches_it(frame):
+    # a panel whose own bars stay far below HBM left the line out, though it shared the y range
+    rows = frame[(frame["topology"] == "tpu-v3-32") & (frame["link_GBps"] == 100)].assign(hbm_bytes=5 * 2**30)
+    (spec,) = plot_specs([{"kind": "memory", "facet": "workload"}])
+    fig = draw_figure(spec, rows)
+    for ax in _visible_axes(fig):
+        lo, hi = ax.get_ylim()
+        assert lo <= 5 <= hi
+        assert [line for line in ax.get_lines() if list(line.get_ydata()) == [5.0, 5.0]], ax.get_title()
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "HBM per replica (5 GiB)" in texts and not [t for t in texts if "off scale" in t]
+    plt.close(fig)

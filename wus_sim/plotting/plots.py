@@ -137,17 +137,16 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     peaks = [float(srow["mem_peak_bytes"]) / 2**30 for srow in bars.rows]
     containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
     ax.scatter(bars.positions, peaks, marker="_", s=200, color="black", zorder=3, label="peak")
-    for xpos, peak, srow in zip(bars.positions, peaks, bars.rows):
-        if srow.get("status", "ok") != "ok":
-            ax.annotate("does not fit" if srow["status"] == "infeasible" else str(srow["status"]), (xpos, peak),
-                        xytext=(0, 3), textcoords="offset points", ha="center", fontsize=7, color="#C44E52")
+    _hatch_not_ok(ax, bars.positions, peaks, bars.rows)
     hbm = None
     if capacity and "hbm_bytes" in rows.columns and rows["hbm_bytes"].notna().any():
         hbm = float(rows["hbm_bytes"].dropna().min()) / 2**30
         if max(peaks, default=0.0) >= 0.4 * hbm:
             ax.axhline(hbm, color="#C44E52", linestyle="--", linewidth=1, label=f"HBM per replica ({hbm:.3g} GiB)")
         else:
-            # Far above the bars: say it rather than squash them.
+            # Far above the bars: say it rather than squash them. Still drawn, out of view: a
+            # panel sharing its y range with one that reaches it shows it too.
+            ax.axhline(hbm, color="#C44E52", linestyle="--", linewidth=1, label="_HBM per replica")
             ax.plot([], [], " ", label=f"HBM per replica: {hbm:.3g} GiB (off scale)")
             hbm = None
     _strategy_ticks(ax, bars)
@@ -157,6 +156,26 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     ax.set_title(title or f"Per-replica memory: {_strategies_named(bars)}")
     _legend_outside(ax, reverse=True)
     return containers
+
+
+def _hatch_not_ok(ax, positions, peaks, rows):
+    """Hatch each bar whose row could not run, up to its peak, with a legend entry per status
+    ("does not fit in HBM"). Text above the bar, wider than it, ran over its neighbour."""
+    from matplotlib.patches import Rectangle
+
+    named = set()
+    for xpos, peak, srow in zip(positions, peaks, rows):
+        status = srow.get("status", "ok")
+        if status == "ok":
+            continue
+        label = "does not fit in HBM" if status == "infeasible" else str(status)
+        ax.add_patch(Rectangle((xpos - _BAR_WIDTH / 2, 0), _BAR_WIDTH, peak, fill=False, hatch="///",
+                               edgecolor=_NOT_OK_COLOR, linewidth=1.2, zorder=2.5,
+                               label=label if label not in named else f"_{label}"))
+        named.add(label)
+
+
+_NOT_OK_COLOR = "#C44E52"
 
 
 def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded",
