@@ -548,3 +548,12 @@ def test_hbm_line_shows_in_every_panel_whose_range_reaches_it(frame):
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "HBM per replica (5 GiB)" in texts and not [t for t in texts if "off scale" in t]
     plt.close(fig)
+
+
+def test_a_speedup_over_lines_leaves_replicated_out(frame, ax):
+    # replicated rows have no speedup by definition: they were crosses named "ok: ..., replicated"
+    rows = frame[frame["link_GBps"] == 100]
+    lines = plot_lines(ax, rows, x="replicas", y="speedup", hue="workload", logx=True)
+    assert not ax.texts and not [p for p in ax.patches if p.get_gid() == "no-value"]
+    assert len(lines) == rows[rows["strategy"] == "sharded"].groupby(["workload", "optimizer"]).ngroups
+    assert "replicated" not in [t.get_text() for t in ax.get_legend().get_texts()]

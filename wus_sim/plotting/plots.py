@@ -273,18 +273,26 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     dotted fully-sharded).
 
     Rows that could not run (status not ok) are crosses in the band under the data, a row
-    per series and strategy, named (:mod:`~.series`). *logx*:
-    a log2 x axis (default: when the values span octaves). *styles*: the figure's
-    :class:`~.series.SeriesStyles`. Returns the list of Line2D drawn.
+    per series and strategy, named (:mod:`~.series`); rows that ran without a *y* (the
+    replicated rows of a speedup) are left out. *logx*: a log2 x axis (default: when the
+    values span octaves). *styles*: the figure's :class:`~.series.SeriesStyles`. Returns
+    the list of Line2D drawn.
     """
     rows = _with(df, [x, y]).dropna(subset=[x])
-    rows = rows[rows["strategy"].isin(list(strategies))].reset_index(drop=True)
+    if y == "speedup":  # relative to replicated: its rows have none
+        strategies = [s for s in strategies if s != "replicated"]
+    rows = rows[rows["strategy"].isin(list(strategies))]
+    # A row that ran but has no y is no point of its series (nothing to draw, nothing failed);
+    # a speedup's is, when the replicated row of its point did not run (_speedup_reasons).
+    ran = rows["status"] == "ok" if "status" in rows.columns else True
+    rows = rows[~ran | rows[y].notna() | (y == "speedup")].reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
+    why = _speedup_reasons(df, rows, good) if y == "speedup" else None
     _, scale = column_label(y)
     variants = strategy_variants(strategies, rows["strategy"])
     keys = _series_keys(rows, hue, x, len(variants) > 1)
     lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=scale, variants=variants,
-                                               styles=styles)
+                                               styles=styles, why=why)
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
     if logy:

@@ -126,7 +126,7 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
             (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
                               markersize=5, label=name, **style)
             lines.append(line)
-            bad = part[~good.loc[part.index]]
+            bad = part[~good.loc[part.index] & why.loc[part.index].notna()]
             for reason, points in bad.groupby(why.loc[bad.index], sort=False):
                 who = ", ".join(t for t in (label, strategy if several else None) if t)
                 missing.append((f"{reason}: {who}" if who else reason, style["color"], _xvalues(points[x])))
@@ -142,12 +142,13 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
 
 
 def _reasons(rows):
-    """Why each row has no value: "does not fit" (status infeasible), else its status."""
+    """Why each row has no value: "does not fit" (status infeasible), else its status; None
+    for a row that ran (one without a value is no point of its series: no cross)."""
     import pandas as pd
 
     if "status" not in rows.columns:
-        return pd.Series("no value", index=rows.index)
-    return rows["status"].map(lambda s: "does not fit" if s == "infeasible" else str(s))
+        return pd.Series(None, index=rows.index, dtype=object)
+    return rows["status"].map(lambda s: None if s == "ok" else "does not fit" if s == "infeasible" else str(s))
 
 
 BAND_ROW = 0.06
