@@ -557,3 +557,20 @@ def test_a_speedup_over_lines_leaves_replicated_out(frame, ax):
     assert not ax.texts and not [p for p in ax.patches if p.get_gid() == "no-value"]
     assert len(lines) == rows[rows["strategy"] == "sharded"].groupby(["workload", "optimizer"]).ngroups
     assert "replicated" not in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_speedup_labels_clear_the_bars_beside_them(frame):
+    # "x1.12", wider than a bar, was written into the taller replicated bar next to it
+    (spec,) = plot_specs([{"kind": "breakdown", "by": ["workload", "optimizer", "topology"],
+                           "where": {"link_GBps": 100}}])
+    fig = draw_figure(spec, frame)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = _visible_axes(fig)
+    labels = [t for t in ax.texts if t.get_text().startswith("x")]
+    bars = [p.get_window_extent(renderer) for c in ax.containers for p in c.patches if p.get_height() > 0]
+    assert len(labels) == 16
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert not [b for b in bars if box.overlaps(b)], label.get_text()
+    plt.close(fig)

@@ -104,10 +104,13 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
     bars = _strategy_bars(rows, keys, parts, scale=1e3)
     containers = _stack(ax, bars.positions, _BAR_WIDTH, parts, bars.values)
     if annotate:
+        tops = dict(zip(bars.positions, _bar_tops(containers) or [0.0] * len(bars.positions)))
         for xpos, srow in zip(bars.positions, bars.rows):
             if srow["strategy"] != "replicated" and "speedup" in srow and srow["speedup"] == srow["speedup"]:
-                ax.annotate(f"x{float(srow['speedup']):.2f}", (xpos, float(srow["step_time_s"]) * 1e3),
-                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=8)
+                # above its neighbours too: "x1.12" is wider than a bar and sat on the taller one beside it
+                clear = max(tops.get(xpos + dx, 0.0) for dx in (-1.0, 0.0, 1.0))
+                ax.annotate(f"x{float(srow['speedup']):.2f}", (xpos, clear), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=8)
     _mark_bars_not_ok(ax, bars)
     _strategy_ticks(ax, bars)
     ax.set_ylim(0, max(_bar_tops(containers), default=1.0) * 1.12)
