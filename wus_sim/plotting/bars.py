@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..experiments.results import column_label
 from ..memory import STRATEGY_NAMES
 from .labels import _companions, _groups, _label
-from .style import _PART_COLORS, _STRATEGY_SHORT
+from .style import NOT_OK_COLOR, _PART_COLORS, _STRATEGY_SHORT
 
 __all__ = []
 
@@ -117,4 +117,4 @@ def _mark_bars_not_ok(ax, bars):
         if status != "ok":
             ax.annotate("does not fit" if status == "infeasible" else str(status), (xpos, 0.0), xytext=(0, 3),
                         textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7,
-                        color="#C44E52")
+                        color=NOT_OK_COLOR)

@@ -8,9 +8,9 @@ from ..experiments.results import column_label
 from ..timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
 from .labels import _groups, _label, subtitle
+from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend
 from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
 from .series import SeriesStyles
-from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend
 from .style import STYLE
 
 __all__ = ["draw_figure", "save_plots", "panel_grid", "NothingToDraw", "FIGURE_MAX_IN"]

@@ -1,6 +1,7 @@
-"""Layout once a figure is drawn: where its legend goes, and x tick labels that do not collide.
+"""Layout: where a figure's legend goes, x tick labels that do not collide, and y ranges that
+keep a line plot's values off the frame and off its no-value band.
 
-Why after drawing, on measured text rather than before, on character counts: whether two
+Legend and tick labels are laid out once the figure is drawn. Why after drawing, on measured text rather than before, on character counts: whether two
 labels collide depends on their rendered widths and on the width constrained layout leaves
 each panel once the legend and the y labels have theirs, and neither is known while a plot
 function draws. The estimate the bars used (0.6 em a character, the panel's width before
@@ -13,8 +14,8 @@ import textwrap
 
 from .style import NO_VALUE_GID
 
-__all__ = ["place_legend", "fit_xtick_labels", "collisions", "fit_y_range", "data_y_range", "Y_MARGIN", "LEGEND_RIGHT_MAX_FRACTION", "MIN_LABEL_GAP_PT",
-           "MIN_WRAP_CHARS", "MIN_TICK_FONT_PT"]
+__all__ = ["place_legend", "fit_xtick_labels", "collisions", "fit_y_range", "data_y_range", "band_height",
+           "LEGEND_RIGHT_MAX_FRACTION", "MIN_LABEL_GAP_PT", "MIN_WRAP_CHARS", "MIN_TICK_FONT_PT", "Y_MARGIN"]
 
 LEGEND_RIGHT_MAX_FRACTION = 0.45
 """A legend wider than this fraction of the panels goes below them: right of them it would

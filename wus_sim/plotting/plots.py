@@ -7,7 +7,7 @@ from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_ba
 from .labels import _axis_label, _fmt, _label_keys, _numeric, _ok, _varying, _with
 from .layout import fit_y_range
 from .series import draw_series, label_no_value_band, strategy_variants
-from .style import _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
+from .style import NOT_OK_COLOR, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
            "plot_lines", "heatmap_range"]
@@ -26,9 +26,10 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
 
     Draws the rows of every strategy but replicated with status ok; where a series has a
     point without a speedup (either strategy infeasible or failed) a cross in the band under
-    the data marks it, its row named with why (:mod:`~.series`). *logx*: a log2 x axis (default: when the values span octaves,
-    :func:`~.style.spans_octaves`). *styles*: the figure's :class:`~.series.SeriesStyles`.
-    Returns the list of Line2D drawn, one per series and strategy.
+    the data marks it, its row named with why (:mod:`~.series`). *logx*: a log2 x axis
+    (default: when the values span octaves, :func:`~.style.spans_octaves`). *styles*: the
+    figure's :class:`~.series.SeriesStyles`. Returns the list of Line2D drawn, one per series
+    and strategy.
     """
     rows = _with(df, [x, y])
     rows = rows[rows["strategy"].isin(STRATEGY_NAMES[1:])].dropna(subset=[x]).reset_index(drop=True)
@@ -145,11 +146,11 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     if capacity and "hbm_bytes" in rows.columns and rows["hbm_bytes"].notna().any():
         hbm = float(rows["hbm_bytes"].dropna().min()) / 2**30
         if max(peaks, default=0.0) >= 0.4 * hbm:
-            ax.axhline(hbm, color="#C44E52", linestyle="--", linewidth=1, label=f"HBM per replica ({hbm:.3g} GiB)")
+            ax.axhline(hbm, color=NOT_OK_COLOR, linestyle="--", linewidth=1, label=f"HBM per replica ({hbm:.3g} GiB)")
         else:
             # Far above the bars: say it rather than squash them. Still drawn, out of view: a
             # panel sharing its y range with one that reaches it shows it too.
-            ax.axhline(hbm, color="#C44E52", linestyle="--", linewidth=1, label="_HBM per replica")
+            ax.axhline(hbm, color=NOT_OK_COLOR, linestyle="--", linewidth=1, label="_HBM per replica")
             ax.plot([], [], " ", label=f"HBM per replica: {hbm:.3g} GiB (off scale)")
             hbm = None
     _strategy_ticks(ax, bars)
@@ -173,12 +174,9 @@ def _hatch_not_ok(ax, positions, peaks, rows):
             continue
         label = "does not fit in HBM" if status == "infeasible" else str(status)
         ax.add_patch(Rectangle((xpos - _BAR_WIDTH / 2, 0), _BAR_WIDTH, peak, fill=False, hatch="///",
-                               edgecolor=_NOT_OK_COLOR, linewidth=1.2, zorder=2.5,
+                               edgecolor=NOT_OK_COLOR, linewidth=1.2, zorder=2.5,
                                label=label if label not in named else f"_{label}"))
         named.add(label)
-
-
-_NOT_OK_COLOR = "#C44E52"
 
 
 def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded",
@@ -205,7 +203,7 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     for (i, j), v in np.ndenumerate(grid):
         if not np.isfinite(v):
             ax.text(j, i, notes.get((i, j), "n/a"), ha="center", va="center", fontsize=8,
-                    color="#C44E52" if (i, j) in notes else "0.3")
+                    color=NOT_OK_COLOR if (i, j) in notes else "0.3")
             continue
         r, g, b, _ = cmap_obj(image.norm(v))
         dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
@@ -287,8 +285,11 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     rows = rows[rows["strategy"].isin(list(strategies))]
     # A row that ran but has no y is no point of its series (nothing to draw, nothing failed);
     # a speedup's is, when the replicated row of its point did not run (_speedup_reasons).
-    ran = rows["status"] == "ok" if "status" in rows.columns else True
-    rows = rows[~ran | rows[y].notna() | (y == "speedup")].reset_index(drop=True)
+    if "status" in rows.columns:
+        rows = rows[(rows["status"] != "ok") | rows[y].notna() | (y == "speedup")]
+    else:
+        rows = rows[rows[y].notna()]
+    rows = rows.reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
     why = _speedup_reasons(df, rows, good) if y == "speedup" else None
     _, scale = column_label(y)

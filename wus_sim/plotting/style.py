@@ -31,6 +31,8 @@ SERIES_MARKERS = ("o", "s", "D", "^", "v", "<", ">", "p", "h")
 """Markers of series, in order. Nine, one fewer than the colours: series *i* gets colour
 ``i % 10`` and marker ``i % 9``, so no two of the first 90 series look alike (ten more
 colours would not stay distinguishable; pairing them with markers does)."""
+NOT_OK_COLOR = "#C44E52"
+"""What could not run, and the HBM capacity it ran into (bars, their status, the capacity line)."""
 INFEASIBLE_MARKER = "x"
 """A point of a series that has no value (could not run): a cross in the band under the data."""
 NO_VALUE_BAND_COLOR = "0.93"
