@@ -574,3 +574,19 @@ def test_speedup_labels_clear_the_bars_beside_them(frame):
         box = label.get_window_extent(renderer)
         assert not [b for b in bars if box.overlaps(b)], label.get_text()
     plt.close(fig)
+
+
+def test_many_series_without_values_share_rows_that_stay_legible(frame, ax):
+    # 16 series and strategies without values in 4 rows wrote their names over each other
+    from wus_sim.plotting.series import MAX_BAND_ROWS
+
+    rows = frame.copy()
+    rows.loc[rows["replicas"] >= 512, "status"] = "infeasible"
+    plot_lines(ax, rows, x="replicas", hue=["workload", "optimizer", "link_GBps"], logx=True)
+    marks = [line for line in ax.lines if line.get_gid() == "no-value"]
+    assert len({m.get_ydata()[0] for m in marks}) <= MAX_BAND_ROWS
+    assert sorted(t.get_text() for t in ax.texts) == ["does not fit: replicated, 8 series",
+                                                      "does not fit: sharded, 8 series"]
+    ax.figure.canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.texts]
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[:i] if a.overlaps(b)]

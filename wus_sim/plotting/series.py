@@ -24,6 +24,8 @@ A figure of several panels passes one :class:`SeriesStyles` to all of them, so a
 keeps its colour and marker in every panel even where another panel lacks some series.
 """
 
+from typing import NamedTuple
+
 from .labels import _axis_label, _companions, _groups, _label, _numeric, _series_label
 from .style import (
     INFEASIBLE_MARKER, NO_VALUE_BAND_COLOR, NO_VALUE_GID, SERIES_COLORS, SERIES_MARKERS, _STRATEGY_LINESTYLE,
@@ -128,14 +130,14 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
             lines.append(line)
             bad = part[~good.loc[part.index] & why.loc[part.index].notna()]
             for reason, points in bad.groupby(why.loc[bad.index], sort=False):
-                who = ", ".join(t for t in (label, strategy if several else None) if t)
-                missing.append((f"{reason}: {who}" if who else reason, style["color"], _xvalues(points[x])))
+                missing.append(_Missing(reason, label, strategy if several else None, style["color"],
+                                        tuple(_xvalues(points[x]))))
     entries = list(colour_entries.items()) + list(marker_entries.items())
     if several:
         entries += [(strategy, Line2D([], [], color=STRATEGY_KEY_COLOR, linestyle=linestyle, linewidth=1.8))
                     for strategy, linestyle in variants if (rows["strategy"] == strategy).any()]
     if missing:
-        _draw_no_value_band(ax, missing)
+        _draw_no_value_band(ax, _band_rows(missing))
         entries.append(("no value (does not fit, or failed)", Line2D(
             [], [], linestyle="none", marker=INFEASIBLE_MARKER, color=STRATEGY_KEY_COLOR, markeredgewidth=1.8)))
     return lines, entries, _legend_title(rows, colour_keys, companions)
@@ -155,6 +157,42 @@ BAND_ROW = 0.06
 """Height of one row of the band, a fraction of the axes (about 11 pt of a 2.6 in panel)."""
 MAX_BAND_ROWS = 4
 """Rows the band grows to; more series without values share rows, in turn."""
+
+
+class _Missing(NamedTuple):
+    """Points of one series and strategy without a value, for one reason."""
+
+    reason: str
+    series: str
+    strategy: object
+    colour: str
+    xs: tuple
+
+
+def _band_rows(missing):
+    """``(text, colour, xs)`` of each row of the band. One row per series and strategy while
+    they fit (:data:`MAX_BAND_ROWS`); past that, the series that miss the same points for the
+    same reason and strategy share a grey row ("does not fit: replicated, 6 series"), then
+    those that miss any points for it ("... some of 6 series"): twelve named rows in four
+    overwrote each other (whatif_fully_sharded's step time without its own plots)."""
+    def row(group, some=False):
+        first = group[0]
+        if len(group) == 1:
+            who = ", ".join(str(t) for t in (first.series, first.strategy) if t)
+            return (f"{first.reason}: {who}" if who else first.reason), first.colour, first.xs
+        xs = tuple(sorted({x for m in group for x in m.xs}, key=lambda v: (isinstance(v, str), v)))
+        many = f"{'some of ' if some else ''}{len(group)} series"
+        return f"{first.reason}: {', '.join(str(t) for t in (first.strategy, many) if t)}", STRATEGY_KEY_COLOR, xs
+
+    if len(missing) <= MAX_BAND_ROWS:
+        return [row([m]) for m in missing]
+    for key, some in ((lambda m: (m.reason, m.strategy, m.xs), False), (lambda m: (m.reason, m.strategy), True)):
+        groups = {}
+        for m in missing:
+            groups.setdefault(key(m), []).append(m)
+        if len(groups) <= MAX_BAND_ROWS:
+            break
+    return [row(group, some) for group in groups.values()]
 
 
 def _draw_no_value_band(ax, missing):
