@@ -590,3 +590,14 @@ def test_many_series_without_values_share_rows_that_stay_legible(frame, ax):
     ax.figure.canvas.draw()
     boxes = [t.get_window_extent() for t in ax.texts]
     assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[:i] if a.overlaps(b)]
+
+
+def test_group_names_are_not_broken_where_they_fit(frame):
+    # a guess before layout broke "transformer-\nbig" under four groups that had room for it
+    (spec,) = plot_specs([{"kind": "breakdown", "by": ["workload", "optimizer"],
+                           "where": {"topology": "tpu-v3-512", "link_GBps": 100}}])
+    fig = draw_figure(spec, frame)
+    (ax,) = _visible_axes(fig)
+    texts = [t.get_text() for t in ax.get_xticklabels()]
+    assert texts == ["resnet50\nadam", "resnet50\nsgd", "transformer-big\nadam", "transformer-big\nsgd"]
+    plt.close(fig)

@@ -73,16 +73,11 @@ def _strategy_ticks(ax, bars):
 
 
 def _group_ticks(ax, centers, labels):
-    """Group names under each pair of bars; smaller when there are many, so neighbours do not touch."""
-    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
-    # characters of a 9 pt label (about 0.6 em wide) that fit under one group of bars
-    width_in = ax.get_position().width * ax.figure.get_figwidth()
-    fit = width_in * 72 / (9 * 0.6) / max(len(labels), 1)
-    crowded = longest > 0.8 * fit
-    if crowded:  # break long names after a hyphen: "transformer-\nbig"
-        labels = ["\n".join(line.replace("-", "-\n", 1) if len(line) > 12 else line for line in label.split("\n"))
-                  for label in labels]
-    ax.set_xticks(centers, labels, fontsize=8 if crowded else 9)
+    """Group names under each group of bars, a line per key. Whether neighbours collide is
+    measured once the figure is laid out (:func:`~.layout.fit_xtick_labels` wraps, widens,
+    shrinks); guessed here from character counts and the width before layout, it broke
+    "transformer-big" in two where it fitted."""
+    ax.set_xticks(centers, labels, fontsize=9)
 
 
 def _stack(ax, positions, width, parts, values):
