@@ -7,7 +7,7 @@ from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_ba
 from .labels import _axis_label, _fmt, _label_keys, _numeric, _ok, _varying, _with
 from .layout import fit_y_range
 from .series import draw_series, label_no_value_band, strategy_variants
-from .style import NOT_OK_COLOR, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
+from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
            "plot_lines", "heatmap_range"]
@@ -22,7 +22,7 @@ stacked again)."""
 # ----------------------------------------------------------------- plots
 def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None, title=None, styles=None):
     """Speedup of sharded (and fully-sharded) over replicated weight update vs *x* (replicas),
-    a line per *hue* (and strategy: dashed sharded, dotted fully-sharded, when both are there).
+    a line per *hue* (and strategy: solid sharded, dashed fully-sharded, when both are there).
 
     Draws the rows of every strategy but replicated with status ok; where a series has a
     point without a speedup (either strategy infeasible or failed) a cross in the band under
@@ -34,7 +34,7 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     rows = _with(df, [x, y])
     rows = rows[rows["strategy"].isin(STRATEGY_NAMES[1:])].dropna(subset=[x]).reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
-    variants = strategy_variants(STRATEGY_NAMES[1:], rows["strategy"])
+    variants = strategy_variants(STRATEGY_NAMES[1:], rows["strategy"], _SPEEDUP_LINESTYLE)
     several = len(variants) > 1
     keys = _series_keys(rows, hue, x, several)
     lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=1.0, variants=variants,

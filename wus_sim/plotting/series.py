@@ -231,13 +231,13 @@ def label_no_value_band(ax):
                 color=marks.get_color(), zorder=4, clip_on=False)
 
 
-def strategy_variants(strategies, present):
+def strategy_variants(strategies, present, linestyles=_STRATEGY_LINESTYLE):
     """``(strategy, linestyle)`` of each of *strategies* in *present*: each its own style when
-    there are several (:data:`~.style._STRATEGY_LINESTYLE`), solid when one."""
+    there are several (*linestyles*), solid when one."""
     drawn = [s for s in strategies if s in set(present)]
     if len(drawn) <= 1:
         return [(s, "-") for s in drawn] or [(None, "-")]
-    return [(s, _STRATEGY_LINESTYLE[s]) for s in drawn]
+    return [(s, linestyles[s]) for s in drawn]
 
 
 def _xvalues(column):

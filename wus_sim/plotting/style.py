@@ -17,6 +17,8 @@ _PART_COLORS = {
 _STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd", "fully-sharded": "fsd"}
 _STRATEGY_LINESTYLE = {"replicated": "-", "sharded": "--", "fully-sharded": ":"}
 """Line style of each strategy where several share a series' colour (:func:`~.plots.plot_lines`)."""
+_SPEEDUP_LINESTYLE = {"sharded": "-", "fully-sharded": "--"}
+"""The same in a speedup plot, which has no replicated line: sharded, the paper's, stays solid."""
 STYLE = {
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
     "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
