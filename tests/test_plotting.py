@@ -601,3 +601,11 @@ def test_group_names_are_not_broken_where_they_fit(frame):
     texts = [t.get_text() for t in ax.get_xticklabels()]
     assert texts == ["resnet50\nadam", "resnet50\nsgd", "transformer-big\nadam", "transformer-big\nsgd"]
     plt.close(fig)
+
+
+def test_column_labels_say_their_unit_once():
+    from wus_sim.experiments.results import column_label
+
+    assert column_label("dcn_GBps") == ("dcn [GB/s]", 1.0)
+    assert column_label("hop_latency_us") == ("hop latency [us]", 1.0)
+    assert column_label("step_time_s") == ("step time [ms]", 1000.0)

@@ -152,9 +152,11 @@ def column_label(name, *, display=True):
     if display and unit in _DISPLAY:
         unit, scale = _DISPLAY[unit]
     text = name
-    for suffix in ("_s", "_bytes"):
+    # the unit goes in brackets, so the name's own unit word goes (dcn_GBps -> "dcn [GB/s]")
+    for suffix in ("_s", "_bytes", "_GBps", "_us", "_MiB"):
         if text.endswith(suffix):
             text = text[: -len(suffix)]
+            break
     text = text.replace("mem_", "").replace("_", " ")
     return (f"{text} [{unit}]" if unit else text), scale
 
