@@ -130,3 +130,14 @@ def test_to_dict_has_the_documented_keys():
     for key in ("weights", "gradients", "slots", "padding", "activations", "collective_buffers", "peak",
                 "capacity", "fits", "details"):
         assert key in d
+
+
+@pytest.mark.parametrize("topology", ["tpu-v3-32", "tpu-v3-2048"])
+def test_replicated_collective_buffer_is_its_largest_own_all_reduce(topology):
+    """The replicated update all-reduces in its own buckets (Plan.allreduce_buckets): its
+    in-flight buffer is the largest of those, by hand from the tensors: the biggest bucket's
+    elements x 4 B of fp32 gradient."""
+    w = load_workload("resnet50")
+    p = plan(w, load_topology(topology), "lars")
+    largest = max(sum(w.tensors[i].size for i in b.tensors) for b in p.allreduce_buckets) * 4
+    assert memory_breakdown(p, "replicated", 32).collective_buffers == largest
