@@ -1,8 +1,9 @@
 """Layout: where a figure's legend goes, x tick labels that do not collide, and y ranges that
 keep a line plot's values off the frame and off its no-value band.
 
-Legend and tick labels are laid out once the figure is drawn. Why after drawing, on measured text rather than before, on character counts: whether two
-labels collide depends on their rendered widths and on the width constrained layout leaves
+Legend and tick labels are laid out once the figure is drawn, on measured text rather than
+on character counts before drawing, because whether two labels collide depends on their
+rendered widths and on the width constrained layout leaves
 each panel once the legend and the y labels have theirs, and neither is known while a plot
 function draws. The estimate the bars used (0.6 em a character, the panel's width before
 layout) let "64/replica global batch 32768" run into its neighbour in the quickstart figure;
