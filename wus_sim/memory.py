@@ -146,7 +146,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         slots = sum(t.slot_elements for t in plan.tensors) * sb
         padding = 0.0
         # the largest of the replicated update's own all-reduce buckets (see Plan.allreduce_buckets)
-        collective = max((b.elements * gb for b in plan.allreduce_buckets or plan.buckets), default=0)
+        collective = max((b.elements * gb for b in plan.allreduce_buckets), default=0)
         details = {"weight_padding": 0, "grad_padding": 0, "slot_padding": 0, "grad_shards": 0,
                    "replicated_tensor_slots": slots, "extra_reduction_buffers": 0}
     elif strategy == "fully-sharded":

@@ -261,13 +261,13 @@ class Plan:
     """Bytes per weight element in the all-gather (the weights' dtype by default)."""
     tensors: tuple
     buckets: tuple
-    extra_reductions: tuple
-    notes: tuple = field(default=())
-    allreduce_buckets: tuple = ()
+    allreduce_buckets: tuple
     """The buckets of the replicated update: every gradient fused by bytes in backward order
     as one kind, unpadded. An all-reduce needs no shard format, so neither the format's
     padding nor its split into sharded and replicated tensors (both change with N) moves
-    the replicated update's buckets; ``()`` in a plan built by hand means :attr:`buckets`."""
+    the replicated update's buckets."""
+    extra_reductions: tuple
+    notes: tuple = field(default=())
 
     @property
     def spatial_ways(self):
@@ -387,7 +387,7 @@ class Plan:
         d.update(
             formats=self.format_counts(),
             buckets=[b.to_dict() for b in self.buckets],
-            allreduce_buckets=[b.to_dict() for b in self.allreduce_buckets or self.buckets],
+            allreduce_buckets=[b.to_dict() for b in self.allreduce_buckets],
             replicated_tensors=[t.name for t in self.replicated_tensors],
             extra_reductions=[r.to_dict() for r in self.extra_reductions],
             tensor_plans=[t.to_dict() for t in self.tensors],
@@ -561,8 +561,8 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     return Plan(workload=workload, topology=topology, analysis=analysis, replicas=n,
                 bucket_bytes=bucket_bytes, replicate_below_elements=below,
                 max_padding_ratio=float(max_padding_ratio), gather_bytes=ab,
-                tensors=tuple(tensor_plans), buckets=tuple(buckets), extra_reductions=tuple(extra),
-                notes=tuple(notes), allreduce_buckets=tuple(allreduce_buckets))
+                tensors=tuple(tensor_plans), buckets=tuple(buckets), allreduce_buckets=tuple(allreduce_buckets),
+                extra_reductions=tuple(extra), notes=tuple(notes))
 
 
 def _fuse(tensor_plans, bucket_bytes, grad_bytes, *, by_kind=True):

@@ -169,7 +169,7 @@ def step_work(plan: Plan, strategy, *, keep_gathered_weights=False):
     gb, ab = plan.grad_bytes, plan.gather_bytes
     grads, gathers, extra = [], [], []
     # the replicated update all-reduces every gradient: its own buckets, whatever the shard format
-    buckets = (plan.allreduce_buckets or plan.buckets) if strategy == "replicated" else plan.buckets
+    buckets = plan.allreduce_buckets if strategy == "replicated" else plan.buckets
     for b in buckets:
         common = dict(bucket=b.index, first_layer=b.first_layer, layers=b.layers)
         if strategy == "replicated" or b.kind == "replicated":

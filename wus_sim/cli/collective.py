@@ -129,7 +129,9 @@ def _one_way(algorithm, topo):
     """Say so when a ring algorithm runs one direction: ``step`` and experiments run both
     directions of each link by default (README, "Defaults from evidence"), so the same
     collective there takes less time than here."""
-    if algorithm in ("halving-doubling", "recursive-doubling", "bidir-ring"):
+    from ..collectives import EXCHANGE_ALGORITHMS
+
+    if algorithm in EXCHANGE_ALGORITHMS or algorithm == "bidir-ring":
         return ""  # pairwise exchanges have no ring direction; bidir-ring is both by name
     if algorithm in ("2d", "2d-split") and not any(topo.wrap):
         return ""  # every axis a mesh: each keeps its folded ring, which uses both directions already
