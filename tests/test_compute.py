@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.compute import (ComputeParams, backward_time_s, forward_time_s, layer_times,
+from wus_sim.compute import (ComputeParams, backward_time_s, forward_time_s, layer_times, spatial_row_share,
                              memory_bound_time_s, replica_peak_flops, update_time_s, vector_peak_flops)
 from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology
@@ -111,3 +111,74 @@ def test_bad_batch_is_config_error():
 def test_vector_peak_default_is_documented_ratio():
     assert vector_peak_flops(V3) == pytest.approx(123e12 / 2 / 32)
     assert math.isclose(ComputeParams().to_dict()["mxu_efficiency"], 0.5)
+
+
+# A toy convnet: one 3x3 conv, 64 -> 64 channels, on a 10x10 map (a map whose rows do not
+# divide over 4 cores), then a 1x1 conv 64 -> 16 on a 1x1 map (one row: one core does it).
+CONV_YAML = """\
+name: toyconv
+description: "two convs with round sizes (spatial partitioning by hand)"
+params: 37888
+fwd_flops:
+  per_unit: 7374848
+  unit: "image"
+  units_per_example: 1
+  example_unit: "image"
+activation_memory:
+  - what: "per example"
+    elements: 1000
+    bytes_per_element: 2
+    why: "test"
+dtypes:
+  weights: float32
+  gradients: float32
+  slots: float32
+  activations: bfloat16
+default_optimizer: sgd
+default_per_replica_batch: 64
+mlperf_v06_tpu: []
+layers:
+  - ["c0", 7372800]
+  - ["c1", 2048]
+tensors:
+  - ["c0.kernel", [3, 3, 64, 64], 0]
+  - ["c1.kernel", [1, 1, 64, 16], 1]
+"""
+
+
+@pytest.fixture(scope="module")
+def toyconv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("conv") / "toyconv.yaml"
+    path.write_text(CONV_YAML)
+    return load_workload(str(path))
+
+
+def test_spatial_partitioning_gives_whole_rows_to_each_core(toyconv):
+    """4 cores per replica: the 10-row map leaves one core ceil(10/4) = 3 rows (1.2 x an even
+    share), the 1-row map one core all of it (4 x); matrix and output work scale by that,
+    weight reads and the halo do not. Every figure written out from the shapes."""
+    assert 2 * 9 * 64 * 64 * 100 == 7372800 and 2 * 64 * 16 == 2048   # FLOPs per image
+    assert list(toyconv.layer_map_side) == [10.0, 1.0]
+    assert list(spatial_row_share(toyconv, 4)) == [pytest.approx(1.2), 4.0]
+    assert list(spatial_row_share(toyconv, 2)) == [1.0, 2.0]          # 5 rows each; 1 row on one
+    assert list(spatial_row_share(toyconv, 1)) == [1.0, 1.0]
+
+    v3 = load_topology("tpu-v3-8")                   # 2 cores per chip
+    batch, ways = 64, 4
+    p = ComputeParams(mxu_efficiency=0.5, elementwise_fwd_bytes=6.0, elementwise_bwd_bytes=10.0)
+    peak = 123e12 / 2 * 0.5 * ways                   # the replica's 4 cores at 50 %
+    hbm = 900e9 / 2 * 0.8                            # a core's half of the chip's HBM, at 80 %
+    share = (1.2, 4.0)
+    outputs = (100 * 64, 1 * 16)                     # output elements per image
+    weights = (9 * 64 * 64, 64 * 16)
+    halo_s = (1e-6 + 1 * 10 * 64 * batch * 2 / 100e9, 0.0)   # 1 row of 10 x 64 bf16 per image
+    for layer, flops in enumerate((7372800, 2048)):
+        per_core = outputs[layer] * batch / ways * share[layer]
+        matrix = flops * batch / peak * share[layer]
+        io = (weights[layer] * 2 + per_core * 2) / hbm
+        fwd = max(matrix, io) + per_core * 6.0 / hbm + halo_s[layer]
+        lt = layer_times(toyconv, v3, batch, p, spatial_ways=ways)
+        assert lt.forward_s[layer] == pytest.approx(fwd, rel=1e-12)
+        io_b = (weights[layer] * (2 + 4) + 2 * per_core * 2) / hbm
+        bwd = max(2 * matrix, io_b) + per_core * 10.0 / hbm + halo_s[layer]
+        assert lt.backward_s[layer] == pytest.approx(bwd, rel=1e-12)

@@ -214,8 +214,8 @@ def test_a_fixed_cost_per_op_fits_the_calibration_rows_closer_and_the_held_out_w
     shipped = load_calibration()
     assert alt.provenance["fit_error"]["rms_log"] < 0.6 * shipped.provenance["fit_error"]["rms_log"]
     s = summary(validate(alt))
-    assert round(100 * s["held_out"]["median_abs_error"], 1) == 6.2
-    assert round(100 * s["held_out"]["worst_abs_error"], 1) == 11.0
+    assert round(100 * s["held_out"]["median_abs_error"], 1) == 6.5
+    assert round(100 * s["held_out"]["worst_abs_error"], 1) == 9.8
     assert s["bounds"]["within"] == 13
 
 
@@ -305,11 +305,11 @@ def test_one_benchmarks_rows_imply_their_own_fixed_cost(tmp_path, capsys):
         assert "chosen with --rows" in Path(cal.path).read_text().splitlines()[1]
     assert round(1e3 * resnet.params["step_overhead_s"], 1) == 13.3
     assert resnet.params["mxu_efficiency"] == pytest.approx(1.0)     # at its upper bound
-    assert round(1e3 * ssd.params["step_overhead_s"], 1) == 8.7
+    assert round(1e3 * ssd.params["step_overhead_s"], 1) == 8.3
     assert resnet.provenance["validation"]["over_bound"] == ["ssd/tpu-v3-2048"]
     assert ssd.provenance["validation"]["bound_rows_within"] == 15
     v = ssd.provenance["validation"]
-    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.5, 16.8)
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (8.2, 17.7)
 
 
 def test_a_calibration_files_validation_record_is_checked_on_load(tmp_path, capsys):
@@ -345,11 +345,12 @@ def _ssd_2048(capsys, *args):
     return next(r for r in json.loads(capsys.readouterr().out) if (r["benchmark"], r["topology"]) == ("ssd", "tpu-v3-2048"))
 
 
-def test_neither_resnets_steadiest_rows_nor_the_fastest_runs_close_the_ssd_gap(tmp_path, capsys):
+def test_resnets_steadiest_rows_and_the_fastest_runs_against_the_ssd_gap(tmp_path, capsys):
     """README, "Known gaps": the two other explanations checked. ResNet-50's runs spread
     7-17 % between runs at v3-256 to v3-1024 and agree within 0.3 % elsewhere (read here from
-    the table itself); fitted to its steadiest pair instead of the declared one, or with every
-    row's fastest run for its median run, SSD v3-2048 stays over its bound."""
+    the table itself); fitted to its steadiest pair instead of the declared one, SSD v3-2048
+    comes within its bound but the held-out error rises; with every row's fastest run for its
+    median run, SSD v3-2048 stays over its bound."""
     import csv
 
     runs = {row_key(r): r for r in load_measured()}
@@ -363,10 +364,11 @@ def test_neither_resnets_steadiest_rows_nor_the_fastest_runs_close_the_ssd_gap(t
     rows = "resnet/tpu-v3-128,resnet/tpu-v3-2048," + ",".join(k for k in CALIBRATION_ROWS if k.startswith("ssd/"))
     assert main(["calibrate", "--rows", rows, "--out", str(steady)]) == 0
     v = load_calibration(str(steady)).provenance["validation"]
-    assert v["over_bound"] == ["ssd/tpu-v3-2048"]
-    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.3, 10.2)
+    assert v["over_bound"] == [] and v["bound_rows_within"] == 15
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.5, 10.0)
     ssd = _ssd_2048(capsys, "--calibration", str(steady), "--out", str(tmp_path / "v1"))
-    assert round(1e3 * ssd["simulated_step_s"], 2) == 12.90 and ssd["measured_step_s"] == 0.012847
+    assert round(1e3 * ssd["simulated_step_s"], 2) == 12.80 and ssd["measured_step_s"] == 0.012847
+    assert round(100 * (1 - ssd["simulated_step_s"] / ssd["measured_step_s"]), 1) == 0.4   # "0.4 % within"
 
     # every row's fastest run (a table of your own with measured_step_s = step_s_min)
     shipped = Path(__file__).resolve().parents[1] / "wus_sim/data/validation/mlperf_v06_tpu_v3.csv"
@@ -382,9 +384,9 @@ def test_neither_resnets_steadiest_rows_nor_the_fastest_runs_close_the_ssd_gap(t
     fit = tmp_path / "fastest.yaml"
     assert main(["calibrate", "--measured", str(fastest), "--rows", ",".join(CALIBRATION_ROWS), "--out", str(fit)]) == 0
     v = load_calibration(str(fit)).provenance["validation"]
-    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (4.0, 8.1)
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (4.9, 8.0)
     ssd = _ssd_2048(capsys, "--measured", str(fastest), "--calibration", str(fit), "--out", str(tmp_path / "v2"))
-    assert (round(1e3 * ssd["simulated_step_s"], 2), round(1e3 * ssd["measured_step_s"], 2)) == (12.99, 12.77)
+    assert (round(1e3 * ssd["simulated_step_s"], 2), round(1e3 * ssd["measured_step_s"], 2)) == (12.83, 12.77)
 
 
 @pytest.mark.parametrize("where, rule", [("folder", "is a folder; give --out the calibration file to write"),

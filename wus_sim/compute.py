@@ -20,8 +20,10 @@ spatially partitioned):
   - a fixed cost per op (``op_overhead_s``: kernel launch and pipeline fill;
     backward runs ``backward_flops_ratio`` ops per forward op);
   - with spatial partitioning (a replica over ``spatial_ways`` cores), matrix and
-    elementwise work divide over the cores, weight reads and op overheads do
-    not, and each conv with a kernel wider than 1 exchanges halo rows with its
+    elementwise work divide over the cores by whole rows of each conv layer's output
+    map, so the busiest core sets the pace (``spatial_row_share``: a 38-row map over
+    4 cores gives one core 10 rows, not 9.5); weight reads and op overheads do not
+    divide, and each conv with a kernel wider than 1 exchanges halo rows with its
     neighbour over ICI (``halo_exchange_time_s``).
 * a fixed cost per step (``step_overhead_s``: host loop, infeed, the step's
   synchronisation), run by :mod:`wus_sim.step` on the timeline
@@ -46,7 +48,7 @@ from .errors import ConfigError
 __all__ = [
     "ComputeParams", "LayerTimes",
     "replica_peak_flops", "vector_peak_flops",
-    "forward_time_s", "backward_time_s", "layer_times", "halo_exchange_time_s",
+    "forward_time_s", "backward_time_s", "layer_times", "halo_exchange_time_s", "spatial_row_share",
     "update_time_s", "memory_bound_time_s",
 ]
 
@@ -80,7 +82,9 @@ class ComputeParams:
     bandwidth (STREAM-like); 0.8 is the conservative end."""
     spatial_efficiency: float = 1.0
     """Speed-up per core when a replica spans several cores (spatial partitioning, SSD and
-    Mask R-CNN in MLPerf v0.6): 1.0 = perfect. Halo exchange makes it lower in reality."""
+    Mask R-CNN in MLPerf v0.6): 1.0 = perfect. What is lost to the halo exchange and to
+    rows that do not divide evenly is modelled apart (:func:`layer_times`); this is any
+    loss beyond those."""
     layer_split: str = "flops"
     """How forward/backward matrix time is split over layers: ``'flops'`` (each layer's FLOPs
     from the workload file) or ``'params'`` (parameter count, a cruder proxy)."""
@@ -199,8 +203,9 @@ def backward_time_s(workload, topology, per_replica_batch, params=None, *, spati
 def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_ways=1):
     """:class:`LayerTimes` of one replica: the per-layer roofline of the module docstring.
 
-    With ``elementwise_*_bytes = 0``, no overheads and compute-bound layers, the sums
-    equal :func:`forward_time_s` and :func:`backward_time_s`.
+    With ``elementwise_*_bytes = 0``, no overheads, compute-bound layers and one core per
+    replica (or output maps whose rows divide over the cores), the sums equal
+    :func:`forward_time_s` and :func:`backward_time_s`.
     """
     p = _params(params)
     _check_batch(per_replica_batch)
@@ -212,20 +217,22 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
         weights = workload.layer_params().astype(float)
     if weights.sum() <= 0:  # nothing to split by: spread evenly
         weights = np.ones(workload.num_layers)
-    matrix_fwd = fwd * weights / weights.sum()
+    share = spatial_row_share(workload, ways)  # the busiest core's work / an even share
+    matrix_fwd = fwd * weights / weights.sum() * share
     matrix_bwd = p.backward_flops_ratio * matrix_fwd
 
     hbm_Bps = topology.hbm_Bps_per_replica * p.activation_hbm_efficiency
     act_B = workload.activation_bytes
     outputs = workload.layer_output_elements * per_replica_batch  # the replica's, all its cores
+    per_core = outputs / ways * share  # the busiest core's part of them
     weight_elems = workload.layer_params().astype(float)
     # Every core of a spatially partitioned replica reads all weights and writes its part
     # of the output; forward reads bf16 weights, backward reads them again and writes
     # weight gradients.
-    io_fwd = (weight_elems * act_B + outputs / ways * act_B) / hbm_Bps
-    io_bwd = (weight_elems * (act_B + workload.grad_bytes) + 2 * outputs / ways * act_B) / hbm_Bps
-    elem_fwd = outputs / ways * p.elementwise_fwd_bytes / hbm_Bps
-    elem_bwd = outputs / ways * p.elementwise_bwd_bytes / hbm_Bps
+    io_fwd = (weight_elems * act_B + per_core * act_B) / hbm_Bps
+    io_bwd = (weight_elems * (act_B + workload.grad_bytes) + 2 * per_core * act_B) / hbm_Bps
+    elem_fwd = per_core * p.elementwise_fwd_bytes / hbm_Bps
+    elem_bwd = per_core * p.elementwise_bwd_bytes / hbm_Bps
     fwd_s = np.maximum(matrix_fwd, io_fwd) + elem_fwd + p.op_overhead_s
     bwd_s = np.maximum(matrix_bwd, io_bwd) + elem_bwd + p.backward_flops_ratio * p.op_overhead_s
     if ways > 1:
@@ -233,6 +240,29 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
         fwd_s = fwd_s + halo
         bwd_s = bwd_s + halo  # the halo of the activation gradient goes back the same way
     return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
+
+
+def spatial_row_share(workload, spatial_ways):
+    """Per layer, the work of a spatially partitioned replica's busiest core over an even
+    ``1 / spatial_ways`` share: ``ceil(H / ways) / (H / ways)`` for a conv layer whose
+    output map has ``H`` rows (:attr:`Workload.layer_map_side`, rounded), 1 for other
+    layers and for one core per replica.
+
+    A core holds whole rows: Google's MLPerf v0.6 SSD and Mask R-CNN runs split each image
+    along its height over 4 cores (``--input_partition_dims=1 --input_partition_dims=4``
+    in their run scripts, github.com/mlcommons/training_results_v0.6), and a map of ``H``
+    rows leaves one core ``ceil(H / 4)`` of them, which the others wait for. SSD's 38x38
+    layers, most of its FLOPs, run 10 rows where an even split gives 9.5: 5 % slower; its
+    3x3 and 1x1 maps run on one core.
+    """
+    ways = int(spatial_ways)
+    share = np.ones(workload.num_layers)
+    if ways == 1:
+        return share
+    side = np.rint(workload.layer_map_side)
+    rows = side > 0
+    share[rows] = np.ceil(side[rows] / ways) * ways / side[rows]
+    return share
 
 
 def halo_exchange_time_s(workload, topology, per_replica_batch):

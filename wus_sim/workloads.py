@@ -155,19 +155,29 @@ class Workload:
         return out
 
     @cached_property
+    def layer_map_side(self):
+        """Side of each conv layer's output map per example, taken as square:
+        ``sqrt(outputs / cout)`` (38 for SSD's 38x38 layers). 0 for non-conv layers."""
+        out = np.zeros(self.num_layers)
+        outputs = self.layer_output_elements
+        for layer, t in self._main_weights().items():
+            if len(t.shape) == 4 and outputs[layer] > 0:
+                out[layer] = math.sqrt(outputs[layer] / t.shape[-1])
+        return out
+
+    @cached_property
     def layer_halo_elements(self):
         """Input elements per example one spatial cut sends across, for each conv layer.
 
         A ``kh x kw`` conv needs ``kh // 2`` rows of input beyond its cut on each side; the
-        rows are ``W`` wide with ``cin`` channels, ``W`` taken from a square output map
-        (``sqrt(outputs / cout)``). 0 for 1x1 convs and non-conv layers.
+        rows are :attr:`layer_map_side` wide with ``cin`` channels. 0 for 1x1 convs and
+        non-conv layers.
         """
         out = np.zeros(self.num_layers)
-        outputs = self.layer_output_elements
+        side = self.layer_map_side
         for layer, t in self._main_weights().items():
-            if len(t.shape) == 4 and t.shape[0] > 1 and outputs[layer] > 0:
-                width = math.sqrt(outputs[layer] / t.shape[-1])
-                out[layer] = (t.shape[0] // 2) * width * t.shape[2]
+            if len(t.shape) == 4 and t.shape[0] > 1 and side[layer] > 0:
+                out[layer] = (t.shape[0] // 2) * side[layer] * t.shape[2]
         return out
 
     @cached_property
