@@ -12,6 +12,8 @@ from wus_sim.errors import ConfigError
 from wus_sim.topology import load_topology
 from wus_sim.workloads import known_workloads, load_workload
 
+import make_workload
+
 V3 = load_topology("tpu-v3-32")
 
 
@@ -115,42 +117,12 @@ def test_vector_peak_default_is_documented_ratio():
 
 # A toy convnet: one 3x3 conv, 64 -> 64 channels, on a 10x10 map (a map whose rows do not
 # divide over 4 cores), then a 1x1 conv 64 -> 16 on a 1x1 map (one row: one core does it).
-CONV_YAML = """\
-name: toyconv
-description: "two convs with round sizes (spatial partitioning by hand)"
-params: 37888
-fwd_flops:
-  per_unit: 7374848
-  unit: "image"
-  units_per_example: 1
-  example_unit: "image"
-activation_memory:
-  - what: "per example"
-    elements: 1000
-    bytes_per_element: 2
-    why: "test"
-dtypes:
-  weights: float32
-  gradients: float32
-  slots: float32
-  activations: bfloat16
-default_optimizer: sgd
-default_per_replica_batch: 64
-mlperf_v06_tpu: []
-layers:
-  - ["c0", 7372800]
-  - ["c1", 2048]
-tensors:
-  - ["c0.kernel", [3, 3, 64, 64], 0]
-  - ["c1.kernel", [1, 1, 64, 16], 1]
-"""
-
-
 @pytest.fixture(scope="module")
 def toyconv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("conv") / "toyconv.yaml"
-    path.write_text(CONV_YAML)
-    return load_workload(str(path))
+    return make_workload.make(
+        tmp_path_factory.mktemp("conv"), "toyconv", "two convs with round sizes (spatial partitioning by hand)",
+        params=37888, unit="image", batch=64, layers=[("c0", 7372800), ("c1", 2048)],
+        tensors=[("c0.kernel", [3, 3, 64, 64], 0), ("c1.kernel", [1, 1, 64, 16], 1)])
 
 
 def test_spatial_partitioning_gives_whole_rows_to_each_core(toyconv):

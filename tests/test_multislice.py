@@ -11,18 +11,15 @@ slices; after the in-slice reduce-scatter every chip holds c = S / C; one DCN ex
 (a reduce-scatter or all-gather among the M slices) takes alpha_d + (M-1)/M * c / B_d.
 """
 
-import math
-
 import pytest
 
-from test_step_golden import (ALPHA, B, COMPUTE, LINK, P, TOY_YAML, adam_update, approx, ag_2d,
-                              hand_layers, rs_2d, STEP_S)
+from test_step_golden import (B, COMPUTE, LINK, P, adam_update, approx, ag_2d, hand_layers, make_toy, rs_2d,
+                              STEP_S)
 from wus_sim.errors import ConfigError
 from wus_sim.multislice import Multislice, dcn_time_s, hierarchical_time, load_multislice
 from wus_sim.experiments.records import simulate_point
 from wus_sim.step import StepOptions, simulate_strategies, speedup
 from wus_sim.topology import load_topology
-from wus_sim.workloads import load_workload
 
 M = 2                   # slices
 C = 4                   # chips (= replicas) per slice of torus:2x2
@@ -38,9 +35,7 @@ def dcn_exchange(nbytes, m=M, chips=C):
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    path = tmp_path_factory.mktemp("multislice") / "toy.yaml"
-    path.write_text(TOY_YAML)
-    return load_workload(str(path))
+    return make_toy(tmp_path_factory.mktemp("multislice"))
 
 
 def two_slices(**kw):

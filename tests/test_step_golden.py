@@ -21,6 +21,8 @@ from wus_sim.compute import ComputeParams
 from wus_sim.step import StepOptions, simulate_strategies, speedup
 from wus_sim.workloads import load_workload
 
+import make_workload
+
 # ---------------------------------------------------------------- chip and slice
 PEAK = 61.5e12          # generic chip matrix peak, FLOP/s (1 core per chip)
 HBM_BPS = 450e9         # generic chip HBM bandwidth, B/s
@@ -47,38 +49,6 @@ COMPUTE = ComputeParams(mxu_efficiency=MXU_EFF, backward_flops_ratio=BWD_RATIO,
 # ---------------------------------------------------------------- toy workload
 # layer 0: dense 256 -> 512 (+ bias 512); layer 1: dense 512 -> 256 (+ bias 256) whose
 # declared FLOPs are tiny (2048 per example), so its matmul is bound by reading weights.
-TOY_YAML = """\
-name: toy
-description: "two dense layers with round sizes (golden step tests)"
-params: 262912
-fwd_flops:
-  per_unit: 264192
-  unit: "example"
-  units_per_example: 1
-  example_unit: "example"
-activation_memory:
-  - what: "per example"
-    elements: 1000
-    bytes_per_element: 2
-    why: "test"
-dtypes:
-  weights: float32
-  gradients: float32
-  slots: float32
-  activations: bfloat16
-default_optimizer: adam
-default_per_replica_batch: 1024
-mlperf_v06_tpu: []
-layers:
-  - ["d0", 262144]
-  - ["d1", 2048]
-tensors:
-  - ["d0.weight", [256, 512], 0]
-  - ["d0.bias", [512], 0]
-  - ["d1.weight", [512, 256], 1]
-  - ["d1.bias", [256], 1]
-"""
-
 P = 256 * 512 + 512 + 512 * 256 + 256       # 262912 parameters
 assert P == 262912
 B = 1024                                    # per-replica batch
@@ -92,11 +62,18 @@ TENSORS = 4
 N = 4                                       # replicas on torus:2x2
 
 
+def make_toy(folder):
+    """The toy workload, written to *folder* and loaded."""
+    return make_workload.make(
+        folder, "toy", "two dense layers with round sizes (golden step tests)",
+        params=262912, layers=[("d0", 262144), ("d1", 2048)], optimizer="adam", batch=1024,
+        tensors=[("d0.weight", [256, 512], 0), ("d0.bias", [512], 0), ("d1.weight", [512, 256], 1),
+                 ("d1.bias", [256], 1)])
+
+
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    path = tmp_path_factory.mktemp("golden") / "toy.yaml"
-    path.write_text(TOY_YAML)
-    return load_workload(str(path))
+    return make_toy(tmp_path_factory.mktemp("golden"))
 
 
 def options(**kw):
