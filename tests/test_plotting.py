@@ -231,6 +231,11 @@ def plot_specs(plots):
     ([{"kind": "memory", "where": {"optimiser": "adam"}}], "plots[0].where.optimiser", "is not a results column"),
     ([{"kind": "speedup"}, {"kind": "breakdown", "annotate": "yes"}], "plots[1].annotate", "true or false"),
     ([{"kind": "lines", "y": "speedup"}], "plots[0]", "missing required key 'x'"),
+    # Heatmap options that only fail when drawn, after the sweep, are checked up front too.
+    ([{"kind": "heatmap", "fmt": "{bad"}], "plots[0].fmt", "format"),
+    ([{"kind": "heatmap", "fmt": "d"}], "plots[0].fmt", "format"),
+    ([{"kind": "heatmap", "cmap": "notacmap"}], "plots[0].cmap", "colour map"),
+    ([{"kind": "heatmap", "strategy": "shardd"}], "plots[0].strategy", "must be one of replicated, sharded"),
 ])
 def test_bad_plot_specs_name_file_key_path_and_rule(plots, where, rule):
     with pytest.raises(ConfigError) as info:

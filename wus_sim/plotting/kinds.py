@@ -71,6 +71,25 @@ MAX_FIGSIZE_IN = 12
 by :data:`wus_sim.plotting.figure.FIGURE_MAX_IN`)."""
 
 
+def _check_heatmap_options(sec, options):
+    """The heatmap's text options, which otherwise fail only when drawn, after the sweep."""
+    from ..strategies import STRATEGIES
+
+    if "strategy" in options and options["strategy"] not in STRATEGIES:
+        raise sec.error("strategy", f"must be one of {', '.join(STRATEGIES)}", options["strategy"])
+    if "fmt" in options:
+        try:
+            format(1.5, options["fmt"])  # the cells are floats
+        except (ValueError, TypeError):
+            raise sec.error("fmt", "must be a Python format spec for a number, e.g. '.2f' or '.1%'",
+                            options["fmt"]) from None
+    if "cmap" in options:
+        import matplotlib  # only here: importing the plotting package stays free of matplotlib
+
+        if options["cmap"] not in matplotlib.colormaps:
+            raise sec.error("cmap", "is not a Matplotlib colour map name (e.g. RdYlGn, viridis)", options["cmap"])
+
+
 def check_plots(plots):
     """Validate every :class:`~wus_sim.experiments.spec.PlotSpec`; errors name file and key path."""
     known = {c.name for c in columns()}
@@ -100,6 +119,8 @@ def check_plots(plots):
                 sec.boolean(option)
             else:
                 sec.string(option)
+        if plot.kind == "heatmap":
+            _check_heatmap_options(sec, plot.options)
         if "title" in plot.options:
             sec.string("title")
         if "facet" in plot.options and (not isinstance(plot.options["facet"], str)
