@@ -122,3 +122,35 @@ def test_describe_topology_without_name_lists_them(capsys):
 def test_describe_unknown_topology_exits_2_naming_the_known_ones(capsys):
     code, _, err = run_cli(capsys, "describe", "topology", "tpu-v3-33")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "tpu-v3-32" in err
+
+
+def test_describe_topology_shows_the_multislice_a_file_declares(capsys):
+    # tpu-v5e-256x2 is two 256-chip slices over the DCN: 512 replicas, not the one slice's 256.
+    doc = yaml.safe_load((ROOT / "topologies" / "tpu-v5e-256x2.yaml").read_text())
+    section = doc["multislice"]
+    chips = math.prod(doc["chips_per_axis"]) * section["slices"]
+    code, out, _ = run_cli(capsys, "describe", "topology", "tpu-v5e-256x2", "--json")
+    assert code == 0
+    ms = json.loads(out)["multislice"]
+    assert ms["slices"] == section["slices"] == 2
+    assert ms["dcn_GBps"] == pytest.approx(section["dcn_GBps"])
+    assert ms["dcn_latency_us"] == pytest.approx(section["dcn_latency_us"])
+    assert ms["chips"] == chips and ms["cores"] == chips * CHIPS[doc["chip"]]["cores_per_chip"]
+    code, out, _ = run_cli(capsys, "describe", "topology", "tpu-v5e-256x2")
+    assert code == 0 and "2 slices" in out and f"{chips:,} replicas" in out and "3.125 GB/s" in out
+    # one slice: no multislice
+    code, out, _ = run_cli(capsys, "describe", "topology", "tpu-v5e-256", "--json")
+    assert json.loads(out)["multislice"] is None
+
+
+@pytest.mark.parametrize("section, where", [
+    ({"slices": 0}, "multislice.slices"),
+    ({"dcn_GBps": 3}, "multislice"),
+    ({"slices": 2, "dcn_GBps": 0}, "multislice.dcn_GBps"),
+])
+def test_describe_topology_checks_the_multislice_section(capsys, tmp_path, section, where):
+    path = tmp_path / "ms.yaml"
+    path.write_text(yaml.safe_dump({"chip": "tpu-v3", "chips_per_axis": [4, 4], "wraparound": True,
+                                    "multislice": section}))
+    code, _, err = run_cli(capsys, "describe", "topology", str(path))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"ms.yaml: {where}:" in err

@@ -5,7 +5,8 @@ count, FLOPs, activation estimate and the MLPerf v0.6 TPU runs; ``--json`` the w
 profile (at least ``params`` and ``tensors``). ``describe optimizer`` prints the static
 analysis of the optimizer program (``--json``: its ``to_dict()``). ``describe topology``
 prints the slice's shape, wraparound per axis, chip, core and link counts and every link
-figure with its source (``--json``: ``Topology.to_dict()``). Without NAME, the known names
+figure with its source, and the multislice a file declares (``--json``: ``Topology.to_dict()``
+and ``multislice``, ``Multislice.to_dict()`` or null). Without NAME, the known names
 are listed.
 """
 
@@ -46,12 +47,16 @@ def run(args):
 
 
 def _topology(args):
-    from ..topology import known_topologies, load_topology
+    from ..multislice import load_multislice
+    from ..topology import known_topologies
 
     if not args.name:
         print("\n".join(known_topologies()))
         return 0
-    d = load_topology(args.name).to_dict()
+    # Through the multislice loader, so a file's multislice section is checked and shown (the
+    # slice alone would say 256 replicas where a step on tpu-v5e-256x2 runs 512).
+    topology, multislice = load_multislice(args.name)
+    d = {**topology.to_dict(), "multislice": None if multislice is None else multislice.to_dict()}
     if args.json:
         print(json.dumps({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d}, indent=1))
     else:
@@ -141,14 +146,20 @@ def topology_text(d):
     wrap = ", ".join(f"axis {i}: {'wraps' if w else 'no wrap'}" for i, w in enumerate(d["wraparound"]))
     chip = d["chip"]
     links = ", ".join(f"{b:g}" for b in d["link_GBps"])
+    ms = d.get("multislice")
     out = [f"topology {d['name']}: {d['description']}" if d["description"] else f"topology {d['name']}",
            f"  shape: {d['dims']} chips ({d['kind']}; {wrap})",
            f"  chips: {d['chips']:,} x {d['cores_per_chip']} cores = {d['cores']:,} cores "
-           f"(one replica each); {d['directed_links']:,} directed ICI links",
+           f"{'per slice ' if ms else ''}(one replica each); {d['directed_links']:,} directed ICI links",
            f"  chip {chip['name']}: {chip['peak_bf16_TFLOPs']:g} TFLOP/s bf16, {chip['hbm_GiB']:g} GiB HBM "
            f"at {chip['hbm_GBps']:g} GB/s",
            f"  link bandwidth per axis, one direction: {links} GB/s",
-           f"  hop latency: {d['hop_latency_us']:g} us; on-chip core-to-core: {d['onchip_GBps']:g} GB/s",
-           "  sources:"]
+           f"  hop latency: {d['hop_latency_us']:g} us; on-chip core-to-core: {d['onchip_GBps']:g} GB/s"]
+    if ms:
+        out.append(f"  multislice: {ms['slices']} slices over the data-center network: {ms['chips']:,} chips, "
+                   f"{ms['cores']:,} replicas; DCN {ms['dcn_GBps']:g} GB/s per chip, one direction, "
+                   f"{ms['dcn_latency_us']:g} us per exchange")
+        src = {**src, **{k: v for k, v in ms["sources"].items() if k not in src}}
+    out.append("  sources:")
     out += [f"    {k}: {v}" for k, v in src.items()]
     return "\n".join(out)
