@@ -251,3 +251,19 @@ def test_optimizer_compositions_are_checked_like_the_simulator_loads_them():
     message = error_of({"optimizers": ["clip+adam"]})
     assert "optimizers[0]: 'clip' is a prefix" in message
     assert "known: +clip, adafactor, adam" in error_of({"optimizers": ["adamm"]})
+
+
+@pytest.mark.parametrize("kind, text, inner", [
+    ("topologies", "chip: tpu-v3\nchips_per_axis: [4, 4]\nwraparound: true\nmultislice: {slices: 0}\n",
+     "mine.yaml: multislice.slices: 0 must be >= 1"),
+    ("topologies", "chip: tpu-v9\nchips_per_axis: [4, 4]\nwraparound: true\n", "mine.yaml: chip: 'tpu-v9'"),
+    ("workloads", "name: mine\n", "mine.yaml: missing required key"),
+])
+def test_a_broken_topology_or_workload_file_is_an_input_error_before_the_sweep(tmp_path, kind, text, inner):
+    # A file named by path is read when the experiment is, as an optimizer file is: its error is
+    # the experiment's (exit 2, nothing run), not an error row of every point after the sweep.
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    message = error_of({kind: [str(path)]})
+    assert message.startswith(f"exp.yaml: {kind}[0]: ") and inner in message
+    assert len(message.splitlines()) == 1

@@ -68,17 +68,26 @@ def _existing_path(text, base_dir):
     raise ConfigError("file not found", value=text)
 
 
+def _loads(kind, load, spec, value):
+    """Load the file *spec* names with *load*, so that its errors are the experiment's (exit 2
+    before the sweep, the file and its key path in the message), not error rows after it."""
+    try:
+        load(spec)
+    except ConfigError as exc:
+        raise ConfigError(f"is a {kind} file that does not load: {exc}", value=value) from None
+
+
 def _check_workload(value, base_dir):
     if not isinstance(value, str) or not value:
         raise ConfigError("must be a workload name or a path to a workload YAML file", value=value)
     path = _existing_path(value, base_dir)
-    if path is not None:
-        return str(path)
-    from .workloads import known_workloads
+    from .workloads import known_workloads, load_workload
 
-    if value not in known_workloads():
+    if path is None and value not in known_workloads():
         raise UnknownNameError("workload", value, known_workloads())
-    return value
+    spec = value if path is None else str(path)
+    _loads("workload", load_workload, spec, value)
+    return spec
 
 
 def _check_optimizer(value, base_dir):
@@ -107,11 +116,13 @@ def _check_topology(value, base_dir):
             raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)", value=value)
         return value
     path = _existing_path(value, base_dir)
-    if path is not None:
-        return str(path)
-    if value not in known_topologies():
+    if path is None and value not in known_topologies():
         raise UnknownNameError("topology", value, known_topologies())
-    return value
+    from .multislice import load_multislice  # the slice and its file's multislice section
+
+    spec = value if path is None else str(path)
+    _loads("topology", load_multislice, spec, value)
+    return spec
 
 
 def _check_calibration(value, base_dir):
