@@ -163,6 +163,9 @@ def test_user_yaml_path_loads(tmp_path):
       "replicas: 2, spatial_ways: 1, per_replica_batch: 4}]"), "mlperf_v06_tpu[0].global_batch"),
     (("tensors:", "layers: [[l0, 50], [l1, 40]]\ntensors:"), "layers"),
     (("tensors:", "layers: [[l0, 100]]\ntensors:"), "tensors[1]"),
+    # the optimizer a point without one runs: checked at load, not left to fail without naming the file
+    (("default_optimizer: adam", "default_optimizer: adamx"), "default_optimizer: 'adamx'"),
+    (("default_optimizer: adam", "default_optimizer: adam+foo"), "default_optimizer: 'adam+foo'"),
 ])
 def test_strict_loading_names_file_and_key(tmp_path, edit, where):
     path = _write(tmp_path, MINIMAL.replace(*edit))

@@ -392,6 +392,22 @@ WORKLOAD_KEYS = KeyTable("workload file", [
 """Keys of a workload file (read by :func:`load_workload`)."""
 
 
+def _default_optimizer(doc):
+    """The optimizer of a point that names none, loaded now: a wrong name is this file's error
+    (a step would otherwise fail with "unknown optimizer" and no word of where the name came from)."""
+    from .optimizers import load_optimizer
+
+    name = WORKLOAD_KEYS.read(doc, "default_optimizer")
+    try:
+        load_optimizer(name)
+    except UnknownNameError as exc:
+        raise doc.error("default_optimizer", f"is not a known optimizer; known: {', '.join(exc.known)}",
+                        name) from None
+    except ConfigError as exc:
+        raise doc.error("default_optimizer", str(exc) if exc.file else exc.rule, name) from None
+    return name
+
+
 def _workload_from_file(path):
     doc = Section(load_yaml(path), file=path)
     WORKLOAD_KEYS.check(doc)
@@ -441,7 +457,7 @@ def _workload_from_file(path):
         grad_bytes=nbytes["gradients"],
         slot_bytes=nbytes["slots"],
         activation_bytes=nbytes["activations"],
-        default_optimizer=WORKLOAD_KEYS.read(doc, "default_optimizer"),
+        default_optimizer=_default_optimizer(doc),
         configs=tuple(configs),
         sources={str(k): str(v) for k, v in sources.items()},
         num_layers=num_layers,
