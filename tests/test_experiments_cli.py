@@ -136,3 +136,29 @@ def test_scheduler_runs_on_a_local_dask_cluster(exp_file, tmp_path):
         code = main(["run", str(exp_file), "--out", str(tmp_path / "d"), "-q", "--no-plots",
                      "--scheduler", cluster.scheduler_address])
     assert code == 0 and len(read_results(tmp_path / "d")) == 16
+
+
+def test_a_rerun_leaves_no_plot_of_an_earlier_run(exp_file, tmp_path, monkeypatch, capsys):
+    # A plot the earlier run drew and this one does not (skipped: no rows; or --no-plots) would sit
+    # beside the new results showing the old ones; it goes, also when a run in between was cut short.
+    out = tmp_path / "out"
+    assert main(["run", str(exp_file), "--out", str(out), "-q", "--jobs", "1"]) == 0
+    assert (out / "breakdown.png").is_file()
+    calls = []
+
+    def interrupted(point):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(point)
+        return fake_point(point)
+
+    monkeypatch.setattr(runner, "_default_point_fn", lambda: interrupted)
+    assert main(["run", str(exp_file), "--out", str(out), "-q", "--jobs", "1"]) == 130
+    monkeypatch.setattr(runner, "_default_point_fn", lambda: fake_point)
+    # the first point has link_GBps 50: breakdown (where link_GBps is 100) has nothing to draw
+    assert main(["run", str(exp_file), "--out", str(out), "-q", "--jobs", "1", "--limit", "1", "--resume"]) == 0
+    assert "plot 'breakdown' skipped" in capsys.readouterr().err
+    assert (out / "speedup.png").is_file()
+    assert not (out / "breakdown.png").exists() and not (out / "breakdown.svg").exists()
+    assert main(["run", str(exp_file), "--out", str(out), "-q", "--jobs", "1", "--no-plots"]) == 0
+    assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))

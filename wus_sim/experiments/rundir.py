@@ -14,6 +14,9 @@ Rules (README, "Run folders"):
   holds points and its ``run.json`` lists no files: killed or interrupted) is refused
   unless ``resume`` (continue it) or ``overwrite`` (start over): a fresh start would
   truncate the journal and lose the finished points without a word.
+* A finished run removes the files an earlier run of the same experiment wrote and it did
+  not (``run.json`` keeps their names as ``earlier`` while a run is unfinished), so no plot
+  of earlier results is left beside new ones.
 """
 
 import errno
@@ -41,6 +44,7 @@ class RunDir:
         self.resume = resume
         self.overwrite = overwrite
         self._lock_fd = None
+        self._earlier = []
 
     def __enter__(self):
         self._make()
@@ -57,6 +61,7 @@ class RunDir:
     def __exit__(self, *exc):
         try:
             if self.files:
+                self._remove_earlier(self.files)
                 self.record(self.files)
         finally:
             self.release()
@@ -121,7 +126,25 @@ class RunDir:
                     (self.path / name).unlink()
                 except (FileNotFoundError, IsADirectoryError):
                     pass
+        # Files earlier runs of this experiment wrote (kept across an interrupted run, which lists
+        # none): what this run does not write again goes when it finishes (_remove_earlier).
+        doc = self._owner_doc() if owner == self.experiment else {}
+        listed = [n for key in ("files", "earlier") if isinstance(doc.get(key), list) for n in doc[key]]
+        self._earlier = sorted({n for n in listed
+                                if isinstance(n, str) and "/" not in n and n not in (OWNER_NAME, LOCK_NAME)})
         self.record([])
+
+    def _remove_earlier(self, files):
+        """Remove what an earlier run wrote and this one did not (a plot skipped for want of rows,
+        or not drawn under --no-plots), so that no figure of other results sits beside these."""
+        written = {Path(f).name for f in files}
+        for name in self._earlier:
+            if name not in written:
+                try:
+                    (self.path / name).unlink()
+                except (FileNotFoundError, IsADirectoryError):
+                    pass
+        self._earlier = []
 
     def _journaled_points(self):
         """Points in this folder's journal (0 if it has none)."""
@@ -144,6 +167,8 @@ class RunDir:
         owner_path = self.path / OWNER_NAME
         tmp = owner_path.with_suffix(".json.tmp")
         doc = {"experiment": self.experiment, "files": sorted({Path(f).name for f in files})}
+        if self._earlier:
+            doc["earlier"] = self._earlier  # an earlier run's files, until this run finishes
         tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
         os.replace(tmp, owner_path)
 
