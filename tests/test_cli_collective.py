@@ -171,3 +171,18 @@ def test_2d_all_reduce_on_the_v3_8192_multipod_by_hand(capsys):
     d = run_json(capsys, "tpu-v3-8192", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB")
     assert d["group_size"] == 8192 and d["exact"]
     assert d["time_s"] == pytest.approx(expect, rel=1e-9)
+
+
+def test_a_multislice_topology_says_the_collective_ran_in_one_slice(capsys, tmp_path):
+    # tpu-v5e-256x2 is two 16x16 slices over the DCN; `collective` simulates the ICI of one of
+    # them and must say so, not print "all: 256 replicas" as if that were the whole topology.
+    argv = ("tpu-v5e-256x2", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB")
+    d = run_json(capsys, *argv)
+    assert d["group_size"] == 16 * 16 and d["multislice"]["slices"] == 2
+    assert run_json(capsys, "tpu-v5e-256", *argv[1:])["multislice"] is None
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "one of its 2 slices" in out
+    bad = tmp_path / "ms.yaml"
+    bad.write_text("chip: tpu-v5e\nchips_per_axis: [4, 4]\nwraparound: true\nmultislice: {slices: 0}\n")
+    code, _, err = run(capsys, str(bad), *argv[1:])
+    assert code == 2 and "ms.yaml: multislice.slices: 0" in err and err.count("\n") == 1

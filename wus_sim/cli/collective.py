@@ -72,16 +72,17 @@ def _group(text):
 def run(args):
     from ..collectives import simulate_collective
     from ..errors import ConfigError
-    from ..topology import load_topology
     from ..units import GB, US, format_bytes, format_time, parse_size
 
     for name, value in (("--link-GBps", args.link_GBps), ("--hop-latency-us", args.hop_latency_us)):
         if value is not None and not (value > 0 or (name == "--hop-latency-us" and value == 0)):
             raise ConfigError("must be > 0" if name == "--link-GBps" else "must be >= 0", key_path=name,
                               value=value)
+    from ..multislice import load_multislice
     from ..topology import cable_names, with_link_faults
 
-    topo = load_topology(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
+    # One slice's ICI is simulated; a file's multislice section is read (and checked) to say so.
+    topo, multislice = load_multislice(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)
     with fault_option_errors():
         topo = with_link_faults(topo, **fault_values(args))
     nbytes = parse_size(args.size, name="--size")
@@ -93,6 +94,7 @@ def run(args):
     record["failed_links"] = ",".join(cable_names(topo, topo.failed_links))
     slow = [link for link, _ in topo.link_Bps_override]
     record["slow_links"] = ",".join(cable_names(topo, slow))
+    record["multislice"] = None if multislice is None else multislice.to_dict()
     if args.json:
         print(json.dumps(record))
         return 0
@@ -104,7 +106,9 @@ def run(args):
          + (f", {r.chunks} chunks" if r.chunks > 1 else "")
          + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
          + (f", {r.routing} routing" if r.routing != "store-and-forward" else "")),
-        ("group", f"{args.group}: {r.group_size} replicas"),
+        ("group", f"{args.group}: {r.group_size} replicas"
+                  + (f" of one of its {multislice.slices} slices (ICI only: the data-center network phases "
+                     "between slices are in wus-sim step)" if multislice is not None else "")),
         *([("failed cables", record["failed_links"])] if topo.failed_links else []),
         *([("slow cables", f"{record['slow_links']} (bandwidth / {args.slow_links.rpartition(':')[2]})")]
           if slow else []),
