@@ -151,3 +151,19 @@ def test_plan_rejects_zero_batch_and_replicas(capsys):
     assert "--per-replica-batch" in capsys.readouterr().err
     assert main(["plan", "resnet50", "-t", "tpu-v3-32", "--replicas", "0"]) == 2
     assert "replicas" in capsys.readouterr().err
+
+
+def test_plan_on_a_multislice_topology_shards_over_every_slice(capsys):
+    # tpu-v5e-256x2: 2 slices of 16x16 chips, 1 core each. `step` shards the update over all
+    # 512 replicas; the plan must be that plan, not one slice's 256-way one.
+    code, out, err = run_cli(capsys, "plan", "bert-large", "--topology", "tpu-v5e-256x2", "--optimizer", "adam",
+                             "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["replicas"] == 2 * 16 * 16 and d["multislice"]["slices"] == 2
+    params = load_workload("bert-large").params
+    # Adam's two fp32 slots: 8 B per element, all of them replicated, ~1/512 of them sharded
+    assert d["memory_bytes"]["replicated"]["slots"] == 8 * params
+    assert d["memory_bytes"]["sharded"]["slots"] == pytest.approx(8 * params / 512, rel=0.01)
+    code, out, _ = run_cli(capsys, "plan", "bert-large", "--topology", "tpu-v5e-256x2", "--optimizer", "adam")
+    assert code == 0 and "512 replicas" in out.splitlines()[0] and "2 slices" in out.splitlines()[0]

@@ -41,7 +41,7 @@ def add_parser(subparsers):
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the "
                         "workload's default)")
     p.add_argument("--replicas", type=int, metavar="N",
-                   help="data-parallel replicas (default: the MLPerf run's, else one per core)")
+                   help="data-parallel replicas per slice (default: the MLPerf run's, else one per core)")
     p.add_argument("--bucket-MiB", type=float, metavar="F", dest="bucket_MiB",
                    help="gradient bytes at which a fused bucket closes, MiB (default 25)")
     p.add_argument("--replicate-below", type=int, metavar="E",
@@ -74,18 +74,22 @@ def build_report(args):
     from ..memory import memory_both
     from ..planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
     from ..strategies import STRATEGIES, step_work
-    from ..topology import load_topology
+    from ..multislice import load_multislice, planning_topology
     from ..units import MiB
     from ..workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_replicas
 
     workload = load_workload(args.workload)
-    topology = load_topology(args.topology)
+    topology, multislice = load_multislice(args.topology)
     config = workload.config_for(topology.name)
     replicas = resolve_replicas(workload, topology, args.replicas)
+    # Over several slices, the plan step runs by default: shards over every replica of every slice.
+    grid = topology if multislice is None else planning_topology(multislice)
+    if multislice is not None:
+        replicas *= multislice.slices
     batch = resolve_batch(workload, topology, replicas, per_replica_batch=args.per_replica_batch)
     bucket_bytes = int(args.bucket_MiB * MiB) if args.bucket_MiB is not None else DEFAULT_BUCKET_BYTES
     optimizer = args.optimizer or workload.default_optimizer
-    p = plan(workload, topology, optimizer, replicas=replicas, bucket_bytes=bucket_bytes,
+    p = plan(workload, grid, optimizer, replicas=replicas, bucket_bytes=bucket_bytes,
              replicate_below_elements=args.replicate_below,
              max_padding_ratio=(DEFAULT_MAX_PADDING_RATIO if args.max_padding_ratio is None
                                 else args.max_padding_ratio),
@@ -117,6 +121,7 @@ def build_report(args):
         mlperf_config=vars(config).copy() if config else None,
         compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},
         calibration=calibration.id,
+        multislice=None if multislice is None else multislice.to_dict(),
         strategies=strategies,
         memory_bytes={s: _memory_bytes(m.to_dict()) for s, m in memory.items()},
         memory_fits={s: m.fits for s, m in memory.items()},
@@ -156,6 +161,8 @@ def _text(r):
     out = [
         f"plan: {r['workload']} with {r['optimizer']} on {r['topology']}: {r['replicas']} replicas"
         + (f" x {r['spatial_ways']} cores each" if r["spatial_ways"] > 1 else "")
+        + (f" in {ms['slices']} slices over the data-center network, the update sharded across them"
+           if (ms := r.get("multislice")) else "")
         + f", per-replica batch {r['per_replica_batch']} ({r['batch_source']})",
         f"  parameters {r['params']:,} in {r['tensors']} tensors; formatted for sharding "
         f"{r['padded_params']:,} (padding {r['padding_elements']:,} elements, "
