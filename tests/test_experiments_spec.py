@@ -267,3 +267,17 @@ def test_a_broken_topology_or_workload_file_is_an_input_error_before_the_sweep(t
     message = error_of({kind: [str(path)]})
     assert message.startswith(f"exp.yaml: {kind}[0]: ") and inner in message
     assert len(message.splitlines()) == 1
+
+
+def test_a_value_swept_twice_is_an_error_naming_both_places():
+    # The same value twice on an axis makes every point of it twice: results would hold each
+    # such point two times (one hash, two point_index values), so it is refused, not run.
+    message = error_of({"sweep": {"link_GBps": [50, 100, 50]}})
+    assert message.startswith("exp.yaml: sweep.link_GBps[2]: 50") and "sweep.link_GBps[0]" in message
+    message = error_of({"topologies": ["tpu-v3-32", "tpu-v3-128", "tpu-v3-32"]})
+    assert message.startswith("exp.yaml: topologies[2]: 'tpu-v3-32'") and "topologies[0]" in message
+    message = error_of({"sweep": {"zip": [{"link_GBps": [50, 100, 50], "hop_latency_us": [1, 2, 1]}]}})
+    assert message.startswith("exp.yaml: sweep.zip[0]") and "position 2" in message and "position 0" in message
+    # a zip group may repeat one key's value as long as its rows differ
+    exp = parse({"sweep": {"zip": [{"link_GBps": [50, 50], "hop_latency_us": [1, 2]}]}})
+    assert exp.count() == 2

@@ -32,6 +32,7 @@ optimizer and gradient dtype, the topology's link bandwidth, ...).
 
 from dataclasses import dataclass, field
 import itertools
+import json
 import math
 import os
 from pathlib import Path
@@ -202,12 +203,13 @@ def _point_values_schema(kind):
     for p in POINT_KEYS.values():
         value = p.json_schema()
         props[p.name] = value if kind == "value" else {"description": value["description"], "type": "array",
-                                                        "minItems": 1, "items": value}
+                                                        "minItems": 1, "items": value,
+                                                        **({"uniqueItems": True} if kind == "axis" else {})}
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 
 def _sweep_schema():
-    out = _point_values_schema("list")
+    out = _point_values_schema("axis")
     out["properties"]["zip"] = {
         "description": "Groups of parameters that vary together: each group's lists have one length and the "
                        "group is one sweep axis.",
@@ -215,18 +217,19 @@ def _sweep_schema():
     return out
 
 
-_NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "string"}}]}
+_NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "uniqueItems": True,
+                                          "items": {"type": "string"}}]}
 
 EXPERIMENT_KEYS = KeyTable("experiment file", [
     Key("name", "string", "Experiment name (results' `experiment` column, run folder name).",
         default_text="the file's stem"),
     Key("description", "string", "What the experiment asks.", default=""),
     Key("workloads", "string or list", "Workloads to sweep: sugar for sweep.workload (a workload name or path, or a list).",
-        rule="a name or a non-empty list of names", schema=_NAMES),
+        rule="a name or a non-empty list of distinct names", schema=_NAMES),
     Key("topologies", "string or list", "Topologies to sweep: sugar for sweep.topology.",
-        rule="a name or a non-empty list of names", schema=_NAMES),
+        rule="a name or a non-empty list of distinct names", schema=_NAMES),
     Key("optimizers", "string or list", "Optimizers to sweep: sugar for sweep.optimizer.",
-        rule="a name or a non-empty list of names", schema=_NAMES),
+        rule="a name or a non-empty list of distinct names", schema=_NAMES),
     Key("strategies", "string or list", "Update strategies: replicated and sharded together (or both) simulate both and "
         "give the speedup; sugar for base.strategy.", default=["replicated", "sharded"],
         rule="replicated, sharded or both, or a non-empty list of them",
@@ -236,7 +239,8 @@ EXPERIMENT_KEYS = KeyTable("experiment file", [
         rule="a mapping of point parameters to values", schema=lambda: _point_values_schema("value")),
     Key("sweep", "mapping", "Sweep axes: each point parameter listed takes every value of its list (cartesian "
         "product, first axis outermost), except zip groups, which vary together.", default_text="none",
-        rule="a mapping of point parameters to non-empty lists, and zip: a list of such mappings",
+        rule="a mapping of point parameters to non-empty lists of distinct values, and zip: a list of such mappings "
+             "(each row of a group distinct)",
         schema=_sweep_schema),
     Key("reduce", "mapping", "The reduced form (tests, run --reduced): keep only points whose value of each "
         "listed sweep axis is listed.", default_text="the full sweep",
@@ -308,11 +312,20 @@ def parse_experiment(doc, *, file=None, name=None):
         return tuple(check_point_value(key, v, file=top.file, key_path=key_join(where, i), base_dir=base_dir)
                      for i, v in enumerate(raw))
 
+    def axis_values(sec, key, where, point_key=None):
+        # A value twice on an axis would make each of its points twice in the results.
+        values = values_list(sec, key, where, point_key)
+        i, j = _first_repeat(values)
+        if i is not None:
+            raise ConfigError(f"repeats {key_join(where, i)}; list each value once",
+                              file=top.file, key_path=key_join(where, j), value=values[j])
+        return values
+
     axes = []
     for sugar, key in _SUGAR.items():
         if sugar in top:
             claim(key, sugar)
-            axes.append(Axis((key,), (values_list(top, sugar, sugar, key),), (sugar,)))
+            axes.append(Axis((key,), (axis_values(top, sugar, sugar, key),), (sugar,)))
 
     base = {}
     if "strategies" in top:
@@ -349,11 +362,16 @@ def parse_experiment(doc, *, file=None, name=None):
                             "lists of a zip group vary together and must have the same length; got "
                             + ", ".join(f"{k}: {len(v)}" for k, v in zip(keys, values)),
                             file=top.file, key_path=gpath)
+                    i, j = _first_repeat(list(zip(*values)))
+                    if i is not None:
+                        raise ConfigError(f"gives the same values at position {j} as at position {i} "
+                                          f"({', '.join(keys)}); list each combination once",
+                                          file=top.file, key_path=gpath)
                     axes.append(Axis(tuple(keys), tuple(values), tuple(wheres)))
                 continue
             where = key_join("sweep", key)
             claim(key, where)
-            axes.append(Axis((key,), (values_list(sweep, key, where),), (where,)))
+            axes.append(Axis((key,), (axis_values(sweep, key, where),), (where,)))
 
     for sugar, key in (("workloads", "workload"), ("topologies", "topology")):
         if key not in origin:
@@ -387,6 +405,18 @@ def parse_experiment(doc, *, file=None, name=None):
     if reduce and not exp.count(reduced=True):
         raise ConfigError("keeps no point of the sweep", file=top.file, key_path="reduce")
     return exp
+
+
+def _first_repeat(values):
+    """``(i, j)``: the first value at *j* equal (as its point hash sees it) to the one at *i* < *j*,
+    else ``(None, None)``."""
+    seen = {}
+    for j, v in enumerate(values):
+        text = json.dumps(v, sort_keys=True, default=str)
+        if text in seen:
+            return seen[text], j
+        seen[text] = j
+    return None, None
 
 
 def _parse_strategies(top):
