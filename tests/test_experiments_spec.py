@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -281,3 +282,13 @@ def test_a_value_swept_twice_is_an_error_naming_both_places():
     # a zip group may repeat one key's value as long as its rows differ
     exp = parse({"sweep": {"zip": [{"link_GBps": [50, 50], "hop_latency_us": [1, 2]}]}})
     assert exp.count() == 2
+
+
+def test_the_strategies_rule_names_every_strategy_it_accepts():
+    # `strategies: fully-sharded` and `strategies: all` load; the format reference must say so.
+    text = (Path(__file__).parent.parent / "docs" / "formats" / "experiment.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `strategies` |"))
+    rule = row.split(" | ")[4]
+    for accepted in ("replicated", "sharded", "fully-sharded", "both", "all"):
+        parse({"strategies": accepted})
+        assert re.search(rf"(?<![\w-]){accepted}(?![\w-])", rule), (accepted, rule)

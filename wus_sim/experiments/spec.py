@@ -231,8 +231,9 @@ EXPERIMENT_KEYS = KeyTable("experiment file", [
     Key("optimizers", "string or list", "Optimizers to sweep: sugar for sweep.optimizer.",
         rule="a name or a non-empty list of distinct names", schema=_NAMES),
     Key("strategies", "string or list", "Update strategies: replicated and sharded together (or both) simulate both and "
-        "give the speedup; sugar for base.strategy.", default=["replicated", "sharded"],
-        rule="replicated, sharded or both, or a non-empty list of them",
+        "give the speedup; all adds fully-sharded; sugar for base.strategy.", default=["replicated", "sharded"],
+        rule="one of replicated, sharded, fully-sharded, both, all, or a non-empty list of them naming one "
+             "strategy, replicated and sharded, or all three",
         schema={"oneOf": [{"enum": list(STRATEGY_CHOICES)},
                           {"type": "array", "minItems": 1, "items": {"enum": list(STRATEGY_CHOICES)}}]}),
     Key("base", "mapping", "Point parameters fixed for every point (see Point parameters).", default_text="none",
