@@ -111,3 +111,17 @@ def test_the_readme_headline_speedups_are_what_the_paper_experiment_gives():
         m = re.search(pattern, section)
         assert m, pattern
         assert m.group(1) == speedup(*point), (pattern, point)
+
+
+def test_a_run_whose_every_row_failed_still_has_every_documented_column(tmp_path, capsys):
+    # results.v1.json: "Every documented column is present; a value may be missing". With no
+    # row that reached the simulator, columns only it reports (params, spatial_ways, ...) went missing.
+    exp = tmp_path / "bad_batch.yaml"
+    exp.write_text("workloads: resnet50\ntopologies: tpu-v3-32\nbase: {global_batch: 1000}\n")
+    out = tmp_path / "o"
+    assert main(["run", str(exp), "--out", str(out), "-q", "--jobs", "1", "--no-plots"]) == 1
+    documented = [c.name for c in columns()]
+    header = (out / "results.csv").read_text().splitlines()[0].split(",")
+    assert header[:len(documented)] == documented
+    md = (out / "columns.md").read_text()
+    assert all(f"| `{name}` |" in md for name in documented)

@@ -171,14 +171,16 @@ def _cell(value):
 def to_frame(rows):
     """A DataFrame of result rows with documented columns first, typed per the table.
 
+    Every documented column is there (results.v1.json promises it), null where no row has a
+    value: a run whose every row failed has no row that reports ``params`` or ``spatial_ways``.
     Undocumented columns the simulator adds are kept, after the documented ones.
     """
     import pandas as pd
 
     df = pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in rows])
-    documented = [c for c in columns() if c.name in df.columns]
+    documented = list(columns())
     extra = [c for c in df.columns if c not in {d.name for d in documented}]
-    df = df[[c.name for c in documented] + extra]
+    df = df.reindex(columns=[c.name for c in documented] + extra)
     for col in documented:
         df[col.name] = _as_dtype(df[col.name], col.dtype)
     return df
