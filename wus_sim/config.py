@@ -15,6 +15,7 @@ import copy
 from functools import lru_cache
 import math
 from pathlib import Path
+import re
 
 import yaml
 
@@ -153,6 +154,15 @@ class _StrictLoader(yaml.SafeLoader):
                                f"{key_node.start_mark.line + 1}); each key may appear once")
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.2 reads 1e2, 1.0e5 and .5e-3 as numbers; PyYAML's YAML 1.1 resolver reads them as text (it
+# wants a dot and a signed exponent), so `link_GBps: 1e2` was "text, not a number (write it without
+# quotes)". The editor schemas (JSON, YAML 1.2) take them as numbers: so does the loader.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 class Section:
