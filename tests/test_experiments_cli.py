@@ -108,6 +108,8 @@ def test_reduced(exp_file, tmp_path):
      "without quotes); must be a whole number >= 1 and <= 16777216 (or null)"),
     ({"optimizers": ["adam+clp"]}, [], "'adam+clp' has an unknown gradient prefix 'clp' after '+'; known "
      "prefixes: clip (e.g. adam+clip)"),
+    # continue and start over at once: one of them would be ignored without a word
+    ({}, ["--resume", "--overwrite"], "--overwrite: cannot be given with --resume"),
 ])
 def test_user_errors_are_one_line_exit_2(exp_file, tmp_path, capsys, doc_change, args, message):
     exp_file.write_text(yaml.safe_dump({**DOC, **doc_change}))
@@ -162,3 +164,19 @@ def test_a_rerun_leaves_no_plot_of_an_earlier_run(exp_file, tmp_path, monkeypatc
     assert not (out / "breakdown.png").exists() and not (out / "breakdown.svg").exists()
     assert main(["run", str(exp_file), "--out", str(out), "-q", "--jobs", "1", "--no-plots"]) == 0
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
+
+
+def test_the_resume_hint_of_an_overwrite_run_is_a_command_that_runs(exp_file, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+
+    def interrupted(point):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_default_point_fn", lambda: interrupted)
+    argv = ["run", str(exp_file), "--out", str(out), "-q", "--jobs", "1", "--overwrite"]
+    monkeypatch.setattr("sys.argv", ["wus-sim", *argv])
+    assert main(argv) == 130
+    hint = capsys.readouterr().err.split("Resume with: ")[1].split()
+    assert hint[:2] == ["wus-sim", "run"] and "--resume" in hint and "--overwrite" not in hint
+    monkeypatch.setattr(runner, "_default_point_fn", lambda: fake_point)
+    assert main(hint[1:]) == 0

@@ -38,8 +38,13 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from ..errors import ConfigError
     from ..experiments.spec import load_experiment
 
+    if args.resume and args.overwrite:
+        # --resume keeps the journal, --overwrite starts over: together one was silently dropped.
+        raise ConfigError("cannot be given with --resume: --resume continues the run in DIR, --overwrite "
+                          "starts over; give one of them", key_path="--overwrite")
     experiment = load_experiment(args.experiment)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)  # run_experiment checks it and --limit
     from ..plotting import check_plots, default_plots
@@ -78,7 +83,9 @@ def run(args):
                                     reduced=args.reduced, limit=args.limit, overwrite=args.overwrite,
                                     progress=False if args.quiet else None, on_results=draw)
     except KeyboardInterrupt:
-        again = [a for a in sys.argv[1:] if a != "--resume"] if sys.argv[1:2] == ["run"] else None
+        # --overwrite cannot go with --resume (and its work is done: the folder is this run's now)
+        again = [a for a in sys.argv[1:] if a not in ("--resume", "--overwrite")] if sys.argv[1:2] == ["run"] \
+            else None
         hint = ("wus-sim " + " ".join(_quote(a) for a in again) + " --resume") if again else \
             f"wus-sim run {_quote(args.experiment)} --out {_quote(str(out_dir))} --resume"
         print(f"wus-sim run: interrupted; finished points are kept in {out_dir}/points.jsonl. "
