@@ -169,3 +169,25 @@ def test_cli_step_on_the_v3_8192_multipod(capsys):
     assert main(["step", "resnet50", "--topology", "tpu-v3-2048", "--per-replica-batch", "8", "--json"]) == 0
     pod = json.loads(capsys.readouterr().out)
     assert out["breakdown"]["fwd_s"] == pytest.approx(pod["breakdown"]["fwd_s"], rel=1e-12)
+
+
+def test_cli_step_text_memory_rows_add_up_to_the_peak(capsys):
+    """The text lists every part of the peak (weights, gradients, slots, activations and the
+    in-flight collective buffers), each the --json figure; and only a sharded update's norm
+    all-reduces where a sharded update ran (ResNet-50 with LARS, replicated alone: none)."""
+    from wus_sim.units import format_bytes
+
+    argv = ["step", "resnet50", "-t", "tpu-v3-32", "--strategy", "replicated"]
+    assert main(argv + ["--json"]) == 0
+    mem = json.loads(capsys.readouterr().out)["strategies"]["replicated"]["memory_bytes"]
+    parts = ("weights", "gradients", "slots", "activations", "collective_buffers")
+    assert sum(mem[p] for p in parts) == pytest.approx(mem["peak"], rel=1e-12)
+    assert mem["collective_buffers"] > 0
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    for p in parts:
+        row = next(line for line in text.splitlines() if line.strip().startswith(f"mem {p.replace('_', ' ')}"))
+        assert row.split()[-2:] == format_bytes(mem[p]).split()
+    assert "norm(w)" not in text and "norm(g)" not in text
+    assert main(argv[:-1] + ["both"]) == 0
+    assert "sharded update: norm(w)" in capsys.readouterr().out

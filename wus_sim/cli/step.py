@@ -277,11 +277,14 @@ def _text(rep):
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))
-    for part in ("weights", "gradients", "slots", "activations", "peak"):
-        label = "memory peak" if part == "peak" else f"  mem {part}"
+    # the parts that add up to the peak (memory.PARTS), then the peak
+    for part in ("weights", "gradients", "slots", "activations", "collective_buffers", "peak"):
+        label = "memory peak" if part == "peak" else f"  mem {part.replace('_', ' ')}"
         lines.append("  " + label.ljust(w) + "".join(format_bytes(per[n]["memory_bytes"][part]).rjust(16)
                                                     for n in names))
     small = rep.get("small_allreduces") or []
+    if not any(n in ("sharded", "fully-sharded") for n in names):  # no sharded update ran: no norms
+        small = [x for x in small if not x["what"].startswith("sharded update")]
     if small:
         lines.append("  small all-reduces (each within the slice; auto: the fastest algorithm for its size):")
     for x in small:
