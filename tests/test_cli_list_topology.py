@@ -154,3 +154,17 @@ def test_describe_topology_checks_the_multislice_section(capsys, tmp_path, secti
                                     "multislice": section}))
     code, _, err = run_cli(capsys, "describe", "topology", str(path))
     assert code == 2 and len(err.strip().splitlines()) == 1 and f"ms.yaml: {where}:" in err
+
+
+@pytest.mark.parametrize("extra, key, words", [
+    ("chips_per_axis: [100000, 100000]\n", "chips_per_axis", ["10,000,000,000", "65,536"]),
+    ("chips_per_axis: [256, 256]\ncores_per_chip: 64\n", "cores_per_chip", ["4,194,304", "131,072"]),
+])
+def test_a_topology_file_over_a_size_limit_names_the_file_and_key(capsys, tmp_path, extra, key, words):
+    """256 x 256 chips x 64 cores = 4,194,304 replicas; 10^5 x 10^5 = 10^10 chips."""
+    path = tmp_path / "huge.yaml"
+    path.write_text("name: huge\nchip: generic\nwraparound: true\n" + extra)
+    assert main(["describe", "topology", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{path}: {key}: " in err and "over the limit" in err
+    assert all(w in err for w in words)

@@ -846,18 +846,25 @@ def _topology_from_file(path):
                                          for b in link):
             raise doc.error("link_GBps", f"must be a positive number or a list of {len(dims)}", link)
         link = tuple(b * GB for b in link)
-    return Topology(
-        name=doc.string("name", Path(path).stem),
-        chip=chip,
-        dims=tuple(dims),
-        wrap=tuple(wrap),
-        axis_link_Bps=link,
-        hop_latency_s=read("hop_latency_us") * US if "hop_latency_us" in doc else None,
-        onchip_Bps=read("onchip_GBps") * GB if "onchip_GBps" in doc else None,
-        cores_per_chip=read("cores_per_chip"),
-        description=TOPOLOGY_KEYS.read(doc, "description"),
-        sources=_sources(doc),
-    )
+    try:
+        return Topology(
+            name=doc.string("name", Path(path).stem),
+            chip=chip,
+            dims=tuple(dims),
+            wrap=tuple(wrap),
+            axis_link_Bps=link,
+            hop_latency_s=read("hop_latency_us") * US if "hop_latency_us" in doc else None,
+            onchip_Bps=read("onchip_GBps") * GB if "onchip_GBps" in doc else None,
+            cores_per_chip=read("cores_per_chip"),
+            description=TOPOLOGY_KEYS.read(doc, "description"),
+            sources=_sources(doc),
+        )
+    except ConfigError as exc:
+        if exc.file:
+            raise
+        # The slice's own checks (size limits) speak of the slice: say which file and key.
+        key = {"topology": "chips_per_axis", "dims": "chips_per_axis"}.get(exc.key_path, exc.key_path)
+        raise doc.error(key, exc.rule, exc.value) from None
 
 
 def _sources(sec):
