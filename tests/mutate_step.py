@@ -19,7 +19,7 @@ import tempfile
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_step_golden.py", "tests/test_step.py", "tests/test_memory.py", "tests/test_strategies.py",
-         "tests/test_compute.py"]
+         "tests/test_compute.py", "tests/test_small_allreduce.py"]
 
 # label, file, old (must occur exactly once), new, what it breaks
 MUTANTS = [
@@ -32,7 +32,7 @@ MUTANTS = [
      "LAMB/LARS norm all-reduces dropped"),
     ("d1", "wus_sim/step.py", "spatial_ways=plan.spatial_ways)\n    fwd_s", "spatial_ways=1)\n    fwd_s",
      "spatial partitioning ignored in layer times"),
-    ("d2", "wus_sim/step.py", "return config.replicas", "return topology.num_replicas",
+    ("d2", "wus_sim/workloads.py", "return config.replicas", "return topology.num_replicas",
      "spatial partitioning ignored: one replica per core"),
     ("e", "wus_sim/memory.py", "gradients = padded * gb + shards", "gradients = padded * gb",
      "sharded gradient memory without the reduce-scatter shards"),
@@ -45,27 +45,31 @@ MUTANTS = [
      'options.overlap_all_gather or work.strategy == "sharded"', "all-gather overlap forced on"),
     ("s4", "wus_sim/step.py", "return r.step_time_s / s.step_time_s", "return s.step_time_s / r.step_time_s",
      "speedup inverted"),
-    ("s5", "wus_sim/step.py", "2 * 4 * channels[layer]", "4 * channels[layer]",
+    ("s5", "wus_sim/small_allreduce.py", "STATISTICS_BYTES_PER_CHANNEL = 2 * 4", "STATISTICS_BYTES_PER_CHANNEL = 4",
      "batch-norm all-reduce half its bytes"),
     # strategies.py
     ("t1", "wus_sim/strategies.py", "kernels += case.passes", "kernels += 1", "LARS/LAMB second pass not costed"),
-    ("t2", "wus_sim/strategies.py", 'Collective("all-reduce", int(b.elements * gb)',
-     'Collective("all-reduce", int(b.padded_elements * gb)', "all-reduce counts padding"),
+    # (an all-reduce bucket is unpadded by construction, Plan.allreduce_buckets, so timing it at
+    # padded_elements changes nothing: an equivalent mutant, not listed)
+    ("t2", "wus_sim/strategies.py", 'if strategy == "replicated" or b.kind == "replicated":',
+     'if strategy == "replicated":', "sharded: replicated tensors reduce-scattered and gathered"),
     ("t3", "wus_sim/strategies.py", 'Collective("reduce-scatter", int(b.padded_elements * gb)',
      'Collective("reduce-scatter", int(b.elements * gb)', "reduce-scatter ignores padding"),
     # memory.py
-    ("m1", "wus_sim/memory.py", "shards = sharded_padded / n * gb", "shards = sharded_padded / n * wb",
+    ("m1", "wus_sim/memory.py", "shards = sharded_padded / n * gb\n        weights = padded",
+     "shards = sharded_padded / n * wb\n        weights = padded",
      "gradient shards at weight bytes"),
-    ("m2", "wus_sim/memory.py", 'collective = largest_ar(("replicated",)) + extra',
-     'collective = largest_ar(("replicated",))', "sharded: extra-reduction buffers dropped"),
+    ("m2", "wus_sim/memory.py", 'collective = largest_ar(("replicated",)) + extra\n        details = {"weight_padding": pad * wb',
+     'collective = largest_ar(("replicated",))\n        details = {"weight_padding": pad * wb',
+     "sharded: extra-reduction buffers dropped"),
     ("m3", "wus_sim/memory.py", "* activation_scale / plan.spatial_ways", "* activation_scale",
      "activations not split over spatial ways"),
     ("m4", "wus_sim/memory.py", '"grad_padding": pad * gb + pad / n * gb', '"grad_padding": pad * gb',
      "gradient padding without the shard's"),
-    ("m5", "wus_sim/memory.py", "collective = largest_ar((\"sharded\", \"replicated\"))",
-     "collective = largest_ar((\"replicated\",))", "replicated: all-reduce buffer of sharded-kind buckets dropped"),
+    ("m5", "wus_sim/memory.py", "collective = max((b.elements * gb for b in plan.allreduce_buckets), default=0)",
+     "collective = largest_ar((\"replicated\",))", "replicated: all-reduce buffer of the shard format's replicated buckets"),
     # compute.py
-    ("c1", "wus_sim/compute.py", "+ 2 * outputs / ways * act_B) / hbm_Bps", "+ outputs / ways * act_B) / hbm_Bps",
+    ("c1", "wus_sim/compute.py", "+ 2 * per_core * act_B) / hbm_Bps", "+ per_core * act_B) / hbm_Bps",
      "backward io counts outputs once"),
     ("c2", "wus_sim/compute.py", "elem_bwd + p.backward_flops_ratio * p.op_overhead_s", "elem_bwd + p.op_overhead_s",
      "backward op overhead x1"),
@@ -77,8 +81,14 @@ MUTANTS = [
     ("c5", "wus_sim/compute.py", "return max(t_mem, t_vec)", "return t_mem + t_vec", "update roofline summed"),
     ("c6", "wus_sim/compute.py", "np.where(halo > 0, topology.hop_latency_s + halo / link_Bps, 0.0)",
      "np.where(halo > 0, halo / link_Bps, 0.0)", "halo exchange without hop latency"),
-    ("c7", "wus_sim/compute.py", "io_fwd = (weight_elems * act_B + outputs / ways * act_B)",
+    ("c7", "wus_sim/compute.py", "io_fwd = (weight_elems * act_B + per_core * act_B)",
      "io_fwd = (weight_elems * act_B + outputs * act_B)", "forward io output not split over cores"),
+    ("r1", "wus_sim/compute.py", "matrix_fwd = fwd * weights / weights.sum() * share",
+     "matrix_fwd = fwd * weights / weights.sum()", "spatial: matrix work divided evenly, not by whole rows"),
+    ("r2", "wus_sim/compute.py", "per_core = outputs / ways * share", "per_core = outputs / ways",
+     "spatial: output traffic divided evenly, not by whole rows"),
+    ("r3", "wus_sim/compute.py", "np.ceil(side[rows] / ways) * ways / side[rows]",
+     "(side[rows] / ways) * ways / side[rows]", "spatial: the busiest core's rows not rounded up"),
 ]
 
 
