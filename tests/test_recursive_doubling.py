@@ -222,6 +222,23 @@ def test_only_all_reduce_one_direction_and_power_of_two_groups():
         simulate_collective(make((3, 3), True), "all-reduce", RD, MiB)
 
 
+def test_an_experiment_point_keeps_the_replicated_row_when_only_sharded_cannot_run():
+    """``strategy: both`` with recursive doubling: the replicated update all-reduces and runs;
+    the sharded one needs a reduce-scatter, so only its row is an error."""
+    from wus_sim.experiments.records import simulate_point
+    from wus_sim.step import simulate_step
+
+    point = {"workload": "resnet50", "topology": "torus:4x4", "strategy": "both", "algorithm": RD}
+    rows = {r["strategy"]: r for r in simulate_point(point)}
+    assert rows["sharded"]["status"] == "error"
+    assert "all-reduce algorithm" in rows["sharded"]["error"]
+    alone = simulate_step("resnet50", "torus:4x4", strategy="replicated", options=StepOptions(algorithm=RD))
+    assert rows["replicated"]["status"] == "ok"
+    assert rows["replicated"]["step_time_s"] == pytest.approx(alone.step_time_s, rel=1e-12)
+    with pytest.raises(ConfigError, match="all-reduce algorithm"):  # an error every strategy shares still raises
+        simulate_point({**point, "strategy": "sharded"})
+
+
 def test_the_step_model_runs_no_ring_direction_for_it():
     assert bidirectional_for(StepOptions(algorithm=RD, bidirectional=None)) is False
     assert bidirectional_for(StepOptions(algorithm=HD, bidirectional=None)) is False

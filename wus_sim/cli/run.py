@@ -105,7 +105,8 @@ def run(args):
         from ..limits import excerpt
 
         first = result.frame.loc[result.frame["status"] == "error", "error"].iloc[0]
-        print(f"wus-sim run: {result.num_errors} rows failed; first: {excerpt(first, 300)}", file=sys.stderr)
+        n = result.num_errors
+        print(f"wus-sim run: {n} row{'s' if n != 1 else ''} failed; first: {excerpt(first, 300)}", file=sys.stderr)
         return 1
     return 0
 

@@ -11,6 +11,7 @@ the slice's facts (:func:`slice_columns`) and every value the model actually use
 import math
 
 from ..calibration import load_calibration
+from ..errors import InfeasibleError, WusError
 from ..multislice import load_multislice
 from ..params import default_of
 from ..planner import DEFAULT_BUCKET_BYTES
@@ -53,13 +54,38 @@ def simulate_point(point):
         compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
     )
     strategies = strategies_named(p.get("strategy") or default_of("strategy"))
-    run = simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), strategies,
-                              per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
-                              options=options)
-    results = run.results
+
+    def simulate(which):
+        return simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), which,
+                                   per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
+                                   options=options)
+
+    failed = {}  # strategy -> (status, why) where it cannot run and the others can
+    try:
+        runs = [simulate(strategies)]
+    except WusError:
+        if len(strategies) == 1:
+            raise
+        # One strategy's error (recursive-doubling has no reduce-scatter, so only the
+        # replicated update can use it) must not take the others' rows with it.
+        runs = []
+        for s in strategies:
+            try:
+                runs.append(simulate((s,)))
+            except WusError as exc:
+                failed[s] = ("infeasible" if isinstance(exc, InfeasibleError) else "error", str(exc))
+        if not runs:
+            raise
+    run = runs[0]
+    results = {s: r for one in runs for s, r in one.results.items()}
     up = speedups(results)
     records = []
-    for s, res in results.items():
+    for s in strategies:
+        if s in failed:
+            status, why = failed[s]
+            records.append({**p, "strategy": s, "status": status, "error": why})
+            continue
+        res = results[s]
         rec = dict(p)
         rec.update(res.to_record())
         rec.update(slice_columns(topology))
