@@ -68,6 +68,8 @@ MUTANTS = [
      "gradient padding without the shard's"),
     ("m5", "wus_sim/memory.py", "collective = max((b.elements * gb for b in plan.allreduce_buckets), default=0)",
      "collective = largest_ar((\"replicated\",))", "replicated: all-reduce buffer of the shard format's replicated buckets"),
+    ("m6", "wus_sim/memory.py", "* spatial_activation_share(w, plan.spatial_ways))", "* 1.0)",
+     "spatial: activations divided evenly, not by whole rows"),
     # compute.py
     ("c1", "wus_sim/compute.py", "+ 2 * per_core * act_B) / hbm_Bps", "+ per_core * act_B) / hbm_Bps",
      "backward io counts outputs once"),

@@ -11,6 +11,7 @@ from wus_sim.topology import load_topology
 from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
 
 from make_topology import make
+import make_workload as make_toy
 
 
 def make_workload(shapes, act=1000.0):
@@ -79,12 +80,21 @@ def test_adafactor_keeps_the_column_statistic_whole():
     assert sh.slots == (64 // 16 + 10) * 4
 
 
-def test_spatial_partitioning_splits_activations_only():
-    w = load_workload("mask-rcnn")
-    topo = load_topology("tpu-v3-256")
-    whole = memory_breakdown(plan(w, topo, "momentum"), "replicated", 2)
-    spatial = memory_breakdown(plan(w, topo, "momentum", replicas=64), "replicated", 2)
-    assert spatial.activations == pytest.approx(whole.activations / 4)
+def test_spatial_partitioning_splits_activations_only(tmp_path):
+    """A toy convnet over 4 cores per replica: a 3x3 conv 64 -> 64 on a 10x10 map and a 1x1
+    conv 64 -> 16 on a 1x1 map. The busiest core holds ceil(10/4) = 3 of the 10 rows (1.2 x
+    an even quarter) and the whole 1-row map (4 x); weighted by the layers' outputs per
+    image (6400 and 16) it holds (6400 x 1.2 + 16 x 4) / 6416 of a quarter of the
+    activations (1000 bf16 elements per image). Weights and slots are whole on each core."""
+    w = make_toy.make(tmp_path, "toyconv", "two convs", params=37888, unit="image",
+                      layers=[("c0", 2 * 9 * 64 * 64 * 100), ("c1", 2 * 64 * 16)],
+                      tensors=[("c0.kernel", [3, 3, 64, 64], 0), ("c1.kernel", [1, 1, 64, 16], 1)])
+    topo = load_topology("tpu-v3-8")
+    batch = 64
+    whole = memory_breakdown(plan(w, topo, "momentum"), "replicated", batch)
+    spatial = memory_breakdown(plan(w, topo, "momentum", replicas=2), "replicated", batch)
+    assert whole.activations == batch * 1000 * 2
+    assert spatial.activations == pytest.approx(batch * 1000 * 2 / 4 * (6400 * 1.2 + 16 * 4) / 6416, rel=1e-12)
     assert spatial.weights == whole.weights and spatial.slots == whole.slots
 
 

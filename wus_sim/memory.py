@@ -15,7 +15,8 @@ slots               every tensor's slots                         each sharded te
                                                                  padded buffer, plus any vector the layout keeps
                                                                  whole) + replicated tensors' full slots
 activations         per-replica batch x the workload's activation estimate, / spatial ways (a spatially
-                    partitioned replica splits its activations over its cores; weights are whole on each)
+                    partitioned replica splits its activations over its cores; weights are whole on each),
+                    x the busiest core's whole-row share (``compute.spatial_activation_share``)
 collective buffers  output of the largest all-reduce in flight   output of the largest all-reduce in flight
                     (one bucket; XLA collectives are not in      (replicated-tensor buckets only: a
                     place) + nothing else                        reduce-scatter writes the gradient shard
@@ -51,6 +52,7 @@ backward are not subtracted).
 
 from dataclasses import dataclass, field, fields
 
+from .compute import spatial_activation_share
 from .errors import ConfigError, InfeasibleError, UnknownNameError
 from .units import format_bytes
 
@@ -137,7 +139,10 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         raise ConfigError("must be > 0", key_path="activation_scale", value=activation_scale)
     w = plan.workload
     wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
-    activations = per_replica_batch * w.activation_bytes_per_example * activation_scale / plan.spatial_ways
+    # a spatially partitioned replica's busiest core holds whole rows of each map (see
+    # wus_sim.compute.spatial_row_share), so a little more than an even share
+    activations = (per_replica_batch * w.activation_bytes_per_example * activation_scale / plan.spatial_ways
+                   * spatial_activation_share(w, plan.spatial_ways))
     largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)
 
     if strategy == "replicated":
