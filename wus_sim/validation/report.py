@@ -57,7 +57,7 @@ def write_outputs(rows, out_dir, *, plot=True):
     return files
 
 
-_MARKERS = {"resnet": "o", "ssd": "s", "mask": "D", "transformer": "^", "gnmt": "v"}
+_MARKERS = {"resnet": "o", "ssd": "s", "mask": "D", "transformer": "^", "gnmt": "P"}  # "v" marks a bound row
 
 
 def plot_validation(rows, path):
@@ -101,6 +101,16 @@ def plot_validation(rows, path):
                 color=color[b], ls="--", mfc="white", label=f"{b} simulated")
     bx.set(xscale="log", yscale="log", xlabel="cores in the slice", ylabel="examples / s / chip",
            title="Per-chip throughput (solid measured, dashed simulated)")
+    # the slices themselves as ticks (32 ... 2048 cores), not decades
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    slices = sorted({r.cores for r in rows})
+    if slices:
+        bx.set_xscale("log", base=2)
+        bx.xaxis.set_major_locator(FixedLocator(slices))
+        bx.xaxis.set_minor_locator(NullLocator())
+        bx.set_xticklabels([str(c) for c in slices])
+        bx.set_xlim(slices[0] / 1.3, slices[-1] * 1.3)
     bx.legend(fontsize=7, ncol=2, frameon=False)
     calib = rows[0].calibration if rows else ""
     fig.suptitle(f"wus-sim vs Google's MLPerf v0.6 TPU-v3 runs (calibration {calib})", fontsize=11)
