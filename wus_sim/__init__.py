@@ -7,7 +7,8 @@ so ``wus-sim collective`` does not pay for pandas, matplotlib or SimPy.
     >>> import wus_sim
     >>> topo = wus_sim.load_topology("tpu-v3-2048")
     >>> wus_sim.collective_time(topo, "all-reduce", "2d", 64 * 2**20)   # seconds
-    >>> results, meta = wus_sim.simulate_strategies("transformer-big", topo, "adam")
+    >>> run = wus_sim.simulate_strategies("transformer-big", topo, "adam")
+    >>> run.results["sharded"].step_time_s, run.replicas
 
 The README's "Python API" section is the guide (its example runs in the tests); the
 input formats are in ``docs/formats/``.
