@@ -51,3 +51,19 @@ def test_step_options_apply_the_table_rules(name, bad):
     with pytest.raises(ConfigError) as exc:
         StepOptions(**{name: bad})
     assert exc.value.key_path == name and POINT_KEYS[name].rule() in str(exc.value)
+
+
+@pytest.mark.parametrize("point,where,rule", [
+    ({"workload": "ncf", "topology": "tpu-v3-32", "per_replica_bach": 8}, "per_replica_bach",
+     "is not a point parameter"),
+    ({"workload": "ncf"}, "topology", "is required"),
+    ({"topology": "tpu-v3-32", "workload": None}, "workload", "is required"),
+])
+def test_simulate_point_refuses_unknown_and_missing_keys(point, where, rule):
+    """The API's simulate_point checks its keys as an experiment file's points are checked: a
+    typo ran the default silently, and a missing topology was a bare KeyError."""
+    from wus_sim.experiments.records import simulate_point
+
+    with pytest.raises(ConfigError) as err:
+        simulate_point(point)
+    assert str(err.value).startswith(f"{where}: {rule}")

@@ -11,9 +11,9 @@ the slice's facts (:func:`slice_columns`) and every value the model actually use
 import math
 
 from ..calibration import load_calibration
-from ..errors import InfeasibleError, WusError
+from ..errors import ConfigError, InfeasibleError, WusError
 from ..multislice import load_multislice
-from ..params import default_of
+from ..params import POINT_KEYS, default_of
 from ..planner import DEFAULT_BUCKET_BYTES
 from ..step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..units import GB, MiB
@@ -29,6 +29,19 @@ def slice_columns(topology):
             "wrap": ",".join("T" if w else "F" for w in topology.wrap)}
 
 
+def _check_keys(point):
+    """Unknown and missing keys are errors: an API caller's typo (``per_replica_bach``) would
+    otherwise run the default silently, and a missing workload was a bare KeyError."""
+    unknown = sorted(k for k in point if k not in POINT_KEYS)
+    if unknown:
+        raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}", key_path=str(unknown[0]),
+                          show_value=False)
+    for name, param in POINT_KEYS.items():
+        if param.required and point.get(name) is None:
+            raise ConfigError("is required: a point names its workload and topology", key_path=name,
+                              show_value=False)
+
+
 def simulate_point(point):
     """Simulate one experiment point; returns one flat record per strategy.
 
@@ -38,6 +51,7 @@ def simulate_point(point):
     ``status='error'``).
     """
     p = dict(point)
+    _check_keys(p)
     topology, multislice = load_multislice(
         p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
