@@ -56,6 +56,10 @@ def test_required_columns_are_enough_and_the_rest_default(own):
     (lambda rows, cols: ([dict(rows[0], measured_step_s="0")] + rows[1:], cols), "line 2.measured_step_s",
      "must be > 0"),
     (lambda rows, cols: ([dict(rows[0], kind="approx")] + rows[1:], cols), "line 2.kind", "exact"),
+    (lambda rows, cols: (rows[:2] + [dict(rows[2], measured_step_s="inf")] + rows[3:], cols),
+     "line 4.measured_step_s", "must be finite"),
+    (lambda rows, cols: ([dict(rows[0], cores="32.5")] + rows[1:], cols), "line 2.cores",
+     "does not parse as a whole number"),
 ])
 def test_a_bad_table_is_one_error_naming_file_line_and_rule(own, tmp_path, edit, where, rule):
     with open(own, newline="") as f:
@@ -130,7 +134,9 @@ def test_a_table_that_is_not_one_is_one_line_exit_2(own, tmp_path, capsys):
     binary.write_bytes(bytes(range(128, 256)))
     header_only = tmp_path / "empty.csv"
     header_only.write_text(own.read_text().splitlines()[0] + "\n")
-    for path, rule in ((tmp_path, "is a folder"), (binary, "not a UTF-8 text"),
+    empty = tmp_path / "nothing.csv"
+    empty.write_text("")
+    for path, rule in ((tmp_path, "is a folder"), (binary, "not a UTF-8 text"), (empty, "is empty: no header line"),
                        (header_only, "has no measured rows"), (tmp_path / "nope.csv", "file not found")):
         for argv in (["validate", "--measured", str(path), "--no-plot", "--out", str(tmp_path / "v")],
                      ["calibrate", "--measured", str(path), "--out", str(tmp_path / "c.yaml")]):
@@ -141,3 +147,32 @@ def test_a_table_that_is_not_one_is_one_line_exit_2(own, tmp_path, capsys):
     bom = tmp_path / "bom.csv"
     bom.write_bytes(b"\xef\xbb\xbf" + own.read_bytes())
     assert load_measured(bom) == load_measured(own)
+
+
+@pytest.mark.parametrize("column,typo", [("workload", "ssd-resnet35"), ("topology", "tpu-v3-33"),
+                                         ("optimizer", "momentun")])
+def test_a_name_the_simulator_does_not_know_names_file_line_and_column(own, tmp_path, capsys, column, typo):
+    """A table of your own may hold hundreds of rows: the error points at the cell, whichever
+    command reads the table (an unknown topology named neither file nor row)."""
+    with open(own, newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[2][column] = typo
+    bad = _write(tmp_path / "typo.csv", rows, list(rows[0]))
+    for argv in (["validate", "--measured", str(bad), "--no-plot", "--out", str(tmp_path / "v")],
+                 ["calibrate", "--measured", str(bad), "--fit", "mxu_efficiency,step_overhead_s",
+                  "--out", str(tmp_path / "c.yaml")]):
+        assert main(argv) == 2, argv[0]
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"typo.csv: line 4.{column}: measured row ssd/" in err[0] and typo in err[0], err
+
+
+def test_an_infinite_time_is_refused_before_the_fit(own, tmp_path, capsys):
+    """inf passed the '> 0' rule, then broke the least-squares fit with a traceback."""
+    bad = tmp_path / "inf.csv"
+    lines = own.read_text().splitlines()
+    cells = lines[3].split(",")
+    cells[REQUIRED_COLUMNS.index("measured_step_s")] = "inf"
+    bad.write_text("\n".join(lines[:3] + [",".join(cells)] + lines[4:]) + "\n")
+    assert main(["calibrate", "--measured", str(bad), "--out", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "inf.csv: line 4.measured_step_s: 'inf' must be finite" in err[0]

@@ -28,9 +28,8 @@ import statistics
 from ..calibration import NO_CALIBRATION, Calibration
 from ..compute import ComputeParams
 from ..errors import ConfigError
-from ..topology import load_topology
 from .measured import load_measured, table_identity
-from .simulate import simulate_run
+from .simulate import run_topology, simulate_run
 from .validate import row_key, summary, validate
 
 __all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "calibrate", "write_calibration",
@@ -113,7 +112,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     if rows is None:
         rows = CALIBRATION_ROWS if shipped else [row_key(r) for r in runs if r.kind == "exact"]
     rows = _rows(runs, rows, len(names))
-    topologies = [load_topology(r.topology, **(topology_overrides or {})) for r in rows]
+    topologies = [run_topology(r, topology_overrides) for r in rows]
     lower = np.array([FITTABLE_PARAMS[n][0] for n in names])
     upper = np.array([FITTABLE_PARAMS[n][1] for n in names])
     start = np.array([FITTABLE_PARAMS[n][2] for n in names])

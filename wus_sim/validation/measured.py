@@ -12,7 +12,8 @@ a file by its SHA-256), so that rows are marked ``calibration`` only in that tab
 """
 
 import csv
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+import math
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -80,9 +81,12 @@ class MeasuredRun:
     method: str
     sources: tuple[str, ...]
     """Paths in github.com/mlcommons/training_results_v0.6 at the pinned commit."""
+    origin: tuple = field(default=None, compare=False, repr=False)
+    """``(file, line)`` the row was read from (not a column): an error the row causes later,
+    when it is simulated, names them."""
 
 
-COLUMNS = tuple(f.name for f in fields(MeasuredRun))
+COLUMNS = tuple(f.name for f in fields(MeasuredRun) if f.name != "origin")
 
 REQUIRED_COLUMNS = ("benchmark", "workload", "topology", "cores", "replicas", "spatial_ways", "global_batch",
                     "per_replica_batch", "optimizer", "measured_step_s", "kind")
@@ -99,14 +103,22 @@ def _parse(value, name, kind):
     if kind is str:
         return value
     if kind is int:
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError("does not parse as a whole number") from None
     if kind is float:
-        x = float(value)
+        try:
+            x = float(value)
+        except ValueError:
+            raise ValueError("does not parse as a number") from None
         if not x > 0:
             raise ValueError("must be > 0")
+        if not math.isfinite(x):  # inf passed '> 0' and broke the fit's residuals
+            raise ValueError("must be finite")
         return x
     if name == "bn_group_cores":
-        return None if value == "" else int(value)
+        return None if value == "" else _parse(value, name, int)
     if name == "eval_on_device":
         return {"true": True, "false": False, "unknown": None}[value]
     if name == "sources":
@@ -129,6 +141,8 @@ def load_measured(path=None):
         raise ConfigError("is not a UTF-8 text (CSV) file", file=path) from None
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
+    if not header:
+        raise ConfigError(f"is empty: no header line (required columns: {', '.join(REQUIRED_COLUMNS)})", file=path)
     for name in header:
         if name not in COLUMNS:
             raise ConfigError(f"is not a known column; known columns: {', '.join(COLUMNS)}",
@@ -150,7 +164,8 @@ def load_measured(path=None):
             try:
                 values[name] = _parse(text, name, _TYPES.get(name, str))
             except (ValueError, KeyError) as exc:
-                rule = str(exc) if isinstance(exc, ValueError) and "must" in str(exc) else "does not parse"
+                rule = str(exc) if isinstance(exc, ValueError) and ("must" in str(exc) or "parse" in str(exc)) \
+                    else "does not parse"
                 raise ConfigError(rule, file=path, key_path=f"line {i}.{name}", value=text) from None
         for name, allowed in (("kind", KINDS), ("update", UPDATES)):
             if values[name] not in allowed:
@@ -167,7 +182,7 @@ def load_measured(path=None):
             raise ConfigError(f"names the same benchmark/topology as line {seen[key]} (rows are named by it)",
                               file=path, key_path=f"line {i}", value=key)
         seen[key] = i
-        rows.append(MeasuredRun(**values))
+        rows.append(MeasuredRun(**values, origin=(str(path), i)))
     if not rows:
         raise ConfigError("has no measured rows (only a header)", file=path)
     return rows

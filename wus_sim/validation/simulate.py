@@ -6,11 +6,13 @@ rows identically.
 """
 
 from ..calibration import load_calibration
-from ..errors import ConfigError, WusError
+from ..errors import ConfigError, UnknownNameError, WusError
 from ..params import default_of
 from ..step import StepOptions, simulate_strategies
+from ..topology import load_topology
+from .measured import COLUMNS
 
-__all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "strategy_of"]
+__all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
 
 NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional"),
                     "small_allreduce_algorithm": default_of("small_allreduce_algorithm")}
@@ -56,5 +58,30 @@ def simulate_run(run, calibration=None, *, compute=None, network=None, topology=
     except WusError as exc:
         if isinstance(exc, ConfigError) and exc.key_path and exc.key_path.startswith("calibration"):
             raise  # the calibration's own error, not the row's
-        raise ConfigError(f"cannot be simulated: {exc}", key_path=f"measured row {run.benchmark}/{run.topology}",
-                          show_value=False) from None
+        raise row_error(run, exc) from None
+
+
+def run_topology(run, overrides=None):
+    """The slice *run* ran on, with *overrides* (validation's network choices); a name the
+    simulator does not know is the row's error (:func:`row_error`)."""
+    try:
+        return load_topology(run.topology, **(overrides or {}))
+    except WusError as exc:
+        raise row_error(run, exc) from None
+
+
+def row_error(run, exc):
+    """A one-line :class:`ConfigError` for a row the simulator cannot take: the file, line and
+    column it was read from (a table of your own may hold hundreds of rows), the row's
+    ``benchmark/topology``, and the simulator's reason."""
+    column = None
+    if isinstance(exc, UnknownNameError) and exc.kind in COLUMNS:
+        column = exc.kind                       # unknown workload, topology or optimizer name
+    elif isinstance(exc, ConfigError) and exc.key_path in COLUMNS:
+        column = exc.key_path                   # e.g. replicas that do not fit the slice
+    row = f"measured row {run.benchmark}/{run.topology}"
+    if run.origin is None:                      # built in code, not read from a table
+        return ConfigError(f"cannot be simulated: {exc}", key_path=row, show_value=False)
+    file, line = run.origin
+    return ConfigError(f"{row} cannot be simulated: {exc}", file=file,
+                       key_path=f"line {line}" + (f".{column}" if column else ""), show_value=False)

@@ -14,9 +14,8 @@ import math
 
 from ..calibration import load_calibration
 from ..timeline import BREAKDOWN_PARTS
-from ..topology import load_topology
 from .measured import load_measured, same_table, table_identity
-from .simulate import simulate_run, strategy_of
+from .simulate import run_topology, simulate_run, strategy_of
 
 __all__ = ["ValidationRow", "validate", "summary", "row_key", "COLUMNS"]
 
@@ -92,7 +91,7 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
     fitted = set(cal.provenance.get("rows", []) or []) if same else set()
     rows = []
     for run in (load_measured(measured) if runs is None else runs):
-        topology = load_topology(run.topology, **(topology_overrides or {}))
+        topology = run_topology(run, topology_overrides)
         result = simulate_run(run, cal, network=network, topology=topology)
         sim = result.step_time_s
         chips = topology.num_chips
