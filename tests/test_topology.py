@@ -158,3 +158,15 @@ def test_per_axis_overrides_apply_axis_by_axis():
     topo = load_topology("tpu-v3-32", wraparound=[True, False], link_GBps=[100.0, 50.0])
     assert topo.wrap == (True, False) and topo.axis_link_Bps == (100e9, 50e9)
     assert load_topology("tpu-v3-32", wraparound=True, link_GBps=70).wrap == (True, True)
+
+
+@pytest.mark.parametrize("written,shown", [("-100", "-100"), ("fast", "'fast'"), (".inf", "inf"), (".nan", "nan"),
+                                           ("[100, -1]", "[100, -1]"), ("[100, 100, 100]", "[100, 100, 100]")])
+def test_a_bad_link_bandwidth_in_a_file_is_quoted_as_written(tmp_path, written, shown):
+    """The error quotes the file's value: a scalar -100 was shown as [-100, -100], a list
+    the user never wrote; inf and nan get the same rule as any other bad bandwidth."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(f"chip: tpu-v3\nchips_per_axis: [4, 4]\nwraparound: false\nlink_GBps: {written}\n")
+    with pytest.raises(ConfigError) as err:
+        load_topology(str(path))
+    assert str(err.value) == f"{path}: link_GBps: {shown} must be a finite number > 0 or a list of 2 of them"

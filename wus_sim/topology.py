@@ -839,13 +839,16 @@ def _topology_from_file(path):
         wrap = [wrap] * len(dims)
     if not isinstance(wrap, list) or len(wrap) != len(dims) or any(not isinstance(w, bool) for w in wrap):
         raise doc.error("wraparound", f"must be true/false or a list of {len(dims)} of them", wrap)
-    link = doc.get("link_GBps")
-    if link is not None:
-        link = link if isinstance(link, list) else [link] * len(dims)
-        if len(link) != len(dims) or any(isinstance(b, bool) or not isinstance(b, (int, float)) or b <= 0
-                                         for b in link):
-            raise doc.error("link_GBps", f"must be a positive number or a list of {len(dims)}", link)
+    written = doc.get("link_GBps")
+    if written is not None:
+        # the message quotes the value as written: a scalar, not the per-axis list made of it
+        link = written if isinstance(written, list) else [written] * len(dims)
+        if len(link) != len(dims) or any(isinstance(b, bool) or not isinstance(b, (int, float))
+                                         or not 0 < b < math.inf for b in link):
+            raise doc.error("link_GBps", f"must be a finite number > 0 or a list of {len(dims)} of them", written)
         link = tuple(b * GB for b in link)
+    else:
+        link = None
     try:
         return Topology(
             name=doc.string("name", Path(path).stem),
