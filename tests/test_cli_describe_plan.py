@@ -35,6 +35,13 @@ def test_describe_workload_text(capsys):
     assert "tpu-v3-2048" in out and "GFLOP per image" in out
 
 
+def test_describe_workload_shows_a_small_workloads_flops(capsys):
+    """NCF's 213,312 FLOPs per pair printed as '0.000 GFLOP' (no digit left)."""
+    code, out, _ = run_cli(capsys, "describe", "workload", "ncf")
+    assert code == 0
+    assert "213,312 per (user, item) pair x 1 = 0.000213 GFLOP per (user, item) pair" in out
+
+
 def test_describe_lists_names_without_one(capsys):
     code, out, _ = run_cli(capsys, "describe", "workload")
     assert code == 0 and out.split() == known_workloads()

@@ -116,7 +116,7 @@ def workload_text(w):
     biggest = max(w.tensors, key=lambda t: t.size)
     out.append(f"    largest: {biggest.name} {list(biggest.shape)} ({biggest.size:,})")
     out += [f"  forward FLOPs: {w.fwd_flops_per_unit:,.0f} per {w.flops_unit} x {w.units_per_example} "
-            f"= {w.fwd_flops_per_example / 1e9:,.3f} GFLOP per {w.example_unit}",
+            f"= {_gflop(w.fwd_flops_per_example)} GFLOP per {w.example_unit}",
             f"    counted: {w.flops_note}" if w.flops_note else "",
             f"  activation memory: {format_bytes(w.activation_bytes_per_example)} per {w.example_unit} "
             "(estimate; terms below)"]
@@ -163,3 +163,10 @@ def topology_text(d):
     out.append("  sources:")
     out += [f"    {k}: {v}" for k, v in src.items()]
     return "\n".join(out)
+
+
+def _gflop(flops):
+    """GFLOP with three decimals, or three significant digits below 0.1 GFLOP: NCF's
+    213,312 FLOPs per pair printed as '0.000 GFLOP'."""
+    gflop = flops / 1e9
+    return f"{gflop:,.3f}" if gflop >= 0.1 else f"{gflop:.3g}"
