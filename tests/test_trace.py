@@ -76,6 +76,17 @@ def test_step_trace_is_in_the_trace_event_format(tmp_path, capsys, argv):
     assert compute == {f"{d} {name}" for d in ("fwd", "bwd") for name in layers}
 
 
+def test_a_multislice_trace_names_the_dcn_phase_for_the_dcn(tmp_path, capsys):
+    """Two slices: the cross-slice phase ran on a track named 'ICI phase: DCN all-reduce'."""
+    path = tmp_path / "trace.json"
+    assert main(["step", "ncf", "-t", "tpu-v3-8", "--slices", "2", "--trace", str(path)]) == 0
+    events = check_trace_format(json.loads(path.read_text()))
+    tracks = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"DCN phase: all-reduce", "DCN phase: reduce-scatter", "DCN phase: all-gather"} <= tracks
+    assert not [t for t in tracks if t.startswith("ICI phase: DCN")]
+    assert "ICI phase: slice axis X reduce-scatter" in tracks
+
+
 def test_activities_that_take_no_time_leave_no_slice_and_no_track():
     # layer 1 computes nothing and the only bucket's all-gather is free: neither may appear,
     # and the all-gather track (which would hold only that) must not be named
