@@ -186,3 +186,20 @@ def test_a_multislice_topology_says_the_collective_ran_in_one_slice(capsys, tmp_
     bad.write_text("chip: tpu-v5e\nchips_per_axis: [4, 4]\nwraparound: true\nmultislice: {slices: 0}\n")
     code, _, err = run(capsys, str(bad), *argv[1:])
     assert code == 2 and "ms.yaml: multislice.slices: 0" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("group,rule", [
+    ("z", "'z' must be all, x, y or at least 2 comma-separated replica ids"),   # offered 'an axis number < 2'
+    ("1", "'1' must be all, x, y or at least 2 comma-separated replica ids (a group of one replica moves nothing)"),
+    ("", "'' must be all, x, y or at least 2 comma-separated replica ids"),
+    ("0,0,1", "'0,0,1' lists a replica twice"),
+    ("0,99", "'0,99' must hold replica ids 0..15"),
+])
+def test_a_bad_group_is_the_options_error(capsys, group, rule):
+    """--group's errors name the option and offer only what the option takes: the API's message
+    offered axis numbers, but '--group 1' is replica 1, a one-replica group that ran in 0 s
+    ('algbw inf GB/s') instead of the second axis."""
+    code, out, err = run(capsys, "torus:4x4", "--op", "all-reduce", "--algorithm", "ring", "--size", "1MiB",
+                         "--group", group)
+    assert code == 2 and not out
+    assert err.strip() == f"wus-sim collective: error: --group: {rule}"

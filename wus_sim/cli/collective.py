@@ -56,17 +56,26 @@ def add_parser(subparsers):
     return p
 
 
-def _group(text):
+def _group(text, topology):
+    """The ``--group`` of the command line. Stricter than the API's ``group``: the API's axis
+    numbers do not exist here (``--group 1`` is replica 1), so its message, which offers them,
+    is not shown; and a group of one replica, which moves nothing in 0 s, is refused, since
+    ``--group 1`` for the second axis is the likely mistake."""
     from ..errors import ConfigError
 
     text = text.strip()
-    if text.lower() in ("all", "x", "y", "z"):
+    axes = tuple("xyz"[: topology.ndim])
+    rule = f"must be all, {', '.join(axes)} or at least 2 comma-separated replica ids"
+    if text.lower() == "all" or text.lower() in axes:
         return text.lower()
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        group = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ConfigError("must be all, x, y, z or comma-separated replica ids", key_path="--group",
-                          value=text) from None
+        raise ConfigError(rule, key_path="--group", value=text) from None
+    if len(group) < 2:
+        why = " (a group of one replica moves nothing)" if group else ""
+        raise ConfigError(rule + why, key_path="--group", value=text)
+    return group
 
 
 def run(args):
@@ -87,9 +96,16 @@ def run(args):
         topo = with_link_faults(topo, **fault_values(args))
     nbytes = parse_size(args.size, name="--size")
     reduce_Bps = topo.hbm_Bps_per_replica if args.reduce else None
-    r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=_group(args.group),
-                            bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
-                            reduce_Bps=reduce_Bps, routing=args.routing)
+    group = _group(args.group, topo)
+    try:
+        r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=group,
+                                bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
+                                reduce_Bps=reduce_Bps, routing=args.routing)
+    except ConfigError as exc:
+        if exc.key_path != "group":
+            raise
+        # the API's check of the ids (a replica twice, one outside the slice), said of the option
+        raise ConfigError(exc.rule, key_path="--group", value=args.group) from None
     record = {"schema_version": COLLECTIVE_JSON_SCHEMA_VERSION, **r.to_dict(), "group": args.group}
     record["failed_links"] = ",".join(cable_names(topo, topo.failed_links))
     slow = [link for link, _ in topo.link_Bps_override]
