@@ -194,10 +194,12 @@ def test_choices_refit_calibrates_under_each_choice(rows):
     assert head.count("|") == 10 and "refitted" in head
 
 
-@pytest.mark.parametrize("fit,rule", [("mxu_efficiency,foo", "one or more of"),
-                                      ("mxu_efficiency,mxu_efficiency", "at most 4 different"),
+@pytest.mark.parametrize("fit,rule", [("mxu_efficiency,foo", "'foo' is not a fitted parameter; name one or more of"),
+                                      ("", "'' is not a fitted parameter"),
+                                      # was 'names at most 4 different parameters', of two names
+                                      ("mxu_efficiency,mxu_efficiency", "'mxu_efficiency' names a parameter twice"),
                                       ("mxu_efficiency,elementwise_fwd_bytes,elementwise_bwd_bytes,step_overhead_s,"
-                                       "op_overhead_s", "at most 4 different")])
+                                       "op_overhead_s", "names 5 parameters; name at most 4 different")])
 def test_calibrate_fit_names_at_most_four_known_parameters(fit, rule, capsys, tmp_path):
     assert main(["calibrate", "--fit", fit, "--out", str(tmp_path / "c.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

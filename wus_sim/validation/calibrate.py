@@ -182,11 +182,14 @@ def _fit_names(fit):
     names = tuple(n.strip() for n in fit.split(",")) if isinstance(fit, str) else tuple(fit)
     unknown = [n for n in names if n not in FITTABLE_PARAMS]
     if unknown or not names:
-        raise ConfigError(f"names fitted parameters, one or more of {', '.join(FITTABLE_PARAMS)}",
+        raise ConfigError(f"is not a fitted parameter; name one or more of {', '.join(FITTABLE_PARAMS)}",
                           key_path="fit", value=",".join(unknown) or fit)
-    if len(set(names)) != len(names) or len(names) > MAX_FITTED:
-        raise ConfigError(f"names at most {MAX_FITTED} different parameters (four calibration rows support "
-                          "no more)", key_path="fit", value=",".join(names))
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # said as such: 'names at most 4 different parameters' read wrong for two names
+        raise ConfigError("names a parameter twice; name each at most once", key_path="fit", value=twice[0])
+    if len(names) > MAX_FITTED:
+        raise ConfigError(f"names {len(names)} parameters; name at most {MAX_FITTED} different ones (four "
+                          "calibration rows support no more)", key_path="fit", value=",".join(names))
     return names
 
 
