@@ -148,6 +148,12 @@ def test_resume_redoes_points_journaled_by_another_model_version(tmp_path, monke
     again = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
     assert again.num_stale == exp.num_points and again.num_resumed == 0
     assert len(log.read_text().split()) == exp.num_points
+    # the redone points are journaled after the stale ones; a further resume under the same
+    # model takes the fresh entries and simulates nothing (the stale ones must not win)
+    log.unlink()
+    third = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
+    assert third.num_stale == 0 and third.num_resumed == exp.num_points and not log.exists()
+    pd.testing.assert_frame_equal(comparable(third.frame), comparable(again.frame))
 
 
 def test_shipped_model_fingerprint_follows_the_sources():

@@ -138,7 +138,11 @@ def model_fingerprint(point_fn=None):
 
 
 def read_journal(path, *, repair=False):
-    """Entries of a points journal, keyed by point hash (first entry wins).
+    """Entries of a points journal, keyed by point hash.
+
+    The journal is append-only in the order points finished, so a later entry for a hash is
+    the newer simulation of that point and wins: a point redone because its entry came from
+    another model version is then taken from the redo, not simulated again at every resume.
 
     Read tolerantly: a line that does not parse as an entry (torn by a kill, or garbage) is
     skipped and reading goes on, so nothing after a good line is lost. A last line with no
@@ -159,7 +163,7 @@ def read_journal(path, *, repair=False):
         except ValueError:
             continue
         if isinstance(entry, dict) and isinstance(entry.get("hash"), str) and isinstance(entry.get("rows"), list):
-            entries.setdefault(entry["hash"], entry)
+            entries[entry["hash"]] = entry
     if repair and end < len(data):
         with open(path, "r+b") as f:
             f.truncate(end)
