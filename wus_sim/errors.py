@@ -26,12 +26,20 @@ class ConfigError(WusError):
         self.key_path = key_path
         self.value = value
         self.rule = rule
+        self.show_value = show_value
         # Every part is cut to an excerpt: the message stays one bounded line whatever the input
         # (a 200 KB path, a 10 MB name, 10^10 aliased list items).
         where = ": ".join(excerpt(p, 160) for p in (self.file, key_path) if p)
         rule_text = excerpt(rule, 600)
         what = f"{short_repr(value)} {rule_text}" if show_value and value is not None else rule_text
         super().__init__(f"{where}: {what}" if where else what)
+
+
+    def at(self, key_path):
+        """The same error, reported at *key_path* instead (e.g. an API argument's error
+        re-raised by the command line under the option's name)."""
+        return ConfigError(self.rule, file=self.file, key_path=key_path, value=self.value,
+                           show_value=self.show_value)
 
 
 class UnknownNameError(WusError):

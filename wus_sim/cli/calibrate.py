@@ -71,8 +71,13 @@ def run(args):
         if calls[0] % 10 == 0:
             print(f"  {calls[0]} evaluations", file=sys.stderr)
 
-    cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows,
-                    measured=args.measured)
+    try:
+        cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows,
+                        measured=args.measured)
+    except ConfigError as exc:
+        if exc.file is None and exc.key_path in ("fit", "rows"):
+            raise exc.at(f"--{exc.key_path}") from None  # the option the user typed
+        raise
     try:
         write_calibration(cal, args.out)
     except OSError as exc:  # the folder went away, or a disk filled, during the fit
