@@ -170,3 +170,15 @@ def test_a_bad_link_bandwidth_in_a_file_is_quoted_as_written(tmp_path, written, 
     with pytest.raises(ConfigError) as err:
         load_topology(str(path))
     assert str(err.value) == f"{path}: link_GBps: {shown} must be a finite number > 0 or a list of 2 of them"
+
+
+def test_a_topology_file_error_quotes_booleans_as_the_yaml_has_them(tmp_path):
+    """The file says ``[true, false, true]``; the error said Python's ``[True, False, True]``."""
+    path = tmp_path / "odd.yaml"
+    path.write_text("chip: tpu-v3\nchips_per_axis: [4, 4]\nwraparound: [true, false, true]\n")
+    with pytest.raises(ConfigError) as info:
+        load_topology(str(path))
+    assert "wraparound: [true, false, true] must be" in str(info.value)
+    with pytest.raises(ConfigError, match=r"wraparound: \[null\] must be"):
+        path.write_text("chip: tpu-v3\nchips_per_axis: [4, 4]\nwraparound: [~]\n")
+        load_topology(str(path))

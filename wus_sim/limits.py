@@ -71,7 +71,13 @@ def _num(x):
 
 
 def short_repr(value, limit=EXCERPT_CHARS):
-    """``repr(value)`` cut to *limit* characters; safe for huge ints and deep or huge containers."""
+    """``repr(value)`` cut to *limit* characters; safe for huge ints and deep or huge containers.
+
+    Booleans and None are written as YAML and JSON write them (``true``, ``false``, ``null``),
+    also inside containers: the values quoted come mostly from YAML files and JSON options.
+    """
+    if isinstance(value, bool) or value is None:
+        return _YAML_WORDS[value]
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
         return f"{'-' if value < 0 else ''}about 10^{int(value.bit_length() * 0.30103)}"
     if isinstance(value, str) and len(value) > limit:
@@ -89,11 +95,22 @@ def short_repr(value, limit=EXCERPT_CHARS):
         return f"<{type(value).__name__}>"
 
 
+_YAML_WORDS = {True: "true", False: "false", None: "null"}
+
+
 def reprlib_repr(value):
-    """A bounded repr of a container (reprlib cuts long lists, deep nesting and long strings)."""
+    """A bounded repr of a container (reprlib cuts long lists, deep nesting and long strings),
+    booleans and None written as YAML writes them."""
     import reprlib
 
-    r = reprlib.Repr()
+    class _Repr(reprlib.Repr):
+        def repr_bool(self, x, level):
+            return _YAML_WORDS[x]
+
+        def repr_NoneType(self, x, level):
+            return _YAML_WORDS[x]
+
+    r = _Repr()
     r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother = 3, 6, 6, 40, 40
     return r.repr(value)
 
