@@ -214,3 +214,28 @@ def test_the_report_lists_each_batch_norm_size_its_count_and_pick():
     norms = [x for x in report if x["what"].startswith("sharded update")]
     assert [x["what"] for x in norms] == ["sharded update: norm(w)", "sharded update: norm(g)"]
     assert all(x["group_cores"] == 16 and x["per_step"] == 1 for x in norms)
+
+
+def test_on_several_slices_the_report_times_the_norms_as_the_step_does(capsys):
+    """The sharded update's norms span every slice: the report said '32 cores ... within the
+    slice' with the in-slice time, while the step ran them across the DCN too. Now its
+    group counts every slice's cores and its times add up to the step's optimizer reductions,
+    each at least one DCN latency (10 us) above the in-slice time."""
+    import json
+
+    from wus_sim.cli import main
+
+    argv = ["step", "bert-large", "-t", "tpu-v3-32", "-o", "lamb", "-s", "sharded", "--json"]
+    assert main(argv) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--slices", "2", "--dcn-latency-us", "10"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    norms = [x for x in two["small_allreduces"] if x["what"].startswith("sharded update")]
+    assert len(norms) == 2 and all(x["group_cores"] == 64 for x in norms)
+    assert sum(x["time_s"] * x["per_step"] for x in norms) == pytest.approx(
+        two["strategies"]["sharded"]["breakdown"]["extra_reduction_s"], rel=1e-12)
+    for x, y in zip(norms, one["small_allreduces"]):
+        assert x["time_s"] >= y["time_s"] + 10e-6
+    assert main(argv[:-1] + ["--slices", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "within the slice" not in text and "across the 2 slices, the DCN phase included" in text

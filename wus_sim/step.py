@@ -149,6 +149,28 @@ class StepResult:
         return rec
 
 
+def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None):
+    """Seconds of one latency-bound all-reduce over every replica (an optimizer norm of the
+    sharded update), as the step times it: :func:`small_allreduce` on *topology*; with a
+    *multislice*, hierarchical (:mod:`wus_sim.multislice`): the in-slice all-reduce by
+    :func:`small_allreduce`, the in-slice reduce-scatter/all-gather phases as the gradients'
+    (*ici_s*, default the step's algorithm), the cross-slice phase over the DCN."""
+    from .collectives import collective_time
+
+    def small_ici_s(op, n):
+        if op == "all-reduce":
+            return small_allreduce(topology, n, options, bidirectional=bidirectional_for(options))[1]
+        if ici_s is not None:
+            return ici_s(op, n)
+        return collective_time(topology, op, options.algorithm, n, bidirectional=bidirectional_for(options),
+                               routing=options.routing) if n > 0 else 0.0
+
+    if multislice is None:
+        return small_ici_s("all-reduce", nbytes)
+    return hierarchical_time(multislice, "all-reduce", nbytes, small_ici_s,
+                             shard_across_slices=options.shard_across_slices)
+
+
 def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     """The :class:`StepProgram` of one strategy, every duration derived. With a
     *multislice*, every collective is hierarchical (:mod:`wus_sim.multislice`): ICI phases
@@ -191,18 +213,8 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     update_s = (memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
                 + work.update.kernels * options.compute.op_overhead_s)
 
-    def small_ici_s(op, nbytes):
-        """An in-slice phase of a latency-bound all-reduce (:func:`small_allreduce` for the
-        all-reduce itself; a multislice's reduce-scatter/all-gather phases as the gradients')."""
-        if op != "all-reduce":
-            return ici_s(op, nbytes)
-        return small_allreduce(topology, nbytes, options, bidirectional=bidirectional_for(options))[1]
-
     def small_s(nbytes):
-        if multislice is None:
-            return small_ici_s("all-reduce", nbytes)
-        return hierarchical_time(multislice, "all-reduce", nbytes, small_ici_s,
-                                 shard_across_slices=options.shard_across_slices)
+        return small_allreduce_s(topology, nbytes, options, multislice, ici_s=ici_s)
 
     extra = tuple(small_s(c.nbytes) if c.op == "all-reduce" else coll_s(c.op, c.nbytes)
                   for c in work.extra_allreduces)

@@ -160,8 +160,17 @@ def run(args):
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
     from ..small_allreduce import small_allreduce_report
 
-    report["small_allreduces"] = small_allreduce_report(meta["plan"], topology, options,
-                                                        bidirectional=bidirectional_for(options))
+    report["small_allreduces"] = small = small_allreduce_report(meta["plan"], topology, options,
+                                                                bidirectional=bidirectional_for(options))
+    if multislice is not None:
+        # the sharded update's norms span every slice: time them as the step does, DCN phase
+        # included (batch-norm groups stay within a slice)
+        from ..step import small_allreduce_s
+
+        for x in small:
+            if x["what"].startswith("sharded update"):
+                x["group_cores"] *= multislice.slices
+                x["time_s"] = small_allreduce_s(topology, x["nbytes"], options, multislice)
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))
     else:
@@ -286,7 +295,15 @@ def _text(rep):
     if not any(n in ("sharded", "fully-sharded") for n in names):  # no sharded update ran: no norms
         small = [x for x in small if not x["what"].startswith("sharded update")]
     if small:
-        lines.append("  small all-reduces (each within the slice; auto: the fastest algorithm for its size):")
+        slices = (rep.get("parameters") or {}).get("slices") or 1
+        where = "within the slice"
+        if slices > 1:
+            parts = (["batch-norm groups within a slice"] if any(x["what"].startswith("batch-norm") for x in small)
+                     else []) + ([f"the update's norms across the {slices} slices, the DCN phase included (the "
+                                  "algorithm named is their in-slice part)"]
+                                 if any(x["what"].startswith("sharded update") for x in small) else [])
+            where = ", ".join(parts)
+        lines.append(f"  small all-reduces ({where}; auto: the fastest algorithm for its size):")
     for x in small:
         lines.append(f"    {x['what']}: {format_bytes(x['nbytes'])} over {x['group_cores']} cores, "
                      f"{x['per_step']} per step: {x['algorithm']}, {_fmt_t(x['time_s']).strip()} each")
