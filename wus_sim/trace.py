@@ -25,22 +25,24 @@ _TRACKS = {
     ("core", "bwd"): (1, "compute (replica 0)"),
     ("core", "bn"): (1, "compute (replica 0)"),
     ("core", "update"): (1, "compute (replica 0)"),
-    ("net", "grad"): (2, "ICI: gradient reduction"),
-    ("net", "extra"): (3, "ICI: optimizer reductions"),
-    ("net", "gather"): (4, "ICI: weight all-gather"),
+    ("net", "grad"): (2, "{network}: gradient reduction"),
+    ("net", "extra"): (3, "{network}: optimizer reductions"),
+    ("net", "gather"): (4, "{network}: weight all-gather"),
 }
-"""(track, kind) of a timeline interval -> (thread id, track name) in the trace."""
+"""(track, kind) of a timeline interval -> (thread id, track name) in the trace; ``{network}``
+is the network the collectives cross (``ICI``, or ``ICI + DCN`` over several slices)."""
 _COMPUTE_TID = 1
 _FIRST_PHASE_TID = 10
 """Phase tracks are numbered from here, in the order phases first appear."""
 
 
-def trace_events(timelines, phases=None):
+def trace_events(timelines, phases=None, *, network="ICI"):
     """Trace events for ``{label: TimelineResult}``; returns a list of dicts.
 
     *phases*: ``(op, nbytes) -> [(phase label, seconds), ...] or None`` (see
     :func:`wus_sim.collectives.phase_times`); phase slices are drawn only where they
-    add up to the collective's duration.
+    add up to the collective's duration. *network* names the collectives' tracks: ``"ICI"``
+    within one slice, ``"ICI + DCN"`` for a multislice's hierarchical collectives.
 
     Only activities that take time become events (a zero-length slice is invisible in a
     viewer but still a row to search), and a track is named only if it has events (an
@@ -67,12 +69,15 @@ def trace_events(timelines, phases=None):
             body.append({"ph": "i", "s": "p", "pid": pid, "tid": _COMPUTE_TID, "name": f"step {i} start",
                          "ts": t * 1e6})
         used = {e["tid"] for e in body}
-        names = {tid: name for tid, name in _TRACKS.values()}
+        names = {tid: name.format(network=network) for tid, name in _TRACKS.values()}
         names.update({tid: _phase_track(name) for name, tid in phase_tids.items()})
-        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": label}})
-        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}})
+        # metadata events carry ts 0: the format lets them omit it, but some readers want every event timed
+        events.append({"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": "process_name", "args": {"name": label}})
+        events.append({"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": "process_sort_index",
+                       "args": {"sort_index": pid}})
         for tid in sorted(used):
-            events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": names[tid]}})
+            events.append({"ph": "M", "pid": pid, "tid": tid, "ts": 0, "name": "thread_name",
+                           "args": {"name": names[tid]}})
         events.extend(body)
     return events
 
@@ -102,9 +107,9 @@ def _phase_events(pid, iv, phase_list, phase_tids):
     return out
 
 
-def write_trace(path, timelines, phases=None):
+def write_trace(path, timelines, phases=None, *, network="ICI"):
     """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
-    doc = {"traceEvents": trace_events(timelines, phases), "displayTimeUnit": "ms",
+    doc = {"traceEvents": trace_events(timelines, phases, network=network), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
     try:
         with open(path, "w") as fh:

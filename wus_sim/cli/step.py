@@ -149,7 +149,8 @@ def run(args):
                 return ici_phases(op, nbytes)
             return _multislice_phases(multislice, op, nbytes, ici_phases, options.shard_across_slices)
 
-        write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases)
+        write_trace(args.trace, {f"{s} update": r.timeline for s, r in results.items() if r.timeline}, phases,
+                    network="ICI" if multislice is None else "ICI + DCN")
         # stderr: stdout may be the --json document
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
