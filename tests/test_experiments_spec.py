@@ -1,6 +1,7 @@
 """Experiment YAML: strict validation (errors name file, key path and rule) and sweep expansion."""
 
 import itertools
+import json
 import math
 import re
 from pathlib import Path
@@ -292,3 +293,17 @@ def test_the_strategies_rule_names_every_strategy_it_accepts():
     for accepted in ("replicated", "sharded", "fully-sharded", "both", "all"):
         parse({"strategies": accepted})
         assert re.search(rf"(?<![\w-]){accepted}(?![\w-])", rule), (accepted, rule)
+
+
+@pytest.mark.parametrize("name", ["", "   ", "two\nlines", "tab\there", "x" * 201])
+def test_an_experiment_name_labels_something(name):
+    """A blank or multi-line name labelled every result row with nothing (or broke the CSV's
+    lines); the file's schema says the same as the parser."""
+    import jsonschema
+
+    assert "name: " in error_of({"name": name}) and "non-empty name of one line" in error_of({"name": name})
+    validator = jsonschema.Draft202012Validator(
+        json.loads((Path(__file__).parents[1] / "wus_sim/schemas/experiment-file.v1.json").read_text()))
+    assert not validator.is_valid({**BASE, "name": name})
+    assert parse({"name": "ok name-1 (v2)"}).name == "ok name-1 (v2)"
+    assert validator.is_valid({**BASE, "name": "ok name-1 (v2)"})

@@ -221,8 +221,10 @@ _NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "unique
                                           "items": {"type": "string"}}]}
 
 EXPERIMENT_KEYS = KeyTable("experiment file", [
-    Key("name", "string", "Experiment name (results' `experiment` column, run folder name).",
-        default_text="the file's stem"),
+    Key("name", "string", "Experiment name (results' `experiment` column, plot titles; a run folder "
+        "holds one experiment's results).", default_text="the file's stem",
+        rule="non-empty, one line, at most 200 characters",
+        schema={"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$"}),
     Key("description", "string", "What the experiment asks.", default=""),
     Key("workloads", "string or list", "Workloads to sweep: sugar for sweep.workload (a workload name or path, or a list).",
         rule="a name or a non-empty list of distinct names", schema=_NAMES),
@@ -289,6 +291,9 @@ def parse_experiment(doc, *, file=None, name=None):
     base_dir = Path(file).parent if file is not None else None
     default_name = Path(file).stem if file is not None else (name or "experiment")
     exp_name = top.string("name", default_name)
+    if not exp_name.strip() or not exp_name.isprintable() or len(exp_name) > 200:
+        # it labels every result row and plot: a blank or multi-line name labels nothing
+        raise top.error("name", "must be a non-empty name of one line, at most 200 characters", exp_name)
     description = EXPERIMENT_KEYS.read(top, "description")
 
     origin = {}  # key -> key path where it was set, to reject a key set twice
