@@ -60,6 +60,10 @@ def test_required_columns_are_enough_and_the_rest_default(own):
      "line 4.measured_step_s", "must be finite"),
     (lambda rows, cols: ([dict(rows[0], cores="32.5")] + rows[1:], cols), "line 2.cores",
      "does not parse as a whole number"),
+    # was 'does not parse' (a KeyError of the parser's lookup)
+    (lambda rows, cols: ([dict(r, eval_on_device="maybe" if i == 0 else "true") for i, r in enumerate(rows)],
+                         cols + ["eval_on_device"]),
+     "line 2.eval_on_device", "'maybe' must be one of true, false, unknown"),
 ])
 def test_a_bad_table_is_one_error_naming_file_line_and_rule(own, tmp_path, edit, where, rule):
     with open(own, newline="") as f:

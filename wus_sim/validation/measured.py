@@ -99,6 +99,10 @@ _OPTIONAL_DEFAULTS = {"precision": "", "grad_allreduce_dtype": "", "bn_group_cor
 An empty ``grad_allreduce_dtype`` is the workload's gradient dtype."""
 
 
+class _BadCell(ValueError):
+    """A cell that breaks a column's rule; its message is the rule."""
+
+
 def _parse(value, name, kind):
     if kind is str:
         return value
@@ -106,20 +110,22 @@ def _parse(value, name, kind):
         try:
             return int(value)
         except ValueError:
-            raise ValueError("does not parse as a whole number") from None
+            raise _BadCell("does not parse as a whole number") from None
     if kind is float:
         try:
             x = float(value)
         except ValueError:
-            raise ValueError("does not parse as a number") from None
+            raise _BadCell("does not parse as a number") from None
         if not x > 0:
-            raise ValueError("must be > 0")
+            raise _BadCell("must be > 0")
         if not math.isfinite(x):  # inf passed '> 0' and broke the fit's residuals
-            raise ValueError("must be finite")
+            raise _BadCell("must be finite")
         return x
     if name == "bn_group_cores":
         return None if value == "" else _parse(value, name, int)
     if name == "eval_on_device":
+        if value not in ("true", "false", "unknown"):
+            raise _BadCell("must be one of true, false, unknown")
         return {"true": True, "false": False, "unknown": None}[value]
     if name == "sources":
         return tuple(s.strip() for s in value.split(";") if s.strip())
@@ -163,10 +169,8 @@ def load_measured(path=None):
                 text = raw["measured_step_s"]
             try:
                 values[name] = _parse(text, name, _TYPES.get(name, str))
-            except (ValueError, KeyError) as exc:
-                rule = str(exc) if isinstance(exc, ValueError) and ("must" in str(exc) or "parse" in str(exc)) \
-                    else "does not parse"
-                raise ConfigError(rule, file=path, key_path=f"line {i}.{name}", value=text) from None
+            except _BadCell as exc:
+                raise ConfigError(str(exc), file=path, key_path=f"line {i}.{name}", value=text) from None
         for name, allowed in (("kind", KINDS), ("update", UPDATES)):
             if values[name] not in allowed:
                 raise ConfigError(f"must be one of {', '.join(allowed)}", file=path,
