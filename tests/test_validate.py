@@ -453,3 +453,16 @@ def test_a_folder_given_as_calibration_file_says_so(tmp_path, capsys):
     assert main(["step", "resnet50", "-t", "tpu-v3-32", "--calibration", str(tmp_path / "cal.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "calibration: " in err[0] and err[0].endswith("is a folder, not a calibration file")
+
+
+def test_a_calibration_id_names_its_values():
+    """Two fits of the same rows and parameters on the same day whose values differ (here the
+    model under another link bandwidth, as after a model change) get different ids; the same fit
+    twice, the same id."""
+    from wus_sim.validation.calibrate import calibrate
+
+    rows, fit = "ssd/tpu-v3-128,ssd/tpu-v3-1024", "mxu_efficiency,step_overhead_s"
+    a, again = calibrate(rows=rows, fit=fit), calibrate(rows=rows, fit=fit)
+    slow = calibrate(rows=rows, fit=fit, topology_overrides={"link_GBps": 50.0})
+    assert a.params != slow.params and a.id != slow.id
+    assert a.id == again.id

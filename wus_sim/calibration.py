@@ -11,7 +11,7 @@ or given another file. Every output row names the calibration it ran with
 
 A calibration file::
 
-    id: mlperf-v06-tpu-v3-2026-11-30        # named in every output row
+    id: mlperf-v06-tpu-v3-2026-11-30-3f2a1c  # named in every output row: date, hash of rows and values
     params: {mxu_efficiency: 0.61, op_overhead_s: 1.9e-05, step_overhead_s: 0.0021}
     provenance: {data: ..., rows: [...], rows_declared: true, fit_error: {...}, date: ...,
                  method: ..., validation: {...}}

@@ -25,7 +25,8 @@ def add_parser(subparsers):
     p.add_argument("--out", metavar="FILE", default="calibration.yaml",
                    help="calibration file to write (default calibration.yaml)")
     p.add_argument("--id", metavar="ID",
-                   help="calibration id (default mlperf-v06-tpu-v3-DATE, or the --measured file's stem-DATE)")
+                   help="calibration id (default mlperf-v06-tpu-v3-DATE-HASH, or the --measured file's STEM-DATE-HASH: "
+                        "HASH, 6 hex digits, names the rows and the fitted values)")
     p.add_argument("--fit", metavar="NAMES",
                    help="comma-separated parameters to fit, at most 4 of mxu_efficiency, elementwise_fwd_bytes, "
                         "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default: the first four, as shipped)")

@@ -105,7 +105,6 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
 
     runs = load_measured(measured) if runs is None else runs
     names = _fit_names(fit)
-    custom = rows is not None or fit is not None
     data = table_identity(measured)
     shipped = "sha256" not in data
     declared = rows is None and shipped
@@ -152,13 +151,13 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
                   f"{dict(network or {}, **(topology_overrides or {})) or 'none'}; strategy as the run used",
         "date": today,
     }
-    default_id = f"mlperf-v06-tpu-v3-{today}" if shipped else f"{Path(measured).stem}-{today}"
-    if custom:
-        # another choice of rows or parameters is another calibration: its id must say so
-        import hashlib
+    # an id names one set of values: another choice of rows or parameters, or the same rows
+    # refitted after a model change on the same day, is another calibration, and its id differs
+    import hashlib
 
-        chosen = ",".join(row_key(r) for r in rows) + "|" + ",".join(names)
-        default_id += "-" + hashlib.sha256(chosen.encode()).hexdigest()[:6]
+    chosen = ",".join(row_key(r) for r in rows) + "|" + ",".join(f"{n}={params[n]!r}" for n in names)
+    default_id = (f"mlperf-v06-tpu-v3-{today}" if shipped else f"{Path(measured).stem}-{today}") \
+        + "-" + hashlib.sha256(chosen.encode()).hexdigest()[:6]
     cal = Calibration(id=calibration_id or default_id, params=params, provenance=provenance)
     checked = summary(validate(cal, runs=runs, measured=measured, network=network,
                                topology_overrides=topology_overrides))
