@@ -208,17 +208,20 @@ def test_calibrate_fit_names_at_most_four_known_parameters(fit, rule, capsys, tm
 
 
 @pytest.mark.slow
-def test_a_fixed_cost_per_op_fits_the_calibration_rows_closer_and_the_held_out_worse():
-    """README, "Calibration, declared": the per-op fixed cost in place of the per-step one."""
+def test_a_fixed_cost_per_op_fits_the_calibration_rows_less_closely_and_keeps_fewer_bounds():
+    """README, "Calibration, declared": the per-op fixed cost in place of the per-step one fits
+    the declared rows less closely and keeps two bounds fewer, though its held-out median is lower."""
     from wus_sim.validation.calibrate import calibrate
 
     alt = calibrate(fit="mxu_efficiency,elementwise_fwd_bytes,elementwise_bwd_bytes,op_overhead_s")
     shipped = load_calibration()
-    assert alt.provenance["fit_error"]["rms_log"] < 0.6 * shipped.provenance["fit_error"]["rms_log"]
+    assert round(1e6 * alt.params["op_overhead_s"]) == 27
+    rms = (alt.provenance["fit_error"]["rms_log"], shipped.provenance["fit_error"]["rms_log"])
+    assert [round(100 * x, 1) for x in rms] == [1.8, 1.2]
     s = summary(validate(alt))
-    assert round(100 * s["held_out"]["median_abs_error"], 1) == 6.5
-    assert round(100 * s["held_out"]["worst_abs_error"], 1) == 9.8
-    assert s["bounds"]["within"] == 13
+    assert round(100 * s["held_out"]["median_abs_error"], 1) == 4.9
+    assert round(100 * s["held_out"]["worst_abs_error"], 1) == 10.8
+    assert s["bounds"]["within"] == 13 and s["bounds"]["violations"] == ["transformer/tpu-v3-256", "gnmt/tpu-v3-32"]
 
 
 def test_the_shipped_calibration_states_the_error_validate_finds(rows):
@@ -243,9 +246,8 @@ def test_step_prints_and_returns_the_error_its_numbers_were_checked_to(capsys):
             f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}") in line
     assert main(["step", "resnet50", "-t", "tpu-v3-32", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["checked"]["held_out_median_abs"] == checked["held_out_median_abs"]
-    over = ", ".join(checked["over_bound"])
-    assert (f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept (over: {over})"
-            in line) and over == "ssd/tpu-v3-2048"
+    assert checked["over_bound"] == [] and line.endswith(
+        f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept")
     # no error is claimed for numbers the calibration did not produce, and the line says why
     for extra, why in ((["--calibration", "none"], "uncalibrated physics"),
                        (["--mxu-efficiency", "0.5"], "a fitted value is overridden")):
@@ -258,7 +260,7 @@ def test_step_prints_and_returns_the_error_its_numbers_were_checked_to(capsys):
 
 def test_a_fitted_value_overridden_on_the_command_line_is_the_one_used(capsys):
     """--mxu-efficiency replaces the calibrated matrix-unit efficiency (and only it): at 0.5
-    instead of 0.654 the matrix-bound part of forward and backward grows by 0.654 / 0.5."""
+    instead of the calibrated 0.61 the matrix-bound part of forward and backward grows by 0.61 / 0.5."""
     cal = load_calibration()
     assert cal.compute_params(mxu_efficiency=0.5).mxu_efficiency == 0.5
     assert cal.compute_params(mxu_efficiency=None).mxu_efficiency == cal.params["mxu_efficiency"]
@@ -293,9 +295,10 @@ def _two_parameter_fit(rows, tmp_path):
 
 
 def test_one_benchmarks_rows_imply_their_own_fixed_cost(tmp_path, capsys):
-    """README, "Calibration, declared": fitted alone (matrix-unit efficiency and the per-step
-    cost, elementwise traffic at its physics default), ResNet-50's two declared rows ask for
-    a larger fixed cost per step than SSD's, and only SSD's keeps SSD v3-2048 within its bound."""
+    """README, "Known gaps": fitted alone (matrix-unit efficiency and the per-step cost,
+    elementwise traffic at its physics default), ResNet-50's pair declared before (v3-128,
+    v3-1024) asks for a much larger fixed cost per step than SSD's and puts SSD v3-2048 over its
+    bound; its declared pair (v3-128, v3-2048) asks for about what SSD's does."""
     resnet = _two_parameter_fit("resnet/tpu-v3-128,resnet/tpu-v3-1024", tmp_path)
     ssd = _two_parameter_fit("ssd/tpu-v3-128,ssd/tpu-v3-1024", tmp_path)
     out = capsys.readouterr().out
@@ -312,6 +315,12 @@ def test_one_benchmarks_rows_imply_their_own_fixed_cost(tmp_path, capsys):
     assert ssd.provenance["validation"]["bound_rows_within"] == 15
     v = ssd.provenance["validation"]
     assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (8.2, 17.7)
+    # the declared ResNet-50 pair, whose runs agree, asks for little more than SSD's
+    steady = _two_parameter_fit("resnet/tpu-v3-128,resnet/tpu-v3-2048", tmp_path)
+    assert round(1e3 * steady.params["step_overhead_s"], 1) == 9.3 and round(steady.params["mxu_efficiency"], 2) == 0.97
+    v = steady.provenance["validation"]
+    assert v["bound_rows_within"] == 15
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (10.4, 28.6)
 
 
 def test_a_calibration_files_validation_record_is_checked_on_load(tmp_path, capsys):
@@ -347,13 +356,13 @@ def _ssd_2048(capsys, *args):
     return next(r for r in json.loads(capsys.readouterr().out) if (r["benchmark"], r["topology"]) == ("ssd", "tpu-v3-2048"))
 
 
-def test_resnets_steadiest_rows_and_the_fastest_runs_against_the_ssd_gap(tmp_path, capsys):
-    """README, "Known gaps": the two other explanations checked. ResNet-50's runs spread
-    7-17 % between runs at v3-256 to v3-1024 and agree within 0.3 % elsewhere (read here from
-    the table itself); fitted to its steadiest pair instead of the declared one, SSD v3-2048
-    comes within its bound but the held-out error rises; with every row's fastest run for its
-    median run, SSD v3-2048 stays over its bound."""
-    import csv
+def test_the_declared_rows_are_what_the_rule_picks_from_the_table():
+    """README, "Calibration, declared": the calibration rows follow a rule that reads the measured
+    table only. ResNet-50's runs spread 7-17 % between runs at v3-256 to v3-1024 and agree
+    within 0.3 % elsewhere (read here from the table itself); of the steady rows the rule takes
+    each benchmark's pair furthest apart in work per core, and any threshold from 1 % to 3 %
+    gives the same rows."""
+    from wus_sim.validation.calibrate import MAX_RUN_SPREAD, rule_rows
 
     runs = {row_key(r): r for r in load_measured()}
     spread = {k: (r.step_s_max - r.step_s_min) / r.step_s_min for k, r in runs.items() if r.benchmark == "resnet"}
@@ -362,19 +371,74 @@ def test_resnets_steadiest_rows_and_the_fastest_runs_against_the_ssd_gap(tmp_pat
     assert [round(100 * spread[k]) for k in noisy] == [7, 15, 17]
     assert max(s for k, s in spread.items() if k not in noisy) < 0.003
 
-    steady = tmp_path / "steady.yaml"
-    rows = "resnet/tpu-v3-128,resnet/tpu-v3-2048," + ",".join(k for k in CALIBRATION_ROWS if k.startswith("ssd/"))
-    assert main(["calibrate", "--rows", rows, "--out", str(steady)]) == 0
-    v = load_calibration(str(steady)).provenance["validation"]
-    assert v["over_bound"] == [] and v["bound_rows_within"] == 15
-    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (7.5, 10.0)
-    ssd = _ssd_2048(capsys, "--calibration", str(steady), "--out", str(tmp_path / "v1"))
-    assert round(1e3 * ssd["simulated_step_s"], 2) == 12.80 and ssd["measured_step_s"] == 0.012847
-    assert round(100 * (1 - ssd["simulated_step_s"] / ssd["measured_step_s"]), 1) == 0.4   # "0.4 % within"
+    assert MAX_RUN_SPREAD == 0.02
+    assert rule_rows(list(runs.values())) == CALIBRATION_ROWS
+    for threshold in (0.01, 0.015, 0.03):
+        assert rule_rows(list(runs.values()), threshold) == CALIBRATION_ROWS
+    # outside that window the rule reads other rows: SSD v3-1024 spreads 0.51 %, SSD v3-32 3.1 %
+    assert "ssd/tpu-v3-1024" not in rule_rows(list(runs.values()), 0.005)
+    assert "ssd/tpu-v3-32" in rule_rows(list(runs.values()), 0.05)
+
+
+def test_the_rule_by_hand_on_a_table_of_five_slices():
+    """rule_rows on rows made here: an unsteady row is never taken, the pair furthest apart in
+    examples per core (per-replica batch / spatial ways) is, a tie goes to the pair with fewer
+    end slices, then to the smaller slices; bound rows count for the ends but are never taken."""
+    from dataclasses import replace
+
+    from wus_sim.validation.calibrate import rule_rows
+
+    base = next(r for r in load_measured() if row_key(r) == "resnet/tpu-v3-128")
+
+    def row(bench, cores, per_core, spread=0.001, kind="exact", ways=1):
+        return replace(base, benchmark=bench, topology=f"tpu-v3-{cores}", cores=cores, replicas=cores // ways,
+                       spatial_ways=ways, per_replica_batch=per_core * ways, kind=kind,
+                       step_s_min=1.0, step_s_max=1.0 + spread)
+
+    a = [row("a", 32, 64), row("a", 64, 64), row("a", 128, 32), row("a", 256, 8, spread=0.05), row("a", 512, 16)]
+    # 64/16 = 4 from v3-32 or v3-64 with v3-512 (v3-256's 8 per core is unsteady); v3-64 is not an end
+    assert rule_rows(a) == ("a/tpu-v3-64", "a/tpu-v3-512")
+    # the same, with v3-512 an inner slice (a larger bound row is the end now): the smaller pair wins the tie
+    assert rule_rows(a + [row("a", 1024, 1, kind="bound")]) == ("a/tpu-v3-64", "a/tpu-v3-512")
+    # a bound row is an end: without it v3-256 would be one and the smaller pair would win
+    d = [row("d", 32, 16), row("d", 128, 4), row("d", 256, 16)]
+    assert rule_rows(d) == ("d/tpu-v3-32", "d/tpu-v3-128")
+    assert rule_rows(d + [row("d", 512, 2, kind="bound")]) == ("d/tpu-v3-128", "d/tpu-v3-256")
+    b = [row("b", 32, 8), row("b", 64, 2, ways=4), row("b", 128, 4)]
+    assert rule_rows(b) == ("b/tpu-v3-32", "b/tpu-v3-64")        # 8 vs 2 images per core: spatial ways count
+    assert rule_rows([row("c", 32, 8), row("c", 64, 8, spread=0.1)]) == ()   # one steady row: no pair
+    assert rule_rows(a + b) == ("a/tpu-v3-64", "a/tpu-v3-512", "b/tpu-v3-32", "b/tpu-v3-64")
+
+
+def test_the_pair_declared_before_and_the_fastest_runs(tmp_path, capsys, rows):
+    """README, "Calibration, declared" and "Known gaps": fitted to the ResNet-50 pair declared
+    before (v3-128, v3-1024), the calibration rows fit worse, the held-out rows 5.0 / 9.1 % and
+    SSD v3-2048 is 1.6 % over its bound. The shipped fit keeps it 0.4 % under, less than the
+    row's spread over its runs: against the fastest run it would be over; with every row's
+    fastest run and the fit refitted to those it is within again."""
+    import csv
+
+    before = tmp_path / "before.yaml"
+    assert main(["calibrate", "--rows", "resnet/tpu-v3-128,resnet/tpu-v3-1024,ssd/tpu-v3-128,ssd/tpu-v3-1024",
+                 "--out", str(before)]) == 0
+    cal = load_calibration(str(before))
+    assert round(100 * cal.provenance["fit_error"]["median_abs"], 1) == 3.8
+    v = cal.provenance["validation"]
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (5.0, 9.1)
+    assert v["over_bound"] == ["ssd/tpu-v3-2048"]
+    ssd = _ssd_2048(capsys, "--calibration", str(before), "--out", str(tmp_path / "v0"))
+    assert round(100 * (ssd["simulated_step_s"] / ssd["measured_step_s"] - 1), 1) == 1.6
+
+    run = next(r for r in load_measured() if row_key(r) == "ssd/tpu-v3-2048")
+    shipped = next(r for r in rows if row_key(r) == "ssd/tpu-v3-2048")
+    assert round(1e3 * shipped.simulated_step_s, 2) == 12.80 and run.measured_step_s == 0.012847
+    assert round(100 * (1 - shipped.simulated_step_s / run.measured_step_s), 1) == 0.4   # "0.4 % under"
+    assert round(100 * (run.step_s_max / run.step_s_min - 1), 2) == 0.85                # "its runs spread 0.85 %"
+    assert round(100 * (shipped.simulated_step_s / run.step_s_min - 1), 1) == 0.3       # over the fastest run
 
     # every row's fastest run (a table of your own with measured_step_s = step_s_min)
-    shipped = Path(__file__).resolve().parents[1] / "wus_sim/data/validation/mlperf_v06_tpu_v3.csv"
-    with open(shipped, newline="") as f:
+    table_path = Path(__file__).resolve().parents[1] / "wus_sim/data/validation/mlperf_v06_tpu_v3.csv"
+    with open(table_path, newline="") as f:
         table = list(csv.DictReader(f))
     for r in table:
         r["measured_step_s"] = r["step_s_min"]
@@ -386,9 +450,26 @@ def test_resnets_steadiest_rows_and_the_fastest_runs_against_the_ssd_gap(tmp_pat
     fit = tmp_path / "fastest.yaml"
     assert main(["calibrate", "--measured", str(fastest), "--rows", ",".join(CALIBRATION_ROWS), "--out", str(fit)]) == 0
     v = load_calibration(str(fit)).provenance["validation"]
-    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (4.9, 8.0)
+    assert (round(100 * v["held_out_median_abs"], 1), round(100 * v["held_out_worst_abs"], 1)) == (5.5, 9.9)
+    assert v["over_bound"] == []
     ssd = _ssd_2048(capsys, "--measured", str(fastest), "--calibration", str(fit), "--out", str(tmp_path / "v2"))
-    assert (round(1e3 * ssd["simulated_step_s"], 2), round(1e3 * ssd["measured_step_s"], 2)) == (12.83, 12.77)
+    assert (round(1e3 * ssd["simulated_step_s"], 2), round(1e3 * ssd["measured_step_s"], 2)) == (12.76, 12.77)
+
+
+def test_the_host_bound_rows_against_their_fastest_runs(rows):
+    """README, "Result": the two worst held-out rows, ResNet-50 on v3-512 and v3-1024, and how
+    far their median runs are from their fastest."""
+    by = {row_key(r): r for r in rows}
+    runs = {row_key(r): r for r in load_measured()}
+    held = sorted((r for r in rows if r.kind == "exact" and r.role == "held-out"), key=lambda r: abs(r.error))
+    assert [row_key(r) for r in held[-2:]] == ["resnet/tpu-v3-1024", "resnet/tpu-v3-512"]
+    assert [round(100 * by[k].error, 1) for k in ("resnet/tpu-v3-512", "resnet/tpu-v3-1024")] == [-10.0, -9.5]
+    median_over_fastest = {k: runs[k].measured_step_s / runs[k].step_s_min - 1
+                           for k in ("resnet/tpu-v3-512", "resnet/tpu-v3-1024")}
+    assert round(100 * median_over_fastest["resnet/tpu-v3-1024"], 1) == 4.4
+    assert round(100 * median_over_fastest["resnet/tpu-v3-512"], 1) == 0.1
+    against_fastest = {k: by[k].simulated_step_s / runs[k].step_s_min - 1 for k in median_over_fastest}
+    assert [round(100 * against_fastest[k], 1) for k in ("resnet/tpu-v3-512", "resnet/tpu-v3-1024")] == [-9.9, -5.5]
 
 
 @pytest.mark.parametrize("where, rule", [("folder", "is a folder; give --out the calibration file to write"),
@@ -458,7 +539,7 @@ def test_a_folder_given_as_calibration_file_says_so(tmp_path, capsys):
 def test_a_calibration_id_names_its_values():
     """Two fits of the same rows and parameters on the same day whose values differ (here the
     model under another link bandwidth, as after a model change) get different ids; the same fit
-    twice, the same id."""
+    twice, the same id; the shipped one is named by its date and a 6-hex hash."""
     from wus_sim.validation.calibrate import calibrate
 
     rows, fit = "ssd/tpu-v3-128,ssd/tpu-v3-1024", "mxu_efficiency,step_overhead_s"
@@ -466,3 +547,4 @@ def test_a_calibration_id_names_its_values():
     slow = calibrate(rows=rows, fit=fit, topology_overrides={"link_GBps": 50.0})
     assert a.params != slow.params and a.id != slow.id
     assert a.id == again.id
+    assert re.fullmatch(r"mlperf-v06-tpu-v3-\d{4}-\d\d-\d\d-[0-9a-f]{6}", load_calibration().id)

@@ -3,7 +3,8 @@
 Fits at most four global chip parameters (:data:`wus_sim.validation.calibrate.FIT_PARAMS`,
 or ``--fit`` names others of ``FITTABLE_PARAMS``)
 on the declared calibration rows (:data:`wus_sim.validation.calibrate.CALIBRATION_ROWS`,
-at most two slices per benchmark) of the measured table and writes a calibration
+at most two slices per benchmark, picked by :func:`~wus_sim.validation.calibrate.rule_rows`)
+of the measured table and writes a calibration
 file with its provenance. ``--out`` defaults to ``calibration.yaml`` in the working
 directory; the shipped defaults are ``wus_sim/data/calibration/default.yaml``, made
 by this command. ``--rows`` fits other training-only rows of the table instead of the
