@@ -93,14 +93,13 @@ def rule_rows(runs, max_spread=MAX_RUN_SPREAD):
     for rows in by_benchmark.values():
         ends = {min(r.cores for r in rows), max(r.cores for r in rows)}
         steady = [r for r in rows if r.kind == "exact" and r.step_s_max <= r.step_s_min * (1 + max_spread)]
-        per_core = {row_key(r): r.per_replica_batch / r.spatial_ways for r in steady}
         pairs = [(a, b) for i, a in enumerate(steady) for b in steady[i + 1:]]
         if not pairs:
             continue
 
         def rank(pair):
             a, b = pair
-            lo, hi = sorted((per_core[row_key(a)], per_core[row_key(b)]))
+            lo, hi = sorted(r.per_replica_batch / r.spatial_ways for r in pair)  # examples per core
             return (-hi / lo, (a.cores in ends) + (b.cores in ends), a.cores + b.cores)
 
         best = min(pairs, key=rank)
