@@ -1,6 +1,6 @@
 """A small torus/mesh slice with chosen link parameters, for the network and collective tests.
 
-Built straight from :class:`wus_sim.topology.Topology` (the generic chip) so a test can set
+Built straight from :class:`wus_sim.hardware.topology.Topology` (the generic chip) so a test can set
 per-axis bandwidths, mixed wraparound and the on-chip bandwidth that named slices fix.
 """
 
@@ -8,7 +8,8 @@ import numpy as np
 
 from wus_sim.collectives import embedding
 
-from wus_sim.topology import Topology, load_chips
+from wus_sim.hardware.topology import Topology
+from wus_sim.hardware.topology_files import load_chips
 
 __all__ = ["make", "folded_ring_time"]
 

@@ -4,7 +4,7 @@ Writes the YAML a user would (docs/formats/workload.md) and loads it, so the toy
 through the same loader and checks as a shipped workload.
 """
 
-from wus_sim.workloads import load_workload
+from wus_sim.model.workload_files import load_workload
 
 __all__ = ["toy_yaml", "make"]
 

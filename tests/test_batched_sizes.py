@@ -15,7 +15,8 @@ from wus_sim.collectives import ALGORITHMS, OPS, api, window_engine
 from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.simpy_engine import run_schedule as simpy_run
-from wus_sim.topology import load_topology, with_link_faults
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.hardware.link_faults import with_link_faults
 
 from test_window_engine import drawn_plan, faulty_slices
 
@@ -148,7 +149,7 @@ def test_a_step_point_does_not_move_with_the_prefetch(monkeypatch):
     """transformer-big on tpu-v3-32 with a failed cable, both strategies: every time of the
     programs is the same with the sizes prefetched in batches and with each asked alone."""
     import wus_sim.collectives as collectives
-    from wus_sim import step
+    from wus_sim.training import step
 
     topo = with_link_faults(load_topology("tpu-v3-32"), failed_links=1, seed=0)
 

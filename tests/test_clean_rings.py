@@ -15,7 +15,7 @@ from wus_sim.collectives import ALGORITHMS, OPS, window_engine, window_tables
 from wus_sim.collectives.clean_rings import earliest_outputs, hop_floors
 from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
-from wus_sim.topology import with_link_faults
+from wus_sim.hardware.link_faults import with_link_faults
 
 from make_topology import make
 from test_window_engine import drawn_plan, faulty_slices

@@ -8,7 +8,7 @@ import pytest
 
 from wus_sim.cli import collective as cli_collective, main
 from wus_sim.collectives import ALGORITHMS, OPS
-from wus_sim.topology import known_topologies, load_topology
+from wus_sim.hardware.topology_files import known_topologies, load_topology
 
 KEYS = {"time_s", "analytic_time_s", "algbw_GBps", "busbw_GBps", "events", "engine", "wall_s", "nbytes",
         "group_size", "topology", "op", "algorithm"}
@@ -134,7 +134,7 @@ def test_whole_command_in_a_fresh_interpreter_without_simpy():
 # halving-doubling runs on SimPy: tpu-v4-4096 (368,640 message hops) takes about 1.5 s.
 # 2d-split on the non-square multipods runs on SimPy (its halves contend): tpu-v3-4096 simulates
 # in about 4 s; tpu-v3-8192 would take 4.65 million message hops, over the SimPy limit
-# (wus_sim/limits.py), so it is refused with the estimate instead of running for half a minute.
+# (wus_sim/inputs/limits.py), so it is refused with the estimate instead of running for half a minute.
 REFUSED_CASES = {("tpu-v3-8192", "2d-split")}
 CASES = [(name, alg) for name in known_topologies() for alg in ALGORITHMS if (name, alg) not in REFUSED_CASES]
 

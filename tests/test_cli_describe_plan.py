@@ -6,7 +6,7 @@ import pytest
 
 from wus_sim.cli import main
 from wus_sim.optimizers import known_optimizers
-from wus_sim.workloads import known_workloads, load_workload
+from wus_sim.model.workload_files import known_workloads, load_workload
 
 
 def run_cli(capsys, *argv):

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from wus_sim.collectives import OPS, analytic_time, phase_times
-from wus_sim.topology import load_topology
+from wus_sim.hardware.topology_files import load_topology
 
 
 @settings(max_examples=60, deadline=None)

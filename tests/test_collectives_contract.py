@@ -24,9 +24,9 @@ from wus_sim.collectives.messages import compile_messages, passes_by_tag
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.replay import replay_data
 from wus_sim.collectives.simpy_engine import run_schedule
-from wus_sim.errors import ConfigError, UnknownNameError
-from wus_sim.network import num_link_keys
-from wus_sim.units import MiB
+from wus_sim.inputs.errors import ConfigError, UnknownNameError
+from wus_sim.hardware.network import num_link_keys
+from wus_sim.inputs.units import MiB
 
 from make_topology import make
 

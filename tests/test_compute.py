@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.compute import (ComputeParams, backward_time_s, forward_time_s, layer_times, spatial_row_share,
+from wus_sim.model.compute import (ComputeParams, backward_time_s, forward_time_s, layer_times, spatial_row_share,
                              memory_bound_time_s, replica_peak_flops, update_time_s, vector_peak_flops)
-from wus_sim.errors import ConfigError
-from wus_sim.topology import load_topology
-from wus_sim.workloads import known_workloads, load_workload
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.model.workload_files import known_workloads, load_workload
 
 import make_workload
 

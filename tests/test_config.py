@@ -4,7 +4,7 @@ def test_yaml_is_parsed_once_per_content_and_each_caller_gets_its_own_copy(tmp_p
     """A sweep loads one workload file for every point: the parse is cached by the file's text,
     but a caller that edits its document cannot change what the next caller reads, and an
     edited file is read anew."""
-    from wus_sim.config import load_yaml
+    from wus_sim.inputs.config import load_yaml
 
     path = tmp_path / "doc.yaml"
     path.write_text("a: [1, 2]\nb: {c: 3}\n", encoding="utf-8")
@@ -20,7 +20,7 @@ def test_numbers_in_e_notation_are_numbers(tmp_path):
     """`link_GBps: 1e2` is the number 100 in YAML 1.2 (and to the JSON Schemas an editor checks
     against); PyYAML's YAML 1.1 reads it, and even 1.0e5, as text, which the loaders then
     rejected with "is text, not a number (write it without quotes)" for a value with no quotes."""
-    from wus_sim.config import load_yaml
+    from wus_sim.inputs.config import load_yaml
 
     path = tmp_path / "doc.yaml"
     path.write_text('a: 1e2\nb: 1.0e5\nc: -2E-3\nd: .5e3\ne: +3e+0\nf: "1e2"\ng: 1.5\nh: 12\ni: e5\n')

@@ -17,10 +17,10 @@ from wus_sim.collectives import OPS, analytic_time, collective_time, simulate_co
 from wus_sim.collectives import fast_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.plan import plan_collective
-from wus_sim.errors import UnknownNameError
-from wus_sim.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s, tie_key
-from wus_sim.topology import load_topology
-from wus_sim.units import KiB, MiB
+from wus_sim.inputs.errors import UnknownNameError
+from wus_sim.hardware.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s, tie_key
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.inputs.units import KiB, MiB
 
 from make_topology import folded_ring_time, make
 
@@ -47,7 +47,7 @@ def simulate(topo, messages, routing):
 
 def reference(topo, messages):
     """Independent cut-through reference: one heap of (tie key, kind, rank, seq) events (the
-    engines' ordering rule, ``wus_sim.network.tie_key``); a hop starts at max(head arrival,
+    engines' ordering rule, ``wus_sim.hardware.network.tie_key``); a hop starts at max(head arrival,
     link free), ends at max(start + b/bw, tail arrival); the head reaches the next chip
     ``lat`` after the start, the tail ``lat`` after the end."""
     bw, lat = link_key_Bps(topo), link_key_latency_s(topo)
@@ -291,7 +291,7 @@ def test_cli_routing():
 def test_step_serial_comm_follows_the_routing():
     """A serial replicated step on a mesh slice: its exposed communication is the sum of the
     gradient collectives' closed forms under the routing asked for; cut-through is cheaper."""
-    from wus_sim.step import StepOptions, simulate_step
+    from wus_sim.training.step import StepOptions, simulate_step
 
     topo = load_topology("tpu-v3-32")  # 4x4 mesh (sub-pod slice), 2 cores per chip
     comm = {}
@@ -306,7 +306,7 @@ def test_step_serial_comm_follows_the_routing():
 
 def test_point_key_and_cli_step(capsys):
     from wus_sim.cli import main
-    from wus_sim.errors import ConfigError
+    from wus_sim.inputs.errors import ConfigError
     from wus_sim.experiments.spec import check_point_value, complete_point
     from wus_sim.experiments.records import simulate_point
 

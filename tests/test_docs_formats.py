@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from wus_sim import docs
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "wus_sim" / "schemas"
@@ -42,15 +42,15 @@ def load(fmt, doc, tmp_path):
     path = tmp_path / f"example-{fmt}.yaml"
     path.write_text(yaml.safe_dump(doc))
     if fmt == "topology":
-        from wus_sim.topology import load_topology
+        from wus_sim.hardware.topology_files import load_topology
 
         load_topology(str(path))
     elif fmt == "chips":
-        from wus_sim.topology import load_chips
+        from wus_sim.hardware.topology_files import load_chips
 
         load_chips(path)
     else:
-        from wus_sim.workloads import load_workload
+        from wus_sim.model.workload_files import load_workload
 
         load_workload(str(path))
 
@@ -70,13 +70,13 @@ def test_generator_check_mode_reports_a_stale_file(tmp_path, capsys):
 @pytest.mark.parametrize("fmt", docs.FORMATS)
 def test_schema_is_valid_draft_2020_12_and_shipped(fmt):
     jsonschema.Draft202012Validator.check_schema(schema(fmt))
-    from wus_sim.shipped import schema_path
+    from wus_sim.inputs.shipped import schema_path
 
     assert schema_path(f"{fmt}-file", 1) == SCHEMAS / f"{fmt}-file.v1.json"
 
 
 def shipped_files():
-    from wus_sim.shipped import PACKAGE_DIR
+    from wus_sim.inputs.shipped import PACKAGE_DIR
 
     out = [("experiment", p) for p in sorted((ROOT / "experiments").glob("*.yaml"))]
     out += [("chips" if p.stem == "chips" else "topology", p) for p in sorted((ROOT / "topologies").glob("*.yaml"))]

@@ -7,7 +7,7 @@ default) so these tests check the command, not the simulator.
 import pytest
 import yaml
 
-from wus_sim.calibration import load_calibration
+from wus_sim.model.calibration import load_calibration
 from wus_sim.cli import main
 from wus_sim.experiments import runner
 from wus_sim.experiments.results import read_results

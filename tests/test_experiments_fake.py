@@ -13,9 +13,9 @@ for resume tests across processes: ``WUS_FAKE_SLEEP_S`` (seconds per point) and
 import os
 import time
 
-from wus_sim.errors import ConfigError, InfeasibleError
+from wus_sim.inputs.errors import ConfigError, InfeasibleError
 from wus_sim.experiments.spec import POINT_KEYS, point_hash, strategies_of
-from wus_sim.topology import load_topology
+from wus_sim.hardware.topology_files import load_topology
 
 PARAMS = {"resnet50": 25.6e6, "transformer-big": 210.8e6, "ncf": 31.8e6, "bert-large": 336.2e6}
 SLOTS = {"sgd": 0, "momentum": 1, "lars": 1, "adam": 2, "lamb": 2, None: 2}

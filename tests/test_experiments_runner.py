@@ -16,7 +16,7 @@ import time
 import pandas as pd
 import pytest
 
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.results import columns, read_results
 from wus_sim.experiments.runner import JOURNAL_NAME, read_journal, run_experiment
 from wus_sim.experiments.spec import parse_experiment, point_hash

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.spec import (
     POINT_KEYS, check_point_value, complete_point, load_experiment, parse_experiment, point_hash,
 )

@@ -18,9 +18,10 @@ from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.replay import replay_data
 from wus_sim.collectives.simpy_engine import run_schedule
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.spec import check_point_value
-from wus_sim.topology import cable_names, load_topology, parse_cables
+from wus_sim.hardware.link_faults import cable_names, parse_cables
+from wus_sim.hardware.topology_files import load_topology
 
 US = 1e-6
 

@@ -6,7 +6,7 @@ Three independent references:
   hierarchical, with chunks and reduction) and for the folded ring of a mesh line;
 * ``_des``: a small discrete-event simulation written for this test (heap of events,
   an explicit FIFO queue per link keyed by (ready time, sender, sequence), times compared
-  by the shared ``wus_sim.network.tie_key``), which does not rely on the engine's argument
+  by the shared ``wus_sim.hardware.network.tie_key``), which does not rely on the engine's argument
   that FIFO order equals step order;
 * the SimPy engine of :mod:`wus_sim.collectives.simpy_engine`.
 """
@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from wus_sim.collectives import OPS, analytic, analytic_time, embedding, fast_engine as fe, simulate_collective
-from wus_sim.network import link_key_Bps, link_key_latency_s, tie_key
-from wus_sim.errors import ConfigError
-from wus_sim.topology import load_topology
-from wus_sim.units import GiB, KiB, MiB
+from wus_sim.hardware.network import link_key_Bps, link_key_latency_s, tie_key
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.inputs.units import GiB, KiB, MiB
 
 from make_topology import folded_ring_time, make
 
@@ -579,7 +579,7 @@ def test_fast_engine_imports_only_numpy_and_the_topology():
             imported.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(("." * node.level) + (node.module or ""))
-    assert imported <= {"dataclasses", "functools", "heapq", "numpy", "..errors", "..network", "..topology",
+    assert imported <= {"dataclasses", "functools", "heapq", "numpy", "..inputs.errors", "..hardware.network", "..hardware.topology",
                         ".loads", ".plan_cache"}, imported
     # and the whole import path (package __init__, network, embedding) stays light
     import subprocess

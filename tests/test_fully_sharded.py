@@ -18,8 +18,8 @@ import math
 
 import pytest
 
-from wus_sim.step import simulate_strategies, speedups
-from wus_sim.strategies import STRATEGIES
+from wus_sim.training.step import simulate_strategies, speedups
+from wus_sim.training.strategies import STRATEGIES
 
 from test_step_golden import (ACT_PER_EXAMPLE, B, N, P, STEP_S, adam_update, ag_2d, approx, hand_layers,
                               options, rs_2d, toy)  # noqa: F401 (toy is a fixture)
@@ -140,8 +140,8 @@ def test_gathers_run_at_most_prefetch_buckets_ahead(prefetch):
     """Transformer-big (24 sharded buckets) on a 4x4 torus: each layer's forward starts after the
     gathers of its buckets; the gather of the i-th bucket of a pass starts no earlier than the
     compute finished the (i - prefetch - 1)-th (or needed the i-th)."""
-    from wus_sim.compute import ComputeParams
-    from wus_sim.step import StepOptions
+    from wus_sim.model.compute import ComputeParams
+    from wus_sim.training.step import StepOptions
 
     results, meta = simulate_strategies("transformer-big", "torus:4x4", "adam", ("fully-sharded",),
                                         options=StepOptions(compute=ComputeParams(), gather_prefetch=prefetch))
@@ -262,9 +262,9 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
        dims=st.lists(st.integers(1, 4), min_size=1, max_size=2), bucket_kib=st.integers(1, 64),
        prefetch=st.integers(0, 4))
 def test_gathered_window_is_between_one_bucket_and_all(shapes, dims, bucket_kib, prefetch):
-    from wus_sim.memory import gathered_window, memory_breakdown
-    from wus_sim.planner import plan
-    from wus_sim.workloads import Tensor, Workload
+    from wus_sim.model.memory import gathered_window, memory_breakdown
+    from wus_sim.training.planner import plan
+    from wus_sim.model.workload import Tensor, Workload
 
     from make_topology import make
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.validation import MeasuredRun, load_measured
 from wus_sim.validation.measured import COLUMNS, SHIPPED_MEASURED
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from wus_sim.calibration import load_calibration
+from wus_sim.model.calibration import load_calibration
 from wus_sim.cli import main
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.validation.measured import REQUIRED_COLUMNS, SHIPPED_MEASURED, load_measured, table_identity
 from wus_sim.validation.validate import validate
 

@@ -3,12 +3,13 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import ConfigError, InfeasibleError, UnknownNameError
-from wus_sim.memory import PARTS, memory_both, memory_breakdown
+from wus_sim.inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from wus_sim.model.memory import PARTS, memory_both, memory_breakdown
 from wus_sim.optimizers import analyse
-from wus_sim.planner import plan
-from wus_sim.topology import load_topology
-from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
+from wus_sim.training.planner import plan
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.model.workload import Tensor, Workload
+from wus_sim.model.workload_files import known_workloads, load_workload
 
 from make_topology import make
 import make_workload as make_toy

@@ -6,7 +6,7 @@ with a DCN of 2 GB/s per chip and 20 us, the toy workload of tests/test_step_gol
 (P = 262,912 fp32 parameters) and its explicit compute parameters; one-direction rings,
 no overlap, so every collective is exposed and the step is a plain sum.
 
-Model (wus_sim/multislice.py): S = full buffer per replica, C = 4 chips per slice, M = 2
+Model (wus_sim/hardware/multislice.py): S = full buffer per replica, C = 4 chips per slice, M = 2
 slices; after the in-slice reduce-scatter every chip holds c = S / C; one DCN exchange
 (a reduce-scatter or all-gather among the M slices) takes alpha_d + (M-1)/M * c / B_d.
 """
@@ -15,11 +15,11 @@ import pytest
 
 from test_step_golden import (B, COMPUTE, LINK, P, adam_update, approx, ag_2d, hand_layers, make_toy, rs_2d,
                               STEP_S)
-from wus_sim.errors import ConfigError
-from wus_sim.multislice import Multislice, dcn_time_s, hierarchical_time, load_multislice
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.hardware.multislice import Multislice, dcn_time_s, hierarchical_time, load_multislice
 from wus_sim.experiments.records import simulate_point
-from wus_sim.step import StepOptions, simulate_strategies, speedup
-from wus_sim.topology import load_topology
+from wus_sim.training.step import StepOptions, simulate_strategies, speedup
+from wus_sim.hardware.topology_files import load_topology
 
 M = 2                   # slices
 C = 4                   # chips (= replicas) per slice of torus:2x2

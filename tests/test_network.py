@@ -11,7 +11,7 @@ import pytest
 import simpy
 from hypothesis import example, given, settings, strategies as st
 
-from wus_sim.network import (Network, link_key_Bps, link_key_latency_s, num_link_keys, onchip_link_key,
+from wus_sim.hardware.network import (Network, link_key_Bps, link_key_latency_s, num_link_keys, onchip_link_key,
                              replica_route, tie_key, transfer, TIE_QUANTUM_S)
 
 from make_topology import make
@@ -36,7 +36,7 @@ def reference(topo, messages):
     """Independent reference: a global heap of events, one per hop request and link release,
     in (tie key, kind, rank, seq) order; a link serves its waiting messages by (tie key of the
     ready time, rank, seq), and a hop starts at max(ready, link free). The tie key is the one
-    rule shared with the engines (``wus_sim.network.tie_key``), so exact ties tie here too."""
+    rule shared with the engines (``wus_sim.hardware.network.tie_key``), so exact ties tie here too."""
     bw = link_key_Bps(topo)
     lat = link_key_latency_s(topo)
     heap, counter = [], itertools.count()
@@ -192,7 +192,7 @@ def test_transfer_process_and_counters():
 
 
 def test_network_module_imports_no_simpy():
-    code = "import sys, wus_sim.network, wus_sim.collectives; assert 'simpy' not in sys.modules"
+    code = "import sys, wus_sim.hardware.network, wus_sim.collectives; assert 'simpy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.optimizers import analyse, load_optimizer, parse_optimizer
 from wus_sim.optimizers.language import (Const, Op, Var, names_read, parse_statement, render, rename)
 

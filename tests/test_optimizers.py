@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import ConfigError, UnknownNameError
+from wus_sim.inputs.errors import ConfigError, UnknownNameError
 from wus_sim.optimizers import (LAYOUTS, analyse, describe_text, known_optimizers, known_prefixes,
                                 load_optimizer, optimizer_dirs)
 

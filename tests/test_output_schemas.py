@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from wus_sim.cli import main
-from wus_sim.shipped import schema_path
+from wus_sim.inputs.shipped import schema_path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = ("collective", "plan", "validate", "describe-topology", "describe-workload", "describe-optimizer",
@@ -79,7 +79,7 @@ def test_collective_json_validates(topo, op, alg, size, extra):
 
 # ---------------------------------------------------------------- describe topology
 def test_describe_topology_json_validates_for_every_shipped_topology():
-    from wus_sim.topology import known_topologies
+    from wus_sim.hardware.topology_files import known_topologies
 
     for name in [*known_topologies(), "torus:4x4", "mesh:2x3x4"]:
         doc = run_json("describe", "topology", name, "--json")
@@ -194,7 +194,7 @@ def test_results_schema_lists_the_documented_columns_in_order():
 def test_describe_workload_and_optimizer_json_validate():
     """Every shipped workload and optimizer described with --json fits its versioned schema."""
     from wus_sim.optimizers.registry import known_optimizers
-    from wus_sim.workloads import known_workloads
+    from wus_sim.model.workload_files import known_workloads
 
     for name in known_workloads():
         check("describe-workload", run_json("describe", "workload", name, "--json"))

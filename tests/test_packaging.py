@@ -17,11 +17,11 @@ import zipfile
 import pytest
 import yaml
 
-from wus_sim.errors import UnknownNameError
+from wus_sim.inputs.errors import UnknownNameError
 from wus_sim.experiments.spec import find_experiment, known_experiments, load_experiment
-from wus_sim.shipped import shipped_dir
-from wus_sim.topology import TOPOLOGY_PATH_ENV, known_topologies, load_chips, load_topology
-from wus_sim.units import GB
+from wus_sim.inputs.shipped import shipped_dir
+from wus_sim.hardware.topology_files import TOPOLOGY_PATH_ENV, known_topologies, load_chips, load_topology
+from wus_sim.inputs.units import GB
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
@@ -112,9 +112,9 @@ def user_dir(tmp_path, monkeypatch):
     (d / "tpu-v3-8.yaml").write_text(yaml.safe_dump(
         {"chip": "tpu-v3", "chips_per_axis": [4, 1], "wraparound": False}))
     monkeypatch.setenv(TOPOLOGY_PATH_ENV, str(d))
-    import wus_sim.shipped
+    import wus_sim.inputs.shipped
 
-    monkeypatch.setattr(wus_sim.shipped, "_NOTED", set())
+    monkeypatch.setattr(wus_sim.inputs.shipped, "_NOTED", set())
     return d
 
 

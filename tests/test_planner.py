@@ -6,11 +6,13 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import ConfigError, UnknownNameError
+from wus_sim.inputs.errors import ConfigError, UnknownNameError
 from wus_sim.optimizers import analyse, known_optimizers
-from wus_sim.planner import DEFAULT_BUCKET_BYTES, plan, shard_index, shard_ranges
-from wus_sim.topology import load_topology
-from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
+from wus_sim.training.planner import DEFAULT_BUCKET_BYTES, plan
+from wus_sim.training.sharding_plan import shard_index, shard_ranges
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.model.workload import Tensor, Workload
+from wus_sim.model.workload_files import known_workloads, load_workload
 
 from make_topology import make
 

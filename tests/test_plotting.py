@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from wus_sim.errors import ConfigError  # noqa: E402
+from wus_sim.inputs.errors import ConfigError  # noqa: E402
 from wus_sim.experiments.runner import run_experiment  # noqa: E402
 from wus_sim.experiments.spec import parse_experiment  # noqa: E402
 from wus_sim.plotting import (  # noqa: E402
@@ -338,9 +338,9 @@ def test_figures_stay_readable_in_size():
 
 
 def test_memory_stack_is_the_peak():
-    # the stacked parts are those that add up to the peak (wus_sim.memory's docstring):
+    # the stacked parts are those that add up to the peak (wus_sim.model.memory's docstring):
     # padding is inside weights, gradients and slots and must not be stacked again
-    from wus_sim.memory import PARTS
+    from wus_sim.model.memory import PARTS
 
     assert MEMORY_PARTS == tuple(f"mem_{p}_bytes" for p in PARTS) and "mem_padding_bytes" not in MEMORY_PARTS
 

@@ -1,14 +1,14 @@
 """One table of point parameters: the defaults and rules of StepOptions, of `wus-sim step`'s
-options and of experiment points are read from wus_sim.params.POINT_KEYS, not restated."""
+options and of experiment points are read from wus_sim.training.params.POINT_KEYS, not restated."""
 
 import dataclasses
 
 import pytest
 
 from wus_sim.cli import build_parser
-from wus_sim.errors import ConfigError
-from wus_sim.params import POINT_KEYS, complete_point
-from wus_sim.step import StepOptions
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.training.params import POINT_KEYS, complete_point
+from wus_sim.training.step import StepOptions
 
 STEP_FIELDS = [f.name for f in dataclasses.fields(StepOptions) if f.name in POINT_KEYS]
 

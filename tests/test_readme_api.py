@@ -72,7 +72,7 @@ def test_the_step_example_is_the_cli_with_that_efficiency(tmp_path, monkeypatch,
 def test_the_examples_use_the_current_return_shape(tmp_path, monkeypatch):
     """simulate_strategies returns a StepRun; unpacking it as (results, meta) is the 0.1 shape,
     kept for one release only, so the manual must not teach it."""
-    from wus_sim.step import StepRun
+    from wus_sim.training.step import StepRun
 
     def old_shape(*_):
         raise AssertionError("the README unpacks a StepRun as (results, meta), the deprecated shape")

@@ -1,7 +1,7 @@
 """Recursive-doubling all-reduce (MPICH's short-message all-reduce; Thakur, Rabenseifner and
 Gropp 2005): log2 P steps, member i exchanges its whole buffer with i XOR 2^k and sums it.
 
-Every expected time below is derived by hand from the link model (:mod:`wus_sim.network`,
+Every expected time below is derived by hand from the link model (:mod:`wus_sim.hardware.network`,
 store-and-forward): a message of ``b`` bytes takes ``b/bw + lat`` per hop, a link serves
 one message at a time in request order, and with ``reduce_Bps`` the last arrival of a step is
 summed in ``piece / reduce_Bps`` before the next step (or the end). The contract suite
@@ -19,9 +19,9 @@ from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.replay import replay_data
 from wus_sim.collectives.simpy_engine import run_schedule
-from wus_sim.errors import ConfigError
-from wus_sim.step import StepOptions, bidirectional_for
-from wus_sim.units import KiB, MiB
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.training.step import StepOptions, bidirectional_for
+from wus_sim.inputs.units import KiB, MiB
 
 from make_topology import make
 from test_window_engine import _same, faulty_slices
@@ -226,7 +226,7 @@ def test_an_experiment_point_keeps_the_replicated_row_when_only_sharded_cannot_r
     """``strategy: both`` with recursive doubling: the replicated update all-reduces and runs;
     the sharded one needs a reduce-scatter, so only its row is an error."""
     from wus_sim.experiments.records import simulate_point
-    from wus_sim.step import simulate_step
+    from wus_sim.training.step import simulate_step
 
     point = {"workload": "resnet50", "topology": "torus:4x4", "strategy": "both", "algorithm": RD}
     rows = {r["strategy"]: r for r in simulate_point(point)}

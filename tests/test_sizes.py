@@ -6,8 +6,8 @@ from hypothesis import given, strategies as st
 
 from wus_sim.cli import main
 from wus_sim.collectives import collective_time
-from wus_sim.errors import ConfigError
-from wus_sim.units import parse_size
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.inputs.units import parse_size
 
 DECIMAL = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
 BINARY = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}

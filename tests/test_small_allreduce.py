@@ -7,10 +7,10 @@ of b bytes over one hop costs alpha + b / bw, and nothing here shares a link.
 import numpy as np
 import pytest
 
-from wus_sim.errors import ConfigError
-from wus_sim.small_allreduce import batch_norm_allreduce_s, compact_group, small_allreduce
-from wus_sim.step import StepOptions, simulate_strategies
-from wus_sim.workloads import load_workload
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.training.small_allreduce import batch_norm_allreduce_s, compact_group, small_allreduce
+from wus_sim.training.step import StepOptions, simulate_strategies
+from wus_sim.model.workload_files import load_workload
 
 from make_topology import make
 
@@ -199,7 +199,7 @@ def test_the_report_lists_each_batch_norm_size_its_count_and_pick():
     (4c): 64 x 7, 128 x 8, 256 x 16, 512 x 11, 1024 x 7, 2048 x 4; each twice a step (forward
     and backward), over the 4-replica block by recursive doubling. LARS's two norms are listed
     as the sharded update's (a replicated update holds whole tensors and all-reduces none)."""
-    from wus_sim.small_allreduce import small_allreduce_report
+    from wus_sim.training.small_allreduce import small_allreduce_report
 
     topo = make((4, 4))
     run = simulate_strategies("resnet50", topo, None, ("replicated",), per_replica_batch=8,

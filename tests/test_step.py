@@ -6,17 +6,17 @@ import math
 import pytest
 
 from wus_sim.cli import main
-from wus_sim.errors import ConfigError
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.records import simulate_point
-from wus_sim.step import StepOptions, simulate_step, simulate_strategies, speedup
-from wus_sim.timeline import BREAKDOWN_PARTS
+from wus_sim.training.step import StepOptions, simulate_step, simulate_strategies, speedup
+from wus_sim.training.timeline import BREAKDOWN_PARTS
 
 
 def test_serial_replicated_step_is_compute_plus_collectives_plus_update():
     from wus_sim.collectives import analytic_time
-    from wus_sim.compute import forward_time_s, backward_time_s
+    from wus_sim.model.compute import forward_time_s, backward_time_s
 
-    from wus_sim.compute import ComputeParams
+    from wus_sim.model.compute import ComputeParams
 
     # matmul-only compute (no elementwise traffic, no fixed costs). At 25 % of a v3 core's
     # 61.5 TFLOP/s and 80 % of its 450 GB/s the ridge is 15.4e12 / 360e9 = 43 FLOP/B; ResNet-50's
@@ -25,8 +25,8 @@ def test_serial_replicated_step_is_compute_plus_collectives_plus_update():
     matmul_only = ComputeParams(mxu_efficiency=0.25, elementwise_fwd_bytes=0, elementwise_bwd_bytes=0)
     opts = StepOptions(overlap_grad_reduce=False, overlap_all_gather=False, compute=matmul_only, bidirectional=False)
     res = simulate_step("resnet50", "tpu-v3-32", "momentum", "replicated", options=opts)
-    topo = __import__("wus_sim.topology", fromlist=["load_topology"]).load_topology("tpu-v3-32")
-    from wus_sim.workloads import load_workload
+    topo = __import__("wus_sim.hardware.topology_files", fromlist=["load_topology"]).load_topology("tpu-v3-32")
+    from wus_sim.model.workload_files import load_workload
 
     w = load_workload("resnet50")
     batch = w.per_replica_batch_for("tpu-v3-32")
@@ -138,7 +138,7 @@ def test_cli_step_single_strategy_and_errors(capsys):
 
 def test_trace_splits_collectives_into_their_phases(tmp_path):
     from wus_sim.collectives import phase_times
-    from wus_sim.topology import load_topology
+    from wus_sim.hardware.topology_files import load_topology
 
     trace = tmp_path / "t.json"
     assert main(["step", "transformer-big", "-t", "tpu-v3-2048", "-o", "adam", "--trace", str(trace)]) == 0
@@ -175,7 +175,7 @@ def test_cli_step_text_memory_rows_add_up_to_the_peak(capsys):
     """The text lists every part of the peak (weights, gradients, slots, activations and the
     in-flight collective buffers), each the --json figure; and only a sharded update's norm
     all-reduces where a sharded update ran (ResNet-50 with LARS, replicated alone: none)."""
-    from wus_sim.units import format_bytes
+    from wus_sim.inputs.units import format_bytes
 
     argv = ["step", "resnet50", "-t", "tpu-v3-32", "--strategy", "replicated"]
     assert main(argv + ["--json"]) == 0

@@ -17,9 +17,9 @@ import math
 
 import pytest
 
-from wus_sim.compute import ComputeParams
-from wus_sim.step import StepOptions, simulate_strategies, speedup
-from wus_sim.workloads import load_workload
+from wus_sim.model.compute import ComputeParams
+from wus_sim.training.step import StepOptions, simulate_strategies, speedup
+from wus_sim.model.workload_files import load_workload
 
 import make_workload
 

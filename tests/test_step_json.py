@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from wus_sim.cli import main
-from wus_sim.shipped import schema_path
+from wus_sim.inputs.shipped import schema_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "wus_sim" / "schemas" / "step.v1.json"

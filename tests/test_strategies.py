@@ -5,12 +5,13 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import UnknownNameError
+from wus_sim.inputs.errors import UnknownNameError
 from wus_sim.optimizers import analyse
-from wus_sim.planner import plan
-from wus_sim.strategies import STRATEGIES, step_work, update_work
-from wus_sim.topology import load_topology
-from wus_sim.workloads import Tensor, Workload, known_workloads, load_workload
+from wus_sim.training.planner import plan
+from wus_sim.training.strategies import STRATEGIES, step_work, update_work
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.model.workload import Tensor, Workload
+from wus_sim.model.workload_files import known_workloads, load_workload
 
 from make_topology import make
 

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
+from wus_sim.training.timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 
 times = st.floats(1e-6, 1e-2)
 

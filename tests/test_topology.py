@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.errors import ConfigError, UnknownNameError
-from wus_sim.topology import Topology, known_topologies, load_chips, load_topology
+from wus_sim.inputs.errors import ConfigError, UnknownNameError
+from wus_sim.hardware.topology import Topology
+from wus_sim.hardware.topology_files import known_topologies, load_chips, load_topology
 
 shapes = st.lists(st.integers(1, 9), min_size=1, max_size=3)
 

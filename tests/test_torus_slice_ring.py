@@ -13,7 +13,7 @@ import pytest
 
 from wus_sim.collectives import simulate_collective
 from wus_sim.collectives.embedding import slice_ring, slice_ring_order
-from wus_sim.units import MiB
+from wus_sim.inputs.units import MiB
 
 from make_topology import make
 

@@ -2,7 +2,7 @@
 
 The rules checked here are the format's, written from its specification (Trace Event Format,
 Google, "JSON Object Format", "Duration Events", "Complete Events", "Metadata Events"), not
-read off :mod:`wus_sim.trace`: every event has ``ph``, ``pid``, ``tid`` and ``name``; every
+read off :mod:`wus_sim.training.trace`: every event has ``ph``, ``pid``, ``tid`` and ``name``; every
 event but metadata has a ``ts`` in microseconds; a complete event (``X``) has a ``dur``
 (here > 0: a zero-length slice draws nothing); metadata events (``M``) are one of the
 known names with their ``args``; plus what makes a trace readable: a named track for
@@ -15,9 +15,9 @@ import json
 import pytest
 
 from wus_sim.cli import main
-from wus_sim.timeline import TimelineBucket, StepProgram, run_timeline
-from wus_sim.trace import trace_events
-from wus_sim.workloads import load_workload
+from wus_sim.training.timeline import TimelineBucket, StepProgram, run_timeline
+from wus_sim.training.trace import trace_events
+from wus_sim.model.workload_files import load_workload
 
 METADATA_NAMES = {"process_name", "process_sort_index", "thread_name", "thread_sort_index", "process_labels"}
 INSTANT_SCOPES = {"g", "p", "t"}

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from wus_sim.calibration import load_calibration
+from wus_sim.model.calibration import load_calibration
 from wus_sim.cli import main
-from wus_sim.compute import ComputeParams
+from wus_sim.model.compute import ComputeParams
 from wus_sim.experiments.records import simulate_point
-from wus_sim.step import StepOptions
+from wus_sim.training.step import StepOptions
 from wus_sim.validation.calibrate import CALIBRATION_ROWS, FIT_PARAMS
 from wus_sim.validation.measured import load_measured
 from wus_sim.validation.validate import COLUMNS, row_key, summary, validate
@@ -338,7 +338,7 @@ def test_a_calibration_files_validation_record_is_checked_on_load(tmp_path, caps
 
 
 def test_rows_carry_where_the_simulated_step_goes(rows):
-    from wus_sim.timeline import BREAKDOWN_PARTS
+    from wus_sim.training.timeline import BREAKDOWN_PARTS
 
     parts = [f"simulated_{p}" for p in BREAKDOWN_PARTS]
     assert [c for c in COLUMNS if c.startswith("simulated_") and c != "simulated_step_s"

@@ -7,7 +7,7 @@ figure fails here.
 
 import pytest
 
-from wus_sim.topology import load_topology
+from wus_sim.hardware.topology_files import load_topology
 
 
 def test_v3_pod_bisection_matches_cloud_tpu_docs():
@@ -32,7 +32,7 @@ def test_mesh_bisection_has_no_wraparound_cables():
 
 def test_resnet50_small_tensors_match_the_paper():
     # Xu et al. 2020 (arXiv 2004.13336): 107 of ResNet-50's 161 tensors have under 4096 elements.
-    from wus_sim.workloads import load_workload
+    from wus_sim.model.workload_files import load_workload
 
     w = load_workload("resnet50")
     assert len(w.tensors) == 161

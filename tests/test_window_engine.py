@@ -17,9 +17,9 @@ from wus_sim.collectives.loads import contention
 from wus_sim.collectives.messages import compile_messages
 from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.simpy_engine import run_schedule
-from wus_sim.errors import ConfigError, WusError
-from wus_sim.network import TIE_QUANTUM_S
-from wus_sim.topology import with_link_faults
+from wus_sim.inputs.errors import ConfigError, WusError
+from wus_sim.hardware.network import TIE_QUANTUM_S
+from wus_sim.hardware.link_faults import with_link_faults
 
 from make_topology import make
 
@@ -92,7 +92,7 @@ def test_contended_detours_by_hand():
     tests/test_failed_links.py): both rings detour over each other's links and the last
     arrival is at 35 us, against 30 us uncontended. The window engine runs it and counts
     every hop: per ring, 3 steps x (3 one-hop edges + one 3-hop detour) = 18 hops, 36 in all."""
-    from wus_sim.topology import load_topology
+    from wus_sim.hardware.topology_files import load_topology
 
     topo = load_topology("torus:4", failed_links="0+x")
     plan = plan_collective(topo, "reduce-scatter", "ring", bidirectional=True)

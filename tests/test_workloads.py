@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from wus_sim.errors import ConfigError, UnknownNameError
-from wus_sim.topology import load_topology
-from wus_sim.workloads import known_workloads, load_workload
+from wus_sim.inputs.errors import ConfigError, UnknownNameError
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.model.workload_files import known_workloads, load_workload
 
 SHIPPED = ("resnet50", "transformer-big", "ncf", "ncf-ml20mx16x32", "bert-large", "gnmt",
            "ssd-resnet34", "mask-rcnn")

@@ -16,19 +16,22 @@ input formats are in ``docs/formats/``.
 
 from importlib import import_module
 
-from .errors import ConfigError, InfeasibleError, UnknownNameError, WusError
+from .inputs.errors import ConfigError, InfeasibleError, UnknownNameError, WusError
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Topology": "topology", "load_topology": "topology", "known_topologies": "topology",
-    "load_workload": "workloads", "known_workloads": "workloads",
+    "Topology": "hardware.topology", "load_topology": "hardware.topology_files",
+    "known_topologies": "hardware.topology_files",
+    "load_workload": "model.workload_files", "known_workloads": "model.workload_files",
     "load_optimizer": "optimizers", "known_optimizers": "optimizers", "analyse": "optimizers",
-    "plan": "planner", "memory_breakdown": "memory", "step_work": "strategies", "STRATEGIES": "strategies",
+    "plan": "training.planner", "memory_breakdown": "model.memory", "step_work": "training.strategies",
+    "STRATEGIES": "training.strategies",
     "simulate_collective": "collectives", "analytic_time": "collectives", "collective_time": "collectives",
-    "simulate_step": "step", "simulate_strategies": "step", "simulate_point": "experiments.records", "StepOptions": "step",
+    "simulate_step": "training.step", "simulate_strategies": "training.step", "simulate_point": "experiments.records",
+    "StepOptions": "training.step",
     "load_experiment": "experiments", "run_experiment": "experiments.runner", "read_results": "experiments",
-    "ComputeParams": "compute", "load_calibration": "calibration",
+    "ComputeParams": "model.compute", "load_calibration": "model.calibration",
     "draw_figure": "plotting", "save_plots": "plotting", "default_plots": "plotting",
     "validate": "validation.validate", "plot_validation": "validation.report",
 }

@@ -42,8 +42,8 @@ import time
 import tracemalloc
 from typing import Callable
 
-from .shipped import shipped_dir
-from .units import MiB, format_bytes, format_time
+from .inputs.shipped import shipped_dir
+from .inputs.units import MiB, format_bytes, format_time
 
 __all__ = [
     "Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "step_case", "experiment_case",
@@ -108,7 +108,7 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
     problem = collective_problem(topology, op, algorithm, nbytes, **kw, **faults)
 
     def setup():
-        from .topology import load_topology
+        from .hardware.topology_files import load_topology
 
         topo = load_topology(topology, **faults)
         if engine == "fast":
@@ -154,7 +154,7 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
     cold caches; the simulated time is the last strategy's step time, events are SimPy events.
     *slices*: that many slices of *topology* over the data-center network (multislice);
     *faults*: failed/slow cables (keyword arguments of ``topology.with_link_faults``);
-    *options*: :class:`~wus_sim.step.StepOptions` fields other than the defaults."""
+    *options*: :class:`~wus_sim.training.step.StepOptions` fields other than the defaults."""
 
     def setup():
         from .collectives import clear_caches
@@ -163,12 +163,13 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
         return None
 
     def run(_):
-        from .multislice import load_multislice
-        from .step import StepOptions, simulate_strategies
+        from .hardware.multislice import load_multislice
+        from .training.step import StepOptions, simulate_strategies
 
         topo = topology if slices is None else load_multislice(topology, slices=slices)[1]
         if faults:
-            from .topology import load_topology, with_link_faults
+            from .hardware.topology_files import load_topology
+            from .hardware.link_faults import with_link_faults
 
             topo = with_link_faults(load_topology(topo) if isinstance(topo, str) else topo, **faults)
         results = simulate_strategies(workload, topo, optimizer, strategies,

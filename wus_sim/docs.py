@@ -12,9 +12,9 @@
 
 Everything is built from the tables the loaders validate with
 (:data:`~wus_sim.experiments.spec.EXPERIMENT_KEYS`, :data:`~wus_sim.experiments.spec.POINT_KEYS`,
-:data:`~wus_sim.plotting.kinds.PLOT_KINDS`, :data:`~wus_sim.topology.TOPOLOGY_KEYS`,
-:data:`~wus_sim.topology.CHIP_KEYS`, :data:`~wus_sim.optimizers.spec.OPTIMIZER_KEYS`,
-:data:`~wus_sim.workloads.WORKLOAD_KEYS`, :func:`~wus_sim.experiments.results.columns`), so
+:data:`~wus_sim.plotting.kinds.PLOT_KINDS`, :data:`~wus_sim.hardware.topology.TOPOLOGY_KEYS`,
+:data:`~wus_sim.hardware.topology.CHIP_KEYS`, :data:`~wus_sim.optimizers.spec.OPTIMIZER_KEYS`,
+:data:`~wus_sim.model.workload.WORKLOAD_KEYS`, :func:`~wus_sim.experiments.results.columns`), so
 a key added to a loader shows up here on the next run; ``--check`` exits 1 if a committed
 file differs from what would be written (the test suite runs it). The examples below are
 loaded by the tests through the real loaders, so they stay valid too.
@@ -143,11 +143,11 @@ _INTRO = {
 
 # ------------------------------------------------------------------ the tables
 def _tables():
-    """Format -> its top-level :class:`~wus_sim.keys.KeyTable` (imported here: the loaders are lower layers)."""
+    """Format -> its top-level :class:`~wus_sim.inputs.keys.KeyTable` (imported here: the loaders are lower layers)."""
     from .experiments.spec import EXPERIMENT_KEYS
     from .optimizers.spec import OPTIMIZER_KEYS
-    from .topology import CHIP_KEYS, TOPOLOGY_KEYS
-    from .workloads import WORKLOAD_KEYS
+    from .hardware.topology_files import CHIP_KEYS, TOPOLOGY_KEYS
+    from .model.workload_files import WORKLOAD_KEYS
 
     return {"experiment": EXPERIMENT_KEYS, "topology": TOPOLOGY_KEYS, "chips": CHIP_KEYS,
             "optimizer": OPTIMIZER_KEYS, "workload": WORKLOAD_KEYS}
@@ -185,7 +185,7 @@ def format_schema(fmt):
     """The JSON Schema (draft 2020-12) of input format *fmt*, as a dict."""
     tables = _tables()
     if fmt == "chips":
-        from .topology import CHIPS_FILE
+        from .hardware.topology_files import CHIPS_FILE
 
         body = CHIPS_FILE.json_schema()
         del body["properties"]

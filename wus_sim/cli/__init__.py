@@ -4,7 +4,7 @@ Each subcommand lives in its own module under ``wus_sim.cli`` with two
 functions: ``add_parser(subparsers)`` which registers its arguments, and
 ``run(args) -> int`` which parses, loads, runs, prints and returns an exit
 code. Heavy imports (pandas, matplotlib, simpy) happen inside ``run`` so that
-quick commands stay quick. User errors (:class:`wus_sim.errors.WusError`)
+quick commands stay quick. User errors (:class:`wus_sim.inputs.errors.WusError`)
 print one line on stderr and exit 2; no traceback.
 """
 
@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
     usage block."""
 
     def error(self, message):
-        from ..limits import excerpt
+        from ..inputs.text import excerpt
 
         self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
 
@@ -47,7 +47,7 @@ def build_parser():
 
 
 def main(argv=None):
-    from ..errors import WusError
+    from ..inputs.errors import WusError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -57,7 +57,7 @@ def main(argv=None):
         check_options(args)  # numeric options: the same declared ranges as experiment files
         return args._module.run(args) or 0
     except WusError as exc:
-        from ..limits import excerpt
+        from ..inputs.text import excerpt
 
         # Messages are bounded where they are made; this is the backstop that keeps it one line.
         print(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}", file=sys.stderr)

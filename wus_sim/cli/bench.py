@@ -23,7 +23,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..bench import CASES, format_table, machine_info, run_bench
-    from ..errors import ConfigError
+    from ..inputs.errors import ConfigError
 
     if args.repeat < 1:
         raise ConfigError("must be >= 1", key_path="--repeat", value=args.repeat)

@@ -47,7 +47,7 @@ def _check_out(path):
     import os
     from pathlib import Path
 
-    from ..errors import ConfigError
+    from ..inputs.errors import ConfigError
 
     out = Path(path)
     if out.is_dir():
@@ -61,7 +61,7 @@ def _check_out(path):
 def run(args):
     import sys
 
-    from ..errors import ConfigError
+    from ..inputs.errors import ConfigError
     from ..validation.calibrate import calibrate, validation_line, write_calibration
 
     _check_out(args.out)

@@ -8,7 +8,7 @@ and (when the SimPy engine runs) SimPy load inside :func:`run`.
 import json
 import math
 
-from ..params import default_of
+from ..training.params import default_of
 from .options import add_fault_options, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
@@ -61,7 +61,7 @@ def _group(text, topology):
     numbers do not exist here (``--group 1`` is replica 1), so its message, which offers them,
     is not shown; and a group of one replica, which moves nothing in 0 s, is refused, since
     ``--group 1`` for the second axis is the likely mistake."""
-    from ..errors import ConfigError
+    from ..inputs.errors import ConfigError
 
     text = text.strip()
     axes = tuple("xyz"[: topology.ndim])
@@ -80,15 +80,15 @@ def _group(text, topology):
 
 def run(args):
     from ..collectives import simulate_collective
-    from ..errors import ConfigError
-    from ..units import GB, US, format_bytes, format_time, parse_size
+    from ..inputs.errors import ConfigError
+    from ..inputs.units import GB, US, format_bytes, format_time, parse_size
 
     for name, value in (("--link-GBps", args.link_GBps), ("--hop-latency-us", args.hop_latency_us)):
         if value is not None and not (value > 0 or (name == "--hop-latency-us" and value == 0)):
             raise ConfigError("must be > 0" if name == "--link-GBps" else "must be >= 0", key_path=name,
                               value=value)
-    from ..multislice import load_multislice
-    from ..topology import cable_names, with_link_faults
+    from ..hardware.multislice import load_multislice
+    from ..hardware.link_faults import cable_names, with_link_faults
 
     # One slice's ICI is simulated; a file's multislice section is read (and checked) to say so.
     topo, multislice = load_multislice(args.topology, link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us)

@@ -12,9 +12,12 @@ are listed.
 
 import json
 
-from ..units import GRAD_DTYPE_SPELLINGS
+from ..inputs.units import GRAD_DTYPE_SPELLINGS
 
-__all__ = ["add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION", "DESCRIBE_JSON_SCHEMA_VERSION"]
+__all__ = [
+    "add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION",
+    "DESCRIBE_JSON_SCHEMA_VERSION",
+]
 
 TOPOLOGY_JSON_SCHEMA_VERSION = 1
 """Version of ``describe topology --json``'s shape; its schema is
@@ -47,8 +50,8 @@ def run(args):
 
 
 def _topology(args):
-    from ..multislice import load_multislice
-    from ..topology import known_topologies
+    from ..hardware.multislice import load_multislice
+    from ..hardware.topology_files import known_topologies
 
     if not args.name:
         print("\n".join(known_topologies()))
@@ -65,7 +68,8 @@ def _topology(args):
 
 
 def _workload(args):
-    from ..workloads import grad_dtype_bytes, known_workloads, load_workload
+    from ..inputs.units import grad_dtype_bytes
+    from ..model.workload_files import known_workloads, load_workload
 
     if not args.name:
         print("\n".join(known_workloads()))
@@ -82,7 +86,7 @@ def _workload(args):
 
 def _optimizer(args):
     from ..optimizers import analyse, describe_text, known_optimizers, known_prefixes
-    from ..workloads import grad_dtype_bytes
+    from ..inputs.units import grad_dtype_bytes
 
     if not args.name:
         print("\n".join(known_optimizers() + [f"+{p}" for p in known_prefixes()]))
@@ -98,8 +102,8 @@ def _optimizer(args):
 
 def workload_text(w):
     """The text summary of a workload."""
-    from ..units import format_bytes
-    from ..workloads import SMALL_TENSOR_ELEMENTS
+    from ..inputs.units import format_bytes
+    from ..model.workload import SMALL_TENSOR_ELEMENTS
 
     small = w.small_tensors()
     out = [f"workload {w.name}: {w.description}",
@@ -141,7 +145,7 @@ def workload_text(w):
 
 
 def topology_text(d):
-    """The text summary of a topology, from its :meth:`~wus_sim.topology.Topology.to_dict`."""
+    """The text summary of a topology, from its :meth:`~wus_sim.hardware.topology.Topology.to_dict`."""
     src = d["sources"]
     wrap = ", ".join(f"axis {i}: {'wraps' if w else 'no wrap'}" for i, w in enumerate(d["wraparound"]))
     chip = d["chip"]

@@ -29,11 +29,11 @@ def run(args):
 def names(kind):
     """The names ``wus-sim list KIND`` prints."""
     if kind == "topologies":
-        from ..topology import known_topologies
+        from ..hardware.topology_files import known_topologies
 
         return known_topologies()
     if kind == "workloads":
-        from ..workloads import known_workloads
+        from ..model.workload_files import known_workloads
 
         return known_workloads()
     if kind == "optimizers":

@@ -2,18 +2,21 @@
 
 An option whose destination is a point parameter (``--link-GBps`` -> ``link_GBps``,
 ``--steps``, ``--bucket-MiB``, ...) is checked by that parameter's entry in
-:data:`wus_sim.params.POINT_KEYS`, so the command line and YAML accept exactly
+:data:`wus_sim.training.params.POINT_KEYS`, so the command line and YAML accept exactly
 the same values; options that are not point parameters have their range here.
 :func:`check_options` runs on every parsed command line before the subcommand does.
 """
 
 from contextlib import contextmanager
 
-from ..errors import ConfigError
-from ..params import POINT_KEYS, Param, check_param, check_point_value
-from ..limits import MAX_CHUNKS
+from ..inputs.errors import ConfigError
+from ..training.params import POINT_KEYS, Param, check_param, check_point_value
+from ..inputs.limits import MAX_CHUNKS
 
-__all__ = ["OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values", "fault_option_errors"]
+__all__ = [
+    "OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values",
+    "fault_option_errors",
+]
 
 OPTION_PARAMS = {p.name: p for p in (
     Param("chunks", "int", minimum=1, maximum=MAX_CHUNKS, nullable=False,

@@ -21,7 +21,7 @@ one replica per core.
 
 import json
 
-from ..units import GRAD_DTYPE_SPELLINGS
+from ..inputs.units import GRAD_DTYPE_SPELLINGS
 
 __all__ = ["add_parser", "run", "build_report", "PLAN_JSON_SCHEMA_VERSION"]
 
@@ -68,15 +68,17 @@ def run(args):
 
 def build_report(args):
     """The plan report as a JSON-ready dict (what ``--json`` prints)."""
-    from ..calibration import load_calibration
-    from ..compute import layer_times, memory_bound_time_s
-    from ..errors import ConfigError
-    from ..memory import memory_both
-    from ..planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
-    from ..strategies import STRATEGIES, step_work
-    from ..multislice import load_multislice, planning_topology
-    from ..units import MiB
-    from ..workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_replicas
+    from ..model.calibration import load_calibration
+    from ..model.compute import layer_times, memory_bound_time_s
+    from ..inputs.errors import ConfigError
+    from ..model.memory import memory_both
+    from ..training.planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
+    from ..training.strategies import STRATEGIES, step_work
+    from ..hardware.multislice import load_multislice, planning_topology
+    from ..inputs.units import MiB
+    from ..inputs.units import grad_dtype_bytes
+    from ..model.workload import resolve_batch, resolve_replicas
+    from ..model.workload_files import load_workload
 
     workload = load_workload(args.workload)
     topology, multislice = load_multislice(args.topology)
@@ -153,7 +155,7 @@ def _memory_bytes(m):
 
 
 def _text(r):
-    from ..units import format_bytes, format_time
+    from ..inputs.units import format_bytes, format_time
 
     s, m, fit = r["strategies"], r["memory_bytes"], r["memory_fits"]
     rep, sh = s["replicated"], s["sharded"]

@@ -38,7 +38,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..errors import ConfigError
+    from ..inputs.errors import ConfigError
     from ..experiments.spec import load_experiment
 
     if args.resume and args.overwrite:
@@ -59,7 +59,7 @@ def run(args):
 
     def draw(result):  # while the folder is still locked: plots belong to this run's results
         if plots and not args.no_plots:
-            from ..limits import excerpt, short_repr
+            from ..inputs.text import excerpt, short_repr
             from ..plotting import save_plots
 
             skips = []
@@ -102,7 +102,7 @@ def run(args):
             print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
         print("  " + ", ".join([p.name for p in result.files.values()] + sorted({p.name for p in written})))
     if result.num_errors:
-        from ..limits import excerpt
+        from ..inputs.text import excerpt
 
         first = result.frame.loc[result.frame["status"] == "error", "error"].iloc[0]
         n = result.num_errors
@@ -113,7 +113,7 @@ def run(args):
 
 def _model_error_lines(experiment, *, reduced, limit):
     """One line per calibration the points ran with: the error its numbers were checked to."""
-    from ..calibration import load_calibration
+    from ..model.calibration import load_calibration
     from ..validation.calibrate import model_error_line
 
     lines = []
@@ -163,7 +163,7 @@ def summary_table(frame, swept_keys, *, max_rows=40):
     the speedup (sharded over replicated; with fully-sharded rows, its speedup too)."""
     import pandas as pd
 
-    from ..strategies import STRATEGIES
+    from ..training.strategies import STRATEGIES
 
     if frame.empty:
         return "(no points)"

@@ -27,8 +27,8 @@ import json
 import math
 import sys
 
-from ..params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
-from ..units import GRAD_DTYPE_SPELLINGS
+from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
+from ..inputs.units import GRAD_DTYPE_SPELLINGS
 from .options import add_fault_options, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run"]
@@ -105,12 +105,12 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..calibration import load_calibration
-    from ..planner import DEFAULT_BUCKET_BYTES
-    from ..step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
-    from ..multislice import load_multislice
-    from ..units import MiB
-    from ..workloads import grad_dtype_short
+    from ..model.calibration import load_calibration
+    from ..training.planner import DEFAULT_BUCKET_BYTES
+    from ..training.step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
+    from ..hardware.multislice import load_multislice
+    from ..inputs.units import MiB
+    from ..inputs.units import grad_dtype_short
 
     with fault_option_errors():
         topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
@@ -133,7 +133,7 @@ def run(args):
                                         per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
                                         options=options)
     if args.trace:
-        from ..trace import write_trace
+        from ..training.trace import write_trace
 
         from functools import lru_cache
 
@@ -159,14 +159,14 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
-    from ..small_allreduce import small_allreduce_report
+    from ..training.small_allreduce import small_allreduce_report
 
     report["small_allreduces"] = small = small_allreduce_report(meta["plan"], topology, options,
                                                                 bidirectional=bidirectional_for(options))
     if multislice is not None:
         # the sharded update's norms span every slice: time them as the step does, DCN phase
         # included (batch-norm groups stay within a slice)
-        from ..step import small_allreduce_s
+        from ..training.step import small_allreduce_s
 
         for x in small:
             if x["what"].startswith("sharded update"):
@@ -182,7 +182,7 @@ def run(args):
 def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
     """The phases of a hierarchical collective for the trace: each in-slice part's own
     phases (``slice ...``; the part whole where it has none to draw), the DCN part as one."""
-    from ..multislice import dcn_time_s, hierarchical_phases
+    from ..hardware.multislice import dcn_time_s, hierarchical_phases
 
     out = []
     for network, phase_op, n in hierarchical_phases(op, nbytes, shard_across_slices=shard_across_slices):
@@ -245,7 +245,7 @@ def _report(args, topology, results, meta, up, ups):
 
 
 def _fmt_t(t):
-    from ..units import format_time
+    from ..inputs.units import format_time
 
     return "-" if t is None else format_time(t)
 
@@ -266,7 +266,7 @@ def _checked_line(rep):
 
 
 def _text(rep):
-    from ..units import format_bytes
+    from ..inputs.units import format_bytes
 
     per = rep["strategies"]
     names = list(per)

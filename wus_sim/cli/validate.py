@@ -49,8 +49,8 @@ def run(args):
     if args.choices:
         import sys
 
-        from ..calibration import load_calibration
-        from ..errors import ConfigError
+        from ..model.calibration import load_calibration
+        from ..inputs.errors import ConfigError
         from ..validation.choices import CHOICES, choices_table, compare_choices
 
         if args.measured:

@@ -76,7 +76,7 @@ import math
 
 import numpy as np
 
-from ..network import check_routing, link_key_Bps, link_key_latency_s
+from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s
 from .loads import shared_link_streams
 from .messages import hd_routes
 from .plan_cache import cached_plan

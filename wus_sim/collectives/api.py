@@ -18,7 +18,7 @@ Engines (``engine=``):
 
 All engines implement the same timing model, store-and-forward or, with
 ``routing="cut-through"``, cut-through, and the same schedule (see
-:mod:`wus_sim.network` and :mod:`wus_sim.collectives.plan`) and agree to
+:mod:`wus_sim.hardware.network` and :mod:`wus_sim.collectives.plan`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
 ``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
 ``algbw * (N-1)/N`` for reduce-scatter and all-gather (``N`` = group size).
@@ -31,11 +31,12 @@ import time
 
 import numpy as np
 
-from ..errors import ConfigError, UnknownNameError
-from ..limits import MAX_CHUNKS, MAX_MESSAGE_HOPS, MAX_SIZE_BYTES, check_limit
-from ..network import ROUTINGS, check_routing
-from ..topology import Topology, load_topology
-from ..units import GB, parse_size
+from ..inputs.errors import ConfigError, UnknownNameError
+from ..inputs.limits import MAX_CHUNKS, MAX_MESSAGE_HOPS, MAX_SIZE_BYTES, check_limit
+from ..hardware.network import ROUTINGS, check_routing
+from ..hardware.topology import Topology
+from ..hardware.topology_files import load_topology
+from ..inputs.units import GB, parse_size
 from . import fast_engine, window_engine
 from .analytic import is_exact, plan_time
 from .groups import group_key
@@ -85,7 +86,7 @@ class CollectiveResult:
     bidirectional: bool = False
     reduce_Bps: float = None
     routing: str = "store-and-forward"
-    """``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
+    """``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.hardware.network`)."""
 
     def to_dict(self):
         """Flat, JSON-ready record (no per-link arrays; their maximum and total instead)."""
@@ -195,8 +196,8 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
                         engine="auto", reduce_Bps=None, routing="store-and-forward"):
     """Simulate one collective and return a :class:`CollectiveResult`.
 
-    *topology*: a :class:`~wus_sim.topology.Topology` or a spec for
-    :func:`~wus_sim.topology.load_topology`. *op* in :data:`OPS`, *algorithm*
+    *topology*: a :class:`~wus_sim.hardware.topology.Topology` or a spec for
+    :func:`~wus_sim.hardware.topology.load_topology`. *op* in :data:`OPS`, *algorithm*
     in :data:`ALGORITHMS`. *nbytes* = ``S`` (a number or a size string such as
     ``"64MiB"``). *group*: ``None``/``"all"``, an axis (``"x"``, ``"y"``,
     ``"z"`` or 0, 1, 2: every line along it at once) or a list of replica ids
@@ -204,7 +205,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     if given, each reduce-scatter arrival of ``b`` bytes is summed in
     ``b / reduce_Bps`` seconds before it is forwarded. *engine*: ``"auto"``,
     ``"fast"``, ``"window"`` or ``"simpy"`` (see the module docstring). *routing*: ``"store-and-forward"`` (default) or
-    ``"cut-through"`` (see :mod:`wus_sim.network`; the two differ only on
+    ``"cut-through"`` (see :mod:`wus_sim.hardware.network`; the two differ only on
     multi-hop edges: mesh folded rings, routed edges, halving- and recursive-doubling).
     """
     topology = _topology(topology)

@@ -5,7 +5,7 @@ collective engines and the closed-form model. ``members[r, i]`` is the i-th
 member of ring ``r`` in ring order; edge ``i`` goes from ``members[r, i]`` to
 ``members[r, (i+1) % n]`` over the link keys ``links[r, i, :hops[r, i]]``
 (store-and-forward, in that order). Link keys are the topology's dense ICI link
-ids, extended by on-chip core links (:func:`wus_sim.network.onchip_link_key`).
+ids, extended by on-chip core links (:func:`wus_sim.hardware.network.onchip_link_key`).
 
 Embeddings used (both engines rely on them):
 
@@ -41,7 +41,7 @@ Embeddings used (both engines rely on them):
 
 Failed links (``topology.failed_links``): every embedding above is built as if
 all links worked, then each hop over a failed link is replaced by its detour
-(:meth:`~wus_sim.topology.Topology.detour`), so the edge becomes multi-hop
+(:meth:`~wus_sim.hardware.topology.Topology.detour`), so the edge becomes multi-hop
 (store-and-forward, like a mesh's folded edges). Detours usually run over links
 other ring edges use: the plan then has shared links, and the SimPy engine runs
 it (:func:`~wus_sim.collectives.loads.contention`).
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..network import onchip_link_key, replica_route
+from ..hardware.network import onchip_link_key, replica_route
 
 __all__ = [
     "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
@@ -285,7 +285,7 @@ def sequence_ring(topology, replicas, reverse=False):
     """A ring over an explicit replica sequence, in the given order (reversed if *reverse*).
 
     Every edge is routed: over the on-chip links between cores of one chip,
-    else dimension-order between chips (see :func:`wus_sim.network.replica_route`).
+    else dimension-order between chips (see :func:`wus_sim.hardware.network.replica_route`).
     """
     order = [int(r) for r in replicas]
     if reverse:

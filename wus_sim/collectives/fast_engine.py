@@ -13,7 +13,7 @@ a phase by one algorithm step with a few vector operations per hop::
 
 then shifts the arrivals one place along each ring (member i's message reaches
 member i+1) and adds the reduction time on reduce-scatter steps. That is the
-timing model of :mod:`wus_sim.network`, message for message, so the result equals the SimPy engine's
+timing model of :mod:`wus_sim.hardware.network`, message for message, so the result equals the SimPy engine's
 (:mod:`wus_sim.collectives.simpy_engine`) up to rounding, at a few hundred million
 messages per second.
 
@@ -39,7 +39,7 @@ occupancy ``o`` per piece, ``s_c = max(t_c, s_{c-1} + o)`` unrolls into a runnin
 maximum, ``s_c = c*o + max(free, max_{j<=c}(t_j - j*o))``: one
 ``np.maximum.accumulate`` per hop and step instead of a Python loop over pieces.
 
-Cut-through routing (``routing="cut-through"``, see :mod:`wus_sim.network`): each
+Cut-through routing (``routing="cut-through"``, see :mod:`wus_sim.hardware.network`): each
 hop also carries the time the tail arrives, ``start = max(head, link_free)``, ``end =
 max(start + occ, tail)``, ``link_free = end``, the head moves on at ``start + lat`` and
 the tail at ``end + lat`` (:func:`_hops_cut_through`). A link still sees its edge's
@@ -56,8 +56,12 @@ message at a time in global time order (:func:`_ring_pass_events`), still exact.
 The schedule (passes, ring embeddings, groups, 2d-split halves, on-chip levels,
 per-member barriers between passes) is the shared plan of
 :mod:`wus_sim.collectives.plan`, so both engines run the same messages; link
-bandwidth and latency per link key come from :mod:`wus_sim.network`'s pure
+bandwidth and latency per link key come from :mod:`wus_sim.hardware.network`'s pure
 helpers. No SimPy is imported, so that ``wus-sim collective`` stays quick.
+
+One concept in ~470 lines: the max-plus engine. Its phases (ring steps, the 2-D phase
+order, per-link bandwidth, cut-through) share one state of arrays and one hop rule, so they
+are not split.
 """
 
 from dataclasses import dataclass
@@ -66,9 +70,9 @@ import heapq
 
 import numpy as np
 
-from ..errors import ConfigError, WusError
-from ..network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys, tie_key
-from ..topology import Topology
+from ..inputs.errors import ConfigError, WusError
+from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, num_link_keys, tie_key
+from ..hardware.topology import Topology
 from .loads import contention
 from .plan_cache import cached_plan
 
@@ -164,7 +168,7 @@ class _OutOfOrder(Exception):
 def _check_order(u, last):
     """Raise :class:`_OutOfOrder` unless the ready times *u* (pieces on the last axis) keep
     (step, piece) order on their link, after the previous step's last piece (tie key *last*,
-    updated). Equal :func:`~wus_sim.network.tie_key` s count as in order: the network serves
+    updated). Equal :func:`~wus_sim.hardware.network.tie_key` s count as in order: the network serves
     simultaneous messages of one sender by sequence, i.e. in (step, piece) order."""
     k = tie_key(u)
     if (k[..., 0] < last).any() or (k[..., 1:] < k[..., :-1]).any():
@@ -310,7 +314,7 @@ def _ring_pass(free, ready0, rings, kind, piece_bytes, chunks, reduce_s, routing
 def _ring_pass_events(free, ready0, rings, nsteps, reducing, piece_bytes, chunks, reduce_s,
                       routing="store-and-forward"):
     """The same pass, one message at a time in global (tie key of the ready time, step, piece)
-    order (:func:`~wus_sim.network.tie_key`, the network's rule).
+    order (:func:`~wus_sim.hardware.network.tie_key`, the network's rule).
 
     Exact whatever order a link serves in (each link still carries one edge only),
     at event-simulation speed; used only when :func:`_ring_pass` finds a link whose
@@ -364,7 +368,7 @@ def _shift(t):
 
 def _check(topo, chunks):
     if not isinstance(topo, Topology):
-        raise TypeError("topology must be a wus_sim.topology.Topology")
+        raise TypeError("topology must be a wus_sim.hardware.topology.Topology")
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
         raise ConfigError("must be a whole number >= 1", key_path="chunks", value=chunks)
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..inputs.errors import ConfigError
 
 __all__ = ["Group", "resolve_group", "group_key"]
 

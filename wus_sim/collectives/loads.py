@@ -5,7 +5,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..network import num_link_keys
+from ..hardware.network import num_link_keys
 from .messages import hd_routes
 
 __all__ = ["link_loads", "shared_link_streams", "contention"]

@@ -9,11 +9,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..network import replica_route
+from ..hardware.network import replica_route
 from .embedding import routes
 from .plan import CollectivePlan
 
-__all__ = ["Schedule", "PassLayout", "compile_messages", "clear_structure_cache", "passes_by_tag", "hd_routes"]
+__all__ = [
+    "Schedule", "PassLayout", "compile_messages", "clear_structure_cache", "passes_by_tag",
+    "hd_routes",
+]
 
 
 @lru_cache(maxsize=256)

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, UnknownNameError
+from ..inputs.errors import ConfigError, UnknownNameError
 from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, sequence_ring, slice_ring
 from .groups import Group, resolve_group
 

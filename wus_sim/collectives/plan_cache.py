@@ -1,7 +1,7 @@
 """One memo of collective plans, shared by both engines, the closed form and the link loads.
 
 A plan does not depend on the size, so it is built once per (slice, op, algorithm, group,
-direction). :class:`~wus_sim.topology.Topology` is hashable by value, so equal slices
+direction). :class:`~wus_sim.hardware.topology.Topology` is hashable by value, so equal slices
 built separately share entries.
 """
 

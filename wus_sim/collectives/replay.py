@@ -6,7 +6,7 @@ delivers every byte exactly once, whatever the engine's timing.
 
 import numpy as np
 
-from ..network import tie_key
+from ..hardware.network import tie_key
 from .messages import passes_by_tag
 
 __all__ = ["replay_data"]

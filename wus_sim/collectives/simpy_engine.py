@@ -3,7 +3,7 @@
 The schedule (:mod:`wus_sim.collectives.messages`) is a dependency graph of
 nodes: messages and per-member barriers. A node becomes ready when its
 dependencies are met (a delivery, or another node becoming ready), plus its
-reduction time; a ready message is handed to :class:`wus_sim.network.Network`,
+reduction time; a ready message is handed to :class:`wus_sim.hardware.network.Network`,
 which moves it hop by hop through FIFO links (see the timing model there).
 
 Cost per message is kept to a few Python calls: nodes are plain integers,
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from ..network import Network
+from ..hardware.network import Network
 
 __all__ = ["SimpyOutcome", "run_schedule"]
 
@@ -73,7 +73,7 @@ def _children(ptr, children):
 
 def run_schedule(sched, *, record=False, routing="store-and-forward"):
     """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) on a fresh network
-    with the given *routing* (:data:`wus_sim.network.ROUTINGS`)."""
+    with the given *routing* (:data:`wus_sim.hardware.network.ROUTINGS`)."""
     import simpy
 
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ ready, a reduction) happens no earlier. So with ``E`` the least ``r + o + lat`` 
 pending request, no request that is not yet known can be ready before ``E``, and every
 pending request with ``tie_key(r) < tie_key(E)`` can be served now. A window serves them
 on each link in the network's order ``(tie_key(r), rank, seq)`` (see
-:mod:`wus_sim.network`) with the network's float operations::
+:mod:`wus_sim.hardware.network`) with the network's float operations::
 
     start = max(r, link_free);  end = start + nbytes / bw;  link_free = end
     arrival = end + lat                    # the next hop's request, or the delivery
@@ -50,7 +50,7 @@ import time
 
 import numpy as np
 
-from ..network import link_key_Bps, link_key_latency_s, tie_key
+from ..hardware.network import link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
 from .window_tables import clean_units_of, graph_of, link_counters
 

@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 
-from ..network import link_key_Bps, link_key_latency_s
+from ..hardware.network import link_key_Bps, link_key_latency_s
 from .clean_rings import clean_units
 
 __all__ = ["NO_CHILD", "WindowGraph", "clean_units_of", "graph_of", "link_counters"]

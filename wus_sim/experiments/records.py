@@ -1,7 +1,7 @@
 """Results rows: every flat column of a simulated point is built here.
 
 :func:`simulate_point` runs one experiment point (the keys of
-:data:`wus_sim.params.POINT_KEYS`) through :func:`wus_sim.step.simulate_strategies` and
+:data:`wus_sim.training.params.POINT_KEYS`) through :func:`wus_sim.training.step.simulate_strategies` and
 flattens the outcome into one row per strategy: the point's keys, the strategy's result,
 the slice's facts (:func:`slice_columns`) and every value the model actually used
 (:func:`used_values`). The columns, their units and meanings are documented in
@@ -10,14 +10,14 @@ the slice's facts (:func:`slice_columns`) and every value the model actually use
 
 import math
 
-from ..calibration import load_calibration
-from ..errors import ConfigError, InfeasibleError, WusError
-from ..multislice import load_multislice
-from ..params import POINT_KEYS, default_of
-from ..planner import DEFAULT_BUCKET_BYTES
-from ..step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
-from ..units import GB, MiB
-from ..workloads import grad_dtype_of_bytes
+from ..model.calibration import load_calibration
+from ..inputs.errors import ConfigError, InfeasibleError, WusError
+from ..hardware.multislice import load_multislice
+from ..training.params import POINT_KEYS, default_of
+from ..training.planner import DEFAULT_BUCKET_BYTES
+from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
+from ..inputs.units import GB, MiB
+from ..inputs.units import grad_dtype_of_bytes
 
 __all__ = ["simulate_point", "used_values", "slice_columns"]
 
@@ -45,7 +45,7 @@ def _check_keys(point):
 def simulate_point(point):
     """Simulate one experiment point; returns one flat record per strategy.
 
-    *point* has the keys of :data:`wus_sim.params.POINT_KEYS` (missing ones
+    *point* has the keys of :data:`wus_sim.training.params.POINT_KEYS` (missing ones
     take their defaults). A point that does not fit in HBM gives rows with
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).

@@ -25,14 +25,73 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..inputs.errors import ConfigError
 
-__all__ = ["RunDir", "LOCK_NAME", "OWNER_NAME", "RESULT_NAMES"]
+__all__ = ["RunDir", "LOCK_NAME", "OWNER_NAME", "RESULT_NAMES", "JOURNAL_NAME", "read_journal"]
 
 LOCK_NAME = ".wus-sim.lock"
 OWNER_NAME = "run.json"
 RESULT_NAMES = ("points.jsonl", "results.csv", "results.parquet")
 """Files whose presence means the folder holds some experiment's results."""
+
+
+JOURNAL_NAME = "points.jsonl"
+"""The points journal: one JSON line per finished point, appended as points finish."""
+
+
+def read_journal(path, *, repair=False):
+    """Entries of a points journal, keyed by point hash.
+
+    The journal is append-only in the order points finished, so a later entry for a hash is
+    the newer simulation of that point and wins: a point redone because its entry came from
+    another model version is then taken from the redo, not simulated again at every resume.
+
+    Read tolerantly: a line that does not parse as an entry (torn by a kill, or garbage) is
+    skipped and reading goes on, so nothing after a good line is lost. A last line with no
+    newline was cut short by a kill and is dropped; with *repair* the file is truncated to
+    its last newline (only that torn tail) so that appends start on a line of their own.
+    """
+    path = Path(path)
+    entries = {}
+    if not path.is_file():
+        return entries
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1  # bytes up to and including the last newline
+    for line in data[:end].split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("hash"), str) and isinstance(entry.get("rows"), list):
+            entries[entry["hash"]] = entry
+    if repair and end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(end)
+            f.flush()
+            os.fsync(f.fileno())
+    return entries
+
+
+class _Journal:
+    def __init__(self, path, *, fresh):
+        self.path = Path(path)
+        if fresh:
+            # A fresh run starts a new journal; the run folder's lock guarantees no other
+            # run is appending to the old one.
+            self.path.unlink(missing_ok=True)
+        # Append-only (O_APPEND): every write lands at the end, after every whole line.
+        self.file = open(self.path, "a", encoding="utf-8")
+
+    def append(self, entry):
+        # One write per line, then flush+fsync: a SIGKILL leaves whole lines plus at most one torn one.
+        self.file.write(json.dumps(entry, default=str, separators=(",", ":")) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def close(self):
+        self.file.close()
 
 
 class RunDir:
@@ -148,8 +207,6 @@ class RunDir:
 
     def _journaled_points(self):
         """Points in this folder's journal (0 if it has none)."""
-        from .runner import JOURNAL_NAME, read_journal
-
         try:
             return len(read_journal(self.path / JOURNAL_NAME))
         except OSError:

@@ -19,9 +19,9 @@ another version of the model are stale and their points run again, so a resume
 after a code or data change never mixes old and new results.
 
 Infeasible points. A point function may return rows with ``status='infeasible'``
-(e.g. out of HBM); if it raises :class:`~wus_sim.errors.InfeasibleError` for the
+(e.g. out of HBM); if it raises :class:`~wus_sim.inputs.errors.InfeasibleError` for the
 whole point, the runner writes such rows itself. Any other
-:class:`~wus_sim.errors.WusError` becomes rows with ``status='error'`` so one bad
+:class:`~wus_sim.inputs.errors.WusError` becomes rows with ``status='error'`` so one bad
 combination does not stop a sweep of thousands (the CLI reports them and
 exits non-zero). Programming errors propagate.
 """
@@ -34,12 +34,15 @@ from pathlib import Path
 import sys
 import time
 
-from ..errors import ConfigError, InfeasibleError, WusError
+from ..inputs.errors import ConfigError, InfeasibleError, WusError
+from .rundir import JOURNAL_NAME, _Journal, read_journal
 from .spec import point_hash, strategies_of
 
-__all__ = ["RunResult", "run_experiment", "evaluate_point", "read_journal", "model_fingerprint", "JOURNAL_NAME"]
+__all__ = [
+    "RunResult", "run_experiment", "evaluate_point", "read_journal", "model_fingerprint",
+    "JOURNAL_NAME",
+]
 
-JOURNAL_NAME = "points.jsonl"
 
 
 @dataclass
@@ -98,7 +101,7 @@ def evaluate_point(point_fn, point):
 def _slice_columns(point, cache):
     """Slice facts for the results (filled where the simulator did not report them); derived
     when the results are assembled, so rows resumed from an older journal get them too."""
-    from ..topology import load_topology
+    from ..hardware.topology_files import load_topology
     from .records import slice_columns
 
     key = tuple(json.dumps(point.get(k), default=str)
@@ -124,7 +127,7 @@ def model_fingerprint(point_fn=None):
     if point_fn is not None and point_fn is not _default_point_fn():
         return f"fn:{getattr(point_fn, '__module__', '?')}.{getattr(point_fn, '__qualname__', repr(point_fn))}"
     package = Path(__file__).resolve().parent.parent
-    from ..topology import topology_dirs
+    from ..hardware.topology_files import topology_dirs
 
     files = sorted(package.rglob("*.py")) + sorted(package.rglob("*.yaml"))
     for d in topology_dirs():
@@ -135,61 +138,6 @@ def model_fingerprint(point_fn=None):
         digest.update(f.name.encode())
         digest.update(f.read_bytes())
     return "sim:" + digest.hexdigest()[:16]
-
-
-def read_journal(path, *, repair=False):
-    """Entries of a points journal, keyed by point hash.
-
-    The journal is append-only in the order points finished, so a later entry for a hash is
-    the newer simulation of that point and wins: a point redone because its entry came from
-    another model version is then taken from the redo, not simulated again at every resume.
-
-    Read tolerantly: a line that does not parse as an entry (torn by a kill, or garbage) is
-    skipped and reading goes on, so nothing after a good line is lost. A last line with no
-    newline was cut short by a kill and is dropped; with *repair* the file is truncated to
-    its last newline (only that torn tail) so that appends start on a line of their own.
-    """
-    path = Path(path)
-    entries = {}
-    if not path.is_file():
-        return entries
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1  # bytes up to and including the last newline
-    for line in data[:end].split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("hash"), str) and isinstance(entry.get("rows"), list):
-            entries[entry["hash"]] = entry
-    if repair and end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(end)
-            f.flush()
-            os.fsync(f.fileno())
-    return entries
-
-
-class _Journal:
-    def __init__(self, path, *, fresh):
-        self.path = Path(path)
-        if fresh:
-            # A fresh run starts a new journal; the run folder's lock guarantees no other
-            # run is appending to the old one.
-            self.path.unlink(missing_ok=True)
-        # Append-only (O_APPEND): every write lands at the end, after every whole line.
-        self.file = open(self.path, "a", encoding="utf-8")
-
-    def append(self, entry):
-        # One write per line, then flush+fsync: a SIGKILL leaves whole lines plus at most one torn one.
-        self.file.write(json.dumps(entry, default=str, separators=(",", ":")) + "\n")
-        self.file.flush()
-        os.fsync(self.file.fileno())
-
-    def close(self):
-        self.file.close()
 
 
 # ----------------------------------------------------------------- running

@@ -36,7 +36,7 @@ Matrix view of a tensor: rank >= 2: ``rows = prod(shape[:-1])``, ``cols = shape[
 rank 0 and 1 tensors have no row/column statistics (the program language forbids them
 in a case that can see such tensors).
 
-One concept in ~500 lines: the cost of an update, derived from its program. The cost
+One concept in ~500 lines, said so because it is long: the cost of an update, derived from its program. The cost
 model, the sharding rules and the layout choice read the same dataflow facts.
 """
 

@@ -36,7 +36,8 @@ import ast
 from dataclasses import dataclass
 import math
 
-from ..limits import MAX_EXPR_DEPTH, MAX_STATEMENT_CHARS, short_repr
+from ..inputs.limits import MAX_EXPR_DEPTH, MAX_STATEMENT_CHARS
+from ..inputs.text import short_repr
 
 __all__ = [
     "Const", "Var", "Op", "Statement", "Reduce",

@@ -9,8 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 import os
 
-from ..config import is_file, load_yaml
-from ..errors import ConfigError, UnknownNameError, WusError
+from ..inputs.config import is_file, load_yaml
+from ..inputs.errors import ConfigError, UnknownNameError, WusError
 from .spec import Optimizer, compose, parse_optimizer
 
 __all__ = ["known_optimizers", "known_prefixes", "load_optimizer", "optimizer_dirs",

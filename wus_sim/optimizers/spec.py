@@ -31,10 +31,10 @@ from dataclasses import dataclass, field, replace
 import keyword
 import math
 
-from ..config import Section
-from ..errors import ConfigError
-from ..keys import Key, KeyTable
-from ..limits import MAX_STATEMENTS
+from ..inputs.config import Section
+from ..inputs.errors import ConfigError
+from ..inputs.keys import Key, KeyTable
+from ..inputs.limits import MAX_STATEMENTS
 from .dataflow import FlowError, flow
 from .language import (INPUTS, REDUCTIONS, RESERVED, LanguageError, Op, Statement, names_read,
                        parse_statement, rename, walk)

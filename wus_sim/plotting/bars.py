@@ -4,7 +4,7 @@
 from dataclasses import dataclass
 
 from ..experiments.results import column_label
-from ..memory import STRATEGY_NAMES
+from ..model.memory import STRATEGY_NAMES
 from .labels import _companions, _groups, _label
 from .style import NOT_OK_COLOR, _PART_COLORS, _STRATEGY_SHORT
 

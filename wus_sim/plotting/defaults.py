@@ -8,7 +8,7 @@ series. A small sweep (at most :data:`MAX_BAR_GROUPS` points) also gets the step
 breakdown and the memory bars, which stop being readable past that.
 """
 
-from ..config import Section
+from ..inputs.config import Section
 
 __all__ = ["default_plots", "MAX_BAR_GROUPS"]
 

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 from ..experiments.results import column_label
-from ..timeline import BREAKDOWN_PARTS
+from ..training.timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
 from .labels import _groups, _label, subtitle
 from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend
@@ -190,7 +190,7 @@ def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
             if on_skip is None:
                 import sys
 
-                from ..limits import excerpt, short_repr
+                from ..inputs.text import excerpt, short_repr
 
                 print(f"warning: plot {short_repr(plot.name)} skipped: {excerpt(reason, 300)}", file=sys.stderr)
             else:

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from ..config import key_join
+from ..inputs.config import key_join
 from ..experiments.results import columns
 from .plots import plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
 
@@ -73,7 +73,7 @@ by :data:`wus_sim.plotting.figure.FIGURE_MAX_IN`)."""
 
 def _check_heatmap_options(sec, options):
     """The heatmap's text options, which otherwise fail only when drawn, after the sweep."""
-    from ..strategies import STRATEGIES
+    from ..training.strategies import STRATEGIES
 
     if "strategy" in options and options["strategy"] not in STRATEGIES:
         raise sec.error("strategy", f"must be one of {', '.join(STRATEGIES)}", options["strategy"])

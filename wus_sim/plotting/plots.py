@@ -1,8 +1,8 @@
 """The plot functions: each takes an ``ax`` and a results DataFrame and returns what it drew."""
 
 from ..experiments.results import column_label
-from ..memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
-from ..timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
+from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
+from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
 from .labels import _axis_label, _fmt, _label_keys, _numeric, _ok, _varying, _with
 from .layout import fit_y_range
@@ -15,7 +15,7 @@ __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", 
 
 MEMORY_PARTS = tuple(f"mem_{part}_bytes" for part in _MEMORY_PART_NAMES)
 """Per-replica memory parts, stacked bottom to top: the parts that add up to the peak
-(:data:`wus_sim.memory.PARTS`; padding is inside weights, gradients and slots, so it is not
+(:data:`wus_sim.model.memory.PARTS`; padding is inside weights, gradients and slots, so it is not
 stacked again)."""
 
 

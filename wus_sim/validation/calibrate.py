@@ -2,7 +2,7 @@
 
 What is fitted (:data:`FIT_PARAMS`, at most four, all global: one value for every
 workload and slice): the matrix-unit efficiency, the elementwise HBM traffic forward and
-backward, and the fixed cost per step (see :mod:`wus_sim.compute`). What it is fitted to
+backward, and the fixed cost per step (see :mod:`wus_sim.model.compute`). What it is fitted to
 (:data:`CALIBRATION_ROWS`): at most two slices per benchmark, declared here by a rule that
 reads only the measurements' own quality and spread of batch (:func:`rule_rows`), never the
 simulation; training-only (``exact``) rows only; every other row of the measured table
@@ -10,7 +10,7 @@ is held out and only ever validated. The fit minimises the squared log ratio of
 simulated to measured step time (relative error, symmetric in over and under)
 with :func:`scipy.optimize.least_squares` inside physical bounds.
 
-The result is a calibration file (:mod:`wus_sim.calibration`) with its provenance:
+The result is a calibration file (:mod:`wus_sim.model.calibration`) with its provenance:
 data repository and commit, rows used, per-row and summary fit error, date, method, and
 the validation of the fitted values against the whole table (``provenance.validation``:
 held-out median and worst error, bound rows kept), which ``step`` prints beside every
@@ -26,9 +26,9 @@ from pathlib import Path
 import math
 import statistics
 
-from ..calibration import NO_CALIBRATION, Calibration
-from ..compute import ComputeParams
-from ..errors import ConfigError
+from ..model.calibration import NO_CALIBRATION, Calibration
+from ..model.compute import ComputeParams
+from ..inputs.errors import ConfigError
 from .measured import load_measured, table_identity
 from .simulate import run_topology, simulate_run
 from .validate import row_key, summary, validate

@@ -22,7 +22,7 @@ class Choice:
     network: dict
     """Overrides of :data:`~wus_sim.validation.simulate.NETWORK_DEFAULTS` (algorithm, bidirectional)."""
     topology: dict
-    """Keyword overrides of :func:`~wus_sim.topology.load_topology` for every slice."""
+    """Keyword overrides of :func:`~wus_sim.hardware.topology.load_topology` for every slice."""
 
 
 CHOICES = (

@@ -6,7 +6,7 @@ A table of your own measurements has the same columns; only :data:`REQUIRED_COLU
 must be there (the others describe where a figure came from and default to empty).
 :func:`load_measured` reads a table strictly: an unknown or missing required column, a
 value that does not parse, or two rows with the same ``benchmark/topology`` is a
-:class:`~wus_sim.errors.ConfigError` naming the file, the row and the column.
+:class:`~wus_sim.inputs.errors.ConfigError` naming the file, the row and the column.
 :func:`table_identity` says which table a calibration was fitted to (the shipped one, or
 a file by its SHA-256), so that rows are marked ``calibration`` only in that table.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 import math
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..inputs.errors import ConfigError
 
 __all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE",
            "REQUIRED_COLUMNS", "table_identity", "same_table"]

@@ -39,7 +39,7 @@ def write_outputs(rows, out_dir, *, plot=True):
     """Write ``validation.csv`` (and ``validation.png``) to *out_dir*; return the paths."""
     import pandas as pd
 
-    from ..errors import ConfigError
+    from ..inputs.errors import ConfigError
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,11 @@ step options, so that ``wus-sim validate`` and ``wus-sim calibrate`` simulate th
 rows identically.
 """
 
-from ..calibration import load_calibration
-from ..errors import ConfigError, UnknownNameError, WusError
-from ..params import default_of
-from ..step import StepOptions, simulate_strategies
-from ..topology import load_topology
+from ..model.calibration import load_calibration
+from ..inputs.errors import ConfigError, UnknownNameError, WusError
+from ..training.params import default_of
+from ..training.step import StepOptions, simulate_strategies
+from ..hardware.topology_files import load_topology
 from .measured import COLUMNS
 
 __all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
@@ -44,11 +44,11 @@ def run_options(run, calibration=None, *, compute=None, network=None):
 
 
 def simulate_run(run, calibration=None, *, compute=None, network=None, topology=None):
-    """The simulated :class:`~wus_sim.step.StepResult` of *run* (the strategy it used).
+    """The simulated :class:`~wus_sim.training.step.StepResult` of *run* (the strategy it used).
 
     A row the simulator cannot take (an unknown workload, topology or optimizer name in a
     table of your own, replicas that do not fit the slice) is a
-    :class:`~wus_sim.errors.ConfigError` that names the row."""
+    :class:`~wus_sim.inputs.errors.ConfigError` that names the row."""
     try:
         options = run_options(run, calibration, compute=compute, network=network)
         strategy = strategy_of(run)

@@ -12,8 +12,8 @@ training-only rows, and every bound checked.
 from dataclasses import asdict, dataclass
 import math
 
-from ..calibration import load_calibration
-from ..timeline import BREAKDOWN_PARTS
+from ..model.calibration import load_calibration
+from ..training.timeline import BREAKDOWN_PARTS
 from .measured import load_measured, same_table, table_identity
 from .simulate import run_topology, simulate_run, strategy_of
 
@@ -55,7 +55,7 @@ class ValidationRow:
     simulated_examples_per_s_per_chip: float
     simulated_overhead_s: float
     """Where the simulated step goes, seconds: this and the seven fields after it are the
-    parts of :data:`wus_sim.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``."""
+    parts of :data:`wus_sim.training.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``."""
     simulated_fwd_s: float
     simulated_bwd_s: float
     simulated_batch_norm_s: float

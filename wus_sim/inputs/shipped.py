@@ -17,7 +17,7 @@ import sys
 
 __all__ = ["PACKAGE_DIR", "shipped_dir", "schema_path", "env_dirs", "note_override"]
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 """The installed (or checked-out) ``wus_sim`` package folder."""
 
 _NOTED = set()

@@ -115,7 +115,7 @@ def write_trace(path, timelines, phases=None, *, network="ICI"):
         with open(path, "w") as fh:
             json.dump(doc, fh)
     except (OSError, ValueError) as exc:
-        from .errors import ConfigError
+        from ..inputs.errors import ConfigError
 
         why = getattr(exc, "strerror", None) or "not a valid path"
         raise ConfigError(f"cannot be written: {why}", file=path, key_path="--trace") from None

@@ -29,7 +29,7 @@ begins (the forward's at the step's start, the backward's when the forward ends)
 then the next one each time the compute finishes a bucket, or at once when the
 compute needs a bucket not yet issued (a layer whose tensors straddle buckets). So
 at most ``gather_prefetch + 1`` buckets are gathered at a time, which is what
-:mod:`wus_sim.memory` charges. In backward, a bucket's next gather is issued before
+:mod:`wus_sim.model.memory` charges. In backward, a bucket's next gather is issued before
 the reduce-scatter of the bucket just finished (PyTorch FSDP's default
 ``BACKWARD_PRE``), so the compute is not left waiting behind a reduce-scatter. :func:`run_timeline` simulates ``steps``
 consecutive steps and reports the steady-state period, because an all-gather
@@ -40,7 +40,10 @@ from dataclasses import dataclass, field
 
 from .params import POINT_KEYS
 
-__all__ = ["TimelineBucket", "StepProgram", "Interval", "TimelineResult", "run_timeline", "BREAKDOWN_PARTS"]
+__all__ = [
+    "TimelineBucket", "StepProgram", "Interval", "TimelineResult", "run_timeline",
+    "BREAKDOWN_PARTS",
+]
 
 BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s", "exposed_comm_s",
                    "extra_reduction_s", "idle_s")
@@ -60,7 +63,7 @@ on nothing the model knows (zero in a well-formed program)."""
 class TimelineBucket:
     """One fused bucket as the timeline sees it: the layers whose backward completes its
     gradients and the durations of its collectives (the bucket's tensors and bytes are the
-    planner's :class:`~wus_sim.planner.Bucket`)."""
+    planner's :class:`~wus_sim.training.planner.Bucket`)."""
 
     name: str
     first_layer: int

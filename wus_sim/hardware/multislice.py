@@ -1,6 +1,6 @@
 """Multislice: N identical TPU slices joined by the data-center network (DCN).
 
-A :class:`Multislice` is a pure object (no SimPy), like :class:`~wus_sim.topology.Topology`:
+A :class:`Multislice` is a pure object (no SimPy), like :class:`~wus_sim.hardware.topology.Topology`:
 ``slices`` copies of one slice, each keeping its own ICI torus, and a DCN between them
 with a bandwidth per chip and a latency. Cloud TPU Multislice works so: "TPU chips in
 each slice communicate through inter-chip-interconnect (ICI). TPU chips in different slices
@@ -62,11 +62,12 @@ import math
 import os
 from pathlib import Path
 
-from .config import Section, is_file, load_yaml
-from .errors import ConfigError
-from .limits import MAX_CHIPS, MAX_REPLICAS, check_limit
-from .topology import Topology, load_topology, topology_dirs
-from .units import GB, US
+from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.errors import ConfigError
+from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, check_limit
+from .topology import Topology
+from .topology_files import load_topology, topology_dirs
+from ..inputs.units import GB, US
 
 __all__ = ["Multislice", "DCN_DEFAULTS", "DEFAULT_DCN_LATENCY_US", "MAX_SLICES", "load_multislice",
            "dcn_phase_time_s", "dcn_time_s", "hierarchical_phases", "hierarchical_time",
@@ -74,7 +75,7 @@ __all__ = ["Multislice", "DCN_DEFAULTS", "DEFAULT_DCN_LATENCY_US", "MAX_SLICES",
 
 MAX_SLICES = 1024
 """Most slices in one multislice (Cloud TPU documents jobs of tens of thousands of chips; a
-v5e-256 pod x 1024 is 262,144 chips, over :data:`~wus_sim.limits.MAX_CHIPS` anyway)."""
+v5e-256 pod x 1024 is 262,144 chips, over :data:`~wus_sim.inputs.limits.MAX_CHIPS` anyway)."""
 
 DCN_DEFAULTS = {
     # chip: (GB/s per chip, one direction; source)
@@ -260,10 +261,10 @@ def _file_section(path):
 
 
 def load_multislice(spec, *, slices=None, dcn_GBps=None, dcn_latency_us=None, **topology_overrides):
-    """``(slice, multislice)``: the slice :class:`~wus_sim.topology.Topology` of *spec* and
+    """``(slice, multislice)``: the slice :class:`~wus_sim.hardware.topology.Topology` of *spec* and
     the :class:`Multislice` it is part of, or ``None`` for a single slice.
 
-    *spec* is what :func:`~wus_sim.topology.load_topology` takes (a name, path, inline spec
+    *spec* is what :func:`~wus_sim.hardware.topology.load_topology` takes (a name, path, inline spec
     or Topology; *topology_overrides* are its keyword overrides), or a :class:`Multislice`.
     The keyword values (``None`` = not given) override the topology file's ``multislice``
     section, which overrides the chip's defaults (:data:`DCN_DEFAULTS`,
@@ -297,7 +298,7 @@ def load_multislice(spec, *, slices=None, dcn_GBps=None, dcn_latency_us=None, **
         GENERIC_DCN_GBPS, f"assumption: chip {topology.chip.name} has no DCN figure; the JAX scaling book's "
                           "2.5e10 B/s per host over 4 chips"))
     sources = {"dcn_GBps": chip_source,
-               "dcn_latency_us": "assumption: no published Cloud TPU DCN latency (see wus_sim.multislice)"}
+               "dcn_latency_us": "assumption: no published Cloud TPU DCN latency (see wus_sim.hardware.multislice)"}
     sources.update(cited)
     gbps = section.get("dcn_GBps", chip_gbps)
     lat = section.get("dcn_latency_us", DEFAULT_DCN_LATENCY_US)

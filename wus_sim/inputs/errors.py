@@ -20,7 +20,7 @@ class ConfigError(WusError):
     """
 
     def __init__(self, rule, *, file=None, key_path=None, value=None, show_value=True):
-        from .limits import excerpt, short_repr
+        from .text import excerpt, short_repr
 
         self.file = None if file is None else str(file)
         self.key_path = key_path
@@ -48,7 +48,7 @@ class UnknownNameError(WusError):
     def __init__(self, kind, name, known):
         self.kind = kind
         self.name = name
-        from .limits import excerpt, short_repr
+        from .text import excerpt, short_repr
 
         self.known = sorted(known)
         super().__init__(f"unknown {kind} {short_repr(name)}; known: {excerpt(', '.join(self.known), 600)}")

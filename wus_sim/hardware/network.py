@@ -1,4 +1,4 @@
-"""The network as a discrete-event model over a :class:`~wus_sim.topology.Topology`.
+"""The network as a discrete-event model over a :class:`~wus_sim.hardware.topology.Topology`.
 
 Timing model (the fast engine and the closed forms implement the same):
 
@@ -75,7 +75,7 @@ import math
 
 import numpy as np
 
-from .errors import UnknownNameError
+from ..inputs.errors import UnknownNameError
 
 __all__ = [
     "ROUTINGS", "TIE_QUANTUM_S", "tie_key", "check_routing",
@@ -121,7 +121,7 @@ def tie_key(t_s):
 
 
 def check_routing(routing):
-    """*routing* if it is one of :data:`ROUTINGS`, else :class:`~wus_sim.errors.UnknownNameError`."""
+    """*routing* if it is one of :data:`ROUTINGS`, else :class:`~wus_sim.inputs.errors.UnknownNameError`."""
     if routing not in ROUTINGS:
         raise UnknownNameError("routing", routing, ROUTINGS)
     return routing

@@ -1,12 +1,12 @@
 """One training step, replicated, sharded or fully-sharded weight update: build it, simulate it, report it.
 
 :func:`simulate_step` turns a workload, a topology and an optimizer into a
-:class:`~wus_sim.timeline.StepProgram` whose every duration is derived:
+:class:`~wus_sim.training.timeline.StepProgram` whose every duration is derived:
 
 * forward/backward per layer from the layers' FLOPs and the replica's matrix
-  unit (:mod:`wus_sim.compute`);
+  unit (:mod:`wus_sim.model.compute`);
 * gradient collectives per fused bucket, their sizes from the plan
-  (:mod:`wus_sim.planner`, :mod:`wus_sim.strategies`) and their times from the
+  (:mod:`wus_sim.training.planner`, :mod:`wus_sim.training.strategies`) and their times from the
   collective engine over every replica and link of the slice
   (:func:`wus_sim.collectives.collective_time`);
 * the update from the optimizer analysis (bytes and flops per element) on the
@@ -15,7 +15,7 @@
   (sharded: after the update; fully-sharded: before each bucket's forward and backward);
 
 then runs it for a few consecutive steps on the SimPy timeline
-(:mod:`wus_sim.timeline`) and reports the steady-state step time, its
+(:mod:`wus_sim.training.timeline`) and reports the steady-state step time, its
 breakdown and the per-replica memory. :func:`simulate_point` is the same for
 one point of an experiment sweep, as flat records.
 """
@@ -23,18 +23,20 @@ one point of an experiment sweep, as flat records.
 from dataclasses import dataclass, field, fields
 import math
 
-from .calibration import load_calibration
-from .collectives import EXCHANGE_ALGORITHMS
-from .compute import ComputeParams, layer_times, memory_bound_time_s
-from .errors import ConfigError, InfeasibleError, UnknownNameError
-from .memory import memory_breakdown
-from .multislice import hierarchical_time, load_multislice, planning_topology
+from ..model.calibration import load_calibration
+from ..collectives import EXCHANGE_ALGORITHMS
+from ..model.compute import ComputeParams, layer_times, memory_bound_time_s
+from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..model.memory import memory_breakdown
+from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .small_allreduce import batch_norm_allreduce_s, small_allreduce
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
-from .workloads import grad_dtype_bytes, load_workload, resolve_batch, resolve_replicas
+from ..inputs.units import grad_dtype_bytes
+from ..model.workload import resolve_batch, resolve_replicas
+from ..model.workload_files import load_workload
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
            "speedups", "strategies_named"]
@@ -54,7 +56,7 @@ class StepOptions:
     over both directions of each link; see :mod:`wus_sim.collectives.plan`), so on a
     partial torus only the wrapped axes gain a second ring."""
     routing: str = default_of("routing")
-    """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.network`)."""
+    """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.hardware.network`)."""
     overlap_grad_reduce: bool = default_of("overlap_grad_reduce")
     """Start a bucket's gradient collective as soon as backward has produced it."""
     overlap_all_gather: bool = default_of("overlap_all_gather")
@@ -69,7 +71,7 @@ class StepOptions:
     """Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each
     gather is issued when its bucket is needed). 1 is PyTorch FSDP's prefetch of one bucket
     (``forward_prefetch``/``backward_prefetch``); each step of depth holds one more bucket of
-    full weights (:mod:`wus_sim.memory`)."""
+    full weights (:mod:`wus_sim.model.memory`)."""
     keep_gathered_weights: bool = default_of("keep_gathered_weights")
     """Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one
     all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."""
@@ -84,10 +86,10 @@ class StepOptions:
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
-    all-reduce; every slice updates its copy). See :mod:`wus_sim.multislice`."""
+    all-reduce; every slice updates its copy). See :mod:`wus_sim.hardware.multislice`."""
     calibration: object = None
-    """Calibration name, path or :class:`~wus_sim.calibration.Calibration`
-    (:mod:`wus_sim.calibration`); ``None`` = the shipped one, ``'none'`` = the
+    """Calibration name, path or :class:`~wus_sim.model.calibration.Calibration`
+    (:mod:`wus_sim.model.calibration`); ``None`` = the shipped one, ``'none'`` = the
     uncalibrated physics."""
     compute: ComputeParams = None
     """Compute parameters; ``None`` = the calibration's fitted values over the
@@ -97,7 +99,7 @@ class StepOptions:
 
     def __post_init__(self):
         # every numeric and boolean field that is a point parameter obeys that parameter's rule
-        # (wus_sim.params); names (algorithm, routing, grad_dtype) are checked where they are
+        # (wus_sim.training.params); names (algorithm, routing, grad_dtype) are checked where they are
         # defined, by the collectives, the network and the planner, with the known names listed;
         # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
@@ -113,7 +115,7 @@ class StepOptions:
 
 
 OPTION_POINT_KEYS = tuple(f.name for f in fields(StepOptions) if f.name in POINT_KEYS and f.name != "calibration")
-"""StepOptions fields that are point parameters, defaults and rules from wus_sim.params
+"""StepOptions fields that are point parameters, defaults and rules from wus_sim.training.params
 (``calibration`` too is a point key, but a StepOptions holds the loaded calibration)."""
 
 
@@ -126,13 +128,13 @@ class StepResult:
     """``'ok'`` or ``'infeasible'`` (does not fit in HBM; times are NaN)."""
     step_time_s: float
     breakdown: dict
-    """Seconds per part (:data:`wus_sim.timeline.BREAKDOWN_PARTS`), adding up to the step time."""
+    """Seconds per part (:data:`wus_sim.training.timeline.BREAKDOWN_PARTS`), adding up to the step time."""
     memory: object
-    """:class:`wus_sim.memory.MemoryBreakdown` per replica."""
+    """:class:`wus_sim.model.memory.MemoryBreakdown` per replica."""
     work: object
-    """:class:`wus_sim.strategies.StepWork`: the collectives and update of the step."""
+    """:class:`wus_sim.training.strategies.StepWork`: the collectives and update of the step."""
     timeline: object = None
-    """:class:`wus_sim.timeline.TimelineResult` (None when infeasible)."""
+    """:class:`wus_sim.training.timeline.TimelineResult` (None when infeasible)."""
     error: str = ""
 
     def to_record(self):
@@ -152,10 +154,10 @@ class StepResult:
 def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None):
     """Seconds of one latency-bound all-reduce over every replica (an optimizer norm of the
     sharded update), as the step times it: :func:`small_allreduce` on *topology*; with a
-    *multislice*, hierarchical (:mod:`wus_sim.multislice`): the in-slice all-reduce by
+    *multislice*, hierarchical (:mod:`wus_sim.hardware.multislice`): the in-slice all-reduce by
     :func:`small_allreduce`, the in-slice reduce-scatter/all-gather phases as the gradients'
     (*ici_s*, default the step's algorithm), the cross-slice phase over the DCN."""
-    from .collectives import collective_time
+    from ..collectives import collective_time
 
     def small_ici_s(op, n):
         if op == "all-reduce":
@@ -173,9 +175,9 @@ def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None)
 
 def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     """The :class:`StepProgram` of one strategy, every duration derived. With a
-    *multislice*, every collective is hierarchical (:mod:`wus_sim.multislice`): ICI phases
+    *multislice*, every collective is hierarchical (:mod:`wus_sim.hardware.multislice`): ICI phases
     on *topology* (one slice), the cross-slice phase over the DCN."""
-    from .collectives import collective_time
+    from ..collectives import collective_time
 
     def ici_s(op, nbytes):
         if nbytes <= 0:
@@ -242,7 +244,7 @@ def _prefetch_collectives(work, topology, options):
     :func:`~wus_sim.collectives.collective_times` call per op: a contended plan's buckets then
     run in one window-engine run instead of one each (the same times; anything not asked for
     here is computed alone, as before)."""
-    from .collectives import collective_times
+    from ..collectives import collective_times
 
     sizes = {}  # op -> bucket sizes, as the program asks for them
     for c in work.grad_collectives:
@@ -273,7 +275,7 @@ class StepRun:
     results: dict
     """``{strategy: StepResult}``, in the order asked."""
     plan: object
-    """The sharding plan (:class:`wus_sim.planner.Plan`) every strategy ran with."""
+    """The sharding plan (:class:`wus_sim.training.planner.Plan`) every strategy ran with."""
     replicas: int
     """Data-parallel replicas over every slice."""
     spatial_ways: int
@@ -308,7 +310,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     ``{strategy: StepResult}``; it still unpacks as ``results, meta`` for one release).
 
     *workload*, *topology* and *optimizer* are names/paths or loaded objects (*topology*
-    may be a :class:`~wus_sim.multislice.Multislice` or name one);
+    may be a :class:`~wus_sim.hardware.multislice.Multislice` or name one);
     *optimizer* ``None`` means the workload's default; *replicas* (per slice) ``None`` those of
     the workload's MLPerf run on this slice, else one per core.
     """
@@ -357,7 +359,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
 
 
 def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
-    """Simulate one strategy (one of :data:`~wus_sim.strategies.STRATEGIES`); returns its :class:`StepResult`."""
+    """Simulate one strategy (one of :data:`~wus_sim.training.strategies.STRATEGIES`); returns its :class:`StepResult`."""
     return simulate_strategies(workload, topology, optimizer, (strategy,), **kw).results[strategy]
 
 

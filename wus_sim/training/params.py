@@ -3,7 +3,7 @@
 :data:`POINT_KEYS` holds, per parameter, its type, default, unit and rule. Everything
 that takes point parameters is built from it and checked by it: experiment files
 (:mod:`wus_sim.experiments.spec`), the command-line options (:mod:`wus_sim.cli.options`),
-:class:`wus_sim.step.StepOptions`' defaults and :func:`wus_sim.experiments.records.simulate_point`, and
+:class:`wus_sim.training.step.StepOptions`' defaults and :func:`wus_sim.experiments.records.simulate_point`, and
 the results table's documentation. ``None`` (YAML ``null``) means "the model's own
 default" (the workload's optimizer, the topology's link bandwidth, ...).
 """
@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 import hashlib
 import json
 import math
-from pathlib import Path
 
-from .config import is_file
-from .errors import ConfigError, UnknownNameError
-from .limits import MAX_STEPS
-from .memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
+from ..inputs.errors import ConfigError, UnknownNameError
+from ..inputs.limits import MAX_STEPS
+from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
+from .param_names import _check_calibration, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
 __all__ = [
-    "Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value", "check_param",
-    "complete_point", "point_hash", "strategies_of", "default_of", "SMALL_ALLREDUCE_ALGORITHMS",
+    "Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value",
+    "check_param", "complete_point", "point_hash", "strategies_of", "default_of",
+    "SMALL_ALLREDUCE_ALGORITHMS",
 ]
+
 
 STRATEGY_SETS = {"both": BOTH, "all": STRATEGIES}
 """What ``both`` and ``all`` name, in report order."""
@@ -39,135 +40,37 @@ SMALL_ALLREDUCE_ALGORITHMS = ("auto", "ring", "halving-doubling", "recursive-dou
 
 def _algorithms():
     """Collective algorithms of the collective engine (imported when a point is checked)."""
-    from .collectives import ALGORITHMS
+    from ..collectives import ALGORITHMS
 
     return tuple(ALGORITHMS)
 
 
 def _grad_dtypes():
-    from .units import GRAD_DTYPES  # light: the table lives in units, not in workloads
+    from ..inputs.units import GRAD_DTYPES  # light: the table lives in units, not in workloads
 
     return tuple(GRAD_DTYPES)
 
 
 def _routings():
     """Routing modes of the network model (imported when a point is checked)."""
-    from .network import ROUTINGS
+    from ..hardware.network import ROUTINGS
 
     return tuple(ROUTINGS)
-
-
-# ---------------------------------------------------------------- name checks
-def _existing_path(text, base_dir):
-    """*text* as an existing YAML file (relative to cwd, then to *base_dir*), or None."""
-    if not text.endswith((".yaml", ".yml")) and "/" not in text:
-        return None
-    for candidate in (Path(text), (Path(base_dir) / text) if base_dir else None):
-        if candidate is not None and is_file(candidate):
-            return candidate if candidate == Path(text) else candidate.resolve()
-    raise ConfigError("file not found", value=text)
-
-
-def _loads(kind, load, spec, value):
-    """Load the file *spec* names with *load*, so that its errors are the experiment's (exit 2
-    before the sweep, the file and its key path in the message), not error rows after it."""
-    try:
-        load(spec)
-    except ConfigError as exc:
-        raise ConfigError(f"is a {kind} file that does not load: {exc}", value=value) from None
-
-
-def _check_workload(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a workload name or a path to a workload YAML file", value=value)
-    path = _existing_path(value, base_dir)
-    from .workloads import known_workloads, load_workload
-
-    if path is None and value not in known_workloads():
-        raise UnknownNameError("workload", value, known_workloads())
-    spec = value if path is None else str(path)
-    _loads("workload", load_workload, spec, value)
-    return spec
-
-
-def _check_optimizer(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be an optimizer name (adam, adam+clip) or a path to an optimizer YAML file",
-                          value=value)
-    path = _existing_path(value, base_dir)
-    from .optimizers import load_optimizer
-
-    # Loading checks compositions (adam+clip) and files the same way the simulator will read them.
-    try:
-        load_optimizer(str(path) if path is not None else value)
-    except ConfigError as exc:
-        raise ConfigError(exc.rule, value=exc.value if exc.value is not None else value) from None
-    return str(path) if path is not None else value
-
-
-def _check_topology(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a topology name, a path, or inline torus:16x16 / mesh:8x8 / torus:8x8x8",
-                          value=value)
-    from .topology import known_topologies, parse_inline
-
-    if value.startswith(("torus:", "mesh:")):
-        if parse_inline(value) is None:
-            raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)", value=value)
-        return value
-    path = _existing_path(value, base_dir)
-    if path is None and value not in known_topologies():
-        raise UnknownNameError("topology", value, known_topologies())
-    from .multislice import load_multislice  # the slice and its file's multislice section
-
-    spec = value if path is None else str(path)
-    _loads("topology", load_multislice, spec, value)
-    return spec
-
-
-def _check_calibration(value, base_dir):
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a calibration name (default, none) or a path to a calibration YAML", value=value)
-    path = _existing_path(value, base_dir)
-    from .calibration import load_calibration
-
-    load_calibration(str(path) if path is not None else value)
-    return str(path) if path is not None else value
-
-
-def _check_failed_links(value, base_dir):
-    """A count K (random cables) or a cable list; which chips exist is checked when the
-    point's topology is loaded."""
-    from .topology import MAX_RANDOM_CABLES, split_cables
-
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value <= MAX_RANDOM_CABLES:
-            raise ConfigError(f"must be a count from 0 to {MAX_RANDOM_CABLES} or cables such as 12+x,40-y",
-                              value=value)
-        return value
-    if not isinstance(value, str):
-        raise ConfigError("must be a count K or comma-separated cables such as 12+x,40-y", value=value)
-    split_cables(value, key_path=None)
-    return value.strip()
-
-
-def _check_slow_links(value, base_dir):
-    from .topology import split_slow_links
-
-    head, _ = split_slow_links(value if isinstance(value, str) else repr(value))
-    try:
-        _check_failed_links(head, base_dir)
-    except ConfigError as exc:
-        raise ConfigError(exc.rule, value=value) from None
-    return value.strip()
 
 
 # ---------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Param:
-    """One point parameter: its type, default, unit and rule."""
+    """One point parameter: its type, default, unit and rule.
+
+    Why a second table type beside :class:`wus_sim.inputs.keys.Key`: a ``Key`` is one key of one
+    file format, read once by its loader, which keeps compound rules to itself. A ``Param`` is
+    checked wherever a point comes from (experiment YAML, command-line options, the Python API),
+    so it carries what a file key never needs: ``null`` meaning "the model's default", a check
+    that a named input (workload, topology, ...) loads, and choices computed late from layers
+    above the inputs (collective algorithms, routings). Folding those into ``Key`` would put
+    those layers behind every file loader.
+    """
 
     name: str
     kind: str
@@ -333,7 +236,7 @@ POINT_KEYS = _table(
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
     Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
-                  "the chip's default (wus_sim.multislice.DCN_DEFAULTS, with sources). Unused with one slice."),
+                  "the chip's default (wus_sim.hardware.multislice.DCN_DEFAULTS, with sources). Unused with one slice."),
     Param("dcn_latency_us", "number", minimum=0, maximum=1e6, unit="us",
           meaning="Multislice: latency of one DCN exchange; null = the topology file's, else 10 us (an "
                   "assumption: no published figure). Unused with one slice."),

@@ -18,10 +18,11 @@ under about 10 s and 1 GB; the fast engine's arrays are O(chips) per step, so :d
 from .errors import ConfigError
 
 __all__ = [
-    "MAX_FILE_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "MAX_CHIPS", "MAX_REPLICAS", "MAX_CHUNKS",
-    "MAX_STEPS", "MAX_SWEEP_POINTS", "MAX_STATEMENTS", "MAX_STATEMENT_CHARS", "MAX_EXPR_DEPTH",
-    "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "EXCERPT_CHARS", "check_limit", "excerpt", "short_repr",
+    "MAX_FILE_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "MAX_CHIPS", "MAX_REPLICAS",
+    "MAX_CHUNKS", "MAX_STEPS", "MAX_SWEEP_POINTS", "MAX_STATEMENTS", "MAX_STATEMENT_CHARS",
+    "MAX_EXPR_DEPTH", "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "check_limit",
 ]
+
 
 MAX_FILE_BYTES = 2 * 2**20
 """Largest input file read (YAML specs): the biggest shipped workload is under 100 KiB."""
@@ -53,8 +54,6 @@ MAX_MESSAGE_HOPS = 2_000_000
 before it is compiled). Measured: a ring all-reduce on mesh:32x32 (2.1 million hops) took
 10.4 s and 912 MB; halving-doubling on torus:64x64 (1.03 million hops) 2.7 s and 117 MB.
 So at most about 10 s and 900 MB."""
-EXCERPT_CHARS = 60
-"""Longest excerpt of a user value echoed in an error message."""
 
 
 def check_limit(what, estimate, limit, *, key_path=None, file=None, hint=""):
@@ -68,56 +67,3 @@ def _num(x):
     x = int(x)
     # str() of an int over 4,300 digits raises; the bit length gives the magnitude instead.
     return f"{x:,}" if x < 10**15 else f"about 10^{int(x.bit_length() * 0.30103)}"
-
-
-def short_repr(value, limit=EXCERPT_CHARS):
-    """``repr(value)`` cut to *limit* characters; safe for huge ints and deep or huge containers.
-
-    Booleans and None are written as YAML and JSON write them (``true``, ``false``, ``null``),
-    also inside containers: the values quoted come mostly from YAML files and JSON options.
-    """
-    if isinstance(value, bool) or value is None:
-        return _YAML_WORDS[value]
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"{'-' if value < 0 else ''}about 10^{int(value.bit_length() * 0.30103)}"
-    if isinstance(value, str) and len(value) > limit:
-        # Cut before repr: a 10 MB name must not be copied whole to be shortened.
-        return repr(value[:limit])[:limit] + f"... ({len(value):,} chars)"
-    if isinstance(value, (list, tuple, dict, set)):
-        try:
-            text = reprlib_repr(value)
-        except (RecursionError, ValueError):
-            text = f"<{type(value).__name__} of {len(value)}>"
-        return excerpt(text, limit)
-    try:
-        return excerpt(repr(value), limit)
-    except (RecursionError, ValueError):
-        return f"<{type(value).__name__}>"
-
-
-_YAML_WORDS = {True: "true", False: "false", None: "null"}
-
-
-def reprlib_repr(value):
-    """A bounded repr of a container (reprlib cuts long lists, deep nesting and long strings),
-    booleans and None written as YAML writes them."""
-    import reprlib
-
-    class _Repr(reprlib.Repr):
-        def repr_bool(self, x, level):
-            return _YAML_WORDS[x]
-
-        def repr_NoneType(self, x, level):
-            return _YAML_WORDS[x]
-
-    r = _Repr()
-    r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother = 3, 6, 6, 40, 40
-    return r.repr(value)
-
-
-def excerpt(text, limit=EXCERPT_CHARS):
-    """*text* on one line, cut to *limit* characters (with '...' and the full length when cut)."""
-    text = str(text).replace("\r", "\\r").replace("\n", "\\n")
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit - 3]}... ({len(text):,} chars)"

@@ -29,9 +29,9 @@ the bucket's layers.
 from dataclasses import dataclass, field, replace
 import math
 
-from .errors import UnknownNameError
-from .memory import PAPER_PAIR, STRATEGY_NAMES
-from .planner import Plan
+from ..inputs.errors import UnknownNameError
+from ..model.memory import PAPER_PAIR, STRATEGY_NAMES
+from .sharding_plan import Plan
 
 __all__ = ["STRATEGIES", "BOTH", "Collective", "UpdateWork", "StepWork", "step_work", "update_work"]
 

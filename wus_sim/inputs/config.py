@@ -20,7 +20,8 @@ import re
 import yaml
 
 from .errors import ConfigError
-from .limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, excerpt, short_repr
+from .limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+from .text import excerpt, short_repr
 
 __all__ = ["is_file", "read_text", "load_yaml", "Section", "key_join"]
 
@@ -44,7 +45,7 @@ def is_file(path):
 def read_text(path, *, what="file"):
     """The text of *path*, decoded as UTF-8; every failure is a one-line ConfigError naming the file.
 
-    Files over :data:`~wus_sim.limits.MAX_FILE_BYTES` are refused before they are read.
+    Files over :data:`~wus_sim.inputs.limits.MAX_FILE_BYTES` are refused before they are read.
     """
     path = Path(path)
     try:

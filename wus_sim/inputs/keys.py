@@ -134,7 +134,7 @@ class KeyTable:
         return [k.name for k in self if not k.required]
 
     def check(self, sec):
-        """Unknown keys and missing required keys of the :class:`~wus_sim.config.Section` *sec* are errors."""
+        """Unknown keys and missing required keys of the :class:`~wus_sim.inputs.config.Section` *sec* are errors."""
         sec.check_keys(required=self.required, optional=self.optional)
 
     def read(self, sec, name):

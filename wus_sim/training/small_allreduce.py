@@ -28,8 +28,8 @@ SSD rows far from their measurements).
 
 import numpy as np
 
-from .collectives import EXCHANGE_ALGORITHMS, analytic_time, collective_time
-from .errors import ConfigError
+from ..collectives import EXCHANGE_ALGORITHMS, analytic_time, collective_time
+from ..inputs.errors import ConfigError
 
 __all__ = ["small_allreduce", "small_allreduce_report", "batch_norm_allreduce_s", "compact_group"]
 
@@ -50,7 +50,7 @@ def small_allreduce(topology, nbytes, options, group=None, *, bidirectional=Fals
     axes for ``2d``), ``halving-doubling`` and ``recursive-doubling`` where the group is
     a power of two, each simulated on the group (ties go to the first in that order).
     *bidirectional* applies to the step's own ring algorithm (the step passes its rule,
-    :func:`wus_sim.step.bidirectional_for`); pairwise exchanges and the ring of a replica
+    :func:`wus_sim.training.step.bidirectional_for`); pairwise exchanges and the ring of a replica
     list run one way.
     """
     choice = options.small_allreduce_algorithm
@@ -101,7 +101,7 @@ def small_allreduce_report(plan, topology, options, *, bidirectional=False):
     per distinct (what, size), with ``what``, ``group_cores``, ``nbytes``, ``per_step`` (how
     many a step runs), ``algorithm`` and ``time_s`` (one all-reduce, within the slice). The
     optimizer's norms run only under the sharded strategies (a replicated update has the
-    whole tensors). *plan* is the sharding plan (:mod:`wus_sim.planner`)."""
+    whole tensors). *plan* is the sharding plan (:mod:`wus_sim.training.planner`)."""
     out = []
     if options.bn_group_replicas > 1:
         group = _batch_norm_group(topology, options, plan.spatial_ways)

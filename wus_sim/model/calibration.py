@@ -1,6 +1,6 @@
 """Calibrated chip parameters: one declared file, with its provenance.
 
-The physics of :mod:`wus_sim.compute` leaves a few chip figures that no datasheet
+The physics of :mod:`wus_sim.model.compute` leaves a few chip figures that no datasheet
 gives (matrix-unit efficiency, elementwise HBM traffic, fixed costs). ``wus-sim
 calibrate`` fits at most four of them to a declared subset of measured runs
 (:mod:`wus_sim.validation`) and writes a calibration file; the shipped one,
@@ -16,7 +16,7 @@ A calibration file::
     provenance: {data: ..., rows: [...], rows_declared: true, fit_error: {...}, date: ...,
                  method: ..., validation: {...}}
 
-Only :class:`~wus_sim.compute.ComputeParams` fields may appear under ``params``.
+Only :class:`~wus_sim.model.compute.ComputeParams` fields may appear under ``params``.
 ``provenance.validation`` is the fitted values' error against the whole measured table
 (held-out median and worst, bound rows kept); ``step`` and ``run`` print it beside their
 numbers. A file without it still loads; its numbers are then printed without an error.
@@ -26,12 +26,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .compute import ComputeParams
-from .config import Section, load_yaml
-from .errors import ConfigError
+from ..inputs.config import Section, load_yaml
+from ..inputs.errors import ConfigError
 
-__all__ = ["Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION", "calibration_path"]
+__all__ = [
+    "Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION",
+    "calibration_path",
+]
 
-_SHIPPED = Path(__file__).resolve().parent / "data" / "calibration"
+_SHIPPED = Path(__file__).resolve().parent.parent / "data" / "calibration"
 
 DEFAULT_CALIBRATION = "default"
 """Name of the shipped calibration every command uses by default."""

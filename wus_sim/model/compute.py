@@ -26,7 +26,7 @@ spatially partitioned):
     divide, and each conv with a kernel wider than 1 exchanges halo rows with its
     neighbour over ICI (``halo_exchange_time_s``).
 * a fixed cost per step (``step_overhead_s``: host loop, infeed, the step's
-  synchronisation), run by :mod:`wus_sim.step` on the timeline
+  synchronisation), run by :mod:`wus_sim.training.step` on the timeline
 * update = max(bytes moved / (HBM bandwidth per replica x efficiency),
                flops / vector-unit peak per replica):
   the optimizer is elementwise, streams weights, gradients and slots through
@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from .errors import ConfigError
+from ..inputs.errors import ConfigError
 
 __all__ = [
     "ComputeParams", "LayerTimes",

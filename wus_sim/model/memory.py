@@ -1,6 +1,6 @@
 """Per-replica HBM use of the update strategies, and the check that it fits.
 
-For a :class:`~wus_sim.planner.Plan` and a per-replica batch, each strategy's
+For a :class:`~wus_sim.training.planner.Plan` and a per-replica batch, each strategy's
 :class:`MemoryBreakdown` lists what one replica (core) allocates, in bytes:
 
 ==================  ===========================================  ==============================================
@@ -25,7 +25,7 @@ collective buffers  output of the largest all-reduce in flight   output of the l
 ==================  ===========================================  ==============================================
 
 ``fully-sharded`` (ZeRO-3 / FSDP style) keeps weights sharded too and gathers each
-sharded bucket's full weights just before it is used (see :mod:`wus_sim.strategies`):
+sharded bucket's full weights just before it is used (see :mod:`wus_sim.training.strategies`):
 
 ==================  ==============================================================================
 part                fully-sharded
@@ -53,8 +53,8 @@ backward are not subtracted).
 from dataclasses import dataclass, field, fields
 
 from .compute import spatial_activation_share
-from .errors import ConfigError, InfeasibleError, UnknownNameError
-from .units import format_bytes
+from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..inputs.units import format_bytes
 
 __all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PAPER_PAIR",
            "PARTS"]
@@ -140,7 +140,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     w = plan.workload
     wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
-    # wus_sim.compute.spatial_row_share), so a little more than an even share
+    # wus_sim.model.compute.spatial_row_share), so a little more than an even share
     activations = (per_replica_batch * w.activation_bytes_per_example * activation_scale / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)

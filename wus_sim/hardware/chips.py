@@ -1,0 +1,29 @@
+"""A TPU chip's figures: cores, peak rates, HBM, ICI links (the static data a slice is built of)."""
+
+from dataclasses import dataclass, field
+
+
+
+__all__ = ["Chip"]
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator chip's datasheet figures, in SI units."""
+
+    name: str
+    cores_per_chip: int
+    peak_flops: float
+    """Matrix-unit peak (bf16) of the whole chip, FLOP/s."""
+    hbm_bytes: float
+    """HBM capacity of the whole chip, bytes (shared evenly by its cores)."""
+    hbm_Bps: float
+    """HBM bandwidth of the whole chip, bytes/s (its cores share it)."""
+    link_Bps: float
+    """Default ICI bandwidth of one link, one direction, bytes/s."""
+    hop_latency_s: float
+    """Default per-hop ICI latency, seconds."""
+    onchip_Bps: float
+    """Core-to-core bandwidth inside the chip, one direction, bytes/s."""
+    sources: dict = field(default_factory=dict, compare=False, hash=False)
+    """Where each figure came from (key -> citation), for reports."""

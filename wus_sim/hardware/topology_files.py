@@ -1,0 +1,285 @@
+"""Reading slices from files: chips.yaml, topology YAML, inline torus:AxB specs, the search
+path (``WUS_SIM_TOPOLOGY_PATH``) and the key tables both file formats are checked by."""
+
+from dataclasses import replace
+from pathlib import Path
+import math
+import os
+import re
+
+import numpy as np
+
+from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.errors import ConfigError, UnknownNameError
+from ..inputs.keys import Key, KeyTable
+from ..inputs.shipped import env_dirs, note_override, shipped_dir
+from ..inputs.units import GB, GiB, US
+from .chips import Chip
+from .link_faults import with_link_faults
+from .topology import Topology
+
+__all__ = [
+    "load_topology", "known_topologies", "topology_dirs", "load_chips", "parse_inline",
+    "CHIP_KEYS", "CHIPS_FILE", "TOPOLOGY_KEYS",
+]
+
+
+TOPOLOGY_PATH_ENV = "WUS_SIM_TOPOLOGY_PATH"
+"""Extra directories (``os.pathsep``-separated) of topology YAML and ``chips.yaml`` files; they add
+to the shipped ones, and a file or chip of a shipped name overrides it (with a note on stderr)."""
+
+
+# ====================================================================== file formats
+_SOURCES_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"}}
+
+CHIP_KEYS = KeyTable("chip", [
+    Key("description", "string", "One line on the chip.", default=""),
+    Key("cores_per_chip", "integer", "TensorCores per chip; one replica runs on each unless a topology or "
+        "run says otherwise.", required=True, minimum=1),
+    Key("peak_bf16_TFLOPs", "number", "Matrix-unit peak of the chip in bf16 (10^12 FLOP/s).", unit="TFLOP/s",
+        required=True, positive=True),
+    Key("hbm_GiB", "number", "HBM capacity of the chip (2^30 B), split evenly over its cores.", unit="GiB",
+        required=True, positive=True),
+    Key("hbm_GBps", "number", "HBM bandwidth of the chip (10^9 B/s), split evenly over its cores.", unit="GB/s",
+        required=True, positive=True),
+    Key("link_GBps", "number", "ICI bandwidth per link and direction (10^9 B/s).", unit="GB/s", required=True,
+        positive=True),
+    Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", required=True, minimum=0),
+    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s",
+        required=True, positive=True),
+    Key("sources", "mapping", "Citation per figure: figure key -> where the value comes from.",
+        schema=_SOURCES_SCHEMA),
+], meaning="One chip model's datasheet figures; a topology file names it with `chip`.")
+"""Keys of one chip of ``chips.yaml`` (read by :func:`load_chips`)."""
+
+CHIPS_FILE = KeyTable("chips file", [], extra=CHIP_KEYS.json_schema(),
+                      meaning="chips.yaml: chip name -> the chip's figures (every key a chip name). User "
+                              "chips.yaml files on WUS_SIM_TOPOLOGY_PATH add chips; a chip of the same name "
+                              "replaces the shipped one (and a note says so).")
+"""The chips file: a mapping of chip names to :data:`CHIP_KEYS` mappings."""
+
+_PER_AXIS = "one per axis, listed in chips_per_axis order"
+
+TOPOLOGY_KEYS = KeyTable("topology file", [
+    Key("name", "string", "Name of the slice (results' `topology` column).", default_text="the file's stem"),
+    Key("description", "string", "One line on the slice.", default=""),
+    Key("chip", "string", "Chip model: a chip name of chips.yaml (shipped: tpu-v2, tpu-v3, tpu-v4, tpu-v5e, "
+        "generic; user chips.yaml files add more).", required=True),
+    Key("chips_per_axis", "list", "Chips along each torus axis, e.g. [32, 32] or [8, 8, 8].", required=True,
+        rule="a list of 1 to 3 whole numbers >= 1",
+        schema={"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 3}),
+    Key("wraparound", "boolean or list", "Wraparound links per axis: true = a torus ring, false = a mesh line.",
+        required=True, rule=f"true/false (every axis) or a list of them, {_PER_AXIS}",
+        schema={"oneOf": [{"type": "boolean"},
+                          {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}),
+    Key("cores_per_chip", "integer", "Replicas per chip on this slice (e.g. 1 for TPU v4 megacore).",
+        minimum=1, default_text="the chip's"),
+    Key("link_GBps", "number or list", "ICI bandwidth per link and direction (10^9 B/s).", unit="GB/s",
+        default_text="the chip's", rule=f"a number > 0, or a list of them, {_PER_AXIS}",
+        schema={"oneOf": [{"type": "number", "exclusiveMinimum": 0},
+                          {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0},
+                           "minItems": 1, "maxItems": 3}]}),
+    Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", minimum=0, default_text="the chip's"),
+    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s", positive=True,
+        default_text="the chip's"),
+    Key("sources", "mapping", "Citation per figure or fact (shape, wraparound, link_GBps, ...).",
+        schema=_SOURCES_SCHEMA),
+    Key("multislice", "mapping", "Several copies of this slice joined by the data-center network "
+        "(read by wus_sim.hardware.multislice; `--slices`, `--dcn-GBps`, `--dcn-latency-us` override it).",
+        table=KeyTable("multislice section", [
+            Key("slices", "integer", "Number of identical slices.", required=True, minimum=1),
+            Key("dcn_GBps", "number", "Data-center network bandwidth per chip (10^9 B/s).", unit="GB/s",
+                positive=True, default_text="the chip's DCN figure"),
+            Key("dcn_latency_us", "number", "Latency of one data-center network exchange.", unit="us",
+                minimum=0, default_text="the chip's DCN figure"),
+        ])),
+], meaning="One TPU slice: its chip, shape and wraparound, and any figure that differs from the chip's.")
+"""Keys of a topology file (read by :func:`load_topology`)."""
+
+
+# ====================================================================== loading
+def topology_dirs():
+    """Directories searched for ``NAME.yaml``, first match wins: ``WUS_SIM_TOPOLOGY_PATH``'s, then the shipped one."""
+    return env_dirs(TOPOLOGY_PATH_ENV) + [shipped_dir("topologies")]
+
+
+def known_topologies():
+    """Names of the topology files found (file stems), sorted."""
+    names = set()
+    for d in topology_dirs():
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml") if p.stem != "chips")
+    return sorted(names)
+
+
+def load_chips(path=None):
+    """Chip specs keyed by name: the shipped ``chips.yaml`` with every ``chips.yaml`` on
+    ``WUS_SIM_TOPOLOGY_PATH`` laid over it (an earlier directory wins), or only the file *path*."""
+    if path:
+        return _chips_from_file(Path(path))
+    dirs = topology_dirs()
+    chips = {}
+    for d in reversed(dirs):  # lowest priority first, so later (higher) entries replace
+        p = d / "chips.yaml"
+        if is_file(p):
+            for name, chip in _chips_from_file(p).items():
+                if name in chips and d != dirs[-1]:
+                    note_override("chip", name, p)
+                chips[name] = chip
+    return chips
+
+
+def _chips_from_file(path):
+    doc = Section(load_yaml(path), file=path)
+    chips = {}
+    for name in doc.keys():
+        sec = doc.section(name)
+        CHIP_KEYS.check(sec)
+        read = lambda key: CHIP_KEYS.read(sec, key)
+        chips[name] = Chip(
+            name=name,
+            cores_per_chip=read("cores_per_chip"),
+            peak_flops=read("peak_bf16_TFLOPs") * 1e12,
+            hbm_bytes=read("hbm_GiB") * GiB,
+            hbm_Bps=read("hbm_GBps") * GB,
+            link_Bps=read("link_GBps") * GB,
+            hop_latency_s=read("hop_latency_us") * US,
+            onchip_Bps=read("onchip_GBps") * GB,
+            sources=_sources(sec),
+        )
+    return chips
+
+
+def _find_file(stem):
+    if stem == "chips":  # the chip file shares the folder but is not a topology
+        raise UnknownNameError("topology", stem, known_topologies())
+    dirs = topology_dirs()
+    for d in dirs:
+        p = d / f"{stem}.yaml"
+        if is_file(p):
+            if d != dirs[-1] and is_file(dirs[-1] / p.name):
+                note_override("topology", stem, p)
+            return p
+    raise UnknownNameError("topology", stem, known_topologies())
+
+
+_INLINE_RE = re.compile(r"^(torus|mesh):([0-9]{1,30}(?:x[0-9]{1,30}){0,2})$")
+
+
+def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
+    """``torus:32x32``, ``mesh:8x8``, ``torus:4x4x4``: 1 core per chip, the ``generic`` chip's
+    figures unless *link_GBps* / *hop_latency_us* are given (defaults 100 GB/s, 1 us)."""
+    m = _INLINE_RE.match(spec)
+    if not m:
+        return None
+    dims = tuple(int(d) for d in m.group(2).split("x"))
+    chip = load_chips()["generic"]
+    return Topology(
+        name=spec, chip=chip, dims=dims, wrap=(m.group(1) == "torus",) * len(dims),
+        axis_link_Bps=(link_GBps if link_GBps is not None else chip.link_Bps / GB) * GB,
+        hop_latency_s=(hop_latency_us if hop_latency_us is not None else chip.hop_latency_s / US) * US,
+        cores_per_chip=1, description=f"inline {spec}",
+    )
+
+
+def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
+                  cores_per_chip=None, failed_links=None, slow_links=None, seed=None):
+    """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.
+
+    The keyword overrides replace the file's values (what-if sweeps use them):
+    *link_GBps* (scalar or per axis), *hop_latency_us*, *wraparound* (bool or per
+    axis), *cores_per_chip*; then *failed_links*, *slow_links* and *seed* as in
+    :func:`with_link_faults`.
+    """
+    if isinstance(spec, Topology):
+        topo = spec
+    else:
+        spec = str(spec)
+        topo = parse_inline(spec, link_GBps=link_GBps, hop_latency_us=hop_latency_us)
+        if topo is None:
+            if spec.startswith(("torus:", "mesh:")):
+                raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)",
+                                  key_path="topology", value=spec)
+            path = Path(spec)
+            if spec.endswith((".yaml", ".yml")) or os.sep in spec:
+                if not is_file(path):
+                    raise ConfigError("file not found", file=path)
+            else:
+                path = _find_file(spec)
+            topo = _topology_from_file(path)
+    changes = {}
+    if link_GBps is not None:
+        changes["axis_link_Bps"] = tuple(float(v) * GB for v in _per_axis(link_GBps, topo, "link_GBps"))
+    if hop_latency_us is not None:
+        changes["hop_latency_s"] = float(hop_latency_us) * US
+    if wraparound is not None:
+        changes["wrap"] = tuple(bool(v) for v in _per_axis(wraparound, topo, "wraparound"))
+    if cores_per_chip is not None:
+        changes["cores_per_chip"] = int(cores_per_chip)
+    topo = replace(topo, **changes) if changes else topo
+    return with_link_faults(topo, failed_links, slow_links, seed)
+
+
+def _per_axis(value, topo, key):
+    """An override given for every axis at once (a scalar) or one per axis: a list of exactly
+    ``topo.ndim`` values (a shorter list is not spread over the axes; that hides a typo)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != topo.ndim:
+            raise ConfigError(f"must be one value for every axis or a list of {topo.ndim} (one per axis of "
+                              f"{topo.name}, {'x'.join(map(str, topo.dims))})", key_path=key, value=list(value))
+        return list(value)
+    return [value] * topo.ndim
+
+
+def _topology_from_file(path):
+    doc = Section(load_yaml(path), file=path)
+    TOPOLOGY_KEYS.check(doc)
+    read = lambda key: TOPOLOGY_KEYS.read(doc, key) if key in doc else None
+    chips = load_chips()
+    chip_name = doc.string("chip", choices=sorted(chips))  # TOPOLOGY_KEYS["chip"]: the known chips
+    chip = chips[chip_name]
+    dims = doc.list("chips_per_axis")
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise doc.error("chips_per_axis", "must be a list of 1 to 3 whole numbers >= 1", dims)
+    wrap = doc.get("wraparound")
+    if isinstance(wrap, bool):
+        wrap = [wrap] * len(dims)
+    if not isinstance(wrap, list) or len(wrap) != len(dims) or any(not isinstance(w, bool) for w in wrap):
+        raise doc.error("wraparound", f"must be true/false or a list of {len(dims)} of them", wrap)
+    written = doc.get("link_GBps")
+    if written is not None:
+        # the message quotes the value as written: a scalar, not the per-axis list made of it
+        link = written if isinstance(written, list) else [written] * len(dims)
+        if len(link) != len(dims) or any(isinstance(b, bool) or not isinstance(b, (int, float))
+                                         or not 0 < b < math.inf for b in link):
+            raise doc.error("link_GBps", f"must be a finite number > 0 or a list of {len(dims)} of them", written)
+        link = tuple(b * GB for b in link)
+    else:
+        link = None
+    try:
+        return Topology(
+            name=doc.string("name", Path(path).stem),
+            chip=chip,
+            dims=tuple(dims),
+            wrap=tuple(wrap),
+            axis_link_Bps=link,
+            hop_latency_s=read("hop_latency_us") * US if "hop_latency_us" in doc else None,
+            onchip_Bps=read("onchip_GBps") * GB if "onchip_GBps" in doc else None,
+            cores_per_chip=read("cores_per_chip"),
+            description=TOPOLOGY_KEYS.read(doc, "description"),
+            sources=_sources(doc),
+        )
+    except ConfigError as exc:
+        if exc.file:
+            raise
+        # The slice's own checks (size limits) speak of the slice: say which file and key.
+        key = {"topology": "chips_per_axis", "dims": "chips_per_axis"}.get(exc.key_path, exc.key_path)
+        raise doc.error(key, exc.rule, exc.value) from None
+
+
+def _sources(sec):
+    """The ``sources`` mapping (topic -> citation) of a spec; any other shape is an error."""
+    value = sec.get("sources", {}) or {}
+    if not isinstance(value, dict):
+        raise sec.error("sources", "must be a mapping of topic to citation", value)
+    return dict(value)
