@@ -26,7 +26,31 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         from ..inputs.text import excerpt
 
+        message = _with_suggestion(message)
         self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
+
+
+def _with_suggestion(message):
+    """argparse's "invalid choice: 'x' (choose from 'a', 'b')" with the closest choice named."""
+    import re
+
+    from ..inputs.errors import did_you_mean
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    return message[:m.start()] + f"invalid choice: {m.group(1)!r}{did_you_mean(m.group(1), choices)} " \
+        f"(choose from {m.group(2)})"
+
+
+def _unrecognized(parser, command, extras):
+    """The usage error for options no parser took, each with the closest option of *command*."""
+    from ..inputs.errors import did_you_mean
+
+    options = [o for action in parser.commands[command]._actions for o in action.option_strings]
+    said = [a + (did_you_mean(a.split("=", 1)[0], options) if a.startswith("-") else "") for a in extras]
+    parser.commands[command].error("unrecognized arguments: " + " ".join(said))
 
 
 def build_parser():
@@ -39,10 +63,13 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"wus-sim {wus_sim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    parser.commands = {}
+    """Each subcommand's parser, by name (for the closest option to an unknown one)."""
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"wus_sim.cli.{name}")
         sub_parser = module.add_parser(sub)
         sub_parser.set_defaults(_module=module)
+        parser.commands[name] = sub_parser
     return parser
 
 
@@ -50,7 +77,9 @@ def main(argv=None):
     from ..inputs.errors import WusError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args.command, extras)
     try:
         from .options import check_options
 

@@ -11,7 +11,7 @@ the slice's facts (:func:`slice_columns`) and every value the model actually use
 import math
 
 from ..model.calibration import load_calibration
-from ..inputs.errors import ConfigError, InfeasibleError, WusError
+from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
@@ -34,7 +34,8 @@ def _check_keys(point):
     otherwise run the default silently, and a missing workload was a bare KeyError."""
     unknown = sorted(k for k in point if k not in POINT_KEYS)
     if unknown:
-        raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}", key_path=str(unknown[0]),
+        raise ConfigError(f"is not a point parameter{did_you_mean(unknown[0], POINT_KEYS)}; known: "
+                          f"{', '.join(POINT_KEYS)}", key_path=str(unknown[0]),
                           show_value=False)
     for name, param in POINT_KEYS.items():
         if param.required and point.get(name) is None:

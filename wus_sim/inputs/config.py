@@ -19,7 +19,7 @@ import re
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 from .limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .text import excerpt, short_repr
 
@@ -205,7 +205,7 @@ class Section:
                               f"key ({', '.join(sorted(allowed))})", file=self.file)
         for key in self.data:
             if key not in allowed:
-                raise self.error(key, f"is not a known key here; known keys: {', '.join(sorted(allowed))}",
+                raise self.error(key, f"is not a known key here{did_you_mean(key, allowed)}; known keys: {', '.join(sorted(allowed))}",
                                  show_value=False)
         for key in required:
             if key not in self.data:

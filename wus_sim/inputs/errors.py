@@ -5,7 +5,7 @@ User mistakes (bad YAML, unknown names, sizes that do not parse) raise a
 non-zero, with no traceback. ``assert`` is kept for programming errors only.
 """
 
-__all__ = ["WusError", "ConfigError", "UnknownNameError", "InfeasibleError"]
+__all__ = ["WusError", "ConfigError", "UnknownNameError", "InfeasibleError", "did_you_mean", "SEARCH_PATHS"]
 
 
 class WusError(Exception):
@@ -43,15 +43,50 @@ class ConfigError(WusError):
 
 
 class UnknownNameError(WusError):
-    """A name (topology, workload, optimizer, algorithm) that is not known."""
+    """A name (topology, workload, optimizer, algorithm) that is not known.
+
+    The message says which known name was probably meant (:func:`did_you_mean`) and, for the
+    kinds a user can add, the search-path variable that adds them (:data:`SEARCH_PATHS`)."""
 
     def __init__(self, kind, name, known):
         self.kind = kind
         self.name = name
-        from .text import excerpt, short_repr
-
         self.known = sorted(known)
-        super().__init__(f"unknown {kind} {short_repr(name)}; known: {excerpt(', '.join(self.known), 600)}")
+        super().__init__(f"unknown {kind} {_short(name)}{self.hint()}")
+
+    def hint(self):
+        """``" (did you mean X?); known: ...; your own: ..."``: what follows the name in every
+        message about it (re-raisers that name the key instead reuse it)."""
+        from .text import excerpt
+
+        out = did_you_mean(self.name, self.known)
+        out += f"; known: {excerpt(', '.join(self.known), 600)}"
+        env = SEARCH_PATHS.get(self.kind)
+        if env:
+            out += f"; your own: a NAME.yaml in a folder on {env}, or a path to one"
+        return out
+
+
+SEARCH_PATHS = {"topology": "WUS_SIM_TOPOLOGY_PATH", "workload": "WUS_SIM_WORKLOAD_PATH",
+                "optimizer": "WUS_SIM_OPTIMIZER_PATH"}
+"""The environment variable that adds names of each kind (``os.pathsep``-separated folders)."""
+
+
+def did_you_mean(name, known):
+    """``' (did you mean X?)'`` (or ``X or Y``) for the known names closest to *name*
+    (:func:`difflib.get_close_matches`, its default cutoff 0.6), else ``''``."""
+    import difflib
+
+    if not isinstance(name, str) or len(name) > 200:
+        return ""
+    close = difflib.get_close_matches(name, [str(k) for k in known], n=2)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def _short(value):
+    from .text import short_repr
+
+    return short_repr(value)
 
 
 class InfeasibleError(WusError):

@@ -145,7 +145,7 @@ def _default_optimizer(doc):
     try:
         load_optimizer(name)
     except UnknownNameError as exc:
-        raise doc.error("default_optimizer", f"is not a known optimizer; known: {', '.join(exc.known)}",
+        raise doc.error("default_optimizer", f"is not a known optimizer{exc.hint()}",
                         name) from None
     except ConfigError as exc:
         raise doc.error("default_optimizer", str(exc) if exc.file else exc.rule, name) from None

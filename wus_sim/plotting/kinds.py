@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from ..inputs.config import key_join
+from ..inputs.errors import did_you_mean
 from ..experiments.results import columns
 from .plots import plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
 
@@ -114,7 +115,8 @@ def check_plots(plots):
                                         name)
                     if name not in known:
                         where = option if len(names) == 1 and not isinstance(value, list) else key_join(option, i)
-                        raise sec.error(where, f"is not a results column; known: {', '.join(sorted(known))}", name)
+                        raise sec.error(where, f"is not a results column{did_you_mean(name, known)}; known: "
+                                                       f"{', '.join(sorted(known))}", name)
             elif otype == "bool":
                 sec.boolean(option)
             else:
@@ -125,7 +127,8 @@ def check_plots(plots):
             sec.string("title")
         if "facet" in plot.options and (not isinstance(plot.options["facet"], str)
                                         or plot.options["facet"] not in known):
-            raise sec.error("facet", "is not a results column name", plot.options["facet"])
+            raise sec.error("facet", "is not a results column name" + did_you_mean(plot.options["facet"], known),
+                            plot.options["facet"])
         if "figsize" in plot.options:
             size = plot.options["figsize"]
             # Bounded: matplotlib allocates width x height x dpi^2 pixels.
@@ -138,7 +141,7 @@ def check_plots(plots):
             where = sec.section("where")
             for col in where.keys():
                 if not isinstance(col, str) or col not in known:
-                    raise where.error(col, "is not a results column", show_value=False)
+                    raise where.error(col, "is not a results column" + did_you_mean(col, known), show_value=False)
                 want = where.get(col)
                 values = want if isinstance(want, list) else [want]
                 if any(isinstance(v, (list, dict)) for v in values):

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 
-from ..inputs.errors import ConfigError, UnknownNameError
+from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.limits import MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 from .param_names import _check_calibration, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
@@ -269,7 +269,7 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
     key_path = key_path or key
     param = POINT_KEYS.get(key)
     if param is None:
-        raise ConfigError(f"is not a point parameter; known: {', '.join(POINT_KEYS)}",
+        raise ConfigError(f"is not a point parameter{did_you_mean(key, POINT_KEYS)}; known: {', '.join(POINT_KEYS)}",
                           file=file, key_path=key_path)
     return check_param(param, value, file=file, key_path=key_path, base_dir=base_dir)
 
@@ -296,7 +296,7 @@ def check_param(param, value, *, file=None, key_path=None, base_dir=None, option
             shown = exc.value if exc.value is not None else value  # e.g. the bad part of 'clip+adam'
             raise ConfigError(exc.rule, file=file, key_path=key_path, value=shown) from None
         except UnknownNameError as exc:
-            raise ConfigError(f"is not a known {exc.kind}; known: {', '.join(exc.known)}",
+            raise ConfigError(f"is not a known {exc.kind}{exc.hint()}",
                               file=file, key_path=key_path, value=value) from None
     if kind == "choice":
         if not _hashable(value) or value not in param._choices():
