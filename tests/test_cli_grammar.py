@@ -62,3 +62,85 @@ def test_unknown_option_and_choice_say_which_was_meant(capsys):
     assert code == 2 and "did you mean topologies?" in err
     code, _, err = run_cli(capsys, "stpe")
     assert code == 2 and "did you mean step?" in err
+
+
+def _subparsers():
+    parser = build_parser()
+    return parser.commands
+
+
+def test_every_boolean_flag_has_its_no_form():
+    import argparse
+
+    aliases = {("validate", "--no-plot")}  # the old spelling of --no-plots, hidden, kept for one release
+    for name, sub in _subparsers().items():
+        for action in sub._actions:
+            if action.nargs != 0 or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            longs = [o for o in action.option_strings if o.startswith("--")]
+            if any((name, o) in aliases for o in longs):
+                continue
+            for o in longs:
+                if not o.startswith("--no-"):
+                    assert "--no-" + o[2:] in action.option_strings, f"{name} {o} has no --no- form"
+
+
+def test_one_json_wording_on_every_command_that_prints():
+    helps = {name: next((a.help for a in sub._actions if "--json" in a.option_strings), None)
+             for name, sub in _subparsers().items()}
+    assert {n for n, h in helps.items() if h is None} <= {"run", "calibrate"}
+    assert len({h for h in helps.values() if h is not None}) == 1, helps
+
+
+def test_collective_takes_topology_as_step_does_and_the_positional_still(capsys):
+    args = ["--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB", "--json"]
+    code, new, _ = run_cli(capsys, "collective", "-t", "torus:8x8", *args)
+    assert code == 0
+    code, old, _ = run_cli(capsys, "collective", "torus:8x8", *args)
+    assert code == 0
+    drop = lambda d: {k: v for k, v in d.items() if k != "wall_s"}
+    assert drop(json.loads(new)) == drop(json.loads(old))
+    code, _, err = run_cli(capsys, "collective", "--topology", "torus:8x8", "torus:4x4", *args)
+    assert code == 2 and "given twice" in err
+    code, _, err = run_cli(capsys, "collective", *args)
+    assert code == 2 and "--topology" in err and "required" in err
+
+
+@pytest.mark.parametrize("argv, plots", [([], True), (["--no-plots"], False), (["--no-plot"], False),
+                                         (["--no-plots", "--plots"], True)])
+def test_validate_and_run_spell_no_plots_alike(argv, plots):
+    parser = build_parser()
+    assert parser.parse_args(["validate", *argv]).plots is plots
+    if "--no-plot" not in argv:
+        assert parser.parse_args(["run", "quickstart", *argv]).plots is plots
+
+
+def test_list_json_is_the_lines_as_a_list(capsys):
+    for kind in ("topologies", "workloads", "optimizers", "experiments"):
+        code, text, _ = run_cli(capsys, "list", kind)
+        assert code == 0
+        code, js, _ = run_cli(capsys, "list", kind, "--json")
+        assert code == 0 and json.loads(js) == text.split()
+    assert "tpu-v3-512" in json.loads(run_cli(capsys, "list", "topologies", "--json")[1])
+
+
+def _plan(capsys, *argv):
+    code, out, err = run_cli(capsys, "plan", "transformer-big", "-t", "tpu-v3-128", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_plan_takes_steps_batch_slices_and_calibration(capsys):
+    base = _plan(capsys)
+    assert _plan(capsys, "--global-batch", str(4 * base["replicas"]))["per_replica_batch"] == 4
+    two = _plan(capsys, "--slices", "2", "--per-replica-batch", "4")
+    assert two["replicas"] == 2 * base["replicas"] and two["multislice"]["slices"] == 2
+    # the same slices and batch as step takes them: the same replicas and batches
+    code, out, _ = run_cli(capsys, "step", "transformer-big", "-t", "tpu-v3-128", "--slices", "2",
+                           "--global-batch", str(8 * two["replicas"]), "--json", "--steps", "2", "-s", "sharded")
+    step = json.loads(out)
+    assert (step["replicas"], step["per_replica_batch"]) == (two["replicas"], 8)
+    assert _plan(capsys, "--slices", "2", "--global-batch", str(8 * two["replicas"]))["per_replica_batch"] == 8
+    none = _plan(capsys, "--calibration", "none")
+    assert none["calibration"] != base["calibration"]
+    assert none["compute"]["fwd_time_s"] != base["compute"]["fwd_time_s"]

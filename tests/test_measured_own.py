@@ -126,7 +126,7 @@ def test_a_row_the_simulator_cannot_take_is_one_line_naming_it(own, tmp_path, ca
     text = own.read_text().replace("ssd-resnet34", "ssd-resnet35", 1)
     bad = tmp_path / "typo.csv"
     bad.write_text(text)
-    assert main(["validate", "--measured", str(bad), "--no-plot", "--out", str(tmp_path / "v")]) == 2
+    assert main(["validate", "--measured", str(bad), "--no-plots", "--out", str(tmp_path / "v")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "measured row ssd/tpu-v3-32" in err[0] and "ssd-resnet35" in err[0]
     assert main(["validate", "--measured", str(own), "--choices"]) == 2
@@ -142,7 +142,7 @@ def test_a_table_that_is_not_one_is_one_line_exit_2(own, tmp_path, capsys):
     empty.write_text("")
     for path, rule in ((tmp_path, "is a folder"), (binary, "not a UTF-8 text"), (empty, "is empty: no header line"),
                        (header_only, "has no measured rows"), (tmp_path / "nope.csv", "file not found")):
-        for argv in (["validate", "--measured", str(path), "--no-plot", "--out", str(tmp_path / "v")],
+        for argv in (["validate", "--measured", str(path), "--no-plots", "--out", str(tmp_path / "v")],
                      ["calibrate", "--measured", str(path), "--out", str(tmp_path / "c.yaml")]):
             assert main(argv) == 2, (path, argv[0])
             err = capsys.readouterr().err.strip().splitlines()
@@ -162,7 +162,7 @@ def test_a_name_the_simulator_does_not_know_names_file_line_and_column(own, tmp_
         rows = list(csv.DictReader(f))
     rows[2][column] = typo
     bad = _write(tmp_path / "typo.csv", rows, list(rows[0]))
-    for argv in (["validate", "--measured", str(bad), "--no-plot", "--out", str(tmp_path / "v")],
+    for argv in (["validate", "--measured", str(bad), "--no-plots", "--out", str(tmp_path / "v")],
                  ["calibrate", "--measured", str(bad), "--fit", "mxu_efficiency,step_overhead_s",
                   "--out", str(tmp_path / "c.yaml")]):
         assert main(argv) == 2, argv[0]

@@ -136,7 +136,7 @@ def test_plan_memory_peak_is_the_sum_of_its_parts(plans):
 
 # ---------------------------------------------------------------- validate
 def test_validate_json_validates(tmp_path):
-    rows = run_json("validate", "--json", "--no-plot", "--out", str(tmp_path))
+    rows = run_json("validate", "--json", "--no-plots", "--out", str(tmp_path))
     check("validate", rows)
     for r in rows:
         assert r["error"] == pytest.approx((r["simulated_step_s"] - r["measured_step_s"]) / r["measured_step_s"])

@@ -64,7 +64,7 @@ def test_every_readme_command_runs(command, tmp_path, capsys):
     if sub == "run":
         argv += ["--out", str(tmp_path / "out"), "--reduced", "-q"]
     elif sub == "validate":
-        argv += ["--out", str(tmp_path / "val"), "--no-plot"]
+        argv += ["--out", str(tmp_path / "val"), "--no-plots"]
     elif sub == "bench":
         argv = ["bench", "--quick", "--repeat", "1", "--no-memory"]
     elif sub == "calibrate":

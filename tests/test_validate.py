@@ -99,7 +99,7 @@ def test_records_carry_every_value_used_and_the_calibration():
 
 
 def test_cli_validate_json_has_the_documented_keys(tmp_path, capsys):
-    assert main(["validate", "--out", str(tmp_path), "--json", "--no-plot"]) == 0
+    assert main(["validate", "--out", str(tmp_path), "--json", "--no-plots"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out) == len(load_measured())
     for key in ("benchmark", "topology", "kind", "role", "measured_step_s", "simulated_step_s", "error"):
@@ -352,7 +352,7 @@ def test_rows_carry_where_the_simulated_step_goes(rows):
 def _ssd_2048(capsys, *args):
     """SSD v3-2048's row of ``wus-sim validate --json`` with *args*."""
     capsys.readouterr()
-    assert main(["validate", "--json", "--no-plot", *args]) == 0
+    assert main(["validate", "--json", "--no-plots", *args]) == 0
     return next(r for r in json.loads(capsys.readouterr().out) if (r["benchmark"], r["topology"]) == ("ssd", "tpu-v3-2048"))
 
 

@@ -224,7 +224,7 @@ register(collective_case("ring all-reduce 64MiB torus:32x32", "torus:32x32", "al
 register(collective_case("2d all-reduce 64MiB tpu-v3-2048 (api, engine auto)", "tpu-v3-2048", "all-reduce",
                          "2d", _S, engine="auto"))
 register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole command)",
-                  ["collective", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+                  ["collective", "-t", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
                    "--json"],
                   problem=collective_problem("tpu-v3-2048", "all-reduce", "2d", _S)))
 # issue 10: one failed cable (2 links): the detours share links, so an event engine runs it

@@ -3,6 +3,8 @@
 import json
 import sys
 
+from .options import add_flag, add_json_option
+
 __all__ = ["add_parser", "run"]
 
 
@@ -11,13 +13,14 @@ def add_parser(subparsers):
         "bench", help="benchmark the simulation engines (wall time, messages/s, memory)",
         description="Run the benchmark cases and print: case, engine, simulated time, "
                     "median wall time, messages/s (events / median wall), peak memory.")
-    p.add_argument("--quick", action="store_true", help="the reduced set of small cases (what the tests run)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_flag(p, "--quick", help="the reduced set of small cases (what the tests run)")
+    add_json_option(p)
     p.add_argument("--repeat", type=int, default=5, metavar="N", help="timed runs per case (default 5; median reported)")
     p.add_argument("--case", action="append", metavar="TEXT", dest="cases",
                    help="only cases whose name contains TEXT (repeatable)")
-    p.add_argument("--no-memory", action="store_true", help="skip the extra tracemalloc run per case")
-    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    add_flag(p, "--memory", default=True,
+             help="measure each case's peak memory in one extra tracemalloc run (--no-memory: skip it)")
+    add_flag(p, "--list", help="list the cases and exit")
     return p
 
 
@@ -36,7 +39,7 @@ def run(args):
     if not args.json and sys.stderr.isatty():
         progress = lambda case: print(f"  running {case.name} ...", file=sys.stderr)
     records = run_bench(quick=args.quick, repeat=args.repeat, names=args.cases,
-                        memory=not args.no_memory, progress=progress)
+                        memory=args.memory, progress=progress)
     if args.cases and not records:
         raise ConfigError("matches no benchmark case (see wus-sim bench --list)", key_path="--case",
                           value=args.cases)

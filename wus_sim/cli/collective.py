@@ -9,7 +9,7 @@ import json
 import math
 
 from ..training.params import default_of
-from .options import add_fault_options, fault_option_errors, fault_values
+from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
 
@@ -25,15 +25,20 @@ _ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recu
 def add_parser(subparsers):
     p = subparsers.add_parser(
         "collective", help="simulate one reduce-scatter / all-gather / all-reduce",
-        description="Simulate one collective on TOPOLOGY (a shipped name, a YAML path, or torus:32x32, "
-                    "mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for all three "
+        description="Simulate one collective on the slice --topology T (a shipped name, a YAML path, or "
+                    "torus:32x32, mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for all three "
                     "ops (67108864, 64MiB, 1GiB, 1.5GB; GB = 10^9 B, GiB = 2^30 B).")
-    p.add_argument("topology", metavar="TOPOLOGY")
+    p.add_argument("--topology", "-t", metavar="T",
+                   help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32), as step and plan take it")
+    # The positional of 0.1, kept for one release as an alias of --topology (0.2 drops it).
+    p.add_argument("topology_positional", nargs="?", metavar="TOPOLOGY",
+                   help="the same as --topology (the old spelling, kept for one release)")
     p.add_argument("--op", required=True, metavar="OP", help=f"one of {', '.join(_OPS)}")
     p.add_argument("--algorithm", required=True, metavar="ALG", help=f"one of {', '.join(_ALGORITHMS)}")
     p.add_argument("--size", required=True, metavar="SIZE", help="S per replica, e.g. 64MiB")
-    p.add_argument("--bidirectional", action="store_true",
-                   help="run each ring phase in both directions, half the buffer each")
+    add_flag(p, "--bidirectional",
+             help="run each ring phase in both directions, half the buffer each (--no-bidirectional: one "
+                  "direction, the default here; step and experiments run both by default)")
     p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
     p.add_argument("--engine", default="auto", metavar="NAME",
                    help="auto (default: the fast engine where no link is contended, else the window "
@@ -45,14 +50,14 @@ def add_parser(subparsers):
     p.add_argument("--group", default="all", metavar="G",
                    help="all (default), x, y, z (every line along that axis at once), "
                         "or comma-separated replica ids (a ring in that order)")
-    p.add_argument("--reduce", action="store_true",
+    add_flag(p, "--reduce",
                    help="charge summing received data at the HBM bandwidth of one replica")
     p.add_argument("--link-GBps", type=float, default=None, metavar="F",
                    help="override the ICI bandwidth per link and direction, GB/s")
     p.add_argument("--hop-latency-us", type=float, default=None, metavar="F",
                    help="override the per-hop latency, microseconds")
     add_fault_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_json_option(p)
     return p
 
 
@@ -78,10 +83,25 @@ def _group(text, topology):
     return group
 
 
+def _topology(args):
+    """The slice: ``--topology``, or the positional alias; exactly one of them."""
+    from ..inputs.errors import ConfigError
+
+    if args.topology is not None and args.topology_positional is not None:
+        raise ConfigError("is given twice, as --topology and as the positional TOPOLOGY; give it once, "
+                          "as --topology", key_path="--topology", value=args.topology_positional)
+    topology = args.topology if args.topology is not None else args.topology_positional
+    if topology is None:
+        raise ConfigError("is required: the slice to run on (e.g. --topology torus:8x8)", key_path="--topology")
+    return topology
+
+
 def run(args):
     from ..collectives import simulate_collective
     from ..inputs.errors import ConfigError
     from ..inputs.units import GB, US, format_bytes, format_time, parse_size
+
+    args.topology = _topology(args)
 
     for name, value in (("--link-GBps", args.link_GBps), ("--hop-latency-us", args.hop_latency_us)):
         if value is not None and not (value > 0 or (name == "--hop-latency-us" and value == 0)):

@@ -13,6 +13,7 @@ are listed.
 import json
 
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
+from .options import add_json_option
 
 __all__ = [
     "add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION",
@@ -35,7 +36,7 @@ def add_parser(subparsers):
     p.add_argument("kind", choices=("workload", "optimizer", "topology"), help="what to describe")
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="shipped name or path to a YAML file (omit to list the known names)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_option(p)
     p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, default=None,
                    help="gradient dtype (default: the workload's; optimizer: float32)")
     return p

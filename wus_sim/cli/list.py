@@ -1,10 +1,12 @@
 """``wus-sim list topologies|workloads|optimizers|experiments``: the names a command accepts.
 
-One name a line, sorted, so scripts can read it. Topologies and workloads include those on
+One name a line, sorted, so scripts can read it; ``--json`` prints them as one JSON list of strings. Topologies and workloads include those on
 ``WUS_SIM_TOPOLOGY_PATH`` / ``WUS_SIM_WORKLOAD_PATH``; optimizers end with the gradient
 prefixes as ``+NAME`` (``adam+clip``); experiments are the shipped ones, which
 ``wus-sim run NAME`` runs.
 """
+
+from .options import add_json_option
 
 __all__ = ["add_parser", "run", "names", "KINDS"]
 
@@ -18,11 +20,17 @@ def add_parser(subparsers):
         description="List the names of the known topologies, workloads, optimizers (with +PREFIX "
                     "gradient prefixes) or shipped experiments, one a line.")
     p.add_argument("kind", choices=KINDS, help="what to list")
+    add_json_option(p)
     return p
 
 
 def run(args):
-    print("\n".join(names(args.kind)))
+    if args.json:
+        import json
+
+        print(json.dumps(names(args.kind)))
+    else:
+        print("\n".join(names(args.kind)))
     return 0
 
 

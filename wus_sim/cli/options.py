@@ -7,6 +7,7 @@ the same values; options that are not point parameters have their range here.
 :func:`check_options` runs on every parsed command line before the subcommand does.
 """
 
+import argparse
 from contextlib import contextmanager
 
 from ..inputs.errors import ConfigError
@@ -15,7 +16,7 @@ from ..inputs.limits import MAX_CHUNKS
 
 __all__ = [
     "OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values",
-    "fault_option_errors",
+    "fault_option_errors", "JSON_HELP", "add_json_option", "add_flag",
 ]
 
 OPTION_PARAMS = {p.name: p for p in (
@@ -40,6 +41,21 @@ def check_options(args):
         if param is None or param.kind not in ("int", "number") or value is None:
             continue
         setattr(args, dest, check_param(param, value, key_path="--" + dest.replace("_", "-"), option=True))
+
+
+JSON_HELP = "print one JSON document instead of text"
+"""The help of every command's ``--json`` (one wording; each command's schema is in its module)."""
+
+
+def add_json_option(parser):
+    """``--json/--no-json`` with :data:`JSON_HELP`."""
+    add_flag(parser, "--json", help=JSON_HELP)
+
+
+def add_flag(parser, *names, default=False, help, **kwargs):
+    """A boolean option, always paired: ``--x`` and ``--no-x`` (the last one given wins), so a
+    script can state either value whatever the default."""
+    parser.add_argument(*names, action=argparse.BooleanOptionalAction, default=default, help=help, **kwargs)
 
 
 FAULT_KEYS = ("failed_links", "slow_links", "seed")

@@ -22,6 +22,7 @@ one replica per core.
 import json
 
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
+from .options import add_flag, add_json_option
 
 __all__ = ["add_parser", "run", "build_report", "PLAN_JSON_SCHEMA_VERSION"]
 
@@ -36,10 +37,16 @@ def add_parser(subparsers):
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
     p.add_argument("--optimizer", "-o", metavar="O",
                    help="optimizer name, composition (adam+clip) or YAML path (default: the workload's)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_option(p)
     p.add_argument("--per-replica-batch", type=int, metavar="B",
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the "
                         "workload's default)")
+    p.add_argument("--global-batch", type=int, metavar="G", help="examples per step over all replicas (as step takes it)")
+    p.add_argument("--slices", type=int, metavar="N",
+                   help="multislice: N identical slices of T joined by the data-center network; the update shards "
+                        "over every replica of every slice (default: the topology file's multislice section, else 1)")
+    p.add_argument("--calibration", metavar="C",
+                   help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
     p.add_argument("--replicas", type=int, metavar="N",
                    help="data-parallel replicas per slice (default: the MLPerf run's, else one per core)")
     p.add_argument("--bucket-MiB", type=float, metavar="F", dest="bucket_MiB",
@@ -52,7 +59,7 @@ def add_parser(subparsers):
     p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, help="gradient dtype (default: the workload's)")
     p.add_argument("--replica", type=int, default=1, metavar="R",
                    help="replica whose shard ownership is shown (default 1)")
-    p.add_argument("--check", action="store_true",
+    add_flag(p, "--check",
                    help="exit with an error if a strategy does not fit in HBM")
     return p
 
@@ -81,14 +88,15 @@ def build_report(args):
     from ..model.workload_files import load_workload
 
     workload = load_workload(args.workload)
-    topology, multislice = load_multislice(args.topology)
+    topology, multislice = load_multislice(args.topology, slices=args.slices)
     config = workload.config_for(topology.name)
     replicas = resolve_replicas(workload, topology, args.replicas)
     # Over several slices, the plan step runs by default: shards over every replica of every slice.
     grid = topology if multislice is None else planning_topology(multislice)
     if multislice is not None:
         replicas *= multislice.slices
-    batch = resolve_batch(workload, topology, replicas, per_replica_batch=args.per_replica_batch)
+    batch = resolve_batch(workload, topology, replicas, per_replica_batch=args.per_replica_batch,
+                          global_batch=args.global_batch)
     bucket_bytes = int(args.bucket_MiB * MiB) if args.bucket_MiB is not None else DEFAULT_BUCKET_BYTES
     optimizer = args.optimizer or workload.default_optimizer
     p = plan(workload, grid, optimizer, replicas=replicas, bucket_bytes=bucket_bytes,
@@ -100,7 +108,7 @@ def build_report(args):
     if not 0 <= replica < p.replicas:
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
 
-    calibration = load_calibration(None)  # the shipped one, as every other command uses
+    calibration = load_calibration(args.calibration)  # default: the shipped one, as every other command
     params = calibration.compute_params()
     memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES)
     layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways)
@@ -119,6 +127,7 @@ def build_report(args):
     report.update(
         per_replica_batch=batch,
         batch_source=("--per-replica-batch" if args.per_replica_batch is not None else
+                      "--global-batch" if args.global_batch is not None else
                       f"MLPerf v0.6 run on {topology.name}" if config else "workload default"),
         mlperf_config=vars(config).copy() if config else None,
         compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},

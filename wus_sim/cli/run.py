@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 import sys
 
+from .options import add_flag
+
 __all__ = ["add_parser", "run", "summary_table"]
 
 
@@ -23,17 +25,18 @@ def add_parser(subparsers):
     p.add_argument("--out", metavar="DIR", help="output directory (default: results/<experiment stem>)")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="worker processes (default: the number of CPUs; 1 = in this process)")
-    p.add_argument("--resume", action="store_true",
+    add_flag(p, "--resume",
                    help="skip the points already finished in DIR/points.jsonl (after a kill or crash)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the points on a Dask cluster at ADDRESS (needs the 'dask' extra)")
     p.add_argument("--limit", type=int, metavar="N", help="run only the first N points of the sweep")
-    p.add_argument("--reduced", action="store_true",
+    add_flag(p, "--reduced",
                    help="run the experiment's reduced form (its 'reduce' filter): a few points")
-    p.add_argument("--overwrite", action="store_true",
+    add_flag(p, "--overwrite",
                    help="replace the results of another experiment held in DIR (refused otherwise)")
-    p.add_argument("--no-plots", action="store_true", help="do not draw the plots (their options are still checked)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
+    add_flag(p, "--plots", default=True,
+             help="draw the experiment's plots (--no-plots: do not; their options are still checked)")
+    add_flag(p, "--quiet", "-q", help="no progress bar and no summary table")
     return p
 
 
@@ -58,7 +61,7 @@ def run(args):
     written = []
 
     def draw(result):  # while the folder is still locked: plots belong to this run's results
-        if plots and not args.no_plots:
+        if plots and args.plots:
             from ..inputs.text import excerpt, short_repr
             from ..plotting import save_plots
 

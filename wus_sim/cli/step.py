@@ -29,7 +29,7 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import add_fault_options, fault_option_errors, fault_values
+from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run"]
 
@@ -70,7 +70,7 @@ def add_parser(subparsers):
     p.add_argument("--gather-prefetch", type=int, default=default_of("gather_prefetch"), dest="gather_prefetch",
                    metavar="K",
                    help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default 1)")
-    p.add_argument("--keep-gathered-weights", action="store_true",
+    add_flag(p, "--keep-gathered-weights",
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
@@ -100,7 +100,7 @@ def add_parser(subparsers):
     p.add_argument("--steps", type=int, default=default_of("steps"), metavar="K",
                    help=f"consecutive steps simulated (>= 2; default {default_of('steps')})")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON of the simulated steps")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(p)
     return p
 
 

@@ -13,8 +13,11 @@ benchmark, topology, kind, role, measured_step_s, simulated_step_s, error).
 the choice (about 40 s).
 """
 
+import argparse
 import json
 import math
+
+from .options import add_flag, add_json_option
 
 __all__ = ["add_parser", "run"]
 
@@ -30,9 +33,11 @@ def add_parser(subparsers):
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table) to validate "
                         "against instead of Google's MLPerf v0.6 runs")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.add_argument("--no-plot", action="store_true", help="do not draw validation.png")
-    p.add_argument("--choices", action="store_true",
+    add_json_option(p)
+    add_flag(p, "--plots", default=True, help="draw validation.png (--no-plots: do not)")
+    # the old spelling, kept for one release (0.2 drops it)
+    p.add_argument("--no-plot", dest="plots", action="store_false", help=argparse.SUPPRESS)
+    add_flag(p, "--choices",
                    help="instead, validate under each disputed network choice (link bandwidth, ring "
                         "direction, wraparound, hop latency, small all-reduces) and print the fit of each as a "
                         "table: under the shipped calibration, and refitted under the choice itself")
@@ -65,7 +70,7 @@ def run(args):
         return 0
     rows = validate(args.calibration, measured=args.measured)
     out = Path(args.out)
-    files = write_outputs(rows, out, plot=not args.no_plot)
+    files = write_outputs(rows, out, plot=args.plots)
     if args.json:
         print(json.dumps(as_dicts(rows), indent=1, default=_json_default))
     else:
