@@ -197,8 +197,12 @@ def summary_table(frame, swept_keys, *, max_rows=40):
                            and pd.notna(speed.iloc[0]) else "-")
         lines.append(row)
     table = pd.DataFrame(lines)
+    from ..plotting.labels import NAMED_KEYS, display_value
+
     for k in keys:
-        table[k] = table[k].map(_cell)
+        # a file given by path is shown by its name, as in the figures
+        table[k] = table[k].map(lambda v, k=k: display_value(k, v) if k in NAMED_KEYS and isinstance(v, str)
+                                else _cell(v))
     text = table.head(max_rows).to_string(index=False)
     if len(table) > max_rows:
         text += f"\n... {len(table) - max_rows} more points in results.csv"

@@ -175,7 +175,8 @@ def run(args):
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))
     else:
-        print(_text(report))
+        # the workload's name, not the path it was given by (--json keeps what was given)
+        print(_text({**report, "workload": meta["plan"].workload.name}))
     return 0
 
 

@@ -1,8 +1,11 @@
 """Which rows a plot draws and what its series, groups and axes are called."""
 
+from functools import lru_cache
+from pathlib import Path
+
 from ..experiments.results import column_label
 
-__all__ = ["fixed_parameters", "subtitle"]
+__all__ = ["fixed_parameters", "subtitle", "display_value", "NAMED_KEYS"]
 
 
 def _with(df, names):
@@ -68,6 +71,47 @@ def _fmt(value):
     return str(value)
 
 
+NAMED_KEYS = ("workload", "topology", "optimizer")
+"""Parameters whose value may be a path to a file: a figure shows the file's ``name``."""
+
+
+def display_value(key, value):
+    """*value* as a figure shows it: a file given by path by its ``name`` (a whole path in a
+    legend or subtitle hides the only part that means anything), else :func:`_fmt`."""
+    if key in NAMED_KEYS and isinstance(value, str) and _is_path(value):
+        return _file_name(key, value)
+    return _fmt(value)
+
+
+def _is_path(text):
+    import os
+
+    return text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
+
+
+@lru_cache(maxsize=256)
+def _file_name(key, path):
+    """The ``name`` of the workload, topology or optimizer file at *path*; its stem when it no
+    longer loads (results read back after the file has gone)."""
+    from ..inputs.errors import WusError
+
+    try:
+        if key == "workload":
+            from ..model.workload_files import load_workload
+
+            return load_workload(path).name
+        if key == "topology":
+            from ..hardware.multislice import load_multislice
+
+            topology, multislice = load_multislice(path)
+            return (multislice or topology).name
+        from ..optimizers import load_optimizer
+
+        return load_optimizer(path).name
+    except (WusError, OSError):
+        return Path(path).stem
+
+
 _SHORT = {
     "per_replica_batch": "{}/replica", "global_batch": "global batch {}", "link_GBps": "{} GB/s",
     "hop_latency_us": "{} us/hop", "bucket_MiB": "{} MiB buckets", "grad_dtype": "{} grads",
@@ -92,7 +136,7 @@ def _label(keys, values):
     parts = []
     for k, v in zip(keys, values):
         missing = not isinstance(v, (list, tuple)) and bool(pd.isna(v))
-        text = "default" if missing else _fmt(v)
+        text = "default" if missing else display_value(k, v)
         if k in _BOOL_WORDS and text in ("True", "False"):
             parts.append(_BOOL_WORDS[k][text == "False"])
         elif k in _SHORT:
@@ -209,5 +253,5 @@ def _series_label(keys, values, companions, group):
     (bare: the legend's title names them, and a legend is read down, not across)."""
     label = _label(keys, values)
     if companions:
-        label += f" ({', '.join(_fmt(group[c].iloc[0]) for c in companions)})"
+        label += f" ({', '.join(display_value(c, group[c].iloc[0]) for c in companions)})"
     return label

@@ -4,7 +4,7 @@ from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
-from .labels import _axis_label, _fmt, _label_keys, _numeric, _ok, _varying, _with
+from .labels import _axis_label, display_value, _fmt, _label_keys, _numeric, _ok, _varying, _with
 from .layout import fit_y_range
 from .series import draw_series, label_no_value_band, strategy_variants
 from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
@@ -208,8 +208,8 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
         r, g, b, _ = cmap_obj(image.norm(v))
         dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
         ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
+    ax.set_xticks(range(len(xs)), [display_value(x, v) for v in xs])
+    ax.set_yticks(range(len(ys)), [display_value(y, v) for v in ys])
     ax.grid(False)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
