@@ -25,7 +25,8 @@ from wus_sim.inputs.units import GB
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-MAPPED = {"wus_sim.data.topologies": "topologies", "wus_sim.data.experiments": "experiments"}
+MAPPED = {"wus_sim.data.topologies": "topologies", "wus_sim.data.experiments": "experiments",
+          "wus_sim.data.formats": "docs/formats"}
 
 
 def package_dir(package):
@@ -72,6 +73,7 @@ def test_a_checkout_reads_the_top_level_folders():
     # the wheel's copies exist only in an installed package; a checkout must not grow stale ones
     assert shipped_dir("topologies") == ROOT / "topologies"
     assert shipped_dir("experiments") == ROOT / "experiments"
+    assert shipped_dir("formats") == ROOT / "docs" / "formats"
 
 
 def test_the_wheel_holds_exactly_the_shipped_files(tmp_path):
@@ -91,7 +93,7 @@ def test_the_wheel_holds_exactly_the_shipped_files(tmp_path):
             assert held[p.relative_to(ROOT).as_posix()] == p.read_bytes()
     for p in (ROOT / "wus_sim" / "schemas").glob("*.json"):
         assert held[p.relative_to(ROOT).as_posix()] == p.read_bytes()
-    assert not any(n.startswith(("topologies/", "experiments/", "tests/")) for n in held)
+    assert not any(n.startswith(("topologies/", "experiments/", "tests/", "docs/")) for n in held)
 
 
 # ------------------------------------------------------------ user files

@@ -93,8 +93,6 @@ def test_the_installed_package_runs_when_ci_says_so(capsys):
 
     import wus_sim
 
-    where = Path(wus_sim.__file__).resolve().parent
-    with capsys.disabled():
-        print(f"\nwus_sim from {where}")
+    where = Path(wus_sim.__file__).resolve().parent  # named in the failure, not printed: pytest -q stays quiet
     if os.environ.get("WUS_SIM_EXPECT_INSTALLED") == "1":
         assert "site-packages" in where.parts, where

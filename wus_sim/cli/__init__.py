@@ -14,7 +14,7 @@ import sys
 
 __all__ = ["main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench")
+SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench", "docs")
 """Subcommand module names, in the order ``--help`` lists them."""
 
 

@@ -23,12 +23,17 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _NOTED = set()
 
 
+_CHECKOUT = {"formats": Path("docs") / "formats"}
+"""Where a checkout keeps a kind whose folder is not named after it (the others: ``kind/``)."""
+
+
 def shipped_dir(kind):
-    """The folder of shipped ``kind`` files (``"topologies"`` or ``"experiments"``)."""
+    """The folder of shipped ``kind`` files (``"topologies"``, ``"experiments"`` or ``"formats"``,
+    the format references)."""
     inside = PACKAGE_DIR / "data" / kind
     if inside.is_dir():
         return inside
-    return PACKAGE_DIR.parent / kind
+    return PACKAGE_DIR.parent / _CHECKOUT.get(kind, kind)
 
 
 def schema_path(output, version):

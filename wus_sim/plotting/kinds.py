@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from ..inputs.config import key_join
 from ..inputs.errors import did_you_mean
+from ..model.memory import STRATEGY_NAMES
 from ..experiments.results import columns
 from .plots import plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
 
@@ -57,7 +58,7 @@ OPTION_MEANINGS = {
     "annotate": "Write each bar's total above it.",
     "capacity": "Draw the replica's HBM capacity as a line.",
     "value": "Results column shown by the cells' colour.",
-    "strategy": "Strategy whose rows the heatmap shows (replicated or sharded).",
+    "strategy": f"Strategy whose rows the heatmap shows ({', '.join(STRATEGY_NAMES[:-1])} or {STRATEGY_NAMES[-1]}).",
     "fmt": "Python format of the cell labels, e.g. '.2f'.",
     "cmap": "Matplotlib colour map name.",
     "title": "Figure title (default: from the experiment and the plot).",
