@@ -53,7 +53,7 @@ def run(args):
     from ..plotting import check_plots, default_plots
 
     plots = experiment.plots or default_plots(experiment)  # no `plots:`: the defaults, never nothing
-    check_plots(plots)  # before the run, also under --no-plots: a typo must not cost a sweep
+    check_plots(plots, experiment)  # before the run, also under --no-plots: a typo must not cost a sweep
     out_dir = Path(args.out) if args.out else Path("results") / Path(args.experiment).stem
 
     from ..experiments.runner import run_experiment

@@ -3,7 +3,8 @@
 An experiment without ``plots:`` used to draw nothing, without a word. Its sweep says
 what a reader wants to see: the first numeric swept key (the slice, through its replica
 count, or a bandwidth, a batch, ...) is the x axis of the speedup and of the step time;
-two numeric keys make a speedup heatmap; the rest (workloads, optimizers, ...) are the
+two numeric keys make a speedup heatmap (faceted by the first other key, the rest pinned to
+their first value: a cell must not average points unasked); the rest (workloads, optimizers, ...) are the
 series. A small sweep (at most :data:`MAX_BAR_GROUPS` points) also gets the step-time
 breakdown and the memory bars, which stop being readable past that.
 """
@@ -35,7 +36,13 @@ def default_plots(experiment):
             specs.append(("speedup", {"x": x, "hue": series}))
         specs.append(("step_time", {"kind": "lines", "x": x, "y": "step_time_s", "hue": series}))
         if both and len(numeric) > 1:
-            specs.append(("heatmap", {"x": numeric[1], "y": x, **({"facet": others[0]} if others else {})}))
+            # every swept key has a place: x, y, the facet, or pinned to its first value (a cell
+            # must not average points unasked; the subtitle names what is pinned)
+            placed = {numeric[0], numeric[1], "replicas" if "topology" in swept else None, *others[:1]}
+            pins = {axis.keys[0]: axis.values[0][0] for axis in experiment.axes
+                    if len(axis) > 1 and not set(axis.keys) & (placed | {"strategy", "topology"})}
+            specs.append(("heatmap", {"x": numeric[1], "y": x, **({"facet": others[0]} if others else {}),
+                                      **({"where": pins} if pins else {})}))
     if experiment.count() <= MAX_BAR_GROUPS:
         by = {"by": [k for k in swept if k != "strategy"]} if swept else {}
         specs.append(("breakdown", dict(by)))

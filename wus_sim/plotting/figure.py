@@ -7,10 +7,10 @@ from pathlib import Path
 from ..experiments.results import column_label
 from ..training.timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
-from .labels import _groups, _label, subtitle
+from .labels import _groups, _label, follows_x, subtitle
 from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend
-from .plots import MEMORY_PARTS, heatmap_range, heatmap_value_label
-from .series import SeriesStyles
+from .plots import MEMORY_PARTS, AveragedCells, heatmap_averaged, heatmap_range, heatmap_value_label
+from .series import SeriesStyles, coincide_note, coinciding_series, place_no_value_labels
 from .style import STYLE
 
 __all__ = ["draw_figure", "save_plots", "panel_grid", "NothingToDraw", "FIGURE_MAX_IN"]
@@ -96,9 +96,11 @@ def draw_figure(plot, df, *, chosen=()):
             ax.set_axis_off()
         heading = title if len(panels) > 1 else used[0].get_title()
         fixed = subtitle(rows, title=heading, exclude={facet} if facet else (), chosen=chosen)
+        fixed = "\n".join(t for t in (fixed, *_moving_with_axes(plot, kind, opts, rows), _averaged(plot, opts, rows))
+                           if t)
         if len(panels) > 1:
             if plot.kind == "heatmap":
-                images = [d for d in drawn if d is not None]
+                images = [d for d in drawn if d is not None and hasattr(d, "norm")]  # not an empty panel's text
                 if images:
                     fig.colorbar(images[0], ax=used, pad=0.02).set_label(
                         heatmap_value_label(opts.get("value", "speedup")))
@@ -107,8 +109,10 @@ def draw_figure(plot, df, *, chosen=()):
             fig.suptitle("\n".join(t for t in (title, fixed) if t), fontsize=11)
         elif fixed:
             _subtitle(used[0], fixed)
+        _say_coinciding(used)
         _figure_legend(fig, axes.flat)
         fit_xtick_labels(fig, used, max_width_in=FIGURE_MAX_IN[0])
+        place_no_value_labels(fig, used)
     return fig
 
 
@@ -136,11 +140,66 @@ def _share_y(axes, ncols):
             ax.set_ylabel("")
 
 
+def _moving_with_axes(plot, kind, opts, rows):
+    """The subtitle's lines that say what else each axis changes (:func:`~.labels.follows_x`)."""
+    params = inspect.signature(kind.function).parameters
+    axes = [a for a in ("x", "y") if a in params and (plot.kind == "heatmap" or a == "x")]
+    out = []
+    for a in axes:
+        column = opts.get(a, params[a].default)
+        if isinstance(column, str):
+            said = follows_x(rows, column)
+            out.append(said if a == "x" else said.replace("x also changes", "y also changes", 1))
+    return [t for t in out if t]
+
+
+def _averaged(plot, opts, rows):
+    """The subtitle's line of a heatmap asked to average its cells: over what, and which values."""
+    from .labels import _axis_label, display_value
+
+    if plot.kind != "heatmap" or opts.get("aggregate") is None:
+        return ""
+    over = heatmap_averaged(rows, **{k: v for k, v in _heatmap_keys(opts).items() if k != "value"})
+    if not over:
+        return ""
+    return "each cell the mean over " + "; ".join(
+        f"{_axis_label(k, unit=False)} " + ", ".join(display_value(k, v) for v in values) for k, values in over)
+
+
+SUBTITLE_PT = 8
+"""Font size of the subtitle."""
+
+
 def _subtitle(ax, text):
-    """*text* in small grey type between the axes and its title."""
-    ax.set_title(ax.get_title(), pad=15)
+    """*text* in small grey type between the axes and its title, each line wrapped to the width
+    of the axes (a line wider than the figure left it)."""
+    import textwrap
+
+    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    chars = max(30, int(width_pt / (0.55 * SUBTITLE_PT)))
+    text = "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+    ax.set_title(ax.get_title(), pad=6 + 11 * (text.count("\n") + 1))
     ax.annotate(text, (0.5, 1.0), xycoords="axes fraction", xytext=(0, 4), textcoords="offset points",
-                ha="center", va="bottom", fontsize=8, color="0.35")
+                ha="center", va="bottom", fontsize=SUBTITLE_PT, color="0.35", linespacing=1.2)
+
+
+def _say_coinciding(axes):
+    """Name, in the legend, each series drawn on top of another in every panel that draws it
+    (:func:`~.series.coinciding_series`): the reader sees one line and must learn it is two."""
+    per_axes = [coinciding_series(ax) for ax in axes]
+    drawn = [{getattr(line, "series_label", None) for line in ax.lines} for ax in axes]
+    notes = {}
+    for label in set().union(*per_axes) if per_axes else ():
+        said = [found.get(label) for found, labels in zip(per_axes, drawn) if label in labels]
+        if said and all(s is not None and s == said[0] for s in said):
+            notes[label] = coincide_note(*said[0])
+    if not notes:
+        return
+    for ax in axes:
+        legend = ax.get_legend()
+        for text in legend.get_texts() if legend else ():
+            if text.get_text() in notes:
+                text.set_text(text.get_text() + notes[text.get_text()])
 
 
 def _figure_legend(fig, axes):
@@ -186,7 +245,7 @@ def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
                 fig.savefig(path, dpi=150, bbox_inches="tight")
                 written.append(path)
         except Exception as exc:  # noqa: BLE001 -- any failure of one plot is reported, then skipped
-            reason = str(exc) if isinstance(exc, NothingToDraw) else f"{type(exc).__name__}: {exc}"
+            reason = str(exc) if isinstance(exc, (NothingToDraw, AveragedCells)) else f"{type(exc).__name__}: {exc}"
             if on_skip is None:
                 import sys
 

@@ -3,10 +3,10 @@
 from dataclasses import dataclass
 
 from ..inputs.config import key_join
-from ..inputs.errors import did_you_mean
+from ..inputs.errors import ConfigError, did_you_mean
 from ..model.memory import STRATEGY_NAMES
 from ..experiments.results import columns
-from .plots import plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
+from .plots import AGGREGATES, plot_breakdown, plot_heatmap, plot_lines, plot_memory, plot_speedup
 
 __all__ = ["PLOT_KINDS", "MAX_FIGSIZE_IN", "OPTION_MEANINGS", "COMMON_OPTIONS", "check_plots"]
 
@@ -37,7 +37,7 @@ PLOT_KINDS = {
                        "rows with a step-time breakdown (status ok)"),
     "memory": _Kind(plot_memory, {"by": "columns", "capacity": "bool"}, (6.4, 4.0), "rows with a memory peak"),
     "heatmap": _Kind(plot_heatmap, {"x": "column", "y": "column", "value": "column", "strategy": "string",
-                                    "fmt": "string", "cmap": "string"}, (6.4, 4.4),
+                                    "fmt": "string", "cmap": "string", "aggregate": "string"}, (6.4, 4.4),
                      "rows of the strategy with values of x and y"),
     "lines": _Kind(plot_lines, {"x": "column", "y": "column", "hue": "columns", "logx": "bool", "logy": "bool"},
                    (6.4, 3.8), "rows of the strategies with a value of x"),
@@ -61,6 +61,8 @@ OPTION_MEANINGS = {
     "strategy": f"Strategy whose rows the heatmap shows ({', '.join(STRATEGY_NAMES[:-1])} or {STRATEGY_NAMES[-1]}).",
     "fmt": "Python format of the cell labels, e.g. '.2f'.",
     "cmap": "Matplotlib colour map name.",
+    "aggregate": "mean: a cell may average the points that differ only in a parameter on none of x, y "
+                 "and facet (the subtitle says over what); default: such a parameter is an error.",
     "title": "Figure title (default: from the experiment and the plot).",
     "where": "Keep only rows whose column has this value (or one of these values): column -> value(s).",
     "facet": "Results column: one panel per value, sharing axes and colour scale.",
@@ -85,6 +87,9 @@ def _check_heatmap_options(sec, options):
         except (ValueError, TypeError):
             raise sec.error("fmt", "must be a Python format spec for a number, e.g. '.2f' or '.1%'",
                             options["fmt"]) from None
+    if "aggregate" in options and options["aggregate"] not in AGGREGATES:
+        raise sec.error("aggregate", f"must be one of {', '.join(AGGREGATES)} (or left out: no averaging)",
+                        options["aggregate"])
     if "cmap" in options:
         import matplotlib  # only here: importing the plotting package stays free of matplotlib
 
@@ -92,8 +97,47 @@ def _check_heatmap_options(sec, options):
             raise sec.error("cmap", "is not a Matplotlib colour map name (e.g. RdYlGn, viridis)", options["cmap"])
 
 
-def check_plots(plots):
-    """Validate every :class:`~wus_sim.experiments.spec.PlotSpec`; errors name file and key path."""
+def check_plots(plots, experiment=None):
+    """Validate every :class:`~wus_sim.experiments.spec.PlotSpec`; errors name file and key path.
+    With *experiment*, also that no heatmap averages over a swept axis unasked (:func:`check_placed`)."""
+    _check_each(plots)
+    if experiment is not None:
+        check_placed(plots, experiment)
+
+
+def check_placed(plots, experiment):
+    """Every swept axis of *experiment* has a place in each heatmap: x, y, facet, or one value
+    pinned by ``where``; else the error names the axis and how to place it (or ``aggregate:
+    mean``, which averages on purpose and says so). A cell that averaged two bucket sizes read
+    1.73 where the points were 1.739 and 1.715, and nothing said so. The other kinds give
+    every varying parameter its own series or group, so they never average."""
+    from .labels import SLICE_KEYS
+
+    for plot in plots:
+        if plot.kind != "heatmap" or plot.options.get("aggregate") is not None:
+            continue
+        import inspect
+
+        params = inspect.signature(plot_heatmap).parameters
+        placed = {plot.options.get(a, params[a].default) for a in ("x", "y")} | {plot.options.get("facet")}
+        where = plot.options.get("where") or {}
+        placed |= {k for k, v in where.items() if not isinstance(v, list) or len(v) == 1}
+        if placed & set(SLICE_KEYS):
+            placed |= set(SLICE_KEYS)
+        for axis in experiment.axes:
+            if len(axis) < 2 or set(axis.keys) & (placed | {"strategy"}):
+                continue
+            key, values = axis.keys[0], axis.values[0]
+            text = [f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+            shown = ", ".join(text[:4]) + (", ..." if len(values) > 4 else "")
+            raise ConfigError(
+                f"heatmap {plot.name!r} would average each cell over the swept {key} ({shown}), which is "
+                      f"on none of x, y and facet: place it (facet: {key}, or as x or y), pin it (where: "
+                      f"{{{key}: {text[0]}}}), or average on purpose (aggregate: mean)",
+                file=plot.section.file, key_path=plot.section.path)
+
+
+def _check_each(plots):
     known = {c.name for c in columns()}
     for plot in plots:
         sec = plot.section

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..experiments.results import column_label
 
-__all__ = ["fixed_parameters", "subtitle", "display_value", "NAMED_KEYS"]
+__all__ = ["fixed_parameters", "subtitle", "display_value", "NAMED_KEYS", "follows_x", "SLICE_KEYS"]
 
 
 def _with(df, names):
@@ -232,6 +232,60 @@ def subtitle(rows, *, title="", exclude=(), chosen=()):
     said = (title or "").lower()
     parts = [text for text in (_label([k], (v,)) for k, v in zip(keys, values)) if text.lower() not in said]
     return f"fixed: {', '.join(parts)}" if parts else ""
+
+
+SLICE_KEYS = ("topology", "replicas", "cores", "chips")
+"""Columns that name the slice: an axis of one of them moves the others with it (not news)."""
+FOLLOWER_KEYS = ("per_replica_batch", "global_batch", "replicas", "slices", "grad_dtype", "bucket_MiB",
+                 "link_GBps", "hop_latency_us", "wraparound", "bn_group_replicas")
+"""Parameters the simulator may resolve per point (a batch from the slice's MLPerf run, the
+replicas of a slice): when one moves with the x axis the figure says so."""
+
+
+def follows_x(rows, x):
+    """What else the x axis changes: ``"x also changes the per-replica batch: transformer-big 16,
+    4, 4; resnet50 128, 128, 64 (at 32, 128, 512 replicas)"``, or "".
+
+    A parameter follows x when, among rows alike in every other varying parameter, it takes
+    more than one value and exactly one at each x: the quickstart's speedup over replicas is
+    also a speedup over Transformer-big's per-replica batch (16 on v3-32, 4 on v3-128), which
+    the MLPerf run of each slice sets, and most of its jump is the batch."""
+    if x not in rows.columns or rows.empty:
+        return ""
+    # on a slice axis the global batch is the per-replica batch times the replicas: one of the
+    # two moves by construction, and the per-replica batch is the one the step time answers to
+    near = set(SLICE_KEYS) | {"global_batch"} if x in SLICE_KEYS else {x}
+    xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
+    parts = []
+    for key in FOLLOWER_KEYS:
+        if key in near or key not in rows.columns or rows[key].astype("string").nunique(dropna=True) < 2:
+            continue
+        others = [k for k in _varying(rows, exclude=near | set(FOLLOWER_KEYS))]
+        groups = _groups(rows.dropna(subset=[x]), others)
+        per_x = [g.groupby(x)[key].nunique(dropna=False) for _, g in groups]
+        if any((n > 1).any() for n in per_x):
+            continue  # two values at one x: swept beside x, a series of its own
+        moving = [(v, g) for v, g in groups if g[key].astype("string").nunique(dropna=False) > 1]
+        if not moving:
+            continue
+        # name the rows by the fewest of the other parameters that tell their sequences apart
+        sequences = {}
+        for values, g in moving:
+            seq = tuple(_fmt(g.loc[g[x] == v, key].iloc[0]) if (g[x] == v).any() else "-" for v in xs)
+            sequences.setdefault(seq, values if isinstance(values, tuple) else (values,))
+        # named when the rows differ: several sequences, or some rows whose value stays put
+        named = len(sequences) > 1 or len(moving) < len(groups)
+        every = [v if isinstance(v, tuple) else (v,) for v, _ in groups]
+        by = [k for k in others if len({vals[others.index(k)] for vals in every}) > 1][:1] if named else []
+        texts = []
+        for seq, vals in sequences.items():
+            who = _label(by, tuple(vals[others.index(k)] for k in by)) + " " if by else ""
+            texts.append(who + ", ".join(seq))
+        parts.append(f"{_axis_label(key, unit=False)}: {'; '.join(texts)}")
+    if not parts:
+        return ""
+    where = ", ".join(_fmt(v) for v in xs)
+    return f"x also changes the {' and the '.join(parts)} (at {where} {_axis_label(x, unit=False)})"
 
 
 def _companions(rows, keys, exclude=()):

@@ -10,7 +10,16 @@ from .series import draw_series, label_no_value_band, strategy_variants
 from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
-           "plot_lines", "heatmap_range"]
+           "plot_lines", "heatmap_range", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
+
+
+class AveragedCells(ValueError):
+    """A heatmap whose cells would each average several points (a parameter that varies on none
+    of its axes), asked without ``aggregate: mean``: drawn, a cell reads as one point's value."""
+
+
+AGGREGATES = ("mean",)
+"""What a heatmap's ``aggregate`` option may ask for over the points of one cell."""
 
 
 MEMORY_PARTS = tuple(f"mem_{part}_bytes" for part in _MEMORY_PART_NAMES)
@@ -180,21 +189,26 @@ def _hatch_not_ok(ax, positions, peaks, rows):
 
 
 def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded",
-                 title=None, fmt=".2f", cmap="RdYlGn", vrange=None, colorbar=True):
+                 title=None, fmt=".2f", cmap="RdYlGn", vrange=None, colorbar=True, aggregate=None):
     """What-if heatmap: *value* over *x* and *y* (e.g. speedup over link bandwidth x slice size).
 
     The colour scale is centred on 1 for speedups (green: sharding faster) and spans
     *vrange* (default: this panel's values; a faceted figure passes one range to all its
     panels, :func:`heatmap_range`, so equal colours mean equal values). A cell whose
     rows could not run says so (``infeasible``, ``error``); a cell without rows says
-    ``n/a``. Returns the AxesImage.
+    ``n/a``. A cell holds one point: where several points share one (a parameter varies on
+    neither axis) it raises :class:`AveragedCells` unless *aggregate* is ``"mean"``. Without one
+    cell to colour, the panel says why in one line instead of a colour scale of nothing.
+    Returns the AxesImage (or that line's Text).
     """
     import numpy as np
 
-    xs, ys, grid, notes = _heatmap_grid(df, x, y, value, strategy)
+    xs, ys, grid, notes = _heatmap_grid(df, x, y, value, strategy, aggregate)
     finite = grid[np.isfinite(grid)]
     if not finite.size and not notes:
         return None  # no cell to colour nor to explain: nothing drawn
+    if not finite.size:
+        return _empty_heatmap(ax, xs, ys, x, y, notes, value, title)
     if vrange is None and finite.size:
         vrange = (float(finite.min()), float(finite.max()))
     norm = _heatmap_norm(value, vrange)
@@ -220,6 +234,26 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     return image
 
 
+def _empty_heatmap(ax, xs, ys, x, y, notes, value, title):
+    """A heatmap none of whose cells has a value: its axes, and one line saying why (an all-grey
+    grid under a colour bar from -0.1 to 0.1 read as a scale of something)."""
+    from collections import Counter
+
+    counts = Counter("does not fit" if s == "infeasible" else s for s in notes.values())
+    why = ", ".join(f"{n} {s}" for s, n in counts.most_common())
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set_ylim(-0.5, len(ys) - 0.5)
+    ax.set_xticks(range(len(xs)), [display_value(x, v) for v in xs])
+    ax.set_yticks(range(len(ys)), [display_value(y, v) for v in ys])
+    ax.grid(False)
+    ax.set_xlabel(_axis_label(x))
+    ax.set_ylabel(_axis_label(y))
+    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
+    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
+    return ax.text(0.5, 0.5, f"no cell has a value: {why}", transform=ax.transAxes, ha="center", va="center",
+                   fontsize=9, color=NOT_OK_COLOR, wrap=True)
+
+
 def heatmap_value_label(value):
     """Colour-bar label of a heatmap of *value*."""
     return "speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0]
@@ -229,18 +263,40 @@ def heatmap_range(df, *, x="link_GBps", y="replicas", value="speedup", strategy=
     """``(lowest, highest)`` cell of :func:`plot_heatmap` over *df*, or None if it has no cell."""
     import numpy as np
 
-    _, _, grid, _ = _heatmap_grid(df, x, y, value, strategy)
+    _, _, grid, _ = _heatmap_grid(df, x, y, value, strategy, aggregate="mean")
     finite = grid[np.isfinite(grid)]
     return (float(finite.min()), float(finite.max())) if finite.size else None
 
 
-def _heatmap_grid(df, x, y, value, strategy):
-    """Sorted *x* and *y* values, the grid of mean *value* over ok rows (NaN: none), and
-    ``{(i, j): status}`` of the cells whose rows all failed to run."""
+def heatmap_averaged(df, *, x="link_GBps", y="replicas", strategy="sharded"):
+    """``[(column, values)]`` of the parameters that vary inside a cell of the heatmap of *df*:
+    what a cell of it averages over."""
+    from .labels import SLICE_KEYS
+
+    df = _with(df, [x, y])
+    rows = _ok(df if strategy is None else df[df["strategy"] == strategy]).dropna(subset=[x, y])
+    near = {x, y} | (set(SLICE_KEYS) if {x, y} & set(SLICE_KEYS) else set())
+    out = []
+    for key in _varying(rows, exclude=near | {"strategy"}):
+        if (rows.groupby([y, x])[key].nunique(dropna=False) > 1).any():
+            values = sorted(rows[key].dropna().unique(), key=float if _numeric(rows[key]) else str)
+            out.append((key, values))
+    return out
+
+
+def _heatmap_grid(df, x, y, value, strategy, aggregate=None):
+    """Sorted *x* and *y* values, the grid of *value* over ok rows (NaN: none; several rows in
+    a cell: their mean if *aggregate*, else :class:`AveragedCells`), and ``{(i, j): status}`` of
+    the cells whose rows all failed to run."""
     import numpy as np
 
     df = _with(df, [x, y, value])
     rows = df if strategy is None else df[df["strategy"] == strategy]
+    if aggregate is None and (_ok(rows).dropna(subset=[x, y, value]).groupby([y, x]).size() > 1).any():
+        over = heatmap_averaged(df, x=x, y=y, strategy=strategy)
+        names = ", ".join(f"{k} ({len(v)} values)" for k, v in over) or "rows that repeat a point"
+        raise AveragedCells(f"each cell would average several points, over {names}: put it on x, y or facet, "
+                            "pin it with where, or average it on purpose with aggregate: mean")
     xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
     ys = sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str)
     grid = np.full((len(ys), len(xs)), np.nan)

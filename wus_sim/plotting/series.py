@@ -31,8 +31,8 @@ from .style import (
     INFEASIBLE_MARKER, NO_VALUE_BAND_COLOR, NO_VALUE_GID, SERIES_COLORS, SERIES_MARKERS, _STRATEGY_LINESTYLE,
 )
 
-__all__ = ["SeriesStyles", "draw_series", "strategy_variants", "label_no_value_band", "STRATEGY_KEY_COLOR",
-           "BAND_ROW", "MAX_BAND_ROWS"]
+__all__ = ["SeriesStyles", "draw_series", "strategy_variants", "label_no_value_band", "place_no_value_labels",
+           "coinciding_series", "coincide_note", "STRATEGY_KEY_COLOR", "BAND_ROW", "MAX_BAND_ROWS", "BAND_LABEL_PAD_PT"]
 
 STRATEGY_KEY_COLOR = "0.3"
 """Colour of the legend's line-style entries (a strategy is a style, not a colour)."""
@@ -127,6 +127,7 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
             name = ", ".join(t for t in (label, strategy if several or not keys else None) if t) or "all"
             (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
                               markersize=5, label=name, **style)
+            line.series_label, line.strategy = label, strategy  # for coinciding_series
             lines.append(line)
             bad = part[~good.loc[part.index] & why.loc[part.index].notna()]
             for reason, points in bad.groupby(why.loc[bad.index], sort=False):
@@ -211,24 +212,129 @@ def _draw_no_value_band(ax, missing):
         marks.no_value_text = text
 
 
+COINCIDE_FRACTION = 0.015
+"""Two lines whose points all lie within this fraction of the axes height of each other look
+like one (a 5 pt marker on a 3.8 in panel is about 0.018 of it)."""
+
+
+def coinciding_series(ax):
+    """``{series label: (label of the series it lies on, strategies)}`` of the series of *ax*
+    (drawn by :func:`draw_series`) some of whose lines lie on an earlier series' line of the same
+    strategy at every point: drawn, the later one hides the first ("three v5p series look like
+    one"). *strategies*: the strategies whose lines coincide (None: the series' one line)."""
+    import numpy as np
+
+    lines = [line for line in ax.lines if getattr(line, "series_label", None) and len(line.get_xdata())]
+    to_axes = ax.transAxes.inverted()
+
+    def points(line):
+        xs = [ax.convert_xunits(x) for x in line.get_xdata()]
+        return to_axes.transform(ax.transData.transform(np.column_stack([xs, np.asarray(line.get_ydata(), float)])))
+
+    found = {}
+    for j, later in enumerate(lines):
+        for first in lines[:j]:
+            if first.series_label == later.series_label or first.strategy != later.strategy:
+                continue
+            a, b = points(first), points(later)
+            if a.shape == b.shape and np.allclose(a[:, 0], b[:, 0], atol=1e-6) \
+                    and np.all(np.abs(a[:, 1] - b[:, 1]) <= COINCIDE_FRACTION):
+                partner, strategies = found.get(later.series_label, (first.series_label, []))
+                if partner == first.series_label:
+                    found[later.series_label] = (partner, strategies + [later.strategy])
+                break
+    out = {}
+    for label, (partner, strategies) in found.items():
+        drawn = [line.strategy for line in lines if line.series_label == label]
+        out[label] = (partner, None if sorted(strategies, key=str) == sorted(drawn, key=str) else strategies)
+    return out
+
+
+def coincide_note(partner, strategies):
+    """The legend's words for a series that lies on *partner*: ``(on X)`` or ``(sharded on X)``."""
+    return f" ({', '.join(strategies) + ' ' if strategies else ''}on {partner})"
+
+
+BAND_LABEL_PAD_PT = 6.0
+"""Least space between a row's name and its nearest cross (or the frame), points."""
+
+
 def label_no_value_band(ax):
     """Name each row of crosses, in its colour, where its row has most room: right of its last
-    cross, left of its first, or between two (run once the x axis is final)."""
-    fig = ax.figure
-    axes_pt = ax.get_position().width * fig.get_figwidth() * 72
-    to_axes = ax.transAxes.inverted()
+    cross, left of its first, or between two (run once the x axis is final; a figure then
+    places them again on measured text, :func:`place_no_value_labels`)."""
     for marks in [line for line in ax.lines if line.get_gid() == NO_VALUE_GID]:
-        xs = sorted(to_axes.transform(ax.transData.transform((ax.convert_xunits(x), 1.0)))[0]
-                    for x in marks.get_xdata())
-        y = marks.get_ydata()[0]
-        text = marks.no_value_text
-        pad = 6 / axes_pt  # from the nearest cross
-        # (room, x, alignment) of each place the text could go
-        places = [(1.0 - xs[-1], xs[-1] + pad, "left"), (xs[0], xs[0] - pad, "right")]
-        places += [(b - a, (a + b) / 2, "center") for a, b in zip(xs, xs[1:])]
-        _, at, align = max(places, key=lambda p: p[0])
-        ax.text(at, y, text, transform=ax.transAxes, ha=align, va="center", fontsize=7,
-                color=marks.get_color(), zorder=4, clip_on=False)
+        text = ax.text(0, marks.get_ydata()[0], marks.no_value_text, transform=ax.transAxes, va="center",
+                       fontsize=7, color=marks.get_color(), zorder=4, clip_on=False, gid=NO_VALUE_GID)
+        text.no_value_marks = marks
+        _place(ax, text, width=0.0)
+
+
+def _cross_positions(ax, marks):
+    to_axes = ax.transAxes.inverted()
+    return sorted(to_axes.transform(ax.transData.transform((ax.convert_xunits(x), 1.0)))[0]
+                  for x in marks.get_xdata())
+
+
+def _places(ax, marks, width):
+    """``(room left over, x, alignment)`` of each place a name *width* wide (axes fraction) could
+    go on its row: right of the last cross, left of the first, or between two."""
+    xs = _cross_positions(ax, marks)
+    pad = BAND_LABEL_PAD_PT / _axes_pt(ax)
+    places = [(1.0 - xs[-1] - 2 * pad - width, xs[-1] + pad, "left"), (xs[0] - 2 * pad - width, xs[0] - pad, "right")]
+    places += [(b - a - 2 * pad - width, (a + b) / 2, "center") for a, b in zip(xs, xs[1:])]
+    return places
+
+
+def _axes_pt(ax):
+    return ax.get_position().width * ax.figure.get_figwidth() * 72
+
+
+def _place(ax, text, width):
+    room, at, align = max(_places(ax, text.no_value_marks, width), key=lambda p: p[0])
+    text.set_x(at)
+    text.set_horizontalalignment(align)
+    return room >= 0
+
+
+def place_no_value_labels(fig, axes, *, rounds=3):
+    """Place each band row's name where it fits whole, measured on the drawn *fig*: beside or
+    between its crosses, never over one and never past the frame. Where no gap of a row holds
+    its name, the x axis grows on the right (the data keep their order and spacing; the room
+    right of the last cross becomes the name's), so no name covers a cross nor is cut by the
+    figure's edge ("oes not fit: replicated, 8 series")."""
+    for _ in range(rounds):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        grew = False
+        for ax in axes:
+            texts = [t for t in ax.texts if t.get_gid() == NO_VALUE_GID]
+            need = 1.0
+            for text in texts:
+                width = text.get_window_extent(renderer).width / (_axes_pt(ax) * fig.dpi / 72)
+                if not _place(ax, text, width):
+                    last = _cross_positions(ax, text.no_value_marks)[-1]
+                    pad = BAND_LABEL_PAD_PT / _axes_pt(ax)
+                    # the old view shrinks to a fraction s of the axes: 1 - s * last >= width + 2 pad
+                    need = min(need, max((1.0 - width - 2 * pad) / max(last, 1e-9), 0.3))
+            if need < 1.0:
+                _grow_x_right(ax, need)
+                grew = True
+                for text in texts:
+                    width = text.get_window_extent(renderer).width / (_axes_pt(ax) * fig.dpi / 72)
+                    _place(ax, text, width)
+        if not grew:
+            return
+
+
+def _grow_x_right(ax, share):
+    """Widen the x view on the right so that the current view takes *share* of the axes."""
+    lo, hi = ax.get_xlim()
+    scale = ax.xaxis.get_transform()
+    u_lo, u_hi = scale.transform([lo, hi])
+    ticks = ax.get_xticks()
+    ax.set_xlim(lo, float(scale.inverted().transform([u_lo + (u_hi - u_lo) / share])[0]))
+    ax.set_xticks(ticks)  # the values' ticks, not new ones in the room made for a name
 
 
 def strategy_variants(strategies, present, linestyles=_STRATEGY_LINESTYLE):
