@@ -3,7 +3,8 @@
 Writes into ``--out`` (default ``results/<experiment stem>``): results.csv and
 results.parquet (one row per point and strategy), columns.md/.json (every
 column, unit and meaning), config.resolved.yaml, points.jsonl (the resume
-journal) and each plot the experiment names as PNG and SVG.
+journal), each plot the experiment names as PNG and SVG, and report.html: the run on one
+self-contained page (:mod:`wus_sim.plotting.report`).
 """
 
 import os
@@ -61,11 +62,11 @@ def run(args):
     written = []
 
     def draw(result):  # while the folder is still locked: plots belong to this run's results
+        skips = []
         if plots and args.plots:
             from ..inputs.text import excerpt, short_repr
             from ..plotting import save_plots
 
-            skips = []
             written.extend(save_plots(plots, result.frame, out_dir, on_skip=lambda plot, why: skips.append((plot, why)),
                                       chosen=set(experiment.base)))
             # one line per skipped plot while they are few; one summary line beyond that (a
@@ -78,6 +79,7 @@ def run(args):
                 names = ", ".join(short_repr(plot.name) for plot, _ in skips)
                 print(f"wus-sim run: warning: {len(skips)} plots skipped ({excerpt(names, 200)}); first: "
                       f"{excerpt(skips[0][1], 200)}", file=sys.stderr)
+        written.append(_write_report(args, experiment, plots, result, out_dir, written, skips))
         return written
 
     try:
@@ -112,6 +114,26 @@ def run(args):
         print(f"wus-sim run: {n} row{'s' if n != 1 else ''} failed; first: {excerpt(first, 300)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_report(args, experiment, plots, result, out_dir, written, skips):
+    """``DIR/report.html``: the run on one page (:mod:`wus_sim.plotting.report`)."""
+    import wus_sim
+    from ..plotting.report import REPORT_NAME, write_report
+
+    drawn = {p.name for p in written if p.suffix == ".svg"}
+    figures = [(plot.name, plot.kind, (out_dir / f"{plot.name}.svg").read_text(encoding="utf-8"))
+               for plot in plots if f"{plot.name}.svg" in drawn]
+    resolved = out_dir / "config.resolved.yaml"
+    command = " ".join(["wus-sim", "run", _quote(args.experiment), "--out", _quote(str(out_dir))]
+                       + (["--reduced"] if args.reduced else []) + ([f"--limit {args.limit}"] if args.limit else []))
+    summary = (f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
+               f"in {result.wall_s:.1f} s")
+    return write_report(out_dir / REPORT_NAME, experiment, result.frame, figures=figures,
+                        skipped=[(plot.name, why) for plot, why in skips],
+                        resolved=resolved.read_text(encoding="utf-8") if resolved.is_file() else None,
+                        calibration_lines=_model_error_lines(experiment, reduced=args.reduced, limit=args.limit),
+                        command=command, summary=summary, version=wus_sim.__version__)
 
 
 def _model_error_lines(experiment, *, reduced, limit):
