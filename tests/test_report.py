@@ -123,6 +123,7 @@ def test_rows_that_did_not_run_are_counted_and_named(tmp_path):
         {"point_index": 2, "workload": "bert-large", "topology": "tpu-v3-32", "strategy": "sharded",
          "status": "error", "error": "bad bucket", "step_time_s": float("nan")},
     ])
+    df["optimizer"] = pd.array([pd.NA] * len(df), dtype="string")  # as results read back hold a missing name
     text = render_report(exp, df)
     section = text[text.index('id="not-ok"'):text.index('id="results"')]
     assert "2 of 3 rows: 1 infeasible, 1 error" in section

@@ -84,6 +84,8 @@ def _table_columns(frame, swept):
 
 def _not_ok(frame):
     """``(counts by status, [line per row])`` of the rows that did not run."""
+    import pandas as pd
+
     from .labels import NAMED_KEYS, display_value
 
     if "status" not in frame.columns:
@@ -93,7 +95,7 @@ def _not_ok(frame):
     lines = []
     for _, row in bad.iterrows():
         what = ", ".join(display_value(k, row[k]) if k in NAMED_KEYS else str(row[k])
-                         for k in ("workload", "topology", "optimizer", "strategy") if k in row and row[k] == row[k])
+                         for k in ("workload", "topology", "optimizer", "strategy") if k in row and bool(pd.notna(row[k])))
         lines.append(f"point {row.get('point_index', '?')} ({what}): {row['status']}"
                      + (f": {row['error']}" if isinstance(row.get("error"), str) and row["error"] else ""))
     return counts, lines
