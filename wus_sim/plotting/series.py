@@ -303,6 +303,8 @@ def place_no_value_labels(fig, axes, *, rounds=3):
     its name, the x axis grows on the right (the data keep their order and spacing; the room
     right of the last cross becomes the name's), so no name covers a cross nor is cut by the
     figure's edge ("oes not fit: replicated, 8 series")."""
+    if not any(t.get_gid() == NO_VALUE_GID for ax in axes for t in ax.texts):
+        return  # nothing to place: no drawing to pay for
     for _ in range(rounds):
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
