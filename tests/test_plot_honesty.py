@@ -100,7 +100,7 @@ def test_an_empty_heatmap_says_so_in_one_line_instead_of_a_colour_scale(frame): 
     (ax,) = [a for a in fig.axes if a.axison]
     cells = rows[rows["strategy"] == "sharded"].groupby(["replicas", "link_GBps"]).ngroups
     (note,) = [t for t in ax.texts if t.get_text().startswith("no cell has a value")]
-    assert note.get_text() == f"no cell has a value: {cells} does not fit"
+    assert note.get_text() == f"no cell has a value: of {cells} cells, {cells} do not fit"
     _inside_figure(fig, [note])
     plt.close(fig)
 

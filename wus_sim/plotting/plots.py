@@ -239,7 +239,7 @@ def _empty_heatmap(ax, xs, ys, x, y, notes, value, title):
     grid under a colour bar from -0.1 to 0.1 read as a scale of something)."""
     from collections import Counter
 
-    counts = Counter("does not fit" if s == "infeasible" else s for s in notes.values())
+    counts = Counter("do not fit" if s == "infeasible" else f"failed ({s})" for s in notes.values())
     why = ", ".join(f"{n} {s}" for s, n in counts.most_common())
     ax.set_xlim(-0.5, len(xs) - 0.5)
     ax.set_ylim(-0.5, len(ys) - 0.5)
@@ -250,7 +250,7 @@ def _empty_heatmap(ax, xs, ys, x, y, notes, value, title):
     ax.set_ylabel(_axis_label(y))
     what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
     ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
-    return ax.text(0.5, 0.5, f"no cell has a value: {why}", transform=ax.transAxes, ha="center", va="center",
+    return ax.text(0.5, 0.5, f"no cell has a value: of {len(xs) * len(ys)} cells, {why}", transform=ax.transAxes, ha="center", va="center",
                    fontsize=9, color=NOT_OK_COLOR, wrap=True)
 
 
