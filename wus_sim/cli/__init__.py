@@ -14,8 +14,10 @@ import sys
 
 __all__ = ["main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench")
-"""Subcommand module names, in the order ``--help`` lists them."""
+SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench",
+               "import_workload")
+"""Subcommand module names, in the order ``--help`` lists them (``import_workload`` is the
+command ``import-workload``)."""
 
 
 class _Parser(argparse.ArgumentParser):
