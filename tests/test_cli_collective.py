@@ -131,7 +131,7 @@ def test_whole_command_in_a_fresh_interpreter_without_simpy():
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-# halving-doubling runs on SimPy: tpu-v4-4096 (368,640 message hops) takes about 1.5 s.
+# halving-doubling runs on SimPy: tpu-v4-8192 (368,640 message hops) takes about 1.5 s.
 # 2d-split on the non-square multipods runs on SimPy (its halves contend): tpu-v3-4096 simulates
 # in about 4 s; tpu-v3-8192 would take 4.65 million message hops, over the SimPy limit
 # (wus_sim/inputs/limits.py), so it is refused with the estimate instead of running for half a minute.

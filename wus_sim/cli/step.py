@@ -175,7 +175,7 @@ def run(args):
     if args.json:
         print(json.dumps(report, indent=1, default=_json_default))
     else:
-        print(_text(report))
+        print(_text(report, multislice))
     return 0
 
 
@@ -265,7 +265,18 @@ def _checked_line(rep):
     return "  " + model_error_line(rep.get("checked"), rep["calibration"])
 
 
-def _text(rep):
+def _dcn_line(multislice):
+    """The multislice's DCN figures with their sources: a default taken for a chip that gives none
+    is an assumption the reader must see."""
+    from ..inputs.units import GB, US
+
+    src = multislice.sources
+    return (f"  multislice: {multislice.slices} slices over the DCN at {multislice.dcn_Bps / GB:g} GB/s per chip "
+            f"({src.get('dcn_GBps', '')}), {multislice.dcn_latency_s / US:g} us per exchange "
+            f"({src.get('dcn_latency_us', '')})")
+
+
+def _text(rep, multislice=None):
     from ..inputs.units import format_bytes
 
     per = rep["strategies"]
@@ -274,6 +285,8 @@ def _text(rep):
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
              f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}",
              _checked_line(rep)]
+    if multislice is not None:
+        lines.append(_dcn_line(multislice))
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]

@@ -236,7 +236,8 @@ POINT_KEYS = _table(
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
     Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
-                  "the chip's default (wus_sim.hardware.multislice.DCN_DEFAULTS, with sources). Unused with one slice."),
+                  "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
+                  "text output prints). Unused with one slice."),
     Param("dcn_latency_us", "number", minimum=0, maximum=1e6, unit="us",
           meaning="Multislice: latency of one DCN exchange; null = the topology file's, else 10 us (an "
                   "assumption: no published figure). Unused with one slice."),
