@@ -29,7 +29,7 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import add_fault_options, fault_option_errors, fault_values
+from .options import add_fault_options, add_placement_options, fault_option_errors, fault_values, placement_option_errors
 
 __all__ = ["add_parser", "run"]
 
@@ -73,6 +73,7 @@ def add_parser(subparsers):
     p.add_argument("--keep-gathered-weights", action="store_true",
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")
+    add_placement_options(p)
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
     p.add_argument("--slices", type=int, metavar="N",
@@ -112,10 +113,11 @@ def run(args):
     from ..inputs.units import MiB
     from ..inputs.units import grad_dtype_short
 
-    with fault_option_errors():
+    with fault_option_errors(), placement_option_errors():
         topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
                                                dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
-                                               hop_latency_us=args.hop_latency_us, **fault_values(args))
+                                               hop_latency_us=args.hop_latency_us, megacore=args.megacore,
+                                               **fault_values(args))
     calibration = load_calibration(args.calibration)
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
@@ -125,13 +127,14 @@ def run(args):
         steps=args.steps, bn_group_replicas=args.bn_group_replicas,
         small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        calibration=calibration,
+        remat=args.remat, calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)
-    results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
-                                        per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
-                                        options=options)
+    with placement_option_errors():
+        results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
+                                            per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
+                                            options=options, spatial_ways=args.spatial_ways)
     if args.trace:
         from ..training.trace import write_trace
 

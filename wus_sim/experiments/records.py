@@ -13,7 +13,7 @@ import math
 from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError
 from ..hardware.multislice import load_multislice
-from ..training.params import POINT_KEYS, default_of
+from ..training.params import POINT_KEYS, check_point_value, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..inputs.units import GB, MiB
@@ -52,10 +52,12 @@ def simulate_point(point):
     """
     p = dict(point)
     _check_keys(p)
+    megacore = p.get("megacore")
+    megacore = False if megacore is None else check_point_value("megacore", megacore)
     topology, multislice = load_multislice(
         p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
-        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"),
+        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"), megacore=megacore,
         failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
     calibration = load_calibration(p.get("calibration"))
     bucket_MiB = p.get("bucket_MiB")
@@ -72,7 +74,7 @@ def simulate_point(point):
     def simulate(which):
         return simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), which,
                                    per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
-                                   options=options)
+                                   options=options, spatial_ways=p.get("spatial_ways"))
 
     failed = {}  # strategy -> (status, why) where it cannot run and the others can
     try:
@@ -133,7 +135,7 @@ def used_values(topology, options, plan, multislice=None):
         "hop_latency_us": topology.hop_latency_s * 1e6,
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
-        "cores_per_chip": topology.cores_per_chip,
+        "cores_per_chip": topology.cores_per_chip, "remat": options.remat,
         "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,
         "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),

@@ -52,8 +52,6 @@ RUN_COLUMNS = (
     _c("replicas", "", "Int64", "Data-parallel replicas over all slices: one per core, or cores / spatial_ways "
        "for the MLPerf runs that partitioned each replica over several cores; times `slices` on a multislice.",
        "run"),
-    _c("spatial_ways", "", "Int64", "Cores each replica is spatially partitioned over (1 = one replica per core).",
-       "run"),
     _c("cores", "", "Int64", "Cores (TensorCores) in the slice: chips x cores_per_chip, the '32' of 'v3-32'.",
        "run"),
     _c("chips", "", "Int64", "Chips in the slice.", "run"),

@@ -208,13 +208,32 @@ def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
     )
 
 
+MEGACORE_CHIPS_REFUSED = ("tpu-v2", "tpu-v3")
+"""Chips whose TensorCores never run as one device: megacore came with TPU v4 (Cloud TPU v4 docs)."""
+
+
+def _megacore_cores(topo, cores_per_chip):
+    """Replicas per chip of a megacore run on *topo*: 1, one over all the chip's TensorCores."""
+    if cores_per_chip is not None:
+        raise ConfigError("set megacore or cores_per_chip, not both", key_path="megacore", value=True)
+    chip = topo.chip
+    if chip.name in MEGACORE_CHIPS_REFUSED:
+        raise ConfigError(f"is a TPU v4/v5p mode; {chip.name}'s TensorCores run as separate devices (one replica "
+                          "per core)", key_path="megacore", value=True)
+    if chip.cores_per_chip < 2:
+        raise ConfigError(f"needs a chip of several TensorCores; {chip.name} has {chip.cores_per_chip}",
+                          key_path="megacore", value=True)
+    return 1
+
+
 def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
-                  cores_per_chip=None, failed_links=None, slow_links=None, seed=None):
+                  cores_per_chip=None, failed_links=None, slow_links=None, seed=None, megacore=False):
     """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.
 
     The keyword overrides replace the file's values (what-if sweeps use them):
     *link_GBps* (scalar or per axis), *hop_latency_us*, *wraparound* (bool or per
-    axis), *cores_per_chip*; then *failed_links*, *slow_links* and *seed* as in
+    axis), *cores_per_chip*; *megacore* runs one replica per chip over all its TensorCores
+    (TPU v4/v5p; not with *cores_per_chip*); then *failed_links*, *slow_links* and *seed* as in
     :func:`with_link_faults`.
     """
     if isinstance(spec, Topology):
@@ -240,7 +259,9 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
         changes["hop_latency_s"] = float(hop_latency_us) * US
     if wraparound is not None:
         changes["wrap"] = tuple(bool(v) for v in _per_axis(wraparound, topo, "wraparound"))
-    if cores_per_chip is not None:
+    if megacore:
+        changes["cores_per_chip"] = _megacore_cores(topo, cores_per_chip)
+    elif cores_per_chip is not None:
         changes["cores_per_chip"] = int(cores_per_chip)
     topo = replace(topo, **changes) if changes else topo
     return with_link_faults(topo, failed_links, slow_links, seed)

@@ -311,7 +311,7 @@ def activation_terms(s, seq):
                   bytes_per_element=per_token / h,
                   why=f"{per_token} B per token per layer / h, bf16: "
                       + "; ".join(f"{what} = {b}" for what, b in parts)
-                      + " (Korthikanti et al. 2022, generalised; see sources)")]
+                      + " (Korthikanti et al. 2022, generalised; see sources)", layers=s["layers"])]
     terms.append(dict(what=f"output logits: {s['predicted']} predicted positions x vocab {s['vocab']}",
                       elements=s["predicted"] * s["vocab"], bytes_per_element=6,
                       why="bf16 logits + fp32 log-softmax kept for the loss"))
