@@ -272,3 +272,19 @@ def test_every_required_key_the_reference_lists_is_required(tmp_path):
         doc = {k: v for k, v in LLAMA3_8B.items() if k != key}
         with pytest.raises(ConfigError, match=f"{key}: is missing"):
             workload_document(write(tmp_path, doc))
+
+
+def test_shipped_llms_are_what_the_importer_writes_from_their_public_configs(tmp_path):
+    import runpy
+    from pathlib import Path
+
+    tool = runpy.run_path(str(Path(__file__).resolve().parent / "import_shipped_llms.py"))
+    tool["main"](["--out", str(tmp_path)])
+    for name in ("llama3-8b", "llama3-70b"):
+        shipped = Path(load_workload(name).path)
+        assert (tmp_path / f"{name}.yaml").read_text() == shipped.read_text(), name
+    assert load_workload("llama3-8b").params == 8_030_261_248
+    h, ff, L, V, kv = 8192, 28672, 80, 128256, 8 * 128
+    assert load_workload("llama3-70b").params == 2 * V * h + L * (2 * h * h + 2 * h * kv + 3 * h * ff + 2 * h) + h \
+        == 70_553_706_496
+    assert "huggingface.co/meta-llama/Meta-Llama-3-70B" in load_workload("llama3-70b").sources["config"]

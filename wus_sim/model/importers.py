@@ -196,9 +196,10 @@ def _resolve(path):
     return path, None
 
 
-def workload_document(path, *, sequence_length=None, name=None):
+def workload_document(path, *, sequence_length=None, name=None, source=None):
     """The workload file's document (a dict) for a config.json, a safetensors file, a
-    ``model.safetensors.index.json`` or a folder holding them (see the module docstring)."""
+    ``model.safetensors.index.json`` or a folder holding them (see the module docstring).
+    *source* says where the config came from (``sources.config``; default: its file name)."""
     config_path, checkpoint = _resolve(path)
     if checkpoint is not None and not config_path.is_file():
         raise ConfigError(f"has no config.json beside it ({config_path}) to take FLOPs and layers from",
@@ -215,7 +216,7 @@ def workload_document(path, *, sequence_length=None, name=None):
     seq = sequence_length or default_sequence(cfg, family)
     model, widths, notes = BUILDERS[family](cfg, family, seq)
 
-    sources = {"config": f"{config_path.name}, model_type {family}"
+    sources = {"config": (source or config_path.name) + f", model_type {family}"
                          + (f", {cfg.doc['_name_or_path']}" if isinstance(cfg.doc.get("_name_or_path"), str) else ""),
                "tensors": "names and shapes as in " + HF_MODELING.format(t=family),
                "fwd_flops": CITE_FLOPS, "activations": CITE_ACTIVATIONS,
@@ -282,12 +283,12 @@ def workload_yaml(doc, *, header=None):
     return "\n".join(lines) + "\n"
 
 
-def import_workload(path, *, sequence_length=None, name=None, out=None):
+def import_workload(path, *, sequence_length=None, name=None, out=None, source=None, header=None):
     """Workload-file YAML for *path* (see :func:`workload_document`); written to *out* if given.
-    Returns the YAML text."""
-    text = workload_yaml(workload_document(path, sequence_length=sequence_length, name=name),
-                         header=[f"Written by wus-sim import-workload from {Path(path).name}; "
-                                 "units are in the key names."])
+    *header* replaces the first comment lines. Returns the YAML text."""
+    doc = workload_document(path, sequence_length=sequence_length, name=name, source=source)
+    text = workload_yaml(doc, header=header or [f"Written by wus-sim import-workload from {Path(path).name}; "
+                                                "units are in the key names."])
     if out is not None:
         Path(out).write_text(text, encoding="utf-8")
     return text
