@@ -162,6 +162,7 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
+    report.update(_if_fit_report(results))
     from ..training.small_allreduce import small_allreduce_report
 
     report["small_allreduces"] = small = small_allreduce_report(meta["plan"], topology, options,
@@ -197,6 +198,17 @@ def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
             return None  # an in-slice part without exact phases: draw none (as for one slice)
         out.extend((f"slice {label}", t) for label, t in parts)
     return out
+
+
+def _if_fit_report(results):
+    """``speedup_if_replicated_fit`` and ``fully_sharded_over_sharded`` of ``--json`` (null where
+    they do not apply)."""
+    from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
+
+    fit = speedups_if_replicated_fit(results)
+    nan_none = lambda v: None if math.isnan(v) else v  # noqa: E731
+    return {"speedup_if_replicated_fit": {s: nan_none(v) for s, v in fit.items()} if len(results) > 1 else None,
+            "fully_sharded_over_sharded": nan_none(fully_sharded_over_sharded(results))}
 
 
 def _json_default(x):
@@ -330,4 +342,9 @@ def _text(rep, multislice=None):
     for s, up in (rep.get("speedups") or {}).items():
         if up is not None:
             lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x")
+    for s, up in (rep.get("speedup_if_replicated_fit") or {}).items():
+        if up is not None:
+            lines.append(f"  speedup of the {s} update: replicated does not fit in HBM; if it did: {up:.2f}x")
+    if rep.get("fully_sharded_over_sharded") is not None:
+        lines.append(f"  fully-sharded over sharded: {rep['fully_sharded_over_sharded']:.3f}x")
     return "\n".join(lines)

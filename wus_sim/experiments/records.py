@@ -16,6 +16,7 @@ from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, check_point_value, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
+from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
 from ..inputs.units import GB, MiB
 from ..inputs.units import grad_dtype_of_bytes
 
@@ -95,6 +96,7 @@ def simulate_point(point):
     run = runs[0]
     results = {s: r for one in runs for s, r in one.results.items()}
     up = speedups(results)
+    if_fit = speedups_if_replicated_fit(results)
     records = []
     for s in strategies:
         if s in failed:
@@ -113,6 +115,8 @@ def simulate_point(point):
             "params": run.params,
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up.get(s, math.nan),
+            "speedup_if_replicated_fit": if_fit.get(s, math.nan),
+            "speedup_over_sharded": fully_sharded_over_sharded(results) if s == "fully-sharded" else math.nan,
         })
         rec.update(used_values(topology, options, run.plan, multislice))
         records.append(rec)

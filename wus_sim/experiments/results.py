@@ -109,6 +109,12 @@ RESULT_COLUMNS = (
     _c("speedup", "", "float64",
        "Rows of every strategy but replicated: replicated step time / this row's step time, same point "
        "(> 1: faster than replicated; empty when replicated did not run or either did not fit)."),
+    _c("speedup_if_replicated_fit", "", "float64",
+       "Rows of every strategy but replicated, where replicated does not fit in HBM and this row does: "
+       "replicated's step time with HBM capacity ignored / this row's step time (a hypothetical; `speedup` "
+       "stays empty). Empty elsewhere."),
+    _c("speedup_over_sharded", "", "float64",
+       "Fully-sharded rows: the sharded step time / this row's, same point (empty unless both ran and fit)."),
 )
 """Results of the point simulator (``wus_sim.experiments.records.simulate_point``)."""
 

@@ -39,7 +39,7 @@ from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
-           "speedups", "strategies_named"]
+           "speedups", "strategies_named", "speedups_if_replicated_fit", "fully_sharded_over_sharded"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,9 @@ class StepResult:
     timeline: object = None
     """:class:`wus_sim.training.timeline.TimelineResult` (None when infeasible)."""
     error: str = ""
+    step_time_if_fit_s: float = math.nan
+    """An infeasible replicated update beside other strategies: its step time with HBM capacity
+    ignored, marked as such wherever it is shown (NaN otherwise)."""
 
     def to_record(self):
         """Flat dict of results, in the documented result columns."""
@@ -360,7 +363,12 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
         except InfeasibleError as exc:
             memory = memory_breakdown(plan, strategy, batch, **gather)  # the breakdown the error describes
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
-            results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc))
+            if_fit = math.nan
+            if strategy == "replicated" and len(strategies) > 1:  # the reference the others are measured by
+                unchecked = run_timeline(_program(plan, work, topology, batch, options, multislice), steps=options.steps)
+                if_fit = unchecked.step_time_s
+            results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc),
+                                           step_time_if_fit_s=if_fit)
             continue
         program = _program(plan, work, topology, batch, options, multislice)
         tl = run_timeline(program, steps=options.steps)
@@ -388,6 +396,28 @@ def speedups(results):
     """``{strategy: replicated step time / its step time}`` for every strategy run but
     replicated (NaN where either did not run or fit)."""
     return {s: speedup(results, s) for s in results if s != "replicated"}
+
+
+def speedups_if_replicated_fit(results):
+    """``{strategy: replicated step time with HBM capacity ignored / its step time}`` for every
+    strategy but replicated, where replicated does not fit and the strategy does (NaN
+    elsewhere): the answer :func:`speedups` cannot give, marked as hypothetical."""
+    r = results.get("replicated")
+    out = {}
+    for s, res in results.items():
+        if s == "replicated":
+            continue
+        ok = r is not None and r.status == "infeasible" and res.status == "ok"
+        out[s] = r.step_time_if_fit_s / res.step_time_s if ok else math.nan
+    return out
+
+
+def fully_sharded_over_sharded(results):
+    """Sharded step time / fully-sharded step time (NaN unless both ran and fit)."""
+    s, f = results.get("sharded"), results.get("fully-sharded")
+    if s is None or f is None or s.status != "ok" or f.status != "ok":
+        return math.nan
+    return s.step_time_s / f.step_time_s
 
 
 def strategies_named(choice):
