@@ -139,8 +139,23 @@ REFUSED_CASES = {("tpu-v3-8192", "2d-split")}
 CASES = [(name, alg) for name in known_topologies() for alg in ALGORITHMS if (name, alg) not in REFUSED_CASES]
 
 
+@pytest.fixture
+def cold_caches():
+    """Forget the memoized plans and times after the case: 200 cases over every shipped slice
+    (up to 8,192 replicas) would otherwise keep every plan, and the test process's size is what
+    tests/test_fuzz.py's children inherit as their peak memory (fork copies it)."""
+    yield
+    from wus_sim.collectives import analytic, api, fast_engine, loads
+
+    api.clear_caches()
+    for module in (analytic, fast_engine, loads):
+        for value in vars(module).values():
+            if hasattr(value, "cache_clear"):
+                value.cache_clear()
+
+
 @pytest.mark.parametrize("name,alg", CASES)
-def test_every_shipped_topology_and_algorithm_answers(capsys, name, alg):
+def test_every_shipped_topology_and_algorithm_answers(capsys, name, alg, cold_caches):
     d = run_json(capsys, name, "--op", "all-reduce", "--algorithm", alg, "--size", "1MiB")
     topo = load_topology(name)
     assert d["group_size"] == topo.num_replicas and d["time_s"] > 0 and d["events"] > 0
