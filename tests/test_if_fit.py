@@ -81,3 +81,30 @@ def test_results_rows_carry_both_columns():
     assert by["sharded"]["speedup_if_replicated_fit"] > 1
     assert by["fully-sharded"]["speedup_over_sharded"] == pytest.approx(
         by["sharded"]["step_time_s"] / by["fully-sharded"]["step_time_s"])
+
+
+def test_the_speedup_plot_marks_the_hypothetical_apart(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from wus_sim.plotting import plot_speedup
+
+    rows = []
+    for batch in (1, 2):
+        rows += simulate_point({"workload": "llama3-8b", "topology": "tpu-v5p-128", "megacore": True,
+                                "remat": "layer", "strategy": "all", "per_replica_batch": batch})
+    df = pd.DataFrame(rows)
+    df["point_index"] = [i // 3 for i in range(len(df))]
+    fig, ax = plt.subplots()
+    plot_speedup(ax, df, x="per_replica_batch", hue=None)
+    hollow = [line for line in ax.lines if line.get_gid() == "if-replicated-fit"]
+    assert hollow and all(line.get_markerfacecolor() == "none" and line.get_linestyle() == "None" for line in hollow)
+    drawn = sorted(float(y) for line in hollow for y in line.get_ydata())
+    assert drawn == pytest.approx(sorted(df["speedup_if_replicated_fit"].dropna()))
+    low, high = ax.get_ylim()
+    assert low < min(drawn) and max(drawn) < high  # inside the y range, above the no-value band
+    assert any("if replicated fit" in t.get_text() for t in ax.get_legend().get_texts())
+    plt.close(fig)

@@ -236,7 +236,7 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     window = f", sliding window {notes['window']}" if notes.get("window") else ""
     if not name:  # the model's own name, else its folder's or file's
         given = cfg.doc.get("_name_or_path")
-        stem = config_path.parent.name if config_path.stem == "config" else config_path.stem
+        stem = config_path.resolve().parent.name if config_path.stem == "config" else config_path.stem
         name = (given if isinstance(given, str) and given.strip("/") else stem or family)
         name = name.rstrip("/").split("/")[-1].lower()
     unit = "token"
