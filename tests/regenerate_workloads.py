@@ -312,10 +312,10 @@ def spec_transformer(data):
                           f"(~4 x seq x d per attention layer per token, ~4% at seq {seq}) not counted; "
                           f"one example = one packed pair of {seq}-token sequences"),
         activations=[
-            dict(what=f"encoder layers: {n_enc} x {seq} tokens x d {d}", elements=n_enc * seq * d,
+            dict(what=f"encoder layers: {n_enc} x {seq} tokens x d {d}", elements=n_enc * seq * d, layers=n_enc,
                  bytes_per_element=34 + 5 * heads * seq // d,
                  why=f"34 + 5*a*s/h with a={heads}, s={seq}, h={d} (Korthikanti et al. 2022)"),
-            dict(what=f"decoder layers: {n_dec} x {seq} tokens x d {d}", elements=n_dec * seq * d,
+            dict(what=f"decoder layers: {n_dec} x {seq} tokens x d {d}", elements=n_dec * seq * d, layers=n_dec,
                  bytes_per_element=47 + 10 * heads * seq // d,
                  why="self + cross attention (2 x (11 + 5*a*s/h)), MLP 19, three layer norms 6 "
                      "(Korthikanti et al. 2022 per-block counts)"),
@@ -363,7 +363,7 @@ def spec_bert(data):
                           "the pooler and the MLM/NSP heads (only on masked positions) not counted; "
                           f"one example = one {seq}-token sequence"),
         activations=[
-            dict(what=f"encoder layers: {layers} x {seq} tokens x d {d}", elements=layers * seq * d,
+            dict(what=f"encoder layers: {layers} x {seq} tokens x d {d}", elements=layers * seq * d, layers=layers,
                  bytes_per_element=34 + 5 * heads * seq // d,
                  why=f"34 + 5*a*s/h with a={heads}, s={seq}, h={d} (Korthikanti et al. 2022)"),
             dict(what=f"MLM logits: {masked} masked positions x vocab {vocab}", elements=masked * vocab,
@@ -507,6 +507,8 @@ def render(spec, data):
                 f"    elements: {term['elements']}",
                 f"    bytes_per_element: {term['bytes_per_element']}",
                 f"    why: {q(term['why'])}"]
+        if term.get("layers"):
+            out.append(f"    layers: {term['layers']}               # identical layers: what remat keeps the input of")
     out += [
         "dtypes:                            # bf16 activations, fp32 master weights and slots (MLPerf v0.6 TPU)",
         "  weights: float32",

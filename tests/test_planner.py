@@ -66,7 +66,7 @@ def check_plan_invariants(p):
 
 
 @pytest.mark.parametrize("name", known_workloads())
-@pytest.mark.parametrize("topo", ["tpu-v3-32", "tpu-v3-2048", "tpu-v4-64"])
+@pytest.mark.parametrize("topo", ["tpu-v3-32", "tpu-v3-2048", "tpu-v4-128"])
 def test_every_shipped_workload_plans(name, topo):
     w = load_workload(name)
     p = plan(w, load_topology(topo), w.default_optimizer)

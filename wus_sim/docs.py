@@ -306,6 +306,26 @@ def _plots_section():
     return out + [""]
 
 
+def _import_section():
+    from .model.hf_families import CONFIG_KEYS
+
+    out = ["## Imported from Hugging Face: `wus-sim import-workload`", "",
+           "`wus-sim import-workload PATH [--sequence-length N] [--name NAME] [--out FILE]` (Python: "
+           "`wus_sim.model.importers.import_workload`) writes a workload file of this format from a Hugging "
+           "Face `config.json`, or from a `.safetensors` file, a `model.safetensors.index.json` or a folder "
+           "holding them with the `config.json` beside it (exact tensor names and shapes from the headers, "
+           "checked against the config; only the headers are read; nothing is downloaded). `--sequence-length` "
+           "(default: the config's `max_position_embeddings`, GPT-2's `n_positions`) sets the tokens per "
+           "sequence: the example and the attention FLOPs. What is counted and why is the docstring of "
+           "`wus_sim/model/importers.py`. An unknown `model_type`, a missing or bad key, or a stored shape "
+           "that contradicts the config is one line naming the file and key, exit 2.", "",
+           "| model_type | config.json keys read (default when absent) |", "|---|---|"]
+    for family, keys in CONFIG_KEYS.items():
+        cells = ", ".join(f"`{k}`" + (f" ({d})" if d else "") for k, d in keys)
+        out.append(f"| `{family}` | {_cell(cells)} |")
+    return out + [""]
+
+
 def format_markdown(fmt):
     """The reference page of input format *fmt*."""
     tables = _tables()
@@ -324,6 +344,8 @@ def format_markdown(fmt):
         out += _table_section(tables[fmt], "Keys")
     if fmt == "experiment":
         out += _point_section() + _plots_section()
+    if fmt == "workload":
+        out += _import_section()
     out += ["## Example", "", "```yaml", EXAMPLES[fmt].rstrip("\n"), "```", ""]
     return "\n".join(out)
 

@@ -14,8 +14,10 @@ import sys
 
 __all__ = ["main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench", "docs")
-"""Subcommand module names, in the order ``--help`` lists them."""
+SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validate", "calibrate", "bench", "docs",
+               "import_workload")
+"""Subcommand module names, in the order ``--help`` lists them (``import_workload`` is the
+command ``import-workload``)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,12 +66,12 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     parser.commands = {}
-    """Each subcommand's parser, by name (for the closest option to an unknown one)."""
+    """Each subcommand's parser, by command name (for the closest option to an unknown one)."""
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"wus_sim.cli.{name}")
         sub_parser = module.add_parser(sub)
         sub_parser.set_defaults(_module=module)
-        parser.commands[name] = sub_parser
+        parser.commands[name.replace("_", "-")] = sub_parser  # by the command's name (import-workload)
     return parser
 
 

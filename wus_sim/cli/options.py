@@ -17,6 +17,7 @@ from ..inputs.limits import MAX_CHUNKS
 __all__ = [
     "OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values",
     "fault_option_errors", "JSON_HELP", "add_json_option", "add_flag",
+    "PLACEMENT_KEYS", "add_placement_options", "placement_option_errors",
 ]
 
 OPTION_PARAMS = {p.name: p for p in (
@@ -91,5 +92,34 @@ def fault_option_errors():
         yield
     except ConfigError as exc:
         if exc.key_path not in FAULT_KEYS:
+            raise
+        raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None
+
+
+PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat")
+"""Point keys of how a run places replicas and keeps activations: ``--megacore``, ``--spatial-ways``, ``--remat``."""
+
+
+def add_placement_options(parser):
+    """``--megacore``, ``--spatial-ways K`` and ``--remat`` of ``step`` and ``plan`` (point keys :data:`PLACEMENT_KEYS`)."""
+    from ..training.params import POINT_KEYS
+
+    add_flag(parser, "--megacore",
+             help="TPU v4/v5p: one replica per chip over both its TensorCores (default: one per TensorCore)")
+    parser.add_argument("--spatial-ways", type=int, dest="spatial_ways", default=None, metavar="K",
+                        help="cores each replica is spatially partitioned over: replicas = cores / K (default: the "
+                             "MLPerf run's on that slice, else 1)")
+    parser.add_argument("--remat", choices=POINT_KEYS["remat"].choices, default=POINT_KEYS["remat"].default,
+                        help="rematerialisation: none (keep every activation), layer (keep each layer's input, "
+                             "recompute it in backward) or full (every sqrt(L)-th layer's input); default none")
+
+
+@contextmanager
+def placement_option_errors():
+    """Re-raise a placement key's ConfigError under its option's name."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.key_path not in PLACEMENT_KEYS or exc.file:
             raise
         raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None

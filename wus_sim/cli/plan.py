@@ -49,6 +49,9 @@ def add_parser(subparsers):
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
     p.add_argument("--replicas", type=int, metavar="N",
                    help="data-parallel replicas per slice (default: the MLPerf run's, else one per core)")
+    from .options import add_placement_options
+
+    add_placement_options(p)
     p.add_argument("--bucket-MiB", type=float, metavar="F", dest="bucket_MiB",
                    help="gradient bytes at which a fused bucket closes, MiB (default 25)")
     p.add_argument("--replicate-below", type=int, metavar="E",
@@ -87,10 +90,22 @@ def build_report(args):
     from ..model.workload import resolve_batch, resolve_replicas
     from ..model.workload_files import load_workload
 
+    from .options import placement_option_errors
+
     workload = load_workload(args.workload)
-    topology, multislice = load_multislice(args.topology, slices=args.slices)
+    with placement_option_errors():
+        topology, multislice = load_multislice(args.topology, slices=args.slices, megacore=args.megacore)
     config = workload.config_for(topology.name)
-    replicas = resolve_replicas(workload, topology, args.replicas)
+    replicas = args.replicas
+    if args.spatial_ways is not None:
+        if replicas is not None:
+            raise ConfigError("give --replicas or --spatial-ways, not both", key_path="--spatial-ways",
+                              value=args.spatial_ways)
+        if topology.num_replicas % args.spatial_ways:
+            raise ConfigError(f"must divide the {topology.num_replicas} cores of {topology.name}",
+                              key_path="--spatial-ways", value=args.spatial_ways)
+        replicas = topology.num_replicas // args.spatial_ways
+    replicas = resolve_replicas(workload, topology, replicas)
     # Over several slices, the plan step runs by default: shards over every replica of every slice.
     grid = topology if multislice is None else planning_topology(multislice)
     if multislice is not None:
@@ -110,8 +125,8 @@ def build_report(args):
 
     calibration = load_calibration(args.calibration)  # default: the shipped one, as every other command
     params = calibration.compute_params()
-    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES)
-    layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways)
+    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat)
+    layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat)
     fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}
     for s in STRATEGIES:

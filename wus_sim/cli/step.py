@@ -29,7 +29,8 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
+from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, fault_option_errors,
+                      fault_values, placement_option_errors)
 
 __all__ = ["add_parser", "run"]
 
@@ -73,6 +74,7 @@ def add_parser(subparsers):
     add_flag(p, "--keep-gathered-weights",
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")
+    add_placement_options(p)
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
     p.add_argument("--slices", type=int, metavar="N",
@@ -112,10 +114,11 @@ def run(args):
     from ..inputs.units import MiB
     from ..inputs.units import grad_dtype_short
 
-    with fault_option_errors():
+    with fault_option_errors(), placement_option_errors():
         topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
                                                dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
-                                               hop_latency_us=args.hop_latency_us, **fault_values(args))
+                                               hop_latency_us=args.hop_latency_us, megacore=args.megacore,
+                                               **fault_values(args))
     calibration = load_calibration(args.calibration)
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
@@ -125,13 +128,14 @@ def run(args):
         steps=args.steps, bn_group_replicas=args.bn_group_replicas,
         small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        calibration=calibration,
+        remat=args.remat, calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)
-    results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
-                                        per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
-                                        options=options)
+    with placement_option_errors():
+        results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
+                                            per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
+                                            options=options, spatial_ways=args.spatial_ways)
     if args.trace:
         from ..training.trace import write_trace
 
@@ -159,6 +163,7 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
+    report.update(_if_fit_report(results))
     from ..training.small_allreduce import small_allreduce_report
 
     report["small_allreduces"] = small = small_allreduce_report(meta["plan"], topology, options,
@@ -176,7 +181,7 @@ def run(args):
         print(json.dumps(report, indent=1, default=_json_default))
     else:
         # the workload's name, not the path it was given by (--json keeps what was given)
-        print(_text({**report, "workload": meta["plan"].workload.name}))
+        print(_text({**report, "workload": meta["plan"].workload.name}, multislice))
     return 0
 
 
@@ -195,6 +200,17 @@ def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
             return None  # an in-slice part without exact phases: draw none (as for one slice)
         out.extend((f"slice {label}", t) for label, t in parts)
     return out
+
+
+def _if_fit_report(results):
+    """``speedup_if_replicated_fit`` and ``fully_sharded_over_sharded`` of ``--json`` (null where
+    they do not apply)."""
+    from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
+
+    fit = speedups_if_replicated_fit(results)
+    nan_none = lambda v: None if math.isnan(v) else v  # noqa: E731
+    return {"speedup_if_replicated_fit": {s: nan_none(v) for s, v in fit.items()} if len(results) > 1 else None,
+            "fully_sharded_over_sharded": nan_none(fully_sharded_over_sharded(results))}
 
 
 def _json_default(x):
@@ -266,7 +282,18 @@ def _checked_line(rep):
     return "  " + model_error_line(rep.get("checked"), rep["calibration"])
 
 
-def _text(rep):
+def _dcn_line(multislice):
+    """The multislice's DCN figures with their sources: a default taken for a chip that gives none
+    is an assumption the reader must see."""
+    from ..inputs.units import GB, US
+
+    src = multislice.sources
+    return (f"  multislice: {multislice.slices} slices over the DCN at {multislice.dcn_Bps / GB:g} GB/s per chip "
+            f"({src.get('dcn_GBps', '')}), {multislice.dcn_latency_s / US:g} us per exchange "
+            f"({src.get('dcn_latency_us', '')})")
+
+
+def _text(rep, multislice=None):
     from ..inputs.units import format_bytes
 
     per = rep["strategies"]
@@ -275,6 +302,8 @@ def _text(rep):
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
              f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}",
              _checked_line(rep)]
+    if multislice is not None:
+        lines.append(_dcn_line(multislice))
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]
@@ -315,4 +344,9 @@ def _text(rep):
     for s, up in (rep.get("speedups") or {}).items():
         if up is not None:
             lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x")
+    for s, up in (rep.get("speedup_if_replicated_fit") or {}).items():
+        if up is not None:
+            lines.append(f"  speedup of the {s} update: replicated does not fit in HBM; if it did: {up:.2f}x")
+    if rep.get("fully_sharded_over_sharded") is not None:
+        lines.append(f"  fully-sharded over sharded: {rep['fully_sharded_over_sharded']:.3f}x")
     return "\n".join(lines)

@@ -13,9 +13,10 @@ import math
 from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..hardware.multislice import load_multislice
-from ..training.params import POINT_KEYS, default_of
+from ..training.params import POINT_KEYS, check_point_value, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
+from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
 from ..inputs.units import GB, MiB
 from ..inputs.units import grad_dtype_of_bytes
 
@@ -53,10 +54,12 @@ def simulate_point(point):
     """
     p = dict(point)
     _check_keys(p)
+    megacore = p.get("megacore")
+    megacore = False if megacore is None else check_point_value("megacore", megacore)
     topology, multislice = load_multislice(
         p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
-        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"),
+        wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"), megacore=megacore,
         failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
     calibration = load_calibration(p.get("calibration"))
     bucket_MiB = p.get("bucket_MiB")
@@ -73,7 +76,7 @@ def simulate_point(point):
     def simulate(which):
         return simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), which,
                                    per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
-                                   options=options)
+                                   options=options, spatial_ways=p.get("spatial_ways"))
 
     failed = {}  # strategy -> (status, why) where it cannot run and the others can
     try:
@@ -94,6 +97,7 @@ def simulate_point(point):
     run = runs[0]
     results = {s: r for one in runs for s, r in one.results.items()}
     up = speedups(results)
+    if_fit = speedups_if_replicated_fit(results)
     records = []
     for s in strategies:
         if s in failed:
@@ -112,6 +116,8 @@ def simulate_point(point):
             "params": run.params,
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up.get(s, math.nan),
+            "speedup_if_replicated_fit": if_fit.get(s, math.nan),
+            "speedup_over_sharded": fully_sharded_over_sharded(results) if s == "fully-sharded" else math.nan,
         })
         rec.update(used_values(topology, options, run.plan, multislice))
         records.append(rec)
@@ -134,7 +140,7 @@ def used_values(topology, options, plan, multislice=None):
         "hop_latency_us": topology.hop_latency_s * 1e6,
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
-        "cores_per_chip": topology.cores_per_chip,
+        "cores_per_chip": topology.cores_per_chip, "remat": options.remat,
         "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,
         "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),

@@ -52,8 +52,6 @@ RUN_COLUMNS = (
     _c("replicas", "", "Int64", "Data-parallel replicas over all slices: one per core, or cores / spatial_ways "
        "for the MLPerf runs that partitioned each replica over several cores; times `slices` on a multislice.",
        "run"),
-    _c("spatial_ways", "", "Int64", "Cores each replica is spatially partitioned over (1 = one replica per core).",
-       "run"),
     _c("cores", "", "Int64", "Cores (TensorCores) in the slice: chips x cores_per_chip, the '32' of 'v3-32'.",
        "run"),
     _c("chips", "", "Int64", "Chips in the slice.", "run"),
@@ -111,6 +109,12 @@ RESULT_COLUMNS = (
     _c("speedup", "", "float64",
        "Rows of every strategy but replicated: replicated step time / this row's step time, same point "
        "(> 1: faster than replicated; empty when replicated did not run or either did not fit)."),
+    _c("speedup_if_replicated_fit", "", "float64",
+       "Rows of every strategy but replicated, where replicated does not fit in HBM and this row does: "
+       "replicated's step time with HBM capacity ignored / this row's step time (a hypothetical; `speedup` "
+       "stays empty). Empty elsewhere."),
+    _c("speedup_over_sharded", "", "float64",
+       "Fully-sharded rows: the sharded step time / this row's, same point (empty unless both ran and fit)."),
 )
 """Results of the point simulator (``wus_sim.experiments.records.simulate_point``)."""
 

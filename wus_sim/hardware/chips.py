@@ -25,5 +25,8 @@ class Chip:
     """Default per-hop ICI latency, seconds."""
     onchip_Bps: float
     """Core-to-core bandwidth inside the chip, one direction, bytes/s."""
+    dcn_Bps: float = None
+    """Data-center network bandwidth of one chip, one direction, bytes/s: a multislice's default
+    (``None``: chips.yaml gives none; a multislice then takes an assumption and says so)."""
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     """Where each figure came from (key -> citation), for reports."""

@@ -50,8 +50,10 @@ path. Both move the same DCN bytes per step.
 
 Defaults
 --------
-:data:`DCN_DEFAULTS` gives each chip's DCN bandwidth per chip and its source: Cloud TPU
-publishes a per-pod figure for v5e; the other chips' values are declared assumptions. The
+Each chip's ``dcn_GBps`` in chips.yaml gives its DCN bandwidth per chip, with its source: Cloud
+TPU publishes figures for v5e, v5p and v6e; v2-v4's are declared assumptions. A chip without one
+(a user chip, the inline topologies' ``generic``) takes :data:`GENERIC_DCN_GBPS`, an assumption
+that ``step`` and ``describe topology`` print with the multislice. The
 DCN latency has no published figure: :data:`DEFAULT_DCN_LATENCY_US` is an assumption. Both
 are parameters (``--dcn-GBps``, ``--dcn-latency-us``, point keys ``dcn_GBps``,
 ``dcn_latency_us``, and a topology file's ``multislice`` section).
@@ -69,7 +71,7 @@ from .topology import Topology
 from .topology_files import load_topology, topology_dirs
 from ..inputs.units import GB, US
 
-__all__ = ["Multislice", "DCN_DEFAULTS", "DEFAULT_DCN_LATENCY_US", "MAX_SLICES", "load_multislice",
+__all__ = ["Multislice", "GENERIC_DCN_GBPS", "DEFAULT_DCN_LATENCY_US", "MAX_SLICES", "load_multislice",
            "dcn_phase_time_s", "dcn_time_s", "hierarchical_phases", "hierarchical_time",
            "planning_topology"]
 
@@ -77,21 +79,9 @@ MAX_SLICES = 1024
 """Most slices in one multislice (Cloud TPU documents jobs of tens of thousands of chips; a
 v5e-256 pod x 1024 is 262,144 chips, over :data:`~wus_sim.inputs.limits.MAX_CHIPS` anyway)."""
 
-DCN_DEFAULTS = {
-    # chip: (GB/s per chip, one direction; source)
-    "tpu-v5e": (3.125, "Cloud TPU v5e docs: data center network bandwidth per Pod 6.4 Tbps over 256 chips "
-                       "= 25 Gb/s = 3.125 GB/s per chip (also: 2 x 100 Gbps NIC per host of 8 chips)"),
-    "tpu-v4": (6.25, "assumption: JAX scaling book (tpus.md), DCN 'typically around 2.5e10 bytes / second "
-                     "per host', over the 4 chips of a v4 host"),
-    "tpu-v3": (6.25, "assumption: v3 has no Multislice product; the JAX scaling book's 2.5e10 B/s per host "
-                     "over the 4 chips of a v3 host"),
-    "tpu-v2": (6.25, "assumption: v2 has no Multislice product; taken as v3's"),
-}
-"""Default DCN bandwidth per chip, GB/s (10^9 B/s), with its source, by chip name."""
-
 GENERIC_DCN_GBPS = 6.25
-"""DCN bandwidth per chip of a chip not in :data:`DCN_DEFAULTS` (inline topologies' ``generic``
-chip, user chips): assumption, the JAX scaling book's 2.5e10 B/s per host over 4 chips."""
+"""DCN bandwidth per chip of a chip whose chips.yaml entry has no ``dcn_GBps`` (inline topologies'
+``generic`` chip, user chips): assumption, the JAX scaling book's 2.5e10 B/s per host over 4 chips."""
 
 DEFAULT_DCN_LATENCY_US = 10.0
 """One-way latency of one DCN exchange, us. Assumption: Cloud TPU publishes no figure; a
@@ -267,7 +257,7 @@ def load_multislice(spec, *, slices=None, dcn_GBps=None, dcn_latency_us=None, **
     *spec* is what :func:`~wus_sim.hardware.topology.load_topology` takes (a name, path, inline spec
     or Topology; *topology_overrides* are its keyword overrides), or a :class:`Multislice`.
     The keyword values (``None`` = not given) override the topology file's ``multislice``
-    section, which overrides the chip's defaults (:data:`DCN_DEFAULTS`,
+    section, which overrides the chip's defaults (its ``dcn_GBps``, else :data:`GENERIC_DCN_GBPS`;
     :data:`DEFAULT_DCN_LATENCY_US`). One slice (``slices`` 1, or no section and no
     ``slices``) is no multislice: the DCN values are then unused.
     """
@@ -294,9 +284,14 @@ def load_multislice(spec, *, slices=None, dcn_GBps=None, dcn_latency_us=None, **
     m = slices if slices is not None else section.get("slices", 1)
     if m == 1:
         return topology, None
-    chip_gbps, chip_source = DCN_DEFAULTS.get(topology.chip.name, (
-        GENERIC_DCN_GBPS, f"assumption: chip {topology.chip.name} has no DCN figure; the JAX scaling book's "
-                          "2.5e10 B/s per host over 4 chips"))
+    chip = topology.chip
+    if chip.dcn_Bps is not None:
+        chip_gbps = chip.dcn_Bps / GB
+        chip_source = chip.sources.get("dcn_GBps", f"chips.yaml, chip {chip.name} (no source given)")
+    else:
+        chip_gbps, chip_source = GENERIC_DCN_GBPS, (
+            f"assumption: chip {chip.name} has no dcn_GBps in chips.yaml; the JAX scaling book's 2.5e10 B/s "
+            "per host over 4 chips")
     sources = {"dcn_GBps": chip_source,
                "dcn_latency_us": "assumption: no published Cloud TPU DCN latency (see wus_sim.hardware.multislice)"}
     sources.update(cited)

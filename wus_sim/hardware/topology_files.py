@@ -12,7 +12,7 @@ import numpy as np
 from ..inputs.config import Section, is_file, load_yaml
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
-from ..inputs.shipped import env_dirs, note_override, shipped_dir
+from ..inputs.shipped import env_dirs, note_once, note_override, shipped_dir
 from ..inputs.units import GB, GiB, US
 from .chips import Chip
 from .link_faults import with_link_faults
@@ -20,7 +20,7 @@ from .topology import Topology
 
 __all__ = [
     "load_topology", "known_topologies", "topology_dirs", "load_chips", "parse_inline",
-    "CHIP_KEYS", "CHIPS_FILE", "TOPOLOGY_KEYS",
+    "CHIP_KEYS", "CHIPS_FILE", "TOPOLOGY_KEYS", "RENAMED", "MEANING_CHANGED",
 ]
 
 
@@ -47,6 +47,9 @@ CHIP_KEYS = KeyTable("chip", [
     Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", required=True, minimum=0),
     Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s",
         required=True, positive=True),
+    Key("dcn_GBps", "number", "Data-center network bandwidth per chip, one direction (10^9 B/s): the default of a "
+        "multislice of this chip (cite it in `sources`).", unit="GB/s", positive=True,
+        default_text="none: a multislice takes 6.25 GB/s, an assumption that step and describe print"),
     Key("sources", "mapping", "Citation per figure: figure key -> where the value comes from.",
         schema=_SOURCES_SCHEMA),
 ], meaning="One chip model's datasheet figures; a topology file names it with `chip`.")
@@ -64,7 +67,7 @@ TOPOLOGY_KEYS = KeyTable("topology file", [
     Key("name", "string", "Name of the slice (results' `topology` column).", default_text="the file's stem"),
     Key("description", "string", "One line on the slice.", default=""),
     Key("chip", "string", "Chip model: a chip name of chips.yaml (shipped: tpu-v2, tpu-v3, tpu-v4, tpu-v5e, "
-        "generic; user chips.yaml files add more).", required=True),
+        "tpu-v5p, tpu-v6e, generic; user chips.yaml files add more).", required=True),
     Key("chips_per_axis", "list", "Chips along each torus axis, e.g. [32, 32] or [8, 8, 8].", required=True,
         rule="a list of 1 to 3 whole numbers >= 1",
         schema={"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 3}),
@@ -145,9 +148,26 @@ def _chips_from_file(path):
             link_Bps=read("link_GBps") * GB,
             hop_latency_s=read("hop_latency_us") * US,
             onchip_Bps=read("onchip_GBps") * GB,
+            dcn_Bps=read("dcn_GBps") * GB if "dcn_GBps" in sec else None,
             sources=_sources(sec),
         )
     return chips
+
+
+RENAMED = {
+    "tpu-v4-64": ("tpu-v4-128", "the 64-chip 4x4x4 cube"),
+    "tpu-v4-512": ("tpu-v4-1024", "the 512-chip 8x8x8 slice"),
+}
+"""Shipped slice names whose meaning changed when TPU v4 slices took Google's names, which count
+TensorCores (two per chip: Google's v4-128 is 64 chips): old name -> (new name, what it was). An old
+name fails naming the new one; it never loads a different slice."""
+
+MEANING_CHANGED = {
+    "tpu-v4-4096": "Google's v4-4096, 2048 chips 8x16x16 (before wus-sim 0.2 it was the 4096-chip pod, now "
+                   "tpu-v4-8192)",
+}
+"""Shipped names that now mean Google's slice of that name, a different one from before: loading one
+says so once on stderr."""
 
 
 def _find_file(stem):
@@ -159,7 +179,13 @@ def _find_file(stem):
         if is_file(p):
             if d != dirs[-1] and is_file(dirs[-1] / p.name):
                 note_override("topology", stem, p)
+            elif stem in MEANING_CHANGED:
+                note_once(f"topology {stem!r} is {MEANING_CHANGED[stem]}")
             return p
+    if stem in RENAMED:
+        new, what = RENAMED[stem]
+        raise ConfigError(f"is no longer a shipped slice: {what} is now {new!r} (TPU v4 slices are named as Google "
+                          "names them, by TensorCores, two per chip)", key_path="topology", value=stem)
     raise UnknownNameError("topology", stem, known_topologies())
 
 
@@ -182,13 +208,32 @@ def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
     )
 
 
+MEGACORE_CHIPS_REFUSED = ("tpu-v2", "tpu-v3")
+"""Chips whose TensorCores never run as one device: megacore came with TPU v4 (Cloud TPU v4 docs)."""
+
+
+def _megacore_cores(topo, cores_per_chip):
+    """Replicas per chip of a megacore run on *topo*: 1, one over all the chip's TensorCores."""
+    if cores_per_chip is not None:
+        raise ConfigError("set megacore or cores_per_chip, not both", key_path="megacore", value=True)
+    chip = topo.chip
+    if chip.name in MEGACORE_CHIPS_REFUSED:
+        raise ConfigError(f"is a TPU v4/v5p mode; {chip.name}'s TensorCores run as separate devices (one replica "
+                          "per core)", key_path="megacore", value=True)
+    if chip.cores_per_chip < 2:
+        raise ConfigError(f"needs a chip of several TensorCores; {chip.name} has {chip.cores_per_chip}",
+                          key_path="megacore", value=True)
+    return 1
+
+
 def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
-                  cores_per_chip=None, failed_links=None, slow_links=None, seed=None):
+                  cores_per_chip=None, failed_links=None, slow_links=None, seed=None, megacore=False):
     """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.
 
     The keyword overrides replace the file's values (what-if sweeps use them):
     *link_GBps* (scalar or per axis), *hop_latency_us*, *wraparound* (bool or per
-    axis), *cores_per_chip*; then *failed_links*, *slow_links* and *seed* as in
+    axis), *cores_per_chip*; *megacore* runs one replica per chip over all its TensorCores
+    (TPU v4/v5p; not with *cores_per_chip*); then *failed_links*, *slow_links* and *seed* as in
     :func:`with_link_faults`.
     """
     if isinstance(spec, Topology):
@@ -214,7 +259,9 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
         changes["hop_latency_s"] = float(hop_latency_us) * US
     if wraparound is not None:
         changes["wrap"] = tuple(bool(v) for v in _per_axis(wraparound, topo, "wraparound"))
-    if cores_per_chip is not None:
+    if megacore:
+        changes["cores_per_chip"] = _megacore_cores(topo, cores_per_chip)
+    elif cores_per_chip is not None:
         changes["cores_per_chip"] = int(cores_per_chip)
     topo = replace(topo, **changes) if changes else topo
     return with_link_faults(topo, failed_links, slow_links, seed)

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 import sys
 
-__all__ = ["PACKAGE_DIR", "shipped_dir", "schema_path", "env_dirs", "note_override"]
+__all__ = ["PACKAGE_DIR", "shipped_dir", "schema_path", "env_dirs", "note_override", "note_once"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 """The installed (or checked-out) ``wus_sim`` package folder."""
@@ -53,3 +53,11 @@ def note_override(kind, name, path):
         return
     _NOTED.add(key)
     print(f"wus-sim: note: {kind} {name!r} from {path} overrides the shipped one", file=sys.stderr)
+
+
+def note_once(text):
+    """Say *text* on stderr as a note, once per process."""
+    if text in _NOTED:
+        return
+    _NOTED.add(text)
+    print(f"wus-sim: note: {text}", file=sys.stderr)

@@ -201,8 +201,11 @@ def backward_time_s(workload, topology, per_replica_batch, params=None, *, spati
                                                    spatial_ways=spatial_ways)
 
 
-def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_ways=1):
+def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_ways=1, remat="none"):
     """:class:`LayerTimes` of one replica: the per-layer roofline of the module docstring.
+
+    With a *remat* policy that recomputes (:data:`wus_sim.model.workload.REMAT_MODES`), each
+    layer's backward first runs its forward again: backward time += forward time, layer by layer.
 
     With ``elementwise_*_bytes = 0``, no overheads, compute-bound layers and one core per
     replica (or output maps whose rows divide over the cores), the sums equal
@@ -240,6 +243,8 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
         halo = halo_exchange_time_s(workload, topology, per_replica_batch)
         fwd_s = fwd_s + halo
         bwd_s = bwd_s + halo  # the halo of the activation gradient goes back the same way
+    if workload.rematerialises(remat):
+        bwd_s = bwd_s + fwd_s  # the recomputed forward, just before the layer's backward
     return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
 
 

@@ -121,13 +121,15 @@ def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
 
 
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
-                     gather_prefetch=1, keep_gathered_weights=False):
+                     gather_prefetch=1, keep_gathered_weights=False, remat="none"):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
     for its documented factors). With *check*, a peak above the replica's HBM raises
     :class:`InfeasibleError` naming the parts and the excess. *gather_prefetch* (buckets
     gathered ahead of the compute) and *keep_gathered_weights* matter to ``fully-sharded`` only.
+    *remat* is the rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what
+    activations backward keeps.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
@@ -141,7 +143,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
-    activations = (per_replica_batch * w.activation_bytes_per_example * activation_scale / plan.spatial_ways
+    activations = (per_replica_batch * w.activation_bytes_kept(remat) * activation_scale / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)
 

@@ -30,8 +30,25 @@ from ..inputs.errors import ConfigError
 
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm", "SMALL_TENSOR_ELEMENTS",
-    "resolve_batch", "resolve_replicas",
+    "resolve_batch", "resolve_replicas", "REMAT_MODES",
 ]
+
+REMAT_MODES = ("none", "layer", "full")
+"""Rematerialisation (activation recomputation) policies :meth:`Workload.activation_bytes_kept` knows:
+
+* ``none``: every activation term is kept for backward, as the file gives it;
+* ``layer``: each layer of a term that declares its ``layers`` keeps only its input (one
+  activation-dtype element per element of the term's layer, e.g. the ``s x h`` input of a
+  transformer layer) and backward recomputes that layer's forward from it, one layer at a time
+  (per-layer checkpointing: ``jax.checkpoint`` / ``tf.recompute_grad`` around each layer; "full
+  activation recomputation" in Korthikanti et al. 2022, arXiv 2205.05198, sec. 4.2: ``2 s b h L``);
+* ``full``: only the inputs of every ``ceil(sqrt(L))``-th layer are kept, and backward recomputes
+  one segment at a time, keeping its layer inputs while it runs (sublinear checkpointing, Chen
+  et al. 2016, "Training Deep Nets with Sublinear Memory Cost", arXiv 1604.06174).
+
+Both recompute the forward of the rematerialised layers once: one more forward pass in backward
+(:func:`wus_sim.model.compute.layer_times`). Terms without ``layers`` (a loss head's logits, the
+CNN profiles' totals) are kept whole under every policy."""
 
 
 SMALL_TENSOR_ELEMENTS = 4096
@@ -75,6 +92,9 @@ class ActivationTerm:
     bytes_per_element: float
     """The factor: bytes kept for backward per counted element (a parameter; ``why`` says where it comes from)."""
     why: str = ""
+    layers: int = 0
+    """Identical layers the term spans (``elements`` counts all of them; one layer's input is
+    ``elements / layers`` activation elements); 0 = not per-layer, never rematerialised."""
 
     @property
     def nbytes(self):
@@ -187,6 +207,30 @@ class Workload:
             if len(t.shape) >= 2 and (t.layer not in main or t.size > main[t.layer].size):
                 main[t.layer] = t
         return main
+
+    def activation_bytes_kept(self, remat="none"):
+        """Activation bytes kept for backward per example under *remat* (:data:`REMAT_MODES`)."""
+        if remat not in REMAT_MODES:
+            raise ConfigError(f"must be one of {', '.join(REMAT_MODES)}", key_path="remat", value=remat)
+        if remat == "none":
+            return float(self.activation_bytes_per_example)
+        kept, working = 0.0, 0.0
+        for t in self.activation_terms:
+            if not t.layers:
+                kept += t.nbytes
+                continue
+            per_layer = t.elements / t.layers
+            inputs = t.layers
+            if remat == "full":
+                k = math.ceil(math.sqrt(t.layers))
+                inputs = math.ceil(t.layers / k) + k  # segment boundaries + one segment's inputs
+            kept += inputs * per_layer * self.activation_bytes
+            working = max(working, per_layer * t.bytes_per_element)  # one layer recomputed at a time
+        return float(kept + working)
+
+    def rematerialises(self, remat):
+        """Whether *remat* recomputes anything of this workload (a term declares its ``layers``)."""
+        return remat != "none" and any(t.layers for t in self.activation_terms)
 
     def layer_params(self):
         """Elements per layer (array of length :attr:`num_layers`)."""

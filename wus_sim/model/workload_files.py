@@ -77,6 +77,9 @@ _ACTIVATION_KEYS = KeyTable("activation_memory entry", [
     Key("bytes_per_element", "number", "Bytes stored per element (may combine several kept copies).", unit="B",
         required=True, minimum=0),
     Key("why", "string", "Why that many bytes per element.", default=""),
+    Key("layers", "integer", "Identical layers the term spans (elements counts them all): rematerialisation "
+        "(point key remat) keeps only each layer's input, elements / layers activation elements.", minimum=1,
+        default_text="none: not per-layer; kept whole under every remat policy"),
 ], meaning="One term of the activation-memory estimate: elements x bytes_per_element bytes per example.")
 
 _DTYPE_KEYS = KeyTable("dtypes", [
@@ -274,7 +277,8 @@ def _read_activation_terms(doc):
         sec = Section(row, file=doc.file, path=f"activation_memory[{i}]")
         _ACTIVATION_KEYS.check(sec)
         terms.append(ActivationTerm(**{k: _ACTIVATION_KEYS.read(sec, k) for k in
-                                       ("what", "elements", "bytes_per_element", "why")}))
+                                       ("what", "elements", "bytes_per_element", "why")},
+                                    layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0))
     return terms
 
 

@@ -6,7 +6,7 @@ from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bott
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
 from .labels import _axis_label, display_value, _fmt, _label_keys, _numeric, _ok, _varying, _with
 from .layout import fit_y_range
-from .series import draw_series, label_no_value_band, strategy_variants
+from .series import SeriesStyles, draw_series, label_no_value_band, strategy_variants
 from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
@@ -46,9 +46,13 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     variants = strategy_variants(STRATEGY_NAMES[1:], rows["strategy"], _SPEEDUP_LINESTYLE)
     several = len(variants) > 1
     keys = _series_keys(rows, hue, x, several)
+    styles = styles or SeriesStyles()
     lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=1.0, variants=variants,
                                                styles=styles, why=_speedup_reasons(df, rows, good))
     entries.append(_no_gain(ax))
+    marked = _if_replicated_fit(ax, rows, x, y, keys, styles)
+    if marked is not None:
+        entries.append(marked)
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
     fit_y_range(ax)
@@ -60,6 +64,30 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     ax.set_title(title or f"Speedup of {what} over replicated weight update")
     _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _if_replicated_fit(ax, rows, x, y, keys, styles):
+    """Hollow markers, in each series' colour and marker, at ``speedup_if_replicated_fit``
+    where the speedup is empty because replicated does not fit in HBM: a hypothetical, drawn
+    apart from the lines (no line joins them) and named so in the legend. Returns its legend
+    entry, or None when there is none."""
+    from matplotlib.lines import Line2D
+
+    col = "speedup_if_replicated_fit"
+    if y != "speedup" or col not in rows.columns or not len(rows):
+        return None
+    marked = rows[rows[y].isna() & rows[col].notna()]
+    if marked.empty or not _numeric(marked[x]):
+        return None
+    groups = marked.groupby(list(keys), dropna=False, sort=False) if keys else [((), marked)]
+    for values, group in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        style = styles.style(keys, values)
+        ax.plot(group[x].astype(float), group[col].astype(float), linestyle="none", marker=style["marker"],
+                markersize=7, markerfacecolor="none", markeredgecolor=style["color"], markeredgewidth=1.4,
+                zorder=4, label="_if replicated fit", gid="if-replicated-fit")
+    handle = Line2D([], [], marker="o", linestyle="none", markerfacecolor="none", markeredgecolor="0.15")
+    return "if replicated fit in HBM (capacity ignored)", handle
 
 
 def _speedup_reasons(df, rows, good):

@@ -193,6 +193,19 @@ POINT_KEYS = _table(
           meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
     Param("cores_per_chip", "int", minimum=1, maximum=64,
           meaning="Cores (replicas) per chip; null = the topology's."),
+    Param("megacore", "bool", default=False, nullable=False,
+          meaning="TPU v4/v5p megacore: one replica per chip over both its TensorCores (the chip's HBM, bandwidth "
+                  "and peak), instead of one per TensorCore (Cloud TPU v4 docs); false = the topology's "
+                  "cores_per_chip. Not with cores_per_chip, nor on chips with one core or on v2/v3."),
+    Param("spatial_ways", "int", minimum=1, maximum=2**17, unit="cores",
+          meaning="Cores each replica is spatially partitioned over (replicas = cores / spatial_ways; must "
+                  "divide the slice's cores); null = the MLPerf v0.6 run's on that slice, else 1. The row "
+                  "holds the value used."),
+    Param("remat", "choice", default="none", nullable=False, choices=("none", "layer", "full"),
+          meaning="Rematerialisation: none keeps every activation for backward; layer keeps each layer's input "
+                  "and recomputes the layer in backward (per-layer checkpointing, Korthikanti et al. 2022); full "
+                  "keeps every ceil(sqrt(L))-th layer's input (Chen et al. 2016). Both add one forward pass of "
+                  "compute; only activation terms that declare their `layers` are recomputed."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
     Param("bidirectional", "bool",
@@ -236,7 +249,8 @@ POINT_KEYS = _table(
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
     Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
-                  "the chip's default (wus_sim.hardware.multislice.DCN_DEFAULTS, with sources). Unused with one slice."),
+                  "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
+                  "text output prints). Unused with one slice."),
     Param("dcn_latency_us", "number", minimum=0, maximum=1e6, unit="us",
           meaning="Multislice: latency of one DCN exchange; null = the topology file's, else 10 us (an "
                   "assumption: no published figure). Unused with one slice."),

@@ -39,7 +39,7 @@ from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
-           "speedups", "strategies_named"]
+           "speedups", "strategies_named", "speedups_if_replicated_fit", "fully_sharded_over_sharded"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,9 @@ class StepOptions:
     """Algorithm of the latency-bound all-reduces: batch-norm statistics and the LARS/LAMB
     norms of sharded weights (see :func:`small_allreduce`). ``'auto'`` (the default) takes
     the fastest candidate as simulated; an algorithm name takes that one always."""
+    remat: str = default_of("remat")
+    """Rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what activations backward
+    keeps, and whether it recomputes forward first."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
@@ -103,7 +106,7 @@ class StepOptions:
         # defined, by the collectives, the network and the planner, with the known names listed;
         # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
-            if POINT_KEYS[name].kind != "choice" or name == "small_allreduce_algorithm":
+            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat"):
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         if self.compute is None:
             cal = load_calibration(self.calibration)
@@ -136,6 +139,9 @@ class StepResult:
     timeline: object = None
     """:class:`wus_sim.training.timeline.TimelineResult` (None when infeasible)."""
     error: str = ""
+    step_time_if_fit_s: float = math.nan
+    """An infeasible replicated update beside other strategies: its step time with HBM capacity
+    ignored, marked as such wherever it is shown (NaN otherwise)."""
 
     def to_record(self):
         """Flat dict of results, in the documented result columns."""
@@ -194,7 +200,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     if multislice is None:
         _prefetch_collectives(work, topology, options)
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
-                         spatial_ways=plan.spatial_ways)
+                         spatial_ways=plan.spatial_ways, remat=options.remat)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
     bn = ()
     if options.bn_group_replicas > 1:
@@ -305,14 +311,15 @@ class StepRun:
 
 
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,
-                        global_batch=None, replicas=None, options=None):
+                        global_batch=None, replicas=None, options=None, spatial_ways=None):
     """Simulate each of *strategies*; returns a :class:`StepRun` (``.results``:
     ``{strategy: StepResult}``; it still unpacks as ``results, meta`` for one release).
 
     *workload*, *topology* and *optimizer* are names/paths or loaded objects (*topology*
     may be a :class:`~wus_sim.hardware.multislice.Multislice` or name one);
     *optimizer* ``None`` means the workload's default; *replicas* (per slice) ``None`` those of
-    the workload's MLPerf run on this slice, else one per core.
+    the workload's MLPerf run on this slice, else one per core; *spatial_ways* (cores per
+    replica) sets them instead: the slice's cores / *spatial_ways*.
     """
     options = options or StepOptions()
     for s in strategies:
@@ -326,6 +333,14 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     grad_bytes = None
     if options.grad_dtype is not None:
         grad_bytes = grad_dtype_bytes(options.grad_dtype)
+    if spatial_ways is not None:
+        if replicas is not None:
+            raise ConfigError("give replicas or spatial_ways, not both", key_path="spatial_ways", value=spatial_ways)
+        if isinstance(spatial_ways, bool) or not isinstance(spatial_ways, int) or spatial_ways < 1 \
+                or topology.num_replicas % spatial_ways:
+            raise ConfigError(f"must divide the {topology.num_replicas} cores of {topology.name}",
+                              key_path="spatial_ways", value=spatial_ways)
+        replicas = topology.num_replicas // spatial_ways
     per_slice = resolve_replicas(workload, topology, replicas)
     replicas = slices * per_slice  # data parallelism runs over every slice
     batch = resolve_batch(workload, topology, replicas, per_replica_batch=per_replica_batch,
@@ -339,7 +354,8 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
         plan = make_plan(workload, topology, optimizer, replicas=per_slice, bucket_bytes=options.bucket_bytes,
                          grad_bytes=grad_bytes)
     results = {}
-    gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights)
+    gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights,
+                  remat=options.remat)
     for strategy in strategies:
         work = step_work(plan, strategy, keep_gathered_weights=options.keep_gathered_weights)
         try:
@@ -347,7 +363,12 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
         except InfeasibleError as exc:
             memory = memory_breakdown(plan, strategy, batch, **gather)  # the breakdown the error describes
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
-            results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc))
+            if_fit = math.nan
+            if strategy == "replicated" and len(strategies) > 1:  # the reference the others are measured by
+                unchecked = run_timeline(_program(plan, work, topology, batch, options, multislice), steps=options.steps)
+                if_fit = unchecked.step_time_s
+            results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc),
+                                           step_time_if_fit_s=if_fit)
             continue
         program = _program(plan, work, topology, batch, options, multislice)
         tl = run_timeline(program, steps=options.steps)
@@ -375,6 +396,28 @@ def speedups(results):
     """``{strategy: replicated step time / its step time}`` for every strategy run but
     replicated (NaN where either did not run or fit)."""
     return {s: speedup(results, s) for s in results if s != "replicated"}
+
+
+def speedups_if_replicated_fit(results):
+    """``{strategy: replicated step time with HBM capacity ignored / its step time}`` for every
+    strategy but replicated, where replicated does not fit and the strategy does (NaN
+    elsewhere): the answer :func:`speedups` cannot give, marked as hypothetical."""
+    r = results.get("replicated")
+    out = {}
+    for s, res in results.items():
+        if s == "replicated":
+            continue
+        ok = r is not None and r.status == "infeasible" and res.status == "ok"
+        out[s] = r.step_time_if_fit_s / res.step_time_s if ok else math.nan
+    return out
+
+
+def fully_sharded_over_sharded(results):
+    """Sharded step time / fully-sharded step time (NaN unless both ran and fit)."""
+    s, f = results.get("sharded"), results.get("fully-sharded")
+    if s is None or f is None or s.status != "ok" or f.status != "ok":
+        return math.nan
+    return s.step_time_s / f.step_time_s
 
 
 def strategies_named(choice):

@@ -1,0 +1,52 @@
+"""``wus-sim import-workload PATH [--sequence-length N] [--name NAME] [--out FILE]``: a workload
+file from a Hugging Face ``config.json`` or a safetensors checkpoint's headers.
+
+PATH is a ``config.json``, a ``.safetensors`` file, a ``model.safetensors.index.json`` or a folder
+holding them (a checkpoint needs the ``config.json`` beside it); nothing is downloaded and of a
+checkpoint only the headers are read (:mod:`wus_sim.model.importers`). The YAML goes to FILE, or
+to stdout; ``wus-sim describe workload FILE`` and every other command read it.
+"""
+
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "import-workload", help="write a workload file from a Hugging Face config.json or safetensors headers",
+        description="Write a workload file (tensors, layers, FLOPs, activation terms, dtypes) from a Hugging "
+                    "Face config.json (model_type llama, mistral, qwen2, gemma, gpt2, gpt_neox or bert) or "
+                    "from a safetensors file / model.safetensors.index.json with the config.json beside it "
+                    "(headers only). Nothing is downloaded.")
+    p.add_argument("path", metavar="PATH", help="config.json, .safetensors, model.safetensors.index.json or a folder")
+    p.add_argument("--sequence-length", dest="sequence_length", type=int, default=None, metavar="N",
+                   help="tokens per sequence (default: the config's max_position_embeddings / n_positions)")
+    p.add_argument("--name", default=None, help="workload name (default: the model's name or folder)")
+    p.add_argument("--out", default=None, metavar="FILE", help="write the YAML here (default: stdout)")
+    return p
+
+
+def run(args):
+    from ..model.importers import import_workload
+    from ..model.workload_files import load_workload
+
+    from ..inputs.errors import ConfigError
+
+    try:
+        text = import_workload(args.path, sequence_length=args.sequence_length, name=args.name)
+    except ConfigError as exc:
+        if exc.key_path == "sequence_length" and exc.file is None:
+            raise exc.at("--sequence-length") from None
+        raise
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    from pathlib import Path
+
+    Path(args.out).write_text(text, encoding="utf-8")
+    w = load_workload(args.out)  # what every other command will read
+    print(f"wrote {args.out}: {w.name}, {w.params:,} parameters in {len(w.tensors)} tensors over "
+          f"{w.num_layers} layers, {w.fwd_flops_per_unit / 1e9:.3g} GFLOP forward per token at "
+          f"{w.units_per_example} tokens per sequence", file=sys.stderr)
+    return 0
