@@ -88,7 +88,7 @@ def test_every_boolean_flag_has_its_no_form():
 def test_one_json_wording_on_every_command_that_prints():
     helps = {name: next((a.help for a in sub._actions if "--json" in a.option_strings), None)
              for name, sub in _subparsers().items()}
-    assert {n for n, h in helps.items() if h is None} <= {"run", "calibrate", "docs"}  # they print files or text
+    assert {n for n, h in helps.items() if h is None} <= {"run", "calibrate", "docs", "import-workload"}  # they print files or text
     assert len({h for h in helps.values() if h is not None}) == 1, helps
 
 
