@@ -144,3 +144,35 @@ def test_plan_takes_steps_batch_slices_and_calibration(capsys):
     none = _plan(capsys, "--calibration", "none")
     assert none["calibration"] != base["calibration"]
     assert none["compute"]["fwd_time_s"] != base["compute"]["fwd_time_s"]
+
+
+def test_plan_takes_the_placement_options_as_step_does(capsys):
+    # --megacore, --spatial-ways and --remat (issue 25) beside --slices and the batch (issue 28)
+    argv = ["-t", "tpu-v4-128", "--megacore", "--slices", "2", "--per-replica-batch", "2", "--remat", "layer"]
+    code, out, err = run_cli(capsys, "plan", "bert-large", *argv, "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    code, out, err = run_cli(capsys, "step", "bert-large", *argv, "--json", "--steps", "2", "-s", "sharded")
+    assert code == 0, err
+    step = json.loads(out)
+    assert plan["replicas"] == step["replicas"] == 2 * 64  # one replica per chip, two slices
+    assert (plan["per_replica_batch"], step["per_replica_batch"]) == (2, 2)
+    assert _plan(capsys, "--spatial-ways", "2")["replicas"] == _plan(capsys)["replicas"] // 2
+    parser = build_parser()
+    for command in ("plan", "step"):
+        base = [command, "bert-large", "-t", "tpu-v4-128"]
+        assert parser.parse_args(base + ["--megacore", "--no-megacore"]).megacore is False
+        assert parser.parse_args(base + ["--megacore"]).megacore is True
+
+
+def test_unknown_option_of_a_dashed_command_says_which_was_meant(capsys):
+    code, _, err = run_cli(capsys, "import-workload", "config.json", "--sequence-lenght", "8")
+    assert code == 2 and "did you mean --sequence-length?" in err
+
+
+def test_list_json_has_the_renamed_v4_slices(capsys):
+    names = json.loads(run_cli(capsys, "list", "topologies", "--json")[1])
+    assert {"tpu-v4-128", "tpu-v4-1024", "tpu-v5p-128", "tpu-v6e-256"} <= set(names)
+    assert not {"tpu-v4-64", "tpu-v4-512"} & set(names)
+    code, _, err = run_cli(capsys, "step", "resnet50", "-t", "tpu-v4-512")
+    assert code == 2 and "tpu-v4-1024" in err and len(err.strip().splitlines()) == 1
