@@ -120,24 +120,72 @@ def _slice_columns(point, cache):
 
 
 # ----------------------------------------------------------------- journal
-def model_fingerprint(point_fn=None):
+def model_fingerprint(point_fn=None, points=None):
     """Stable id of the model behind *point_fn*: for the shipped simulator, a hash of
-    every ``wus_sim`` source and data file and the shipped topology files; for another
-    function, its qualified name."""
+    every ``wus_sim`` source and data file, the shipped topology files, and the files of the
+    user's search folders (``WUS_SIM_TOPOLOGY_PATH``, ...) that *points* name (every
+    ``chips.yaml`` there, since every slice's chip is looked up in all of them); for another
+    function, its qualified name.
+
+    Only the files the run uses are read: a broken or huge file elsewhere in a search folder
+    must not stop (or slow) every run. A named file that cannot be read is hashed as its error,
+    and the point that names it reports the error as its own."""
     if point_fn is not None and point_fn is not _default_point_fn():
         return f"fn:{getattr(point_fn, '__module__', '?')}.{getattr(point_fn, '__qualname__', repr(point_fn))}"
     package = Path(__file__).resolve().parent.parent
-    from ..hardware.topology_files import topology_dirs
+    from ..inputs.shipped import shipped_dir
 
     files = sorted(package.rglob("*.py")) + sorted(package.rglob("*.yaml"))
-    for d in topology_dirs():
-        if d.is_dir():
-            files += sorted(d.glob("*.yaml"))
+    shipped_topologies = shipped_dir("topologies")
+    if shipped_topologies.is_dir():
+        files += sorted(shipped_topologies.glob("*.yaml"))
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.name.encode())
         digest.update(f.read_bytes())
+    for f in _user_files(points or ()):
+        digest.update(str(f).encode())
+        digest.update(_file_digest(f))
     return "sim:" + digest.hexdigest()[:16]
+
+
+def _user_files(points):
+    """The files outside the package the *points* read: paths they give, and the first match of
+    each name in the user's search folders (the shipped folders are hashed whole)."""
+    from ..hardware.topology_files import topology_dirs
+    from ..inputs.config import present
+    from ..model.workload_files import workload_dirs
+    from ..optimizers.registry import optimizer_dirs
+
+    search = {"topology": topology_dirs()[:-1], "workload": workload_dirs()[:-1],
+              "optimizer": optimizer_dirs()[:-1]}
+    names = {key: set() for key in (*search, "calibration")}
+    for point in points:
+        for key, seen in names.items():
+            value = point.get(key)
+            if isinstance(value, str):
+                seen.update(value.split("+") if key == "optimizer" else [value])
+    found = set(d / "chips.yaml" for d in search["topology"] if present(d / "chips.yaml"))
+    for key, values in names.items():
+        for value in values:
+            if value.endswith((".yaml", ".yml")) or "/" in value or os.sep in value:
+                found.add(Path(value))
+                continue
+            for d in search.get(key, ()):
+                if present(d / f"{value}.yaml"):
+                    found.add(d / f"{value}.yaml")
+                    break
+    return sorted(found, key=str)
+
+
+def _file_digest(path):
+    from ..inputs.errors import ConfigError
+    from ..inputs.files import read_bytes
+
+    try:
+        return hashlib.sha256(read_bytes(path)).digest()
+    except ConfigError as exc:
+        return str(exc).encode()
 
 
 # ----------------------------------------------------------------- running
@@ -184,7 +232,7 @@ def _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, 
     journal_path = out_dir / JOURNAL_NAME
     done = read_journal(journal_path, repair=True) if resume else {}
     wanted = set(hashes)
-    fingerprint = model_fingerprint(point_fn)
+    fingerprint = model_fingerprint(point_fn, points)
     stale = sum(1 for h, e in done.items() if h in wanted and e.get("model") != fingerprint)
     done = {h: e for h, e in done.items() if h in wanted and e.get("model") == fingerprint}
     todo = [(i, h, p) for i, (h, p) in enumerate(zip(hashes, points)) if h not in done]

@@ -9,7 +9,8 @@ import re
 
 import numpy as np
 
-from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.config import Section, is_file, load_yaml, present
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 from ..inputs.shipped import env_dirs, note_override, shipped_dir
@@ -156,7 +157,7 @@ def _find_file(stem):
     dirs = topology_dirs()
     for d in dirs:
         p = d / f"{stem}.yaml"
-        if is_file(p):
+        if present(p):
             if d != dirs[-1] and is_file(dirs[-1] / p.name):
                 note_override("topology", stem, p)
             return p
@@ -202,8 +203,7 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                                   key_path="topology", value=spec)
             path = Path(spec)
             if spec.endswith((".yaml", ".yml")) or os.sep in spec:
-                if not is_file(path):
-                    raise ConfigError("file not found", file=path)
+                check_file(path, what="topology file", named_by="topology")
             else:
                 path = _find_file(spec)
             topo = _topology_from_file(path)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .compute import ComputeParams
-from ..inputs.config import Section, load_yaml
+from ..inputs.config import Section, load_yaml, present
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError
 
 __all__ = [
@@ -66,11 +67,10 @@ class Calibration:
 def calibration_path(name):
     """Path of a calibration given by shipped name or file path."""
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if path.is_dir():
-            raise ConfigError("is a folder, not a calibration file", key_path="calibration", value=name)
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or present(path):
+        if not present(path):
             raise ConfigError("calibration file not found", key_path="calibration", value=name)
+        check_file(path, what="calibration file", named_by="calibration")  # a folder, FIFO, device, loop
         return path
     shipped = _SHIPPED / f"{name}.yaml"
     if not shipped.is_file():

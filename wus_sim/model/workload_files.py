@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 
-from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.config import Section, load_yaml, present
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 # the dtype tables live in units (light, so the command line builds its choices from them)
@@ -46,12 +47,11 @@ def load_workload(name_or_path):
     spec = str(name_or_path)
     if spec.endswith((".yaml", ".yml")) or os.sep in spec:
         path = Path(spec)
-        if not is_file(path):
-            raise ConfigError("file not found", file=path)
+        check_file(path, what="workload file", named_by="workload")
     else:
         for d in workload_dirs():
             path = d / f"{spec}.yaml"
-            if is_file(path):
+            if present(path):
                 break
         else:
             raise UnknownNameError("workload", spec, known_workloads())

@@ -10,6 +10,7 @@ from pathlib import Path
 import os
 
 from ..inputs.config import is_file, load_yaml
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError, WusError
 from .spec import Optimizer, compose, parse_optimizer
 
@@ -99,8 +100,7 @@ def _load_one(text):
         raise ConfigError("has an empty part; write e.g. adam or adam+clip", key_path="optimizer", value=text)
     if _is_path(text):
         path = Path(text)
-        if not is_file(path):
-            raise ConfigError("file not found", file=path)
+        check_file(path, what="optimizer file", named_by="optimizer")
         return _load_file(path)
     path = _files().get(text)
     if path is None:
@@ -110,8 +110,8 @@ def _load_one(text):
 
 
 def _load_file(path):
-    path = Path(path).resolve()
-    return _cached(str(path), path.stat().st_mtime_ns)
+    st = check_file(path, what="optimizer file", named_by="optimizer")  # before resolve(): a loop raises there
+    return _cached(str(Path(path).resolve()), st.st_mtime_ns)
 
 
 @lru_cache(maxsize=64)
