@@ -14,6 +14,7 @@ from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 from ..inputs.shipped import env_dirs, note_override, shipped_dir
+from ..inputs.text import short_repr
 from ..inputs.units import GB, GiB, US
 from .chips import Chip
 from .link_faults import with_link_faults
@@ -134,8 +135,12 @@ def _chips_from_file(path):
     doc = Section(load_yaml(path), file=path)
     chips = {}
     for name in doc.keys():
+        if not isinstance(name, str) or not name:
+            raise ConfigError("is not a chip name: every top-level key of a chips file is a chip's name (text)",
+                              file=path, key_path=short_repr(name))
         sec = doc.section(name)
         CHIP_KEYS.check(sec)
+        CHIP_KEYS.read(sec, "description")  # not kept, but held to its rule like every key
         read = lambda key: CHIP_KEYS.read(sec, key)
         chips[name] = Chip(
             name=name,

@@ -22,7 +22,7 @@ import yaml
 
 from .errors import ConfigError
 from .files import read_text as _read_text
-from .limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+from .limits import MAX_FILE_BYTES, MAX_WHOLE_NUMBER, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .text import excerpt, short_repr
 
 __all__ = ["is_file", "present", "read_text", "load_yaml", "Section", "key_join"]
@@ -196,7 +196,9 @@ class Section:
                               f"key ({', '.join(sorted(allowed))})", file=self.file)
         for key in self.data:
             if key not in allowed:
-                raise self.error(key, f"is not a known key here; known keys: {', '.join(sorted(allowed))}",
+                # the key as written, cut to an excerpt: it is input (a 10,000-character key)
+                shown = excerpt(key) if isinstance(key, str) else key if isinstance(key, int) else short_repr(key)
+                raise self.error(shown, f"is not a known key here; known keys: {', '.join(sorted(allowed))}",
                                  show_value=False)
         for key in required:
             if key not in self.data:
@@ -232,7 +234,9 @@ class Section:
         return float(value)
 
     def integer(self, key, default=None, *, minimum=None, maximum=None):
-        """A whole number, checked against the bounds given."""
+        """A whole number, checked against the bounds given (and never over
+        :data:`~wus_sim.inputs.limits.MAX_WHOLE_NUMBER`, which a float holds exactly)."""
+        maximum = MAX_WHOLE_NUMBER if maximum is None else min(maximum, MAX_WHOLE_NUMBER)
         value = self.data.get(key, default)
         if value is None:
             raise ConfigError(f"missing required key {key!r}", file=self.file, key_path=self.path or None)
@@ -241,7 +245,7 @@ class Section:
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be >= {minimum}", value)
         if maximum is not None and value > maximum:
-            raise self.error(key, f"must be <= {maximum}", value)
+            raise self.error(key, f"must be <= {'2^53' if maximum == MAX_WHOLE_NUMBER else maximum}", value)
         return value
 
     def boolean(self, key, default=None):

@@ -110,7 +110,7 @@ def _check_validation(record, path):
         if value is None and kind is float and record.get("held_out_rows") == 0:
             continue  # no held-out row: no error to state
         ok = (isinstance(value, list) and all(isinstance(v, str) for v in value) if kind is list
-              else isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+              else isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 2**53
               and (kind is float or float(value).is_integer()))
         if not ok:
             rule = {int: "must be a whole number >= 0", float: "must be a number >= 0",

@@ -12,6 +12,7 @@ import os
 from ..inputs.config import is_file, load_yaml
 from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError, WusError
+from ..inputs.text import short_repr
 from .spec import Optimizer, compose, parse_optimizer
 
 __all__ = ["known_optimizers", "known_prefixes", "load_optimizer", "optimizer_dirs",
@@ -85,7 +86,7 @@ def load_optimizer(spec):
             parts.append(_load_one(p))
         except UnknownNameError:
             # name the whole composition and what a part after '+' may be
-            raise ConfigError(f"has an unknown gradient prefix {p!r} after '+'; known prefixes: "
+            raise ConfigError(f"has an unknown gradient prefix {short_repr(p)} after '+'; known prefixes: "
                               f"{', '.join(known_prefixes())} (e.g. {base}+{next(iter(known_prefixes()), 'clip')})",
                               key_path="optimizer", value=spec) from None
     return compose(opt, parts)

@@ -14,7 +14,7 @@ import json
 import math
 
 from ..inputs.errors import ConfigError, UnknownNameError
-from ..inputs.limits import MAX_STEPS
+from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 from .param_names import _check_calibration, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
@@ -221,7 +221,7 @@ POINT_KEYS = _table(
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
     Param("steps", "int", default=3, minimum=2, maximum=MAX_STEPS, nullable=False, unit="steps",
           meaning="Consecutive training steps simulated; the step time is the steady-state period."),
-    Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
+    Param("bn_group_replicas", "int", default=1, minimum=1, maximum=MAX_REPLICAS, nullable=False, unit="replicas",
           meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
                   "batch-norm layer (1 = local batch norm)."),
     Param("small_allreduce_algorithm", "choice", default="auto", nullable=False,
