@@ -47,10 +47,45 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run one command; return its exit code: 0, 1 (a sweep with error rows, or stdout could not
+    be written), 2 (a user error), 130 (interrupted), 141 (stdout is a pipe whose reader left).
+
+    Ctrl-C at any moment is one line and 130: the handler is installed before anything heavy is
+    imported (building the parser imports every subcommand module), so an early Ctrl-C is not a
+    traceback of an import; after the command, a Ctrl-C during the interpreter's shutdown exits
+    130 at once, silently. The output is flushed here, so a full device (``> /dev/full``) or a
+    closed pipe is one line (or none) and exit 1 (141), not Python's "Exception ignored"."""
+    import signal
+
+    signal.signal(signal.SIGINT, _raise_interrupt)
+    command = None
+    try:
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            command = args.command
+            code = _run(args)
+        finally:
+            _flush_stdout()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while this line is printed
+        _say(f"wus-sim{' ' + command if command else ''}: interrupted")
+        code = 130
+    except BrokenPipeError:
+        _drop_stdout()
+        code = 141
+    except OSError as exc:  # stdout on a full device, or an I/O error writing it
+        _drop_stdout()
+        _say(f"wus-sim{' ' + command if command else ''}: error: cannot write the output: "
+             f"{exc.strerror or type(exc).__name__}")
+        code = 1
+    signal.signal(signal.SIGINT, _exit_130)
+    return code
+
+
+def _run(args):
     from ..inputs.errors import WusError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
         from .options import check_options
 
@@ -60,13 +95,43 @@ def main(argv=None):
         from ..inputs.text import excerpt
 
         # Messages are bounded where they are made; this is the backstop that keeps it one line.
-        print(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}", file=sys.stderr)
+        _say(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}")
         return 2
-    except KeyboardInterrupt:
-        print(f"wus-sim {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _exit_130(signum, frame):
+    import os
+
+    os._exit(130)
+
+
+def _flush_stdout():
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _drop_stdout():
+    """Point stdout at /dev/null, so the interpreter's own flush at exit finds nothing to write."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _say(line):
+    """One line on stderr; nothing if stderr itself cannot be written."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

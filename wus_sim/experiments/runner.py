@@ -327,11 +327,13 @@ def _execute(point_fn, todo, jobs, scheduler):
             # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
             # now (they are redone on --resume); finished ones are journaled.
             if not finished:
-                if hasattr(pool, "terminate_workers"):  # Python >= 3.14: the public way
-                    pool.terminate_workers()
+                # SIGKILL, not SIGTERM: the workers ignore SIGTERM (a signal to the whole process
+                # group must not print a worker's traceback beside the resume hint)
+                if hasattr(pool, "kill_workers"):  # Python >= 3.14: the public way
+                    pool.kill_workers()
                 else:  # older Pythons have no public API that stops a running task; the pool keeps them here
                     for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                        proc.terminate()
+                        proc.kill()
             pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -345,10 +347,13 @@ def _looks_like_address(text):
 
 def _worker_init(parent_pid):
     """In each worker: die with the parent (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed run
-    leaves no orphan, and leave Ctrl-C to the parent (which stops the pool)."""
+    leaves no orphan, and leave Ctrl-C and SIGTERM to the parent (which kills the pool): a signal
+    to the whole process group (a terminal's Ctrl-C, ``kill -TERM -PGID``) stops the run once,
+    with its one line, not once per worker with a traceback each."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import ctypes
 
