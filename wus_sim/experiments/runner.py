@@ -216,13 +216,21 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     points = experiment.points(reduced=reduced, limit=limit)  # counted against the limit first
     from .rundir import RunDir
 
-    with RunDir(out_dir, experiment.name, resume=resume, overwrite=overwrite) as run_dir:
-        result = _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, reduced, limit,
-                             progress, write, t0)
-        run_dir.files = list(result.files.values())
-        if on_results is not None:
-            extra = on_results(result)
-            run_dir.files += list(extra or [])
+    try:
+        with RunDir(out_dir, experiment.name, resume=resume, overwrite=overwrite) as run_dir:
+            result = _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, reduced, limit,
+                                 progress, write, t0)
+            run_dir.files = list(result.files.values())
+            if on_results is not None:
+                extra = on_results(result)
+                run_dir.files += list(extra or [])
+    except OSError as exc:
+        # The folder was removed, made read-only or filled up while the run wrote into it: one
+        # line. Every point journaled before that is kept (each line is fsynced when it is written).
+        where = getattr(exc, "filename", None) or out_dir
+        raise ConfigError(f"cannot be written: {exc.strerror or type(exc).__name__}; the points finished "
+                          f"before are kept in {out_dir / JOURNAL_NAME} (if the folder is still there): "
+                          "fix it and run again with --resume", file=where) from None
     return result
 
 
@@ -230,8 +238,8 @@ def _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, 
                 t0):
     hashes = [point_hash(p) for p in points]
     journal_path = out_dir / JOURNAL_NAME
-    done = read_journal(journal_path, repair=True) if resume else {}
     wanted = set(hashes)
+    done = read_journal(journal_path, repair=True, wanted=wanted) if resume else {}
     fingerprint = model_fingerprint(point_fn, points)
     stale = sum(1 for h, e in done.items() if h in wanted and e.get("model") != fingerprint)
     done = {h: e for h, e in done.items() if h in wanted and e.get("model") == fingerprint}
