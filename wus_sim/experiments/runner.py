@@ -206,8 +206,17 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     it may return the paths it wrote, which ``run.json`` then lists.
     """
     t0 = time.perf_counter()
+    from .experiment import Experiment
+
+    if not isinstance(experiment, Experiment):
+        raise ConfigError("must be an Experiment (wus_sim.load_experiment(path) reads one)", key_path="experiment",
+                          value=experiment)
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise ConfigError("must be a folder path", key_path="out_dir", value=out_dir)
     if point_fn is None:
         point_fn = _default_point_fn()
+    elif not callable(point_fn):
+        raise ConfigError("must be a function point -> list of row dicts", key_path="point_fn", value=point_fn)
     if jobs is None or jobs < 1:
         raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
     if limit is not None and limit < 1:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 
+from ..hardware.topology_files import OVERRIDE_RANGES
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
@@ -185,13 +186,13 @@ POINT_KEYS = _table(
     Param("global_batch", "int", minimum=1, maximum=2**31, unit="examples",
           meaning="Examples per step over all replicas (must divide by the replicas); set this or "
                   "per_replica_batch, not both."),
-    Param("link_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
+    Param("link_GBps", "number", positive=True, maximum=OVERRIDE_RANGES["link_GBps"][1], unit="GB/s",
           meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
-    Param("hop_latency_us", "number", minimum=0, maximum=1e6, unit="us",
+    Param("hop_latency_us", "number", minimum=0, maximum=OVERRIDE_RANGES["hop_latency_us"][1], unit="us",
           meaning="Latency per ICI hop; null = the topology's."),
     Param("wraparound", "wrap",
           meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
-    Param("cores_per_chip", "int", minimum=1, maximum=64,
+    Param("cores_per_chip", "int", minimum=1, maximum=OVERRIDE_RANGES["cores_per_chip"][1],
           meaning="Cores (replicas) per chip; null = the topology's."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
