@@ -8,7 +8,6 @@ quick commands stay quick. User errors (:class:`wus_sim.inputs.errors.WusError`)
 print one line on stderr and exit 2; no traceback.
 """
 
-import argparse
 import importlib
 import sys
 
@@ -18,21 +17,12 @@ SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validat
 """Subcommand module names, in the order ``--help`` lists them."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors are one bounded line, like every other error: the bad value
-    cut to an excerpt (argparse quotes it whole) and a pointer to ``--help`` instead of the
-    usage block."""
-
-    def error(self, message):
-        from ..inputs.text import excerpt
-
-        self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
-
-
 def build_parser():
     import wus_sim  # the package itself (its __version__), not a layer
 
-    parser = _Parser(
+    from .parser import Parser
+
+    parser = Parser(
         prog="wus-sim",
         description="Simulate replicated vs sharded weight update in data-parallel training on TPU pods.",
     )

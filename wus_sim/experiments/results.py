@@ -228,8 +228,8 @@ def read_results(path):
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError("must be a results file (.csv or .parquet) or a run folder", key_path="path", value=path)
     path = Path(path)
-    if path.is_dir():
-        path = path / "results.parquet" if (path / "results.parquet").is_file() else path / "results.csv"
+    if os.path.isdir(path):  # os.path's: False, not OSError, for a name too long
+        path = path / "results.parquet" if os.path.isfile(path / "results.parquet") else path / "results.csv"
     check_file(path, what="results file")
     try:
         if path.suffix == ".parquet":

@@ -63,7 +63,7 @@ ROW_STATUSES = ("ok", "infeasible", "error")
 
 def journal_entry_ok(entry):
     """Whether a parsed journal line is a whole entry: a point hash, the point, its wall time and
-    at least one row (a mapping of column names with a known ``status``). A point always has a row
+    at least one row (a mapping of column names to scalars or flat lists, with a known ``status``). A point always has a row
     (an error row if it failed), so ``rows: []`` is a damaged entry, not a point without results."""
     if not isinstance(entry, dict) or not isinstance(entry.get("hash"), str) or not entry["hash"]:
         return False
@@ -75,8 +75,15 @@ def journal_entry_ok(entry):
     rows = entry.get("rows")
     if not isinstance(rows, list) or not rows:
         return False
-    return all(isinstance(r, dict) and all(isinstance(k, str) for k in r) and r.get("status") in ROW_STATUSES
-               for r in rows)
+    return all(isinstance(r, dict) and r.get("status") in ROW_STATUSES
+               and all(isinstance(k, str) and _cell_ok(v) for k, v in r.items()) for r in rows)
+
+
+def _cell_ok(value):
+    """A results cell as the runner writes it: a scalar, or a flat list of them (per-axis values)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, list) and all(v is None or isinstance(v, (bool, int, float, str)) for v in value)
 
 
 def read_journal(path, *, repair=False, wanted=None):

@@ -35,7 +35,7 @@ import sys
 import time
 
 from ..inputs.errors import ConfigError, InfeasibleError, WusError
-from ..inputs.text import excerpt
+from .dask_points import SCHEDULER_TIMEOUT_S
 from .rundir import JOURNAL_NAME, _Journal, read_journal
 from .spec import point_hash, strategies_of
 
@@ -190,10 +190,6 @@ def _file_digest(path):
 
 
 # ----------------------------------------------------------------- running
-SCHEDULER_TIMEOUT_S = 5.0
-"""How long connecting to a ``--scheduler`` may take by default (``--scheduler-timeout`` raises it)."""
-
-
 def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, scheduler=None,
                    reduced=False, limit=None, progress=None, write=True, overwrite=False, on_results=None,
                    scheduler_timeout=SCHEDULER_TIMEOUT_S):
@@ -229,6 +225,8 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     if limit is not None and limit < 1:
         raise ConfigError("must be >= 1", key_path="--limit", value=limit)
     if scheduler is not None and isinstance(scheduler, str):
+        from .dask_points import check_scheduler
+
         check_scheduler(scheduler, scheduler_timeout)
     out_dir = Path(out_dir)
     points = experiment.points(reduced=reduced, limit=limit)  # counted against the limit first
@@ -333,7 +331,9 @@ def _execute(point_fn, todo, jobs, scheduler):
     if not todo:
         return
     if scheduler is not None:
-        yield from _execute_dask(point_fn, todo, *scheduler)
+        from .dask_points import execute_dask
+
+        yield from execute_dask(evaluate_point, point_fn, todo, *scheduler)
     elif jobs == 1 or len(todo) == 1:
         for index, h, point in todo:
             yield index, h, point, evaluate_point(point_fn, point)
@@ -364,56 +364,6 @@ def _execute(point_fn, todo, jobs, scheduler):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-_ADDRESS = r"(?:(?P<scheme>tcp|tls)://)?(?P<host>[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]):(?P<port>[0-9]{1,5})"
-_OTHER_SCHEMES = r"(?:inproc|ucx|ws|wss)://[^\s/][^\s]{0,300}"
-"""Dask's other transports (``inproc://`` is an in-process LocalCluster's): their form is Dask's to
-check; nothing is probed before the client connects."""
-
-
-def _looks_like_address(text):
-    """A scheduler address: ``tcp://host:port``, ``tls://host:port`` or ``host:port`` (an IPv6 host
-    in brackets), port 1..65535, or another Dask transport's ``scheme://...``; checked before the
-    client spends its connect timeout on text that cannot be one (Dask's own parse errors came only
-    after it, with a traceback at exit)."""
-    import re
-
-    if not isinstance(text, str):
-        return False
-    if re.fullmatch(_OTHER_SCHEMES, text):
-        return True
-    m = re.fullmatch(_ADDRESS, text)
-    return m is not None and 1 <= int(m.group("port")) <= 65535
-
-
-def check_scheduler(address, timeout_s=SCHEDULER_TIMEOUT_S):
-    """One ConfigError at once for a ``--scheduler`` that is not an address, and within
-    *timeout_s* for one nothing listens at (a plain TCP connect: no Dask client is made, so
-    none is left to time out or to print a traceback when the interpreter exits)."""
-    import re
-    import socket
-
-    try:
-        import distributed  # noqa: F401 -- only whether it is there
-    except ImportError:
-        raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
-                          key_path="--scheduler") from None
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
-        raise ConfigError("must be a number of seconds in (0, 600]", key_path="--scheduler-timeout", value=timeout_s)
-    if not _looks_like_address(address):
-        raise ConfigError("must be a Dask scheduler address such as tcp://host:8786 (or host:8786, "
-                          "tcp://[::1]:8786)", key_path="--scheduler", value=str(address))
-    m = re.fullmatch(_ADDRESS, address)
-    if m is None:  # another transport: Dask connects within the timeout
-        return
-    host = m.group("host").strip("[]")
-    try:
-        socket.create_connection((host, int(m.group("port"))), timeout=timeout_s).close()
-    except (OSError, ValueError) as exc:
-        why = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc))
-        raise ConfigError(f"cannot reach the Dask scheduler within {timeout_s:g} s: {why} (--scheduler-timeout "
-                          "S waits longer)", key_path="--scheduler", value=address) from None
-
-
 def _worker_init(parent_pid):
     """In each worker: die with the parent (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed run
     leaves no orphan, and leave Ctrl-C and SIGTERM to the parent (which kills the pool): a signal
@@ -432,68 +382,3 @@ def _worker_init(parent_pid):
         pass
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
-
-
-def _connect(client_type, address, timeout_s):
-    """A connected client, or the error of trying, within *timeout_s*.
-
-    Why a thread: the client's own timeout does not cover a peer that accepts the connection and
-    then says nothing (its handshake waits on, measured: past 12 s with timeout=2s), so the wait
-    is bounded here; the thread is a daemon and the half-made client is dropped with it."""
-    import threading
-
-    out = {}
-
-    def connect():
-        try:
-            out["client"] = client_type(address, set_as_default=False, timeout=f"{timeout_s}s")
-        except BaseException as exc:  # noqa: B036 -- handed to the caller's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=connect, name="wus-sim dask connect", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if "client" in out:
-        return out["client"]
-    if "error" in out:
-        raise out["error"]
-    raise TimeoutError(f"no answer in {timeout_s:g} s")
-
-
-def _execute_dask(point_fn, todo, scheduler, timeout_s=SCHEDULER_TIMEOUT_S):
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
-                          key_path="--scheduler") from None
-    own_client = not isinstance(scheduler, Client)
-    if own_client and not _looks_like_address(scheduler):
-        raise ConfigError("must be a Dask scheduler address such as tcp://host:8786", key_path="--scheduler",
-                          value=str(scheduler))
-    class _Client(Client):
-        # A client whose connection failed is half-made; when it is collected (often at exit) its
-        # __del__ tries to close it and times out again, printing "Exception ignored ...".
-        def __del__(self):
-            try:
-                super().__del__()
-            except BaseException:  # noqa: B036 -- nothing may escape a finaliser
-                pass
-
-    try:
-        client = _connect(_Client, scheduler, timeout_s) if own_client else scheduler
-    except Exception as exc:  # a listener that is not a Dask scheduler fails in many ways (even MemoryError)
-        raise ConfigError(f"cannot reach the Dask scheduler within {timeout_s:g} s: "
-                          f"{excerpt(str(exc) or type(exc).__name__, 120)}", key_path="--scheduler",
-                          value=str(scheduler)) from None
-    try:
-        futures = {}
-        for index, h, point in todo:
-            future = client.submit(evaluate_point, point_fn, point, pure=False)
-            futures[future] = (index, h, point)
-        # This client need not be the process's default one: give as_completed its loop.
-        for future in as_completed(list(futures), loop=client.loop):
-            index, h, point = futures[future]
-            yield index, h, point, future.result()
-    finally:
-        if own_client:
-            client.close()
