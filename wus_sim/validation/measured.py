@@ -19,7 +19,7 @@ from pathlib import Path
 from ..inputs.errors import ConfigError
 from ..inputs.files import read_bytes
 from ..inputs.limits import MAX_FILE_BYTES, MAX_REPLICAS
-from ..inputs.text import short_repr
+from ..inputs.text import excerpt
 
 __all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE",
            "REQUIRED_COLUMNS", "table_identity", "same_table"]
@@ -189,8 +189,9 @@ def load_measured(path=None):
                           f"({', '.join(REQUIRED_COLUMNS)}, ...)", file=path)
     for name in header:
         if name not in COLUMNS:
-            raise ConfigError(f"has an unknown column {short_repr(name)}; known columns: {', '.join(COLUMNS)}",
-                              file=path)
+            # the column's name as written, cut to an excerpt: it is input
+            raise ConfigError(f"is not a known column; known columns: {', '.join(COLUMNS)}",
+                              file=path, key_path=excerpt(name), show_value=False)
     for name in REQUIRED_COLUMNS:
         if name not in header:
             raise ConfigError(f"column is missing (required: {', '.join(REQUIRED_COLUMNS)})", file=path,
