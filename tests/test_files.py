@@ -246,3 +246,17 @@ def test_a_file_that_is_not_a_table_is_named_never_quoted(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_measured(tmp_path / "u.csv")
     assert "is not a known column" in str(err.value) and "z" * 61 not in str(err.value)
+
+
+def test_names_the_os_refuses_in_lookups_are_errors_not_OSError(monkeypatch, tmp_path):
+    """Found by the fuzz profile: Path.is_file() / is_dir() raise OSError for a 300-character
+    name instead of answering False (a calibration name; a search folder's entry)."""
+    import wus_sim
+
+    with pytest.raises(ConfigError, match="unknown calibration"):
+        wus_sim.load_calibration("x" * 300)
+    for variable in ("WUS_SIM_TOPOLOGY_PATH", "WUS_SIM_OPTIMIZER_PATH", "WUS_SIM_WORKLOAD_PATH"):
+        monkeypatch.setenv(variable, str(tmp_path / ("d" * 300)))
+    assert main(["step", "ncf", "-t", "nope"]) == 2
+    assert main(["list", "optimizers"]) == 0
+    assert main(["list", "workloads"]) == 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .compute import ComputeParams
-from ..inputs.config import Section, load_yaml, present
+from ..inputs.config import Section, is_file, load_yaml, present
 from ..inputs.files import check_file
 from ..inputs.errors import ConfigError
 
@@ -73,7 +73,7 @@ def calibration_path(name):
         check_file(path, what="calibration file", named_by="calibration")  # a folder, FIFO, device, loop
         return path
     shipped = _SHIPPED / f"{name}.yaml"
-    if not shipped.is_file():
+    if not is_file(shipped):  # False, not OSError, for a name too long
         known = sorted(p.stem for p in _SHIPPED.glob("*.yaml")) + [NO_CALIBRATION]
         raise ConfigError(f"unknown calibration; known: {', '.join(known)} (or a path to a calibration YAML)",
                           key_path="calibration", value=name)

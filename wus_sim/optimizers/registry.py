@@ -33,7 +33,7 @@ def optimizer_dirs():
 def _files():
     found = {}
     for d in optimizer_dirs():
-        if d.is_dir():
+        if os.path.isdir(d):  # False, not OSError, for a name the OS refuses
             for p in sorted(d.glob("*.yaml")):
                 found.setdefault(p.stem, p)
     return found
