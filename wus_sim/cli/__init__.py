@@ -42,12 +42,14 @@ def main(argv=None):
 
     Ctrl-C at any moment is one line and 130: the handler is installed before anything heavy is
     imported (building the parser imports every subcommand module), so an early Ctrl-C is not a
-    traceback of an import; after the command, a Ctrl-C during the interpreter's shutdown exits
-    130 at once, silently. The output is flushed here, so a full device (``> /dev/full``) or a
+    traceback of an import. After the command, when main is the program (*argv* None), SIGINT is
+    ignored: the interpreter's shutdown resets a Python handler to the default one, so a Ctrl-C
+    then killed the process (exit -2) after its work was done; an ignored signal stays ignored.
+    Called with *argv* (tests, scripts), the caller's handler is put back. The output is flushed here, so a full device (``> /dev/full``) or a
     closed pipe is one line (or none) and exit 1 (141), not Python's "Exception ignored"."""
     import signal
 
-    signal.signal(signal.SIGINT, _raise_interrupt)
+    caller_handler = signal.signal(signal.SIGINT, _raise_interrupt)
     command = None
     try:
         try:
@@ -69,7 +71,7 @@ def main(argv=None):
         _say(f"wus-sim{' ' + command if command else ''}: error: cannot write the output: "
              f"{exc.strerror or type(exc).__name__}")
         code = 1
-    signal.signal(signal.SIGINT, _exit_130)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
     return code
 
 
@@ -91,12 +93,6 @@ def _run(args):
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
-
-
-def _exit_130(signum, frame):
-    import os
-
-    os._exit(130)
 
 
 def _flush_stdout():
