@@ -144,7 +144,7 @@ def test_resume_redoes_points_journaled_by_another_model_version(tmp_path, monke
     monkeypatch.setenv("WUS_FAKE_LOG", str(log))
     same = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
     assert same.num_stale == 0 and not log.exists()
-    monkeypatch.setattr(runner, "model_fingerprint", lambda point_fn=None: "fn:changed")
+    monkeypatch.setattr(runner, "model_fingerprint", lambda point_fn=None, points=None: "fn:changed")
     again = run_experiment(exp, tmp_path, point_fn=fake_point, resume=True)
     assert again.num_stale == exp.num_points and again.num_resumed == 0
     assert len(log.read_text().split()) == exp.num_points

@@ -167,7 +167,9 @@ def test_torn_and_garbage_journal_lines_lose_nothing(tmp_path, reference):
 
 def test_read_journal_drops_only_the_torn_tail(tmp_path):
     path = tmp_path / JOURNAL_NAME
-    good = [json.dumps({"hash": f"h{i}", "rows": []}) for i in range(3)]
+    # whole entries (an entry with no rows is damaged: every point has at least one row)
+    good = [json.dumps({"hash": f"h{i}", "point": {}, "model": "m", "wall_s": 0.5, "rows": [{"status": "ok"}]})
+            for i in range(3)]
     path.write_text(good[0] + "\nnot json\n" + good[1] + "\n[1, 2]\n" + good[2] + "\n" + good[2][:9])
     assert sorted(read_journal(path)) == ["h0", "h1", "h2"]
     size = path.stat().st_size

@@ -8,7 +8,6 @@ quick commands stay quick. User errors (:class:`wus_sim.inputs.errors.WusError`)
 print one line on stderr and exit 2; no traceback.
 """
 
-import argparse
 import importlib
 import sys
 
@@ -20,45 +19,12 @@ SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validat
 command ``import-workload``)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors are one bounded line, like every other error: the bad value
-    cut to an excerpt (argparse quotes it whole) and a pointer to ``--help`` instead of the
-    usage block."""
-
-    def error(self, message):
-        from ..inputs.text import excerpt
-
-        message = _with_suggestion(message)
-        self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
-
-
-def _with_suggestion(message):
-    """argparse's "invalid choice: 'x' (choose from 'a', 'b')" with the closest choice named."""
-    import re
-
-    from ..inputs.errors import did_you_mean
-
-    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
-    if not m:
-        return message
-    choices = re.findall(r"'([^']*)'", m.group(2))
-    return message[:m.start()] + f"invalid choice: {m.group(1)!r}{did_you_mean(m.group(1), choices)} " \
-        f"(choose from {m.group(2)})"
-
-
-def _unrecognized(parser, command, extras):
-    """The usage error for options no parser took, each with the closest option of *command*."""
-    from ..inputs.errors import did_you_mean
-
-    options = [o for action in parser.commands[command]._actions for o in action.option_strings]
-    said = [a + (did_you_mean(a.split("=", 1)[0], options) if a.startswith("-") else "") for a in extras]
-    parser.commands[command].error("unrecognized arguments: " + " ".join(said))
-
-
 def build_parser():
     import wus_sim  # the package itself (its __version__), not a layer
 
-    parser = _Parser(
+    from .parser import Parser
+
+    parser = Parser(
         prog="wus-sim",
         description="Simulate replicated vs sharded weight update in data-parallel training on TPU pods.",
     )
@@ -76,12 +42,58 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run one command; return its exit code: 0, 1 (a sweep with error rows, or stdout could not
+    be written), 2 (a user error), 130 (interrupted), 141 (stdout is a pipe whose reader left).
+
+    Ctrl-C at any moment is one line and 130: the handler is installed before anything heavy is
+    imported (building the parser imports every subcommand module), so an early Ctrl-C is not a
+    traceback of an import. After the command, when main is the program (*argv* None), SIGINT is
+    ignored: the interpreter's shutdown resets a Python handler to the default one, so a Ctrl-C
+    then killed the process (exit -2) after its work was done; an ignored signal stays ignored.
+    Called with *argv* (tests, scripts), the caller's handler is put back. The output is flushed here, so a full device (``> /dev/full``) or a
+    closed pipe is one line (or none) and exit 1 (141), not Python's "Exception ignored"."""
+    import signal
+
+    caller_handler = signal.signal(signal.SIGINT, _raise_interrupt)
+    command = None
+    try:
+        try:
+            parser = build_parser()
+            args, extras = parser.parse_known_args(argv)
+            command = args.command
+            if extras:
+                _unrecognized(parser, args.command, extras)
+            code = _run(args)
+        finally:
+            _flush_stdout()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while this line is printed
+        _say(f"wus-sim{' ' + command if command else ''}: interrupted")
+        code = 130
+    except BrokenPipeError:
+        _drop_stdout()
+        code = 141
+    except OSError as exc:  # stdout on a full device, or an I/O error writing it
+        _drop_stdout()
+        _say(f"wus-sim{' ' + command if command else ''}: error: cannot write the output: "
+             f"{exc.strerror or type(exc).__name__}")
+        code = 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
+    return code
+
+
+def _unrecognized(parser, command, extras):
+    """The usage error for options no parser took, each with the closest option of *command*."""
+    from ..inputs.errors import did_you_mean
+
+    options = [o for action in parser.commands[command]._actions for o in action.option_strings]
+    said = [a + (did_you_mean(a.split("=", 1)[0], options) if a.startswith("-") else "") for a in extras]
+    parser.commands[command].error("unrecognized arguments: " + " ".join(said))
+
+
+def _run(args):
     from ..inputs.errors import WusError
 
-    parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
-    if extras:
-        _unrecognized(parser, args.command, extras)
     try:
         from .options import check_options
 
@@ -91,13 +103,37 @@ def main(argv=None):
         from ..inputs.text import excerpt
 
         # Messages are bounded where they are made; this is the backstop that keeps it one line.
-        print(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}", file=sys.stderr)
+        _say(f"wus-sim {args.command}: error: {excerpt(str(exc), 1000)}")
         return 2
-    except KeyboardInterrupt:
-        print(f"wus-sim {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _flush_stdout():
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _drop_stdout():
+    """Point stdout at /dev/null, so the interpreter's own flush at exit finds nothing to write."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _say(line):
+    """One line on stderr; nothing if stderr itself cannot be written."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,18 +44,9 @@ def add_parser(subparsers):
 
 def _check_out(path):
     """Refuse an --out the file cannot be written to before the fit runs (it takes seconds)."""
-    import os
-    from pathlib import Path
+    from ..inputs.files import check_writable_file
 
-    from ..inputs.errors import ConfigError
-
-    out = Path(path)
-    if out.is_dir():
-        raise ConfigError("is a folder; give --out the calibration file to write", file=out, key_path="--out")
-    if not out.parent.is_dir():
-        raise ConfigError("cannot be written: its folder does not exist", file=out, key_path="--out")
-    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise ConfigError("cannot be written (no permission)", file=out, key_path="--out")
+    check_writable_file(path, what="calibration file", named_by="--out")
 
 
 def run(args):

@@ -25,6 +25,7 @@ OPTION_PARAMS = {p.name: p for p in (
           meaning="Pipelined pieces per collective step."),
     Param("jobs", "int", minimum=1, maximum=1024, meaning="Worker processes."),
     Param("limit", "int", minimum=1, maximum=2**62, meaning="First N points of the sweep."),
+    Param("scheduler_timeout", "number", positive=True, maximum=600, meaning="Seconds to reach a Dask scheduler."),
     Param("repeat", "int", minimum=1, maximum=1000, nullable=False, meaning="Timed runs per benchmark case."),
     Param("replicas", "int", minimum=1, maximum=2**17, meaning="Data-parallel replicas."),
     Param("replica", "int", minimum=0, maximum=2**17, nullable=False, meaning="Replica whose shard is shown."),

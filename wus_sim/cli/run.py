@@ -30,6 +30,8 @@ def add_parser(subparsers):
                    help="skip the points already finished in DIR/points.jsonl (after a kill or crash)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the points on a Dask cluster at ADDRESS (needs the 'dask' extra)")
+    p.add_argument("--scheduler-timeout", type=float, default=None, metavar="S",
+                   help="seconds to wait for the --scheduler to answer (default 5)")
     p.add_argument("--limit", type=int, metavar="N", help="run only the first N points of the sweep")
     add_flag(p, "--reduced",
                    help="run the experiment's reduced form (its 'reduce' filter): a few points")
@@ -84,8 +86,9 @@ def run(args):
 
     try:
         with _sigterm_as_interrupt():
+            timeout = {} if args.scheduler_timeout is None else {"scheduler_timeout": args.scheduler_timeout}
             result = run_experiment(experiment, out_dir, jobs=jobs, resume=args.resume, scheduler=args.scheduler,
-                                    reduced=args.reduced, limit=args.limit, overwrite=args.overwrite,
+                                    **timeout, reduced=args.reduced, limit=args.limit, overwrite=args.overwrite,
                                     progress=False if args.quiet else None, on_results=draw)
     except KeyboardInterrupt:
         # --overwrite cannot go with --resume (and its work is done: the folder is this run's now)

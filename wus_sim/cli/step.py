@@ -120,6 +120,10 @@ def run(args):
                                                hop_latency_us=args.hop_latency_us, megacore=args.megacore,
                                                **fault_values(args))
     calibration = load_calibration(args.calibration)
+    if args.trace:  # before the simulation: a trace file that cannot be written is known now
+        from ..inputs.files import check_writable_file
+
+        check_writable_file(args.trace, what="trace file", named_by="--trace")
     options = StepOptions(
         algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,

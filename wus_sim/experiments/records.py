@@ -13,7 +13,7 @@ import math
 from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..hardware.multislice import load_multislice
-from ..training.params import POINT_KEYS, check_point_value, default_of
+from ..training.params import POINT_KEYS, check_param, check_point_value, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
@@ -32,8 +32,16 @@ def slice_columns(topology):
 
 def _check_keys(point):
     """Unknown and missing keys are errors: an API caller's typo (``per_replica_bach``) would
-    otherwise run the default silently, and a missing workload was a bare KeyError."""
-    unknown = sorted(k for k in point if k not in POINT_KEYS)
+    otherwise run the default silently, and a missing workload was a bare KeyError.
+
+    Every value goes through its entry of POINT_KEYS, as an experiment file's and the command
+    line's do (``per_replica_batch=1.5``, ``link_GBps=True``, ``'8'``, ``inf``, ``10**400``: one
+    ConfigError naming the key); a named input (workload, topology, optimizer, calibration) must
+    be text, and is checked when it is loaded. Returns the point with whole numbers as ints."""
+    if not isinstance(point, dict):
+        raise ConfigError("must be a mapping of point parameters (workload, topology, ...)", key_path="point",
+                          value=point)
+    unknown = sorted((k for k in point if k not in POINT_KEYS), key=str)
     if unknown:
         raise ConfigError(f"is not a point parameter{did_you_mean(unknown[0], POINT_KEYS)}; known: "
                           f"{', '.join(POINT_KEYS)}", key_path=str(unknown[0]),
@@ -42,6 +50,17 @@ def _check_keys(point):
         if param.required and point.get(name) is None:
             raise ConfigError("is required: a point names its workload and topology", key_path=name,
                               show_value=False)
+    out = dict(point)
+    for name, value in point.items():
+        param = POINT_KEYS[name]
+        if param.kind == "name" and name not in ("failed_links", "slow_links"):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"must be {param.rule()}", key_path=name, value=value)
+            continue
+        checked = check_param(param, value, key_path=name)
+        if param.kind == "int" and checked is not None:
+            out[name] = checked
+    return out
 
 
 def simulate_point(point):
@@ -52,8 +71,7 @@ def simulate_point(point):
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
     """
-    p = dict(point)
-    _check_keys(p)
+    p = _check_keys(point)
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)
     topology, multislice = load_multislice(

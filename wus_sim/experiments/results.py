@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from ..inputs.errors import ConfigError
 from .spec import POINT_KEYS
 
 __all__ = [
@@ -219,15 +220,31 @@ def write_results(df, out_dir):
 
 
 def read_results(path):
-    """Read a results file (``.parquet`` or ``.csv``, or a run directory) as a DataFrame."""
+    """Read a results file (``.parquet`` or ``.csv``, or a run directory) as a DataFrame.
+
+    The path is looked at first (:mod:`wus_sim.inputs.files`): a folder must hold results, a
+    file must be a regular one (a FIFO or ``/dev/zero`` would never end); a file that is not a
+    results table is one :class:`~wus_sim.inputs.errors.ConfigError` naming it."""
     import pandas as pd
 
+    from ..inputs.files import check_file
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError("must be a results file (.csv or .parquet) or a run folder", key_path="path", value=path)
     path = Path(path)
-    if path.is_dir():
-        path = path / "results.parquet" if (path / "results.parquet").is_file() else path / "results.csv"
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    df = pd.read_csv(path)
+    if os.path.isdir(path):  # os.path's: False, not OSError, for a name too long
+        path = path / "results.parquet" if os.path.isfile(path / "results.parquet") else path / "results.csv"
+    check_file(path, what="results file")
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        df = pd.read_csv(path)
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ConfigError(f"is not a results table: {type(exc).__name__}", file=path) from None
+    except Exception as exc:  # pyarrow's own errors (ArrowInvalid, ...) for a file that is not Parquet
+        if type(exc).__module__.startswith("pyarrow"):
+            raise ConfigError(f"is not a results table: {type(exc).__name__}", file=path) from None
+        raise
     for col in columns():
         if col.name in df.columns:
             df[col.name] = _as_dtype(df[col.name], col.dtype)

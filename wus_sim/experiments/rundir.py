@@ -17,17 +17,27 @@ Rules (README, "Run folders"):
 * A finished run removes the files an earlier run of the same experiment wrote and it did
   not (``run.json`` keeps their names as ``earlier`` while a run is unfinished), so no plot
   of earlier results is left beside new ones.
+* Every file the run reads or replaces in DIR (:data:`RUN_FILES`) must be a regular file if it
+  is there at all: one replaced by a folder, a FIFO, a device or a link to one (``/dev/null``)
+  is a one-line error naming it before any point runs, never a hang or a traceback.
+* The journal is read line by line (a line over :data:`MAX_JOURNAL_LINE` is skipped like any
+  other damaged line), and each entry is checked field by field (:func:`journal_entry_ok`): an
+  entry that fails is ignored, so its point is simulated again, never dropped from the results.
 """
 
 import errno
 import fcntl
 import json
+import math
 import os
 from pathlib import Path
+import stat
 
 from ..inputs.errors import ConfigError
+from ..inputs.files import kind_of, read_text
 
-__all__ = ["RunDir", "LOCK_NAME", "OWNER_NAME", "RESULT_NAMES", "JOURNAL_NAME", "read_journal"]
+__all__ = ["RunDir", "LOCK_NAME", "OWNER_NAME", "RESULT_NAMES", "JOURNAL_NAME", "RUN_FILES", "read_journal",
+           "journal_entry_ok", "MAX_JOURNAL_LINE"]
 
 LOCK_NAME = ".wus-sim.lock"
 OWNER_NAME = "run.json"
@@ -38,39 +48,103 @@ RESULT_NAMES = ("points.jsonl", "results.csv", "results.parquet")
 JOURNAL_NAME = "points.jsonl"
 """The points journal: one JSON line per finished point, appended as points finish."""
 
+RUN_FILES = (LOCK_NAME, OWNER_NAME, JOURNAL_NAME, "results.csv", "results.parquet", "columns.md", "columns.json",
+             "config.resolved.yaml")
+"""The files a run reads or replaces in its folder: each must be a regular file if present."""
 
-def read_journal(path, *, repair=False):
-    """Entries of a points journal, keyed by point hash.
+MAX_JOURNAL_LINE = 64 * 2**20
+"""Longest journal line read (one point's rows; a shipped point's line is under 10 KiB)."""
+
+MAX_OWNER_BYTES = 2**20
+"""Largest ``run.json`` read (it lists the run's files: a few KiB)."""
+
+ROW_STATUSES = ("ok", "infeasible", "error")
+
+
+def journal_entry_ok(entry):
+    """Whether a parsed journal line is a whole entry: a point hash, the point, its wall time and
+    at least one row (a mapping of column names to scalars or flat lists, with a known ``status``). A point always has a row
+    (an error row if it failed), so ``rows: []`` is a damaged entry, not a point without results."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("hash"), str) or not entry["hash"]:
+        return False
+    if not isinstance(entry.get("point"), dict) or not isinstance(entry.get("model"), str):
+        return False
+    wall = entry.get("wall_s")
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not (0 <= wall < math.inf):
+        return False
+    rows = entry.get("rows")
+    if not isinstance(rows, list) or not rows:
+        return False
+    return all(isinstance(r, dict) and r.get("status") in ROW_STATUSES
+               and all(isinstance(k, str) and _cell_ok(v) for k, v in r.items()) for r in rows)
+
+
+def _cell_ok(value):
+    """A results cell as the runner writes it: a scalar, or a flat list of them (per-axis values)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, list) and all(v is None or isinstance(v, (bool, int, float, str)) for v in value)
+
+
+def read_journal(path, *, repair=False, wanted=None):
+    """Entries of a points journal, keyed by point hash (only the hashes in *wanted*, if given:
+    a huge journal of other points costs a read, not memory).
 
     The journal is append-only in the order points finished, so a later entry for a hash is
     the newer simulation of that point and wins: a point redone because its entry came from
     another model version is then taken from the redo, not simulated again at every resume.
 
-    Read tolerantly: a line that does not parse as an entry (torn by a kill, or garbage) is
-    skipped and reading goes on, so nothing after a good line is lost. A last line with no
-    newline was cut short by a kill and is dropped; with *repair* the file is truncated to
-    its last newline (only that torn tail) so that appends start on a line of their own.
+    Read tolerantly, line by line: a line that does not parse as an entry, or whose fields do
+    not hold (:func:`journal_entry_ok`), is skipped and reading goes on, so nothing after a good
+    line is lost and a bad entry's point runs again. A last line with no newline was cut short
+    by a kill and is dropped; with *repair* the file is truncated to its last newline (only that
+    torn tail) so that appends start on a line of their own. A journal that is not a regular file
+    (a folder, a FIFO, a link to a device) is a ConfigError naming it.
     """
     path = Path(path)
     entries = {}
-    if not path.is_file():
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
         return entries
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1  # bytes up to and including the last newline
-    for line in data[:end].split(b"\n"):
-        if not line.strip():
-            continue
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror}", file=path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"is {kind_of(st.st_mode)}, not a journal; remove it, or give another --out", file=path)
+    end = 0  # offset just past the last newline
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            while True:
+                line = f.readline(MAX_JOURNAL_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_JOURNAL_LINE:  # skip the rest of an over-long line
+                    while line and not line.endswith(b"\n"):
+                        line = f.readline(MAX_JOURNAL_LINE + 1)
+                    end = f.tell() if line else end
+                    continue
+                if not line.endswith(b"\n"):
+                    break  # torn last line
+                end = f.tell()
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                if journal_entry_ok(entry) and (wanted is None or entry["hash"] in wanted):
+                    entries[entry["hash"]] = entry
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror}", file=path) from None
+    if repair and end < st.st_size:
         try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("hash"), str) and isinstance(entry.get("rows"), list):
-            entries[entry["hash"]] = entry
-    if repair and end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(end)
-            f.flush()
-            os.fsync(f.fileno())
+            with open(path, "r+b") as f:
+                f.truncate(end)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise ConfigError(f"cannot be repaired (its torn last line cut off): {exc.strerror}", file=path) from None
     return entries
 
 
@@ -107,6 +181,7 @@ class RunDir:
 
     def __enter__(self):
         self._make()
+        self._check_files()
         self._lock()
         self.files = []
         """Files this run wrote (recorded in run.json on exit)."""
@@ -144,10 +219,29 @@ class RunDir:
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise self._error("cannot be written (no permission); give --out a writable folder")
 
+    def _check_files(self):
+        """Every run file in DIR that is there is a regular file (links followed): a folder, FIFO,
+        device or link to one in its place is named now, before the lock and before any point."""
+        for name in RUN_FILES:
+            path = self.path / name
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                if os.path.lexists(path):
+                    raise ConfigError("is a symbolic link to a file that does not exist; remove it, or give "
+                                      "another --out", file=path) from None
+                continue
+            except OSError as exc:
+                raise ConfigError(f"cannot be read: {exc.strerror}; remove it, or give another --out",
+                                  file=path) from None
+            if not stat.S_ISREG(st.st_mode):
+                raise ConfigError(f"is {kind_of(st.st_mode)}, not the run's file; remove it, or give another "
+                                  "--out", file=path)
+
     def _lock(self):
         lock_path = self.path / LOCK_NAME
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         except OSError as exc:
             raise self._error(f"cannot be written: {exc.strerror}") from None
         try:
@@ -213,9 +307,11 @@ class RunDir:
             return 0
 
     def _owner_doc(self):
+        if not (self.path / OWNER_NAME).exists():
+            return {}
         try:
-            doc = json.loads((self.path / OWNER_NAME).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            doc = json.loads(read_text(self.path / OWNER_NAME, what="run file", limit=MAX_OWNER_BYTES))
+        except (ConfigError, ValueError, RecursionError):
             return {}
         return doc if isinstance(doc, dict) else {}
 

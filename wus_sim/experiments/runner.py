@@ -35,6 +35,7 @@ import sys
 import time
 
 from ..inputs.errors import ConfigError, InfeasibleError, WusError
+from .dask_points import SCHEDULER_TIMEOUT_S
 from .rundir import JOURNAL_NAME, _Journal, read_journal
 from .spec import point_hash, strategies_of
 
@@ -120,35 +121,85 @@ def _slice_columns(point, cache):
 
 
 # ----------------------------------------------------------------- journal
-def model_fingerprint(point_fn=None):
+def model_fingerprint(point_fn=None, points=None):
     """Stable id of the model behind *point_fn*: for the shipped simulator, a hash of
-    every ``wus_sim`` source and data file and the shipped topology files; for another
-    function, its qualified name."""
+    every ``wus_sim`` source and data file, the shipped topology files, and the files of the
+    user's search folders (``WUS_SIM_TOPOLOGY_PATH``, ...) that *points* name (every
+    ``chips.yaml`` there, since every slice's chip is looked up in all of them); for another
+    function, its qualified name.
+
+    Only the files the run uses are read: a broken or huge file elsewhere in a search folder
+    must not stop (or slow) every run. A named file that cannot be read is hashed as its error,
+    and the point that names it reports the error as its own."""
     if point_fn is not None and point_fn is not _default_point_fn():
         return f"fn:{getattr(point_fn, '__module__', '?')}.{getattr(point_fn, '__qualname__', repr(point_fn))}"
     package = Path(__file__).resolve().parent.parent
-    from ..hardware.topology_files import topology_dirs
+    from ..inputs.shipped import shipped_dir
 
     files = sorted(package.rglob("*.py")) + sorted(package.rglob("*.yaml"))
-    for d in topology_dirs():
-        if d.is_dir():
-            files += sorted(d.glob("*.yaml"))
+    shipped_topologies = shipped_dir("topologies")
+    if shipped_topologies.is_dir():
+        files += sorted(shipped_topologies.glob("*.yaml"))
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.name.encode())
         digest.update(f.read_bytes())
+    for f in _user_files(points or ()):
+        digest.update(str(f).encode())
+        digest.update(_file_digest(f))
     return "sim:" + digest.hexdigest()[:16]
+
+
+def _user_files(points):
+    """The files outside the package the *points* read: paths they give, and the first match of
+    each name in the user's search folders (the shipped folders are hashed whole)."""
+    from ..hardware.topology_files import topology_dirs
+    from ..inputs.config import present
+    from ..model.workload_files import workload_dirs
+    from ..optimizers.registry import optimizer_dirs
+
+    search = {"topology": topology_dirs()[:-1], "workload": workload_dirs()[:-1],
+              "optimizer": optimizer_dirs()[:-1]}
+    names = {key: set() for key in (*search, "calibration")}
+    for point in points:
+        for key, seen in names.items():
+            value = point.get(key)
+            if isinstance(value, str):
+                seen.update(value.split("+") if key == "optimizer" else [value])
+    found = set(d / "chips.yaml" for d in search["topology"] if present(d / "chips.yaml"))
+    for key, values in names.items():
+        for value in values:
+            if value.endswith((".yaml", ".yml")) or "/" in value or os.sep in value:
+                found.add(Path(value))
+                continue
+            for d in search.get(key, ()):
+                if present(d / f"{value}.yaml"):
+                    found.add(d / f"{value}.yaml")
+                    break
+    return sorted(found, key=str)
+
+
+def _file_digest(path):
+    from ..inputs.errors import ConfigError
+    from ..inputs.files import read_bytes
+
+    try:
+        return hashlib.sha256(read_bytes(path)).digest()
+    except ConfigError as exc:
+        return str(exc).encode()
 
 
 # ----------------------------------------------------------------- running
 def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, scheduler=None,
-                   reduced=False, limit=None, progress=None, write=True, overwrite=False, on_results=None):
+                   reduced=False, limit=None, progress=None, write=True, overwrite=False, on_results=None,
+                   scheduler_timeout=SCHEDULER_TIMEOUT_S):
     """Run every point of *experiment* and write the results into *out_dir*.
 
     *point_fn*: ``point -> list[dict]`` (default ``wus_sim.experiments.records.simulate_point``; must be
     importable by worker processes). *jobs*: worker processes (1 = in this process).
     *resume*: skip points already in ``out_dir/points.jsonl``. *scheduler*: a Dask
-    scheduler address (or a ``distributed.Client``) to run the points on instead.
+    scheduler address (or a ``distributed.Client``) to run the points on instead; an address is
+    checked and reached (within *scheduler_timeout* seconds) before anything else is done.
     *reduced*/*limit*: the experiment's reduced form / the first N points.
     *progress*: show a tqdm bar on stderr (default: when stderr is a terminal).
     Returns a :class:`RunResult`; writes results.csv/.parquet, columns.md/.json,
@@ -158,23 +209,45 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
     it may return the paths it wrote, which ``run.json`` then lists.
     """
     t0 = time.perf_counter()
+    from .experiment import Experiment
+
+    if not isinstance(experiment, Experiment):
+        raise ConfigError("must be an Experiment (wus_sim.load_experiment(path) reads one)", key_path="experiment",
+                          value=experiment)
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise ConfigError("must be a folder path", key_path="out_dir", value=out_dir)
     if point_fn is None:
         point_fn = _default_point_fn()
+    elif not callable(point_fn):
+        raise ConfigError("must be a function point -> list of row dicts", key_path="point_fn", value=point_fn)
     if jobs is None or jobs < 1:
         raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
     if limit is not None and limit < 1:
         raise ConfigError("must be >= 1", key_path="--limit", value=limit)
+    if scheduler is not None and isinstance(scheduler, str):
+        from .dask_points import check_scheduler
+
+        check_scheduler(scheduler, scheduler_timeout)
     out_dir = Path(out_dir)
     points = experiment.points(reduced=reduced, limit=limit)  # counted against the limit first
     from .rundir import RunDir
 
-    with RunDir(out_dir, experiment.name, resume=resume, overwrite=overwrite) as run_dir:
-        result = _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, reduced, limit,
-                             progress, write, t0)
-        run_dir.files = list(result.files.values())
-        if on_results is not None:
-            extra = on_results(result)
-            run_dir.files += list(extra or [])
+    try:
+        with RunDir(out_dir, experiment.name, resume=resume, overwrite=overwrite) as run_dir:
+            result = _run_locked(experiment, out_dir, points, point_fn, jobs, resume,
+                                 (scheduler, scheduler_timeout) if scheduler is not None else None, reduced, limit,
+                                 progress, write, t0)
+            run_dir.files = list(result.files.values())
+            if on_results is not None:
+                extra = on_results(result)
+                run_dir.files += list(extra or [])
+    except OSError as exc:
+        # The folder was removed, made read-only or filled up while the run wrote into it: one
+        # line. Every point journaled before that is kept (each line is fsynced when it is written).
+        where = getattr(exc, "filename", None) or out_dir
+        raise ConfigError(f"cannot be written: {exc.strerror or type(exc).__name__}; the points finished "
+                          f"before are kept in {out_dir / JOURNAL_NAME} (if the folder is still there): "
+                          "fix it and run again with --resume", file=where) from None
     return result
 
 
@@ -182,9 +255,9 @@ def _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, 
                 t0):
     hashes = [point_hash(p) for p in points]
     journal_path = out_dir / JOURNAL_NAME
-    done = read_journal(journal_path, repair=True) if resume else {}
     wanted = set(hashes)
-    fingerprint = model_fingerprint(point_fn)
+    done = read_journal(journal_path, repair=True, wanted=wanted) if resume else {}
+    fingerprint = model_fingerprint(point_fn, points)
     stale = sum(1 for h, e in done.items() if h in wanted and e.get("model") != fingerprint)
     done = {h: e for h, e in done.items() if h in wanted and e.get("model") == fingerprint}
     todo = [(i, h, p) for i, (h, p) in enumerate(zip(hashes, points)) if h not in done]
@@ -258,7 +331,9 @@ def _execute(point_fn, todo, jobs, scheduler):
     if not todo:
         return
     if scheduler is not None:
-        yield from _execute_dask(point_fn, todo, scheduler)
+        from .dask_points import execute_dask
+
+        yield from execute_dask(evaluate_point, point_fn, todo, *scheduler)
     elif jobs == 1 or len(todo) == 1:
         for index, h, point in todo:
             yield index, h, point, evaluate_point(point_fn, point)
@@ -279,28 +354,25 @@ def _execute(point_fn, todo, jobs, scheduler):
             # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
             # now (they are redone on --resume); finished ones are journaled.
             if not finished:
-                if hasattr(pool, "terminate_workers"):  # Python >= 3.14: the public way
-                    pool.terminate_workers()
+                # SIGKILL, not SIGTERM: the workers ignore SIGTERM (a signal to the whole process
+                # group must not print a worker's traceback beside the resume hint)
+                if hasattr(pool, "kill_workers"):  # Python >= 3.14: the public way
+                    pool.kill_workers()
                 else:  # older Pythons have no public API that stops a running task; the pool keeps them here
                     for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                        proc.terminate()
+                        proc.kill()
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _looks_like_address(text):
-    """A scheduler address: ``protocol://...`` or ``host:port``, with no spaces (checked before the
-    client spends its connect timeout on text that cannot be one)."""
-    import re
-
-    return isinstance(text, str) and re.fullmatch(r"[a-z][a-z0-9+.-]*://\S+|[^\s/:]+:[0-9]{1,5}", text) is not None
 
 
 def _worker_init(parent_pid):
     """In each worker: die with the parent (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed run
-    leaves no orphan, and leave Ctrl-C to the parent (which stops the pool)."""
+    leaves no orphan, and leave Ctrl-C and SIGTERM to the parent (which kills the pool): a signal
+    to the whole process group (a terminal's Ctrl-C, ``kill -TERM -PGID``) stops the run once,
+    with its one line, not once per worker with a traceback each."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import ctypes
 
@@ -310,32 +382,3 @@ def _worker_init(parent_pid):
         pass
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
-
-
-def _execute_dask(point_fn, todo, scheduler):
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
-                          key_path="--scheduler") from None
-    own_client = not isinstance(scheduler, Client)
-    if own_client and not _looks_like_address(scheduler):
-        raise ConfigError("must be a Dask scheduler address such as tcp://host:8786", key_path="--scheduler",
-                          value=str(scheduler))
-    try:
-        client = Client(scheduler, set_as_default=False, timeout="20s") if own_client else scheduler
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ConfigError(f"cannot reach the Dask scheduler: {exc}", key_path="--scheduler",
-                          value=str(scheduler)) from None
-    try:
-        futures = {}
-        for index, h, point in todo:
-            future = client.submit(evaluate_point, point_fn, point, pure=False)
-            futures[future] = (index, h, point)
-        # This client need not be the process's default one: give as_completed its loop.
-        for future in as_completed(list(futures), loop=client.loop):
-            index, h, point = futures[future]
-            yield index, h, point, future.result()
-    finally:
-        if own_client:
-            client.close()

@@ -37,7 +37,7 @@ import math
 import os
 from pathlib import Path
 
-from ..inputs.config import Section, is_file, key_join, load_yaml
+from ..inputs.config import Section, is_file, key_join, load_yaml, present
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.keys import Key, KeyTable
 from ..inputs.limits import MAX_SWEEP_POINTS, check_limit
@@ -127,7 +127,7 @@ def find_experiment(spec):
     (``quickstart``), which is what an installed package without a checkout has to go on."""
     path = Path(spec)
     text = str(spec)
-    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text or is_file(path):
+    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text or present(path):
         return path
     shipped = shipped_dir("experiments") / f"{text}.yaml"
     if is_file(shipped):

@@ -64,7 +64,7 @@ import math
 import os
 from pathlib import Path
 
-from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.config import Section, load_yaml, present
 from ..inputs.errors import ConfigError
 from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, check_limit
 from .topology import Topology
@@ -224,10 +224,10 @@ def _topology_file(spec):
     if text.startswith(("torus:", "mesh:")):
         return None
     if text.endswith((".yaml", ".yml")) or os.sep in text:
-        return Path(text) if is_file(text) else None
+        return Path(text) if present(text) else None
     for d in topology_dirs():
         p = d / f"{text}.yaml"
-        if is_file(p):
+        if present(p):
             return p
     return None
 

@@ -9,10 +9,12 @@ import re
 
 import numpy as np
 
-from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.config import Section, is_file, load_yaml, present
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 from ..inputs.shipped import env_dirs, note_once, note_override, shipped_dir
+from ..inputs.text import short_repr
 from ..inputs.units import GB, GiB, US
 from .chips import Chip
 from .link_faults import with_link_faults
@@ -110,7 +112,7 @@ def known_topologies():
     """Names of the topology files found (file stems), sorted."""
     names = set()
     for d in topology_dirs():
-        if d.is_dir():
+        if os.path.isdir(d):  # False, not OSError, for a name the OS refuses
             names.update(p.stem for p in d.glob("*.yaml") if p.stem != "chips")
     return sorted(names)
 
@@ -136,8 +138,12 @@ def _chips_from_file(path):
     doc = Section(load_yaml(path), file=path)
     chips = {}
     for name in doc.keys():
+        if not isinstance(name, str) or not name:
+            raise ConfigError("is not a chip name: every top-level key of a chips file is a chip's name (text)",
+                              file=path, key_path=short_repr(name))
         sec = doc.section(name)
         CHIP_KEYS.check(sec)
+        CHIP_KEYS.read(sec, "description")  # not kept, but held to its rule like every key
         read = lambda key: CHIP_KEYS.read(sec, key)
         chips[name] = Chip(
             name=name,
@@ -176,7 +182,7 @@ def _find_file(stem):
     dirs = topology_dirs()
     for d in dirs:
         p = d / f"{stem}.yaml"
-        if is_file(p):
+        if present(p):
             if d != dirs[-1] and is_file(dirs[-1] / p.name):
                 note_override("topology", stem, p)
             elif stem in MEANING_CHANGED:
@@ -236,35 +242,73 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
     (TPU v4/v5p; not with *cores_per_chip*); then *failed_links*, *slow_links* and *seed* as in
     :func:`with_link_faults`.
     """
+    # the overrides first: an inline spec uses two of them to build its slice
+    if hop_latency_us is not None:
+        hop_latency_us = _override(hop_latency_us, "hop_latency_us")
+    per_axis_link = isinstance(link_GBps, (list, tuple, np.ndarray))
+    if link_GBps is not None and not per_axis_link:
+        link_GBps = _override(link_GBps, "link_GBps")
     if isinstance(spec, Topology):
         topo = spec
     else:
+        if not isinstance(spec, (str, os.PathLike)):
+            raise ConfigError("must be a topology name, a path to a topology YAML, or inline torus:16x16 / "
+                              "mesh:8x8 / torus:8x8x8", key_path="topology", value=spec)
         spec = str(spec)
-        topo = parse_inline(spec, link_GBps=link_GBps, hop_latency_us=hop_latency_us)
+        topo = parse_inline(spec, link_GBps=None if per_axis_link else link_GBps, hop_latency_us=hop_latency_us)
         if topo is None:
             if spec.startswith(("torus:", "mesh:")):
                 raise ConfigError("must look like torus:32x32, mesh:8x8 or torus:4x4x4 (1 to 3 axes)",
                                   key_path="topology", value=spec)
             path = Path(spec)
             if spec.endswith((".yaml", ".yml")) or os.sep in spec:
-                if not is_file(path):
-                    raise ConfigError("file not found", file=path)
+                check_file(path, what="topology file", named_by="topology")
             else:
                 path = _find_file(spec)
             topo = _topology_from_file(path)
     changes = {}
     if link_GBps is not None:
-        changes["axis_link_Bps"] = tuple(float(v) * GB for v in _per_axis(link_GBps, topo, "link_GBps"))
+        changes["axis_link_Bps"] = tuple(_override(v, "link_GBps", written=link_GBps) * GB
+                                         for v in _per_axis(link_GBps, topo, "link_GBps"))
     if hop_latency_us is not None:
-        changes["hop_latency_s"] = float(hop_latency_us) * US
+        changes["hop_latency_s"] = _override(hop_latency_us, "hop_latency_us") * US
     if wraparound is not None:
-        changes["wrap"] = tuple(bool(v) for v in _per_axis(wraparound, topo, "wraparound"))
+        wrap = _per_axis(wraparound, topo, "wraparound")
+        if not all(isinstance(v, (bool, np.bool_)) for v in wrap):
+            raise ConfigError("must be true/false, or a list of one true/false per axis", key_path="wraparound",
+                              value=wraparound if not isinstance(wraparound, np.ndarray) else list(wraparound))
+        changes["wrap"] = tuple(bool(v) for v in wrap)
     if megacore:
         changes["cores_per_chip"] = _megacore_cores(topo, cores_per_chip)
     elif cores_per_chip is not None:
-        changes["cores_per_chip"] = int(cores_per_chip)
+        changes["cores_per_chip"] = int(_override(cores_per_chip, "cores_per_chip"))
     topo = replace(topo, **changes) if changes else topo
     return with_link_faults(topo, failed_links, slow_links, seed)
+
+
+OVERRIDE_RANGES = {"link_GBps": (False, 1e6, False), "hop_latency_us": (True, 1e6, False),
+                   "cores_per_chip": (False, 64, True)}
+"""Declared range of each override of :func:`load_topology`: (0 allowed, maximum, whole number).
+The point parameters of the same names (``POINT_KEYS``) take their bounds from here."""
+
+
+def _override(value, key, written=None):
+    """An override checked against :data:`OVERRIDE_RANGES` (the Python API's, like a file's or an
+    option's): a real number, not a bool or text, finite, in range; returned as a float."""
+    zero_ok, maximum, whole = OVERRIDE_RANGES[key]
+    rule = (f"must be a {'whole number >= 1' if whole else 'number >= 0' if zero_ok else 'number > 0'} "
+            f"and <= {maximum:g}")
+    shown = value if written is None or isinstance(written, (int, float, str)) else written
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(rule, key_path=key, value=shown if not isinstance(shown, np.ndarray) else list(shown))
+    try:
+        x = float(value)
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x) or x > maximum or x < (1 if whole else 0) or (x == 0 and not zero_ok) \
+            or (whole and not x.is_integer()):
+        raise ConfigError(rule, key_path=key, value=shown if not isinstance(shown, np.ndarray) else list(shown))
+    return x
 
 
 def _per_axis(value, topo, key):

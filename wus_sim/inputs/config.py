@@ -14,16 +14,18 @@ is (file and key path) so that every error says exactly what to fix::
 import copy
 from functools import lru_cache
 import math
+import os
 from pathlib import Path
 import re
 
 import yaml
 
 from .errors import ConfigError, did_you_mean
-from .limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+from .files import read_text as _read_text
+from .limits import MAX_FILE_BYTES, MAX_WHOLE_NUMBER, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .text import excerpt, short_repr
 
-__all__ = ["is_file", "read_text", "load_yaml", "Section", "key_join"]
+__all__ = ["is_file", "present", "read_text", "load_yaml", "Section", "key_join"]
 
 
 def key_join(path, key):
@@ -42,40 +44,29 @@ def is_file(path):
         return False
 
 
-def read_text(path, *, what="file"):
-    """The text of *path*, decoded as UTF-8; every failure is a one-line ConfigError naming the file.
-
-    Files over :data:`~wus_sim.inputs.limits.MAX_FILE_BYTES` are refused before they are read.
-    """
-    path = Path(path)
+def present(path):
+    """Whether something (a file, folder, FIFO, device, even a link to nothing) has the name
+    *path*: a search finds a name with it, and reading it then says what is wrong with it, rather
+    than skipping it to an "unknown name" or a shipped file of the same name."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise ConfigError(f"is a directory, not a {what}", file=path) from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot be read: {getattr(exc, 'strerror', None) or 'not a valid path'}",
-                          file=path) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"is larger than the limit of {MAX_FILE_BYTES // 2**20} MiB for a {what}", file=path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"is not a {what} (not UTF-8 text: byte 0x{data[exc.start]:02x} at offset "
-                          f"{exc.start}); save it as UTF-8", file=path) from None
-    if "\x00" in text:
-        raise ConfigError(f"is not a {what} (it contains NUL bytes: a binary file?)", file=path)
-    return text.lstrip("\ufeff")
+        return os.path.lexists(path)
+    except (OSError, ValueError):
+        return False
 
 
-def load_yaml(path, *, what="YAML file"):
+def read_text(path, *, what="file", named_by=None):
+    """The text of *path*, decoded as UTF-8, read through :func:`~wus_sim.inputs.files.read_text`
+    (a regular file only, at most :data:`~wus_sim.inputs.limits.MAX_FILE_BYTES`); every failure is
+    a one-line ConfigError naming the file (and *named_by*, the option or key that named it)."""
+    return _read_text(path, what=what, named_by=named_by, limit=MAX_FILE_BYTES)
+
+
+def load_yaml(path, *, what="YAML file", named_by=None):
     """Parse a YAML file into Python objects, strictly: UTF-8, safe tags only, no duplicate
     keys, no anchors or aliases, nesting and size bounded. Every failure is a ConfigError
     that names the file and never quotes its contents beyond the YAML parser's position."""
     path = Path(path)
-    text = read_text(path, what=what)
+    text = read_text(path, what=what, named_by=named_by)
     try:
         # parsed once per content (a sweep loads the same workload for every point); callers
         # get their own copy, so one that edits the document cannot change the next one's
@@ -205,7 +196,10 @@ class Section:
                               f"key ({', '.join(sorted(allowed))})", file=self.file)
         for key in self.data:
             if key not in allowed:
-                raise self.error(key, f"is not a known key here{did_you_mean(key, allowed)}; known keys: {', '.join(sorted(allowed))}",
+                # the key as written, cut to an excerpt: it is input (a 10,000-character key)
+                shown = excerpt(key) if isinstance(key, str) else key if isinstance(key, int) else short_repr(key)
+                hint = did_you_mean(key, allowed) if isinstance(key, str) else ""
+                raise self.error(shown, f"is not a known key here{hint}; known keys: {', '.join(sorted(allowed))}",
                                  show_value=False)
         for key in required:
             if key not in self.data:
@@ -241,7 +235,9 @@ class Section:
         return float(value)
 
     def integer(self, key, default=None, *, minimum=None, maximum=None):
-        """A whole number, checked against the bounds given."""
+        """A whole number, checked against the bounds given (and never over
+        :data:`~wus_sim.inputs.limits.MAX_WHOLE_NUMBER`, which a float holds exactly)."""
+        maximum = MAX_WHOLE_NUMBER if maximum is None else min(maximum, MAX_WHOLE_NUMBER)
         value = self.data.get(key, default)
         if value is None:
             raise ConfigError(f"missing required key {key!r}", file=self.file, key_path=self.path or None)
@@ -250,7 +246,7 @@ class Section:
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be >= {minimum}", value)
         if maximum is not None and value > maximum:
-            raise self.error(key, f"must be <= {maximum}", value)
+            raise self.error(key, f"must be <= {'2^53' if maximum == MAX_WHOLE_NUMBER else maximum}", value)
         return value
 
     def boolean(self, key, default=None):

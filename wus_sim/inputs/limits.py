@@ -20,7 +20,8 @@ from .errors import ConfigError
 __all__ = [
     "MAX_FILE_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "MAX_CHIPS", "MAX_REPLICAS",
     "MAX_CHUNKS", "MAX_STEPS", "MAX_SWEEP_POINTS", "MAX_STATEMENTS", "MAX_STATEMENT_CHARS",
-    "MAX_EXPR_DEPTH", "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "check_limit",
+    "MAX_EXPR_DEPTH", "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "MAX_WHOLE_NUMBER", "MAX_TENSOR_DIMS",
+    "check_limit",
 ]
 
 
@@ -54,6 +55,13 @@ MAX_MESSAGE_HOPS = 2_000_000
 before it is compiled). Measured: a ring all-reduce on mesh:32x32 (2.1 million hops) took
 10.4 s and 912 MB; halving-doubling on torus:64x64 (1.03 million hops) 2.7 s and 117 MB.
 So at most about 10 s and 900 MB."""
+
+MAX_WHOLE_NUMBER = 2**53
+"""Largest whole number any input file may hold where its key declares no smaller maximum: the
+largest a float holds exactly. A larger one (a 400-digit integer) cannot become a float
+(OverflowError) or a numpy integer; every count in the model is far below it."""
+MAX_TENSOR_DIMS = 8
+"""Most dimensions of one tensor shape in a workload file (shipped: 4)."""
 
 
 def check_limit(what, estimate, limit, *, key_path=None, file=None, hint=""):

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .compute import ComputeParams
-from ..inputs.config import Section, load_yaml
+from ..inputs.config import Section, is_file, load_yaml, present
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError
 
 __all__ = [
@@ -66,14 +67,13 @@ class Calibration:
 def calibration_path(name):
     """Path of a calibration given by shipped name or file path."""
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if path.is_dir():
-            raise ConfigError("is a folder, not a calibration file", key_path="calibration", value=name)
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or present(path):
+        if not present(path):
             raise ConfigError("calibration file not found", key_path="calibration", value=name)
+        check_file(path, what="calibration file", named_by="calibration")  # a folder, FIFO, device, loop
         return path
     shipped = _SHIPPED / f"{name}.yaml"
-    if not shipped.is_file():
+    if not is_file(shipped):  # False, not OSError, for a name too long
         known = sorted(p.stem for p in _SHIPPED.glob("*.yaml")) + [NO_CALIBRATION]
         raise ConfigError(f"unknown calibration; known: {', '.join(known)} (or a path to a calibration YAML)",
                           key_path="calibration", value=name)
@@ -110,7 +110,7 @@ def _check_validation(record, path):
         if value is None and kind is float and record.get("held_out_rows") == 0:
             continue  # no held-out row: no error to state
         ok = (isinstance(value, list) and all(isinstance(v, str) for v in value) if kind is list
-              else isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+              else isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 2**53
               and (kind is float or float(value).is_integer()))
         if not ok:
             rule = {int: "must be a whole number >= 0", float: "must be a number >= 0",

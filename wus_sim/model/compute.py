@@ -40,6 +40,7 @@ with its default and the reason for it; sweeps vary them.
 
 from dataclasses import dataclass, fields
 import math
+import numbers
 
 import numpy as np
 
@@ -113,23 +114,26 @@ class ComputeParams:
     uncalibrated physics; the shipped calibration fits it."""
 
     def __post_init__(self):
+        # Every field a real number (not a bool, not text, finite as a float: 10**400 is not);
+        # the same checks whether the values come from a calibration file, a point or Python.
         for name in ("mxu_efficiency", "update_hbm_efficiency", "spatial_efficiency",
                      "activation_hbm_efficiency"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0 < v <= 1):
+            if not (_real(v) and 0 < v <= 1):
                 raise ConfigError("must be in (0, 1]", key_path=name, value=v)
         for name in ("backward_flops_ratio", "vector_to_mxu_ratio"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
-                raise ConfigError("must be > 0", key_path=name, value=v)
+            if not (_real(v) and v > 0):
+                raise ConfigError("must be a finite number > 0", key_path=name, value=v)
         for name in ("elementwise_fwd_bytes", "elementwise_bwd_bytes", "op_overhead_s", "step_overhead_s"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and v >= 0 and math.isfinite(v)):
+            if not (_real(v) and v >= 0):
                 raise ConfigError("must be a finite number >= 0", key_path=name, value=v)
-        if self.vector_flops_per_replica is not None and not self.vector_flops_per_replica > 0:
-            raise ConfigError("must be > 0 FLOP/s (or None)", key_path="vector_flops_per_replica",
-                              value=self.vector_flops_per_replica)
-        if self.layer_split not in ("flops", "params"):
+        v = self.vector_flops_per_replica
+        if v is not None and not (_real(v) and v > 0):
+            raise ConfigError("must be a finite number > 0 FLOP/s (or None)", key_path="vector_flops_per_replica",
+                              value=v)
+        if not isinstance(self.layer_split, str) or self.layer_split not in ("flops", "params"):
             raise ConfigError("must be 'flops' or 'params'", key_path="layer_split", value=self.layer_split)
 
     def to_dict(self):
@@ -158,6 +162,16 @@ class LayerTimes:
         the backward of layers ``i .. L-1``.
         """
         return np.cumsum(self.backward_s[::-1])[::-1].copy()
+
+
+def _real(value):
+    """A real number that a float holds finitely: not a bool, not text, not 10**400 or inf/nan."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _params(params):

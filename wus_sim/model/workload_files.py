@@ -7,9 +7,11 @@ import os
 
 import numpy as np
 
-from ..inputs.config import Section, is_file, load_yaml
+from ..inputs.config import Section, load_yaml, present
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
+from ..inputs.limits import MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
 # the dtype tables live in units (light, so the command line builds its choices from them)
 from ..inputs.units import DTYPE_BYTES
 from .workload import ActivationTerm, MLPerfConfig, Tensor, Workload
@@ -34,7 +36,7 @@ def known_workloads():
     """Names of the workload files found (file stems), sorted."""
     names = set()
     for d in workload_dirs():
-        if d.is_dir():
+        if os.path.isdir(d):  # False, not OSError, for a name the OS refuses
             names.update(p.stem for p in d.glob("*.yaml"))
     return sorted(names)
 
@@ -46,12 +48,11 @@ def load_workload(name_or_path):
     spec = str(name_or_path)
     if spec.endswith((".yaml", ".yml")) or os.sep in spec:
         path = Path(spec)
-        if not is_file(path):
-            raise ConfigError("file not found", file=path)
+        check_file(path, what="workload file", named_by="workload")
     else:
         for d in workload_dirs():
             path = d / f"{spec}.yaml"
-            if is_file(path):
+            if present(path):
                 break
         else:
             raise UnknownNameError("workload", spec, known_workloads())
@@ -220,6 +221,13 @@ def _workload_from_file(path):
     )
 
 
+def _finite(x):
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:  # an int past float range
+        return False
+
+
 def _read_layers(doc, per_unit):
     if "layers" not in doc:
         return (), None
@@ -228,8 +236,9 @@ def _read_layers(doc, per_unit):
     for i, row in enumerate(rows):
         key = f"layers[{i}]"
         if (not isinstance(row, list) or len(row) != 2 or not isinstance(row[0], str)
-                or isinstance(row[1], bool) or not isinstance(row[1], (int, float)) or row[1] < 0):
-            raise doc.error(key, "must be [name, fwd FLOPs per unit >= 0]", row)
+                or isinstance(row[1], bool) or not isinstance(row[1], (int, float)) or not _finite(row[1])
+                or row[1] < 0):
+            raise doc.error(key, "must be [name, fwd FLOPs per unit >= 0, finite]", row)
         names.append(row[0])
         flops.append(float(row[1]))
     if not names:
@@ -259,9 +268,11 @@ def _read_tensors(doc, num_layers):
         if name in seen:
             raise doc.error(key, f"tensor name {name!r} repeats", show_value=False)
         seen.add(name)
-        if (not isinstance(shape, list)
+        if (not isinstance(shape, list) or len(shape) > MAX_TENSOR_DIMS
                 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape)):
-            raise doc.error(key, "shape must be a list of whole numbers >= 1", shape)
+            raise doc.error(key, f"shape must be a list of at most {MAX_TENSOR_DIMS} whole numbers >= 1", shape)
+        if math.prod(shape) > MAX_WHOLE_NUMBER:
+            raise doc.error(key, "shape has more than 2^53 elements (the most a tensor may have)", shape)
         if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
             raise doc.error(key, "layer index must be a whole number >= 0", layer)
         if num_layers is not None and layer >= num_layers:

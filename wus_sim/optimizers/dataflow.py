@@ -20,6 +20,7 @@ Rules (documented in :mod:`wus_sim.optimizers.language`):
 
 from dataclasses import dataclass, field
 
+from ..inputs.text import short_repr
 from .language import FULL, INPUTS, REDUCTIONS, SCALAR, Const, Op, Var, kind_name, names_read
 
 __all__ = ["Flow", "FlowError", "flow", "NodeInfo"]
@@ -80,7 +81,7 @@ def flow(statements, hyper, *, min_rank=0, require_w=True):
     assigned_anywhere = {s.target for s in statements}
     for i, s in enumerate(statements):
         if s.target in hyper:
-            raise FlowError(f"assigns the hyper-parameter {s.target!r}; hyper-parameters are constants", i)
+            raise FlowError(f"assigns the hyper-parameter {short_repr(s.target)}; hyper-parameters are constants", i)
         if s.target == "t":
             raise FlowError("assigns 't', the step number, which is an input", i)
     if require_w and "w" not in assigned_anywhere:
@@ -94,7 +95,7 @@ def flow(statements, hyper, *, min_rank=0, require_w=True):
                 continue
             if name not in assigned_anywhere:
                 raise FlowError(
-                    f"uses undefined name {name!r}: not an input (w, g, t), a hyper-parameter "
+                    f"uses undefined name {short_repr(name)}: not an input (w, g, t), a hyper-parameter "
                     f"({', '.join(sorted(hyper)) or 'none'}), or a variable the program assigns", i)
             slots.append(name)
         seen.add(s.target)

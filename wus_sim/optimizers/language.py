@@ -217,9 +217,9 @@ def _depth(tree):
 
 def _check_name(name):
     if name in RESERVED:
-        raise LanguageError(f"uses the function name {name!r} as a variable")
+        raise LanguageError(f"uses the function name {short_repr(name)} as a variable")
     if name.startswith("_"):
-        raise LanguageError(f"name {name!r} must not start with '_'")
+        raise LanguageError(f"name {short_repr(name)} must not start with '_'")
 
 
 def _expr(node):
@@ -264,7 +264,7 @@ def _expr(node):
             arity = 1
         else:
             known = ", ".join(sorted(RESERVED))
-            raise LanguageError(f"calls unknown function {name!r}; known functions: {known}")
+            raise LanguageError(f"calls unknown function {short_repr(name)}; known functions: {known}")
         if len(node.args) != arity:
             raise LanguageError(f"calls {name}() with {len(node.args)} arguments; it takes {arity}")
         return Op(name, tuple(_expr(a) for a in node.args))

@@ -10,7 +10,9 @@ from pathlib import Path
 import os
 
 from ..inputs.config import is_file, load_yaml
+from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError, WusError
+from ..inputs.text import short_repr
 from .spec import Optimizer, compose, parse_optimizer
 
 __all__ = ["known_optimizers", "known_prefixes", "load_optimizer", "optimizer_dirs",
@@ -31,7 +33,7 @@ def optimizer_dirs():
 def _files():
     found = {}
     for d in optimizer_dirs():
-        if d.is_dir():
+        if os.path.isdir(d):  # False, not OSError, for a name the OS refuses
             for p in sorted(d.glob("*.yaml")):
                 found.setdefault(p.stem, p)
     return found
@@ -84,7 +86,7 @@ def load_optimizer(spec):
             parts.append(_load_one(p))
         except UnknownNameError:
             # name the whole composition and what a part after '+' may be
-            raise ConfigError(f"has an unknown gradient prefix {p!r} after '+'; known prefixes: "
+            raise ConfigError(f"has an unknown gradient prefix {short_repr(p)} after '+'; known prefixes: "
                               f"{', '.join(known_prefixes())} (e.g. {base}+{next(iter(known_prefixes()), 'clip')})",
                               key_path="optimizer", value=spec) from None
     return compose(opt, parts)
@@ -99,8 +101,7 @@ def _load_one(text):
         raise ConfigError("has an empty part; write e.g. adam or adam+clip", key_path="optimizer", value=text)
     if _is_path(text):
         path = Path(text)
-        if not is_file(path):
-            raise ConfigError("file not found", file=path)
+        check_file(path, what="optimizer file", named_by="optimizer")
         return _load_file(path)
     path = _files().get(text)
     if path is None:
@@ -110,8 +111,8 @@ def _load_one(text):
 
 
 def _load_file(path):
-    path = Path(path).resolve()
-    return _cached(str(path), path.stat().st_mtime_ns)
+    st = check_file(path, what="optimizer file", named_by="optimizer")  # before resolve(): a loop raises there
+    return _cached(str(Path(path).resolve()), st.st_mtime_ns)
 
 
 @lru_cache(maxsize=64)

@@ -55,6 +55,18 @@ def draw_figure(plot, df, *, chosen=()):
     the keys the experiment set).
     Raises :class:`NothingToDraw` when the rows hold nothing to draw.
     """
+    import pandas as pd
+
+    from ..experiments.experiment import PlotSpec
+    from ..inputs.errors import ConfigError
+
+    if not isinstance(plot, PlotSpec):
+        raise ConfigError("must be a plot spec (an experiment's .plots, or wus_sim.default_plots(experiment))",
+                          key_path="plot", value=plot)
+    if not isinstance(df, pd.DataFrame):
+        raise ConfigError("must be a DataFrame of results (wus_sim.read_results(DIR))", key_path="df", value=df)
+    if plot.kind not in PLOT_KINDS:
+        raise ConfigError(f"must be one of {', '.join(PLOT_KINDS)}", key_path="plot.kind", value=plot.kind)
     import matplotlib
 
     matplotlib.use("Agg", force=False)

@@ -3,7 +3,7 @@ calibration, link faults): the named file or shipped entry must load."""
 
 from pathlib import Path
 
-from ..inputs.config import is_file
+from ..inputs.config import present
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 
@@ -16,7 +16,7 @@ def _existing_path(text, base_dir):
     if not text.endswith((".yaml", ".yml")) and "/" not in text:
         return None
     for candidate in (Path(text), (Path(base_dir) / text) if base_dir else None):
-        if candidate is not None and is_file(candidate):
+        if candidate is not None and present(candidate):
             return candidate if candidate == Path(text) else candidate.resolve()
     raise ConfigError("file not found", value=text)
 

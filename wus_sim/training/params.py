@@ -13,8 +13,9 @@ import hashlib
 import json
 import math
 
+from ..hardware.topology_files import OVERRIDE_RANGES
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
-from ..inputs.limits import MAX_STEPS
+from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 from .param_names import _check_calibration, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
@@ -185,13 +186,13 @@ POINT_KEYS = _table(
     Param("global_batch", "int", minimum=1, maximum=2**31, unit="examples",
           meaning="Examples per step over all replicas (must divide by the replicas); set this or "
                   "per_replica_batch, not both."),
-    Param("link_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
+    Param("link_GBps", "number", positive=True, maximum=OVERRIDE_RANGES["link_GBps"][1], unit="GB/s",
           meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
-    Param("hop_latency_us", "number", minimum=0, maximum=1e6, unit="us",
+    Param("hop_latency_us", "number", minimum=0, maximum=OVERRIDE_RANGES["hop_latency_us"][1], unit="us",
           meaning="Latency per ICI hop; null = the topology's."),
     Param("wraparound", "wrap",
           meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
-    Param("cores_per_chip", "int", minimum=1, maximum=64,
+    Param("cores_per_chip", "int", minimum=1, maximum=OVERRIDE_RANGES["cores_per_chip"][1],
           meaning="Cores (replicas) per chip; null = the topology's."),
     Param("megacore", "bool", default=False, nullable=False,
           meaning="TPU v4/v5p megacore: one replica per chip over both its TensorCores (the chip's HBM, bandwidth "
@@ -234,7 +235,7 @@ POINT_KEYS = _table(
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
     Param("steps", "int", default=3, minimum=2, maximum=MAX_STEPS, nullable=False, unit="steps",
           meaning="Consecutive training steps simulated; the step time is the steady-state period."),
-    Param("bn_group_replicas", "int", default=1, minimum=1, nullable=False, unit="replicas",
+    Param("bn_group_replicas", "int", default=1, minimum=1, maximum=MAX_REPLICAS, nullable=False, unit="replicas",
           meaning="Cross-replica batch norm: replicas that all-reduce their batch statistics in every "
                   "batch-norm layer (1 = local batch norm)."),
     Param("small_allreduce_algorithm", "choice", default="auto", nullable=False,

@@ -111,6 +111,9 @@ def write_trace(path, timelines, phases=None, *, network="ICI"):
     """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
     doc = {"traceEvents": trace_events(timelines, phases, network=network), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
+    from ..inputs.files import check_writable_file
+
+    check_writable_file(path, what="trace file", named_by="--trace")  # a FIFO would block the open
     try:
         with open(path, "w") as fh:
             json.dump(doc, fh)

@@ -17,6 +17,9 @@ import math
 from pathlib import Path
 
 from ..inputs.errors import ConfigError
+from ..inputs.files import read_bytes
+from ..inputs.limits import MAX_FILE_BYTES, MAX_REPLICAS
+from ..inputs.text import excerpt
 
 __all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE",
            "REQUIRED_COLUMNS", "table_identity", "same_table"]
@@ -99,6 +102,20 @@ _OPTIONAL_DEFAULTS = {"precision": "", "grad_allreduce_dtype": "", "bn_group_cor
 An empty ``grad_allreduce_dtype`` is the workload's gradient dtype."""
 
 
+MAX_ROWS = 1_000
+"""Most rows in a measured table (the shipped one has 26): each row is simulated by ``validate``."""
+MAX_CELL_CHARS = 4_000
+"""Longest cell (the shipped table's longest, a ``method`` note, has under 600 characters)."""
+
+_INT_RANGES = {"cores": (1, MAX_REPLICAS), "replicas": (1, MAX_REPLICAS), "spatial_ways": (1, 64),
+               "global_batch": (1, 2**31), "per_replica_batch": (1, 2**24), "steps_per_loop": (1, 10**9),
+               "runs": (1, 10**6), "bn_group_cores": (1, MAX_REPLICAS)}
+"""Declared range of each whole-number column (the point rules' ranges where a point has the same
+quantity: ``per_replica_batch`` <= 2^24, ``global_batch`` <= 2^31, replicas <= MAX_REPLICAS)."""
+MAX_STEP_S = 1e6
+"""Longest step time accepted, in seconds (11 days: anything longer is a unit slip)."""
+
+
 class _BadCell(ValueError):
     """A cell that breaks a column's rule; its message is the rule."""
 
@@ -107,10 +124,13 @@ def _parse(value, name, kind):
     if kind is str:
         return value
     if kind is int:
-        try:
-            return int(value)
-        except ValueError:
-            raise _BadCell("does not parse as a whole number") from None
+        if not value.strip().lstrip("+-").isdigit() or len(value) > 30:
+            raise _BadCell("does not parse as a whole number")
+        x = int(value)
+        low, high = _INT_RANGES[name]
+        if not low <= x <= high:
+            raise _BadCell(f"must be a whole number from {low:,} to {high:,}")
+        return x
     if kind is float:
         try:
             x = float(value)
@@ -120,6 +140,8 @@ def _parse(value, name, kind):
             raise _BadCell("must be > 0")
         if not math.isfinite(x):  # inf passed '> 0' and broke the fit's residuals
             raise _BadCell("must be finite")
+        if x > MAX_STEP_S:
+            raise _BadCell(f"must be at most {MAX_STEP_S:g} s")
         return x
     if name == "bn_group_cores":
         return None if value == "" else _parse(value, name, int)
@@ -145,20 +167,37 @@ def load_measured(path=None):
         text = _read(path).decode("utf-8-sig")  # a spreadsheet's UTF-8 export may start with a BOM
     except UnicodeDecodeError:
         raise ConfigError("is not a UTF-8 text (CSV) file", file=path) from None
-    reader = csv.DictReader(text.splitlines())
-    header = reader.fieldnames or []
+    lines = text.splitlines()
+    if len(lines) > MAX_ROWS + 1:
+        raise ConfigError(f"has {len(lines) - 1:,} rows, over the limit of {MAX_ROWS:,} for a measured table",
+                          file=path)
+    for i, line in enumerate(lines, start=1):
+        if len(line) > MAX_CELL_CHARS * len(COLUMNS):
+            raise ConfigError(f"has a line longer than {MAX_CELL_CHARS * len(COLUMNS):,} characters (line {i})",
+                              file=path)
+    reader = csv.DictReader(lines)
+    try:
+        header = reader.fieldnames or []
+    except csv.Error:
+        header = [None]
     if not header:
         raise ConfigError(f"is empty: no header line (required columns: {', '.join(REQUIRED_COLUMNS)})", file=path)
+    if not any(name in COLUMNS for name in header):
+        # Not one known column: a file of another kind, named and never quoted (its first line
+        # may be anything: a password file's, a TOKEN=... line).
+        raise ConfigError(f"is not a measured table (CSV): its first line names none of the columns "
+                          f"({', '.join(REQUIRED_COLUMNS)}, ...)", file=path)
     for name in header:
         if name not in COLUMNS:
+            # the column's name as written, cut to an excerpt: it is input
             raise ConfigError(f"is not a known column; known columns: {', '.join(COLUMNS)}",
-                              file=path, key_path=name, show_value=False)
+                              file=path, key_path=excerpt(name), show_value=False)
     for name in REQUIRED_COLUMNS:
         if name not in header:
             raise ConfigError(f"column is missing (required: {', '.join(REQUIRED_COLUMNS)})", file=path,
                               key_path=name, show_value=False)
     rows, seen = [], {}
-    for i, raw in enumerate(reader, start=2):          # line 1 is the header
+    for i, raw in _rows(reader, path):          # line 1 is the header
         if None in raw or any(v is None for v in raw.values()):
             raise ConfigError("has a different number of fields from the header", file=path,
                               key_path=f"line {i}", show_value=False)
@@ -192,27 +231,42 @@ def load_measured(path=None):
     return rows
 
 
+def _rows(reader, path):
+    """``(line, row)`` of the table's rows; a cell over :data:`MAX_CELL_CHARS` or text the CSV
+    reader refuses is one error naming the line, never quoting it."""
+    i = 1
+    while True:
+        i += 1
+        try:
+            raw = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise ConfigError(f"is not a CSV table the reader can parse ({str(exc)[:80]})",
+                              file=path, key_path=f"line {i}") from None
+        for name, value in raw.items():
+            if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+                raise ConfigError(f"holds a cell of {len(value):,} characters, over the limit of "
+                                  f"{MAX_CELL_CHARS:,}", file=path, key_path=f"line {i}.{name}")
+        yield i, raw
+
+
 def _read(path):
-    """The bytes of a table file; a missing or unreadable one is a one-line error."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise ConfigError("is a folder, not a CSV file", file=path) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot be read ({exc.strerror})", file=path) from None
+    """The bytes of a table file, through the one way in for files (a regular file of at most
+    :data:`~wus_sim.inputs.limits.MAX_FILE_BYTES`); anything else is a one-line error."""
+    return read_bytes(path, what="measured table (CSV)", named_by="measured", limit=MAX_FILE_BYTES)
 
 
 def table_identity(path=None):
     """Provenance of a measured table: :data:`DATA_SOURCE` for the shipped one; for another
     file its name, path and SHA-256 (what a calibration records and :func:`same_table` checks)."""
     path = Path(path) if path is not None else SHIPPED_MEASURED
+    data = _read(path)  # looked at first: resolve() of a loop of links raises
     if path.resolve() == SHIPPED_MEASURED:
         return dict(DATA_SOURCE)
     import hashlib
 
-    digest = hashlib.sha256(_read(path)).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
     return {"name": f"the measured runs in {path.name}", "table": str(path), "sha256": digest}
 
 

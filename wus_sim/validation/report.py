@@ -2,6 +2,7 @@
 
 from dataclasses import asdict
 import math
+import os
 
 from .validate import COLUMNS
 
@@ -62,7 +63,22 @@ _MARKERS = {"resnet": "o", "ssd": "s", "mask": "D", "transformer": "^", "gnmt": 
 
 def plot_validation(rows, path):
     """Parity plot (simulated vs measured step time, log-log, +-10 % and +-25 % bands) and
-    per-chip throughput vs slice size, measured and simulated, per benchmark."""
+    per-chip throughput vs slice size, measured and simulated, per benchmark.
+
+    *rows* are the rows :func:`~wus_sim.validation.validate.validate` returns (at least one that
+    was simulated); *path* the image file to write. Anything else is one ConfigError."""
+    from ..inputs.errors import ConfigError
+    from ..inputs.files import check_writable_file
+    from .validate import ValidationRow
+
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, ValidationRow) for r in rows):
+        raise ConfigError("must be the list of rows wus_sim.validate() returns", key_path="rows", value=rows)
+    if not any(_positive(r.measured_step_s) and _positive(r.simulated_step_s) for r in rows):
+        raise ConfigError("holds no row with a simulated and a measured step time to plot", key_path="rows",
+                          show_value=False)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError("must be the image file to write", key_path="path", value=path)
+    check_writable_file(path, what="figure", named_by="path")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,7 +88,7 @@ def plot_validation(rows, path):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     benches = sorted({r.benchmark for r in rows})
     color = {b: colors[i % len(colors)] for i, b in enumerate(benches)}
-    vals = [v for r in rows for v in (r.measured_step_s, r.simulated_step_s) if v > 0]
+    vals = [v for r in rows for v in (r.measured_step_s, r.simulated_step_s) if _positive(v)]
     lo, hi = min(vals) / 1.5, max(vals) * 1.5
     grid = [lo, hi]
     ax.plot(grid, grid, color="black", lw=1)
@@ -117,3 +133,7 @@ def plot_validation(rows, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _positive(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0

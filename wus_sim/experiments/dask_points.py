@@ -1,0 +1,132 @@
+"""Running a sweep's points on a Dask cluster (``wus-sim run --scheduler ADDRESS``).
+
+One concept: reaching a scheduler and handing it the points. The address is checked before
+anything else is done (its form, then a plain TCP connect within the timeout), because Dask's
+own client answered a malformed address only after its timeout and an unreachable one after 20 s,
+and a half-made client printed a traceback when the interpreter exited.
+"""
+
+from ..inputs.errors import ConfigError
+from ..inputs.text import excerpt
+
+__all__ = ["SCHEDULER_TIMEOUT_S", "check_scheduler", "execute_dask"]
+
+SCHEDULER_TIMEOUT_S = 5.0
+"""How long connecting to a ``--scheduler`` may take by default (``--scheduler-timeout`` raises it)."""
+
+_ADDRESS = r"(?:(?P<scheme>tcp|tls)://)?(?P<host>[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]):(?P<port>[0-9]{1,5})"
+_OTHER_SCHEMES = r"(?:inproc|ucx|ws|wss)://[^\s/][^\s]{0,300}"
+"""Dask's other transports (``inproc://`` is an in-process LocalCluster's): their form is Dask's to
+check; nothing is probed before the client connects."""
+
+
+def _looks_like_address(text):
+    """A scheduler address: ``tcp://host:port``, ``tls://host:port`` or ``host:port`` (an IPv6 host
+    in brackets), port 1..65535, or another Dask transport's ``scheme://...``; checked before the
+    client spends its connect timeout on text that cannot be one (Dask's own parse errors came only
+    after it, with a traceback at exit)."""
+    import re
+
+    if not isinstance(text, str):
+        return False
+    if re.fullmatch(_OTHER_SCHEMES, text):
+        return True
+    m = re.fullmatch(_ADDRESS, text)
+    return m is not None and 1 <= int(m.group("port")) <= 65535
+
+
+def check_scheduler(address, timeout_s=SCHEDULER_TIMEOUT_S):
+    """One ConfigError at once for a ``--scheduler`` that is not an address, and within
+    *timeout_s* for one nothing listens at (a plain TCP connect: no Dask client is made, so
+    none is left to time out or to print a traceback when the interpreter exits)."""
+    import re
+    import socket
+
+    try:
+        import distributed  # noqa: F401 -- only whether it is there
+    except ImportError:
+        raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
+                          key_path="--scheduler") from None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
+        raise ConfigError("must be a number of seconds in (0, 600]", key_path="--scheduler-timeout", value=timeout_s)
+    if not _looks_like_address(address):
+        raise ConfigError("must be a Dask scheduler address such as tcp://host:8786 (or host:8786, "
+                          "tcp://[::1]:8786)", key_path="--scheduler", value=str(address))
+    m = re.fullmatch(_ADDRESS, address)
+    if m is None:  # another transport: Dask connects within the timeout
+        return
+    host = m.group("host").strip("[]")
+    try:
+        socket.create_connection((host, int(m.group("port"))), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc))
+        raise ConfigError(f"cannot reach the Dask scheduler within {timeout_s:g} s: {why} (--scheduler-timeout "
+                          "S waits longer)", key_path="--scheduler", value=address) from None
+
+
+def _connect(client_type, address, timeout_s):
+    """A connected client, or the error of trying, within *timeout_s*.
+
+    Why a thread: the client's own timeout does not cover a peer that accepts the connection and
+    then says nothing (its handshake waits on, measured: past 12 s with timeout=2s), so the wait
+    is bounded here; the thread is a daemon and the half-made client is dropped with it."""
+    import threading
+
+    out = {}
+
+    def connect():
+        try:
+            out["client"] = client_type(address, set_as_default=False, timeout=f"{timeout_s}s")
+        except BaseException as exc:  # noqa: B036 -- handed to the caller's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=connect, name="wus-sim dask connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if "client" in out:
+        return out["client"]
+    if "error" in out:
+        raise out["error"]
+    raise TimeoutError(f"no answer in {timeout_s:g} s")
+
+
+def execute_dask(evaluate_point, point_fn, todo, scheduler, timeout_s=SCHEDULER_TIMEOUT_S):
+    """Yield ``(index, hash, point, outcome)`` as the points finish on the Dask cluster *scheduler*
+    (an address or a ``distributed.Client``), each run by *evaluate_point(point_fn, point)*."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ConfigError("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'",
+                          key_path="--scheduler") from None
+    own_client = not isinstance(scheduler, Client)
+    if own_client and not _looks_like_address(scheduler):
+        raise ConfigError("must be a Dask scheduler address such as tcp://host:8786", key_path="--scheduler",
+                          value=str(scheduler))
+
+    class _Client(Client):
+        # A client whose connection failed is half-made; when it is collected (often at exit) its
+        # __del__ tries to close it and times out again, printing "Exception ignored ...".
+        def __del__(self):
+            try:
+                super().__del__()
+            except BaseException:  # noqa: B036 -- nothing may escape a finaliser
+                pass
+
+    try:
+        client = _connect(_Client, scheduler, timeout_s) if own_client else scheduler
+    except Exception as exc:  # a listener that is not a Dask scheduler fails in many ways (even MemoryError)
+        raise ConfigError(f"cannot reach the Dask scheduler within {timeout_s:g} s: "
+                          f"{excerpt(str(exc) or type(exc).__name__, 120)}", key_path="--scheduler",
+                          value=str(scheduler)) from None
+    try:
+        futures = {}
+        for index, h, point in todo:
+            future = client.submit(evaluate_point, point_fn, point, pure=False)
+            futures[future] = (index, h, point)
+        # This client need not be the process's default one: give as_completed its loop.
+        for future in as_completed(list(futures), loop=client.loop):
+            index, h, point = futures[future]
+            yield index, h, point, future.result()
+    finally:
+        if own_client:
+            client.close()
