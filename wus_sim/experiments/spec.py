@@ -30,17 +30,13 @@ carry every key (defaults filled in), so a point's hash names it completely.
 optimizer and gradient dtype, the topology's link bandwidth, ...).
 """
 
-from dataclasses import dataclass, field
-import itertools
 import json
-import math
 import os
 from pathlib import Path
 
 from ..inputs.config import Section, is_file, key_join, load_yaml, present
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.keys import Key, KeyTable
-from ..inputs.limits import MAX_SWEEP_POINTS, check_limit
 from ..inputs.shipped import shipped_dir
 
 from ..training.params import (POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, Param, check_param, check_point_value,  # noqa: F401
