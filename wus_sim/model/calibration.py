@@ -57,10 +57,24 @@ class Calibration:
     """Data commit, rows used, fit error, date, method (free-form, from the file)."""
     path: str = None
 
-    def compute_params(self, **overrides):
-        """:class:`ComputeParams` with the fitted values, then *overrides* (not None) on top."""
+    stacks: dict = field(default_factory=dict)
+    """Software stack -> its fitted unexplained fixed cost per step, seconds
+    (``step_overhead_s``); empty: ``params`` holds the one value."""
+    default_stack: str = None
+    """The stack a point runs on when it names none (the newest one measured)."""
+
+    def compute_params(self, stack=None, **overrides):
+        """:class:`ComputeParams` with the fitted values (the fixed cost per step of *stack*,
+        default :attr:`default_stack`), then *overrides* (not None) on top."""
+        params = dict(self.params)
+        if self.stacks:
+            stack = stack or self.default_stack
+            if stack not in self.stacks:
+                raise ConfigError(f"is not a software stack of calibration {self.id}; known: "
+                                  f"{', '.join(sorted(self.stacks))}", key_path="software_stack", value=stack)
+            params["step_overhead_s"] = self.stacks[stack]
         given = {k: v for k, v in overrides.items() if v is not None}
-        return ComputeParams(**{**self.params, **given})
+        return ComputeParams(**{**params, **given})
 
 
 def calibration_path(name):
@@ -121,7 +135,7 @@ def _check_validation(record, path):
 def _load_file(path):
     if path not in _CACHE:
         doc = Section(load_yaml(path), file=path)
-        doc.check_keys(required={"id", "params", "provenance"})
+        doc.check_keys(required={"id", "params", "provenance"}, optional={"stacks", "default_stack"})
         params = doc.section("params")
         params.check_keys(optional=set(_COMPUTE_FIELDS))
         values = {k: params.get(k) for k in params.keys()}
@@ -134,5 +148,15 @@ def _load_file(path):
             raise doc.error("provenance", "must be a mapping (data, rows, fit_error, date, method)", provenance)
         if "validation" in provenance:
             _check_validation(provenance["validation"], path)
-        _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path)
+        stacks = doc.get("stacks") or {}
+        if not isinstance(stacks, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                and 0 <= v < 1 for k, v in stacks.items()):
+            raise doc.error("stacks", "must map stack names to a fixed cost per step in seconds (>= 0, < 1)", stacks)
+        default_stack = doc.get("default_stack")
+        if stacks and default_stack not in stacks:
+            raise doc.error("default_stack", f"must be one of the stacks: {', '.join(sorted(stacks))}",
+                            default_stack)
+        _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path,
+                                   stacks=dict(stacks), default_stack=default_stack)
     return _CACHE[path]
