@@ -56,7 +56,7 @@ COLUMNS = [
     "global_batch", "per_replica_batch", "optimizer", "precision", "grad_allreduce_dtype",
     "bn_group_cores", "steps_per_loop", "eval_on_device", "update", "update_source",
     "measured_step_s", "step_s_min", "step_s_max", "runs", "kind", "method", "sources",
-    "round",
+    "round", "framework",
 ]
 
 PRECISION = "bf16 activations / fp32 weights"
@@ -880,7 +880,7 @@ def build_rows(snap):
             "update": cfg["update"], "update_source": cfg["update_source"],
             "measured_step_s": fmt(med), "step_s_min": fmt(lo), "step_s_max": fmt(hi),
             "runs": len(used), "kind": kind, "method": method, "sources": "; ".join(sources),
-            "round": ROUND,
+            "round": ROUND, "framework": cfg["framework"].lower(),
         })
     return rows
 

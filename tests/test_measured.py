@@ -13,7 +13,9 @@ import pytest
 
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.validation import MeasuredRun, load_measured
-from wus_sim.validation.measured import COLUMNS, SHIPPED_MEASURED
+from wus_sim.validation.measured import COLUMNS as ALL_COLUMNS, SHIPPED_MEASURED
+
+COLUMNS = [c for c in ALL_COLUMNS if c not in ("round", "framework")]  # the v0.6 table's header
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "tests" / "regenerate_mlperf_v06.py"

@@ -32,7 +32,8 @@ HEADER, ROWS = _read(V07)
 
 def test_columns_are_the_v06_columns_plus_round():
     v06_header, _ = _read(V06)
-    assert HEADER == v06_header + ["round"]
+    assert HEADER == v06_header + ["round", "framework"]
+    assert {r["framework"] for r in ROWS} <= {"tf1", "tf2", "jax"}
 
 
 def test_rows_and_their_keys():

@@ -156,6 +156,9 @@ def run(args):
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
+    from ..training.step import point_validated_range
+
+    report["validated_range"] = point_validated_range(calibration, topology, meta, options)
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
@@ -260,8 +263,13 @@ def _checked(calibration, *, overridden):
 
 
 def _checked_line(rep):
+    """The model error the calibration states, where the point lies inside what it was checked
+    on; outside, what lies outside instead (the stated error was not measured there)."""
     from ..validation.calibrate import model_error_line
 
+    checked = rep.get("validated_range") or {}
+    if checked.get("outside"):
+        return "  outside the validated range, so no measured error applies: " + "; ".join(checked["outside"])
     return "  " + model_error_line(rep.get("checked"), rep["calibration"])
 
 
@@ -283,7 +291,8 @@ def _text(rep):
     lines.append("  " + "step time".ljust(w) + "".join(_fmt_t(per[n]["step_time_s"]).rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
               "exposed_comm_s": "exposed comm",
-              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "overhead_s": "step overhead"}
+              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
+              "host_loop_s": "host loop share", "overhead_s": "step overhead"}
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))

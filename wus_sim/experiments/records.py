@@ -15,7 +15,8 @@ from ..inputs.errors import ConfigError, InfeasibleError, WusError
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
-from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
+from ..training.step import (OPTION_POINT_KEYS, StepOptions, bidirectional_for, point_validated_range,
+                             simulate_strategies, speedups, strategies_named)
 from ..inputs.units import GB, MiB
 from ..inputs.units import grad_dtype_of_bytes
 
@@ -93,6 +94,7 @@ def simulate_point(point):
     run = runs[0]
     results = {s: r for one in runs for s, r in one.results.items()}
     up = speedups(results)
+    checked = point_validated_range(calibration, topology, run, options)
     records = []
     for s in strategies:
         if s in failed:
@@ -111,6 +113,8 @@ def simulate_point(point):
             "params": run.params,
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up.get(s, math.nan),
+            "inside_validated_range": checked["inside"],
+            "outside_validated_range": "; ".join(checked["outside"]),
         })
         rec.update(used_values(topology, options, run.plan, multislice))
         records.append(rec)

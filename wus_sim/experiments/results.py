@@ -79,9 +79,22 @@ RESULT_COLUMNS = (
     _c("update_s", "s", "float64", "Weight update (optimizer) compute: all weights replicated, 1/N sharded."),
     _c("extra_reduction_s", "s", "float64",
        "Time the core waits on the optimizer's small cross-replica all-reduces (LARS/LAMB norms, clipping)."),
-    _c("overhead_s", "s", "float64", "Fixed cost of the step (host loop, infeed): the calibrated step_overhead_s."),
+    _c("overhead_s", "s", "float64",
+       "Fixed cost of the step that no part of the model explains: the calibrated step_overhead_s of the "
+       "software stack."),
+    _c("host_loop_s", "s", "float64",
+       "The step's share of the host round trip per device loop (host_loop_s / steps_per_loop)."),
+    _c("op_launch_s", "s", "float64",
+       "Fixed cost of every op the step runs (op_overhead_s x forward, backward and update ops); counted apart "
+       "from fwd_s, bwd_s and update_s."),
     _c("idle_s", "s", "float64", "Time the core waits on nothing the model knows (0 in a well-formed step)."),
     _c("op_overhead_s", "s", "float64", "Fixed cost per op used (compute model; calibrated, see `calibration`)."),
+    _c("inside_validated_range", "", "boolean",
+       "Whether the point lies inside what its calibration was checked on (chip, software stack, workload, "
+       "examples per core, slice size, one slice); the model error the calibration states applies only inside."),
+    _c("outside_validated_range", "", "string",
+       "Why the point lies outside the validated range, one short reason per dimension ('; '-separated; "
+       "empty inside)."),
     _c("step_overhead_s", "s", "float64", "Fixed cost per step used (compute model; calibrated)."),
     _c("elementwise_fwd_bytes", "B", "float64", "HBM bytes of elementwise work per layer-output element, forward."),
     _c("elementwise_bwd_bytes", "B", "float64", "HBM bytes of elementwise work per layer-output element, backward."),

@@ -67,6 +67,10 @@ class Calibration:
         """:class:`ComputeParams` with the fitted values (the fixed cost per step of *stack*,
         default :attr:`default_stack`), then *overrides* (not None) on top."""
         params = dict(self.params)
+        checked = ((self.provenance or {}).get("validated_range") or {}).get("software_stacks") or []
+        if stack is not None and not self.stacks and checked and stack not in checked:
+            raise ConfigError(f"is not a software stack of calibration {self.id}, which has one fixed cost per "
+                              f"step, fitted on {', '.join(checked)}", key_path="software_stack", value=stack)
         if self.stacks:
             stack = stack or self.default_stack
             if stack not in self.stacks:

@@ -39,7 +39,7 @@ from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
-           "speedups", "strategies_named"]
+           "speedups", "strategies_named", "point_validated_range", "op_counts"]
 
 
 @dataclass(frozen=True)
@@ -237,6 +237,24 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         host_loop_s=options.compute.host_loop_s / options.steps_per_loop, layer_names=tuple(plan.workload.layer_names),
         gather_prefetch=options.gather_prefetch, fwd_batch_norm_s=bn, bwd_batch_norm_s=bn,
     )
+
+
+def point_validated_range(calibration, topology, run, options):
+    """``{"inside": bool, "outside": [reasons]}`` of a simulated point (:class:`StepRun` *run* on
+    *topology*, one slice of it when several): whether its chip, software stack, workload,
+    examples per core and slice size lie inside what *calibration* was checked on
+    (:mod:`wus_sim.model.validated_range`); several slices over the DCN were never checked."""
+    from ..model.validated_range import outside_validated_range, validated_range_record
+
+    if options.calibration_id == "explicit":
+        return validated_range_record(False, ["compute parameters given explicitly: not a checked calibration"])
+    meta = run if isinstance(run, dict) else run.meta()
+    out = outside_validated_range(calibration, chip=topology.chip.name, workload=meta["plan"].workload.name,
+                                  examples_per_core=meta["per_replica_batch"] / meta["spatial_ways"],
+                                  cores=topology.num_cores, stack=options.software_stack)
+    if (meta.get("slices") or 1) > 1:
+        out.append(f"{meta['slices']} slices over the data-center network: checked on one slice")
+    return validated_range_record(not out, out)
 
 
 def op_counts(workload, work, compute):

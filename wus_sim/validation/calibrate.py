@@ -29,7 +29,7 @@ import statistics
 from ..model.calibration import NO_CALIBRATION, Calibration
 from ..model.compute import ComputeParams
 from ..inputs.errors import ConfigError
-from .measured import load_measured, table_identity
+from .measured import load_measured, software_stack, table_identity
 from .simulate import run_topology, simulate_run
 from .validate import row_key, summary, validate
 
@@ -216,7 +216,30 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         "bound_rows_within": checked["bounds"]["within"],
         "over_bound": checked["bounds"]["violations"],
     }
+    provenance["validated_range"] = validated_range(runs)
     return cal
+
+
+def validated_range(runs, topologies=None):
+    """What a calibration checked against *runs* was checked on (``provenance.validated_range``,
+    :mod:`wus_sim.model.validated_range`): chips, software stacks, and per workload the span of
+    examples per core and of slice sizes, and the kinds of row (``exact``, ``bound``) behind it."""
+    topologies = topologies or [run_topology(r) for r in runs]
+    workloads = {}
+    for r in runs:
+        w = workloads.setdefault(r.workload, {"examples_per_core": [math.inf, -math.inf],
+                                              "cores": [math.inf, -math.inf], "kinds": set()})
+        per_core = r.per_replica_batch / r.spatial_ways
+        w["examples_per_core"] = [min(w["examples_per_core"][0], per_core), max(w["examples_per_core"][1], per_core)]
+        w["cores"] = [min(w["cores"][0], r.cores), max(w["cores"][1], r.cores)]
+        w["kinds"].add(r.kind)
+    for w in workloads.values():
+        w["examples_per_core"] = [float(v) for v in w["examples_per_core"]]
+        w["cores"] = [int(v) for v in w["cores"]]
+        w["kinds"] = sorted(w["kinds"])
+    return {"chips": sorted({t.chip.name for t in topologies}),
+            "software_stacks": sorted({software_stack(r) for r in runs}),
+            "workloads": dict(sorted(workloads.items()))}
 
 
 def _fit_names(fit):

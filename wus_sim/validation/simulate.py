@@ -10,7 +10,7 @@ from ..inputs.errors import ConfigError, UnknownNameError, WusError
 from ..training.params import default_of
 from ..training.step import StepOptions, simulate_strategies
 from ..hardware.topology_files import load_topology
-from .measured import COLUMNS
+from .measured import COLUMNS, software_stack
 
 __all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
 
@@ -34,12 +34,16 @@ def run_options(run, calibration=None, *, compute=None, network=None):
     cal = load_calibration(calibration)
     net = {**NETWORK_DEFAULTS, **(network or {})}
     bn_cores = run.bn_group_cores or 1
+    stack = software_stack(run)
+    if compute is None:
+        compute = cal.compute_params(stack=stack if stack in cal.stacks else None)
     return StepOptions(
+        steps_per_loop=max(1, run.steps_per_loop),
         algorithm=net["algorithm"], bidirectional=net["bidirectional"],
         small_allreduce_algorithm=net["small_allreduce_algorithm"],
         grad_dtype=run.grad_allreduce_dtype or None,
         bn_group_replicas=max(1, int(bn_cores) // run.spatial_ways),
-        calibration=cal, compute=compute if compute is not None else cal.compute_params(),
+        calibration=cal, compute=compute,
     )
 
 
