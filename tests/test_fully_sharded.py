@@ -21,7 +21,7 @@ import pytest
 from wus_sim.training.step import simulate_strategies, speedups
 from wus_sim.training.strategies import STRATEGIES
 
-from test_step_golden import (ACT_PER_EXAMPLE, B, N, P, STEP_S, adam_update, ag_2d, approx, hand_layers,
+from test_step_golden import (ACT_PER_EXAMPLE, B, BWD_OPS_S, FWD_OPS_S, N, OP_S, P, STEP_S, TENSORS, adam_update, ag_2d, approx, hand_layers,
                               options, rs_2d, toy)  # noqa: F401 (toy is a fixture)
 
 E1 = 512 * 256 + 256          # bucket 0: layer 1's elements
@@ -59,7 +59,8 @@ def test_toy_step_prefetch_one(toy):
     assert ag0 + ag1 < STEP_S           # forward gathers hide behind the step overhead
     assert ag1 < bwd[1]                 # bucket 1's backward gather hides behind layer 1's backward
     res, _ = run_fs(toy, gather_prefetch=1)
-    exp = {"overhead_s": STEP_S, "fwd_s": sum(fwd), "bwd_s": sum(bwd), "update_s": adam_update(P / N),
+    exp = {"overhead_s": STEP_S, "op_launch_s": FWD_OPS_S + BWD_OPS_S + TENSORS * OP_S,
+           "fwd_s": sum(fwd) - FWD_OPS_S, "bwd_s": sum(bwd) - BWD_OPS_S, "update_s": adam_update(P / N) - TENSORS * OP_S,
            "exposed_comm_s": ag0 + rs0 + rs1, "extra_reduction_s": 0.0, "idle_s": 0.0}
     for part, value in exp.items():
         assert res.breakdown[part] == approx(value), part

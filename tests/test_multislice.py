@@ -13,7 +13,7 @@ slices; after the in-slice reduce-scatter every chip holds c = S / C; one DCN ex
 
 import pytest
 
-from test_step_golden import (B, COMPUTE, LINK, P, adam_update, approx, ag_2d, hand_layers, make_toy, rs_2d,
+from test_step_golden import (B, COMPUTE, LINK, OP_S, P, TENSORS, adam_update, approx, ag_2d, hand_layers, make_toy, rs_2d,
                               STEP_S)
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.hardware.multislice import Multislice, dcn_time_s, hierarchical_time, load_multislice
@@ -102,11 +102,11 @@ def test_golden_step_two_slices_of_2x2(toy):
     assert meta["global_batch"] == M * C * B
     fwd, bwd = hand_layers()
     rep, sh = results["replicated"], results["sharded"]
-    compute = STEP_S + sum(fwd) + sum(bwd)
-    exp_rep = {"exposed_comm_s": rs_2d(S) + 2 * dcn_exchange(S) + ag_2d(S), "update_s": adam_update(P)}
+    compute = STEP_S + sum(fwd) + sum(bwd) + TENSORS * OP_S  # the update's op costs count in op_launch_s
+    exp_rep = {"exposed_comm_s": rs_2d(S) + 2 * dcn_exchange(S) + ag_2d(S), "update_s": adam_update(P) - TENSORS * OP_S}
     # sharded across slices: 1/8 shards (every tensor of the toy divides by 8: no padding)
     exp_sh = {"exposed_comm_s": (rs_2d(S) + dcn_exchange(S)) + (dcn_exchange(S) + ag_2d(S)),
-              "update_s": adam_update(P / 8)}
+              "update_s": adam_update(P / 8) - TENSORS * OP_S}
     for res, exp in ((rep, exp_rep), (sh, exp_sh)):
         for part, value in exp.items():
             assert res.breakdown[part] == approx(value), (res.strategy, part)
@@ -125,7 +125,7 @@ def test_golden_step_sharded_within_each_slice(toy):
     fwd, bwd = hand_layers()
     sh = results["sharded"]
     assert sh.breakdown["exposed_comm_s"] == approx(rs_2d(S) + 2 * dcn_exchange(S) + ag_2d(S))
-    assert sh.breakdown["update_s"] == approx(adam_update(P / 4))
+    assert sh.breakdown["update_s"] == approx(adam_update(P / 4) - TENSORS * OP_S)  # op costs: op_launch_s
     assert sh.step_time_s == approx(STEP_S + sum(fwd) + sum(bwd) + rs_2d(S) + 2 * dcn_exchange(S) + ag_2d(S)
                                     + adam_update(P / 4))
     assert sh.memory.slots == 2 * 4 * P / 4

@@ -268,7 +268,7 @@ def _checked_line(rep):
     from ..validation.calibrate import model_error_line
 
     checked = rep.get("validated_range") or {}
-    if checked.get("outside"):
+    if checked.get("outside") and rep.get("checked"):  # an error is stated, but it was measured elsewhere
         return "  outside the validated range, so no measured error applies: " + "; ".join(checked["outside"])
     return "  " + model_error_line(rep.get("checked"), rep["calibration"])
 

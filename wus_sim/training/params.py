@@ -253,7 +253,7 @@ POINT_KEYS = _table(
           check=_check_slow_links),
     Param("seed", "int", minimum=0, maximum=2**53,
           meaning="Seed of numpy.random.default_rng that draws the K random failed and slow cables; null = 0."),
-    Param("steps_per_loop", "int", default=100, minimum=1, maximum=10**6, nullable=False, unit="steps",
+    Param("steps_per_loop", "int", default=100, minimum=1, maximum=10**6, nullable=False,
           meaning="Training steps per device loop: the host's round trip to the device (``host_loop_s``, "
                   "a compute parameter) is paid once per loop and shared by its steps. 100 is an assumption; "
                   "Google's MLPerf v0.6 TPU runs set 157-1252 (``--iterations_per_loop``)."),
