@@ -87,6 +87,9 @@ def run(args):
     prov = cal.provenance
     fit, checked = prov["fit_error"], prov["validation"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
+    for stack, values in cal.stacks.items():
+        print(f"  stack {stack}: " + ", ".join(f"{k}={v:.4g}" for k, v in values.items())
+              + (" (default)" if stack == cal.default_stack else ""))
     which = "declared" if prov["rows_declared"] else ("chosen" if args.rows else "training-only")
     print(f"  fit to {len(prov['rows'])} {which} rows ({', '.join(prov['rows'])}): median |error| "
           f"{fit['median_abs']:.1%}, worst {fit['worst_abs']:.1%}")

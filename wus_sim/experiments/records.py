@@ -15,7 +15,7 @@ from ..inputs.errors import ConfigError, InfeasibleError, WusError
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
-from ..training.step import (OPTION_POINT_KEYS, StepOptions, bidirectional_for, point_validated_range,
+from ..training.step import (OPTION_POINT_KEYS, StepOptions, bidirectional_for, point_bands, point_validated_range,
                              simulate_strategies, speedups, strategies_named)
 from ..inputs.units import GB, MiB
 from ..inputs.units import grad_dtype_of_bytes
@@ -95,6 +95,7 @@ def simulate_point(point):
     results = {s: r for one in runs for s, r in one.results.items()}
     up = speedups(results)
     checked = point_validated_range(calibration, topology, run, options)
+    bands = point_bands(calibration, topology, run, options, results) or {"strategies": {}, "speedups": {}}
     records = []
     for s in strategies:
         if s in failed:
@@ -113,6 +114,10 @@ def simulate_point(point):
             "params": run.params,
             "hbm_bytes": float(topology.hbm_bytes_per_replica),
             "speedup": up.get(s, math.nan),
+            "step_time_s_low": bands["strategies"].get(s, (math.nan, math.nan))[0],
+            "step_time_s_high": bands["strategies"].get(s, (math.nan, math.nan))[1],
+            "speedup_low": bands["speedups"].get(s, (math.nan, math.nan))[0],
+            "speedup_high": bands["speedups"].get(s, (math.nan, math.nan))[1],
             "inside_validated_range": checked["inside"],
             "outside_validated_range": "; ".join(checked["outside"]),
         })

@@ -69,6 +69,11 @@ RESULT_COLUMNS = (
     _c("params", "", "Int64", "Trainable parameters of the workload (elements)."),
     _c("replicas_per_slice", "", "Int64", "Data-parallel replicas in one slice (`replicas` / `slices`)."),
     _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
+    _c("step_time_s_low", "s", "float64",
+       "Low end of the step time's 95 % band: the calibration's fitted values' covariance and its declared "
+       "values' ranges, to first order through the step's parts (null where the calibration states no "
+       "uncertainty)."),
+    _c("step_time_s_high", "s", "float64", "High end of the step time's 95 % band (see step_time_s_low)."),
     _c("fwd_s", "s", "float64", "Forward compute in the step."),
     _c("bwd_s", "s", "float64", "Backward compute in the step."),
     _c("batch_norm_s", "s", "float64",
@@ -124,6 +129,10 @@ RESULT_COLUMNS = (
     _c("speedup", "", "float64",
        "Rows of every strategy but replicated: replicated step time / this row's step time, same point "
        "(> 1: faster than replicated; empty when replicated did not run or either did not fit)."),
+    _c("speedup_low", "", "float64",
+       "Low end of the speedup's 95 % band (the calibration's uncertainty through both steps at once; empty "
+       "where speedup is, or where the calibration states no uncertainty)."),
+    _c("speedup_high", "", "float64", "High end of the speedup's 95 % band (see speedup_low)."),
 )
 """Results of the point simulator (``wus_sim.experiments.records.simulate_point``)."""
 

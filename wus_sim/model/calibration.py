@@ -31,7 +31,7 @@ from ..inputs.errors import ConfigError
 
 __all__ = [
     "Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION",
-    "calibration_path",
+    "calibration_path", "STACK_PARAMS",
 ]
 
 _SHIPPED = Path(__file__).resolve().parent.parent / "data" / "calibration"
@@ -43,6 +43,10 @@ NO_CALIBRATION = "none"
 """Name that selects the uncalibrated physics (no file)."""
 
 _COMPUTE_FIELDS = tuple(f.name for f in fields(ComputeParams))
+
+STACK_PARAMS = ("op_overhead_s", "step_overhead_s")
+"""The values a calibration fits once per software stack: what the program's ops and step cost
+beyond their work depends on the compiler and runtime, not on the chip."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,8 @@ class Calibration:
     path: str = None
 
     stacks: dict = field(default_factory=dict)
-    """Software stack -> its fitted unexplained fixed cost per step, seconds
-    (``step_overhead_s``); empty: ``params`` holds the one value."""
+    """Software stack -> its fitted values (:data:`STACK_PARAMS`: the fixed cost per op and the
+    unexplained fixed cost per step); empty: ``params`` holds the one set of values."""
     default_stack: str = None
     """The stack a point runs on when it names none (the newest one measured)."""
 
@@ -76,7 +80,7 @@ class Calibration:
             if stack not in self.stacks:
                 raise ConfigError(f"is not a software stack of calibration {self.id}; known: "
                                   f"{', '.join(sorted(self.stacks))}", key_path="software_stack", value=stack)
-            params["step_overhead_s"] = self.stacks[stack]
+            params.update(self.stacks[stack])
         given = {k: v for k, v in overrides.items() if v is not None}
         return ComputeParams(**{**params, **given})
 
@@ -115,6 +119,8 @@ _CACHE = {}
 
 VALIDATION_KEYS = {"held_out_rows": int, "held_out_median_abs": float, "held_out_worst_abs": float,
                    "bound_rows": int, "bound_rows_within": int, "over_bound": list}
+OPTIONAL_VALIDATION_KEYS = {"leave_one_benchmark_out_rows": int, "leave_one_benchmark_out_median_abs": float,
+                            "leave_one_benchmark_out_worst_abs": float}
 """``provenance.validation``: what ``step`` and ``run`` print as the model's error."""
 
 
@@ -123,10 +129,12 @@ def _check_validation(record, path):
     if not isinstance(record, dict):
         raise ConfigError("must be a mapping (held_out_rows, held_out_median_abs, ...)", file=path,
                           key_path="provenance.validation", value=record)
-    for key, kind in VALIDATION_KEYS.items():
+    for key, kind in {**VALIDATION_KEYS, **OPTIONAL_VALIDATION_KEYS}.items():
         value = record.get(key)
         if value is None and kind is float and record.get("held_out_rows") == 0:
             continue  # no held-out row: no error to state
+        if value is None and key in OPTIONAL_VALIDATION_KEYS:
+            continue
         ok = (isinstance(value, list) and all(isinstance(v, str) for v in value) if kind is list
               else isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
               and (kind is float or float(value).is_integer()))
@@ -153,10 +161,14 @@ def _load_file(path):
         if "validation" in provenance:
             _check_validation(provenance["validation"], path)
         stacks = doc.get("stacks") or {}
-        if not isinstance(stacks, dict) or not all(
-                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-                and 0 <= v < 1 for k, v in stacks.items()):
-            raise doc.error("stacks", "must map stack names to a fixed cost per step in seconds (>= 0, < 1)", stacks)
+        rule = f"must map stack names to their {' and '.join(STACK_PARAMS)} (seconds, >= 0 and < 1)"
+        if not isinstance(stacks, dict):
+            raise doc.error("stacks", rule, stacks)
+        for name, values in stacks.items():
+            if not (isinstance(name, str) and isinstance(values, dict) and set(values) <= set(STACK_PARAMS)
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
+                            for v in values.values())):
+                raise doc.error(f"stacks.{name}", rule, values)
         default_stack = doc.get("default_stack")
         if stacks and default_stack not in stacks:
             raise doc.error("default_stack", f"must be one of the stacks: {', '.join(sorted(stacks))}",

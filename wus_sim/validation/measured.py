@@ -166,12 +166,9 @@ _TYPES = {"cores": int, "replicas": int, "spatial_ways": int, "global_batch": in
 
 
 def load_measured(path=None):
-    """Rows of the measured-step-time table at *path*; by default the v0.6 table, which the
-    shipped calibration was fitted to and validated on. Every shipped table
-    (:data:`SHIPPED_TABLES`) loads by its path; ``path="shipped"`` reads them all, in round order."""
-    if path is None:
-        return _load_table(SHIPPED_MEASURED, "v0.6")
-    if isinstance(path, str) and path == "shipped":
+    """Rows of the measured-step-time table at *path*; by default (or ``"shipped"``) every
+    shipped table (:data:`SHIPPED_TABLES`), in round order. A shipped table loads alone by its path."""
+    if path is None or (isinstance(path, str) and path == "shipped"):
         rows = []
         for table, round_ in SHIPPED_TABLES.items():
             rows += _load_table(table, round_)
@@ -263,9 +260,7 @@ def _read(path):
 def table_identity(path=None):
     """Provenance of a measured table: :data:`DATA_SOURCE` for the shipped one; for another
     file its name, path and SHA-256 (what a calibration records and :func:`same_table` checks)."""
-    if path is None:
-        return dict(V06_SOURCE)
-    if isinstance(path, str) and path == "shipped":
+    if path is None or (isinstance(path, str) and path == "shipped"):
         return dict(DATA_SOURCE)
     path = Path(path)
     if path.resolve() == SHIPPED_MEASURED:

@@ -12,13 +12,22 @@ from ..training.step import StepOptions, simulate_strategies
 from ..hardware.topology_files import load_topology
 from .measured import COLUMNS, software_stack
 
-__all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
+__all__ = ["NOT_EXPRESSIBLE", "NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
 
 NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional"),
                     "small_allreduce_algorithm": default_of("small_allreduce_algorithm")}
 """Collective algorithms the validation runs: the shipped step defaults (``2d``, both
 ring directions on slices whose every axis wraps; the fastest algorithm for each
 latency-bound all-reduce; see README, "Defaults from evidence")."""
+
+
+NOT_EXPRESSIBLE = {
+    "v0.7:transformer/tpu-v3-8192/tf1":
+        "Lingvo's run sets XLA_NUM_PARTITIONS=4: XLA's SPMD partitioner splits each layer's weights over a "
+        "replica's 4 cores (model parallelism); wus-sim's spatial partitioning keeps a replica's weights whole "
+        "on each core, so it would move 4x the gradient and weight bytes per core",
+}
+"""Rows whose program the simulator cannot express, and why: shown by ``validate``, never fitted."""
 
 
 def strategy_of(run):

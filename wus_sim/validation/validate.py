@@ -15,7 +15,7 @@ import math
 from ..model.calibration import load_calibration
 from ..training.timeline import BREAKDOWN_PARTS
 from .measured import load_measured, run_key, same_table, software_stack, table_identity
-from .simulate import run_topology, simulate_run, strategy_of
+from .simulate import NOT_EXPRESSIBLE, run_topology, simulate_run, strategy_of
 
 __all__ = ["ValidationRow", "validate", "summary", "row_key", "COLUMNS"]
 
@@ -79,6 +79,9 @@ class ValidationRow:
     """The error of this row's simulation by a fit that never saw its benchmark (every row of the
     same workload left out), from the calibration's ``provenance.leave_one_benchmark_out``;
     ``None`` for bound rows and where the calibration records none."""
+    not_expressible: str = ""
+    """Why the simulator cannot express this run's program (:data:`~wus_sim.validation.simulate.NOT_EXPRESSIBLE`);
+    such a row is shown but counts in no summary and is never fitted. Empty for every other row."""
     method: str = ""
     """How the measured time was derived from the logs (from the table)."""
 
@@ -124,6 +127,7 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
             **{f"simulated_{part}": float(result.breakdown.get(part, math.nan)) for part in BREAKDOWN_PARTS},
             calibration=cal.id, method=run.method, round=run.round, software_stack=software_stack(run),
             error_leave_one_benchmark_out=None if bound else lobo.get(row_key(run)),
+            not_expressible=NOT_EXPRESSIBLE.get(row_key(run), ""),
         ))
     return rows
 
@@ -139,11 +143,14 @@ def summary(rows):
         median = errors[n // 2] if n % 2 else (errors[n // 2 - 1] + errors[n // 2]) / 2
         return {"rows": n, "median_abs_error": median, "worst_abs_error": errors[-1]}
 
+    rows = [r for r in rows if not r.not_expressible]
     exact = [r for r in rows if r.kind == "exact"]
     bounds = [r for r in rows if r.kind == "bound"]
     return {
         "held_out": stats(r.error for r in exact if r.role == "held-out"),
         "calibration": stats(r.error for r in exact if r.role == "calibration"),
+        "leave_one_benchmark_out": stats(r.error_leave_one_benchmark_out for r in exact
+                                         if r.error_leave_one_benchmark_out is not None),
         "bounds": {"rows": len(bounds), "within": sum(bool(r.within_bound) for r in bounds),
                    "violations": [f"{r.benchmark}/{r.topology}" for r in bounds if not r.within_bound]},
         "calibration_id": rows[0].calibration if rows else None,
