@@ -164,11 +164,11 @@ def _load_file(path):
         rule = f"must map stack names to their {' and '.join(STACK_PARAMS)} (seconds, >= 0 and < 1)"
         if not isinstance(stacks, dict):
             raise doc.error("stacks", rule, stacks)
-        for name, values in stacks.items():
-            if not (isinstance(name, str) and isinstance(values, dict) and set(values) <= set(STACK_PARAMS)
+        for name, own in stacks.items():
+            if not (isinstance(name, str) and isinstance(own, dict) and set(own) <= set(STACK_PARAMS)
                     and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
-                            for v in values.values())):
-                raise doc.error(f"stacks.{name}", rule, values)
+                            for v in own.values())):
+                raise doc.error(f"stacks.{name}", rule, own)
         default_stack = doc.get("default_stack")
         if stacks and default_stack not in stacks:
             raise doc.error("default_stack", f"must be one of the stacks: {', '.join(sorted(stacks))}",

@@ -79,8 +79,12 @@ def _spread(gradient, calibration, stack):
     half = Z_95 * math.sqrt(max(float(g @ matrix @ g), 0.0))
     lo = hi = 0.0
     for name, (low, high) in (prov.get("declared_ranges") or {}).items():
-        d = gradient.get(name, 0.0)
-        value = calibration.params.get(name, 0.0)
+        if not _applies(name, stack):
+            continue
+        base = _local(name, stack)
+        d = gradient.get(base, 0.0)
+        value = (calibration.stacks.get(stack) or {}).get(base, calibration.params.get(base, 0.0)) \
+            if "@" in name else calibration.params.get(name, 0.0)
         shifts = (d * (low - value), d * (high - value))
         lo += min(shifts)
         hi += max(shifts)
@@ -99,7 +103,7 @@ def band_names(calibration):
     """The names a band needs gradients for: the fitted ones (``name`` or ``name@stack``) and the declared ones."""
     prov = calibration.provenance or {}
     names = {n.split("@")[0] for n in prov["param_covariance"]["names"]}
-    return sorted(names | set(prov.get("declared_ranges") or {}))
+    return sorted(names | {n.split("@")[0] for n in prov.get("declared_ranges") or {}})
 
 
 def band(step_time_s, gradient, calibration, stack):

@@ -57,7 +57,8 @@ def compare_choices(calibration=None, *, choices=CHOICES, runs=None, refit=False
         if not refit:
             out.append((c, shared))
             continue
-        own = calibrate(network=c.network, topology_overrides=c.topology, calibration_id=f"refit: {c.label}")
+        own = calibrate(network=c.network, topology_overrides=c.topology, calibration_id=f"refit: {c.label}",
+                        leave_one_out=False)
         out.append((c, shared, summary(validate(own, runs=runs, network=c.network,
                                                 topology_overrides=c.topology))))
     return out

@@ -28,7 +28,7 @@ def text_report(rows, stats, *, table="Google's MLPerf v0.6 and v0.7 TPU-v3 runs
         verdict = "" if r.within_bound is None else ("  within bound" if r.within_bound else "  OVER BOUND")
         if r.not_expressible:
             verdict = "  not expressible (not counted): " + r.not_expressible.split(";")[0]
-        fw = r.method.split(";")[0].removeprefix("framework=").lower() if r.method.startswith("framework=") else ""
+        fw = r.framework
         lines.append(
             f"{r.round or '-':<6}{r.benchmark:<12}{r.topology:<13}{fw:<5}{r.per_replica_batch:>9}{r.kind:>7}{r.role:>13}"
             f"{_ms(r.measured_step_s):>13}{_ms(r.simulated_step_s):>14}{r.error:>+9.1%}{_lobo(r):>8}"
@@ -53,7 +53,7 @@ def markdown_table(rows):
            "leave-one-benchmark-out |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        fw = r.method.split(";")[0].removeprefix("framework=") if r.method.startswith("framework=") else "TF1"
+        fw = r.framework or ("tf1" if r.round == "v0.6" else "-")
         if r.not_expressible:
             err = "not expressible"
         elif r.kind == "bound":

@@ -73,6 +73,8 @@ class ValidationRow:
     """Id of the calibration the simulation used."""
     round: str = ""
     """MLPerf round of the measured run (``v0.6``, ``v0.7``; empty in a table that does not say)."""
+    framework: str = ""
+    """Framework of the run where the table says (``tf1``, ``tf2``, ``jax``)."""
     software_stack: str = ""
     """Software stack the run ran on, whose fitted fixed cost per step the simulation applied."""
     error_leave_one_benchmark_out: object = None
@@ -125,7 +127,8 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
             measured_examples_per_s_per_chip=run.global_batch / run.measured_step_s / chips,
             simulated_examples_per_s_per_chip=run.global_batch / sim / chips if sim > 0 else math.nan,
             **{f"simulated_{part}": float(result.breakdown.get(part, math.nan)) for part in BREAKDOWN_PARTS},
-            calibration=cal.id, method=run.method, round=run.round, software_stack=software_stack(run),
+            calibration=cal.id, method=run.method, round=run.round, framework=run.framework,
+            software_stack=software_stack(run),
             error_leave_one_benchmark_out=None if bound else lobo.get(row_key(run)),
             not_expressible=NOT_EXPRESSIBLE.get(row_key(run), ""),
         ))
@@ -152,7 +155,7 @@ def summary(rows):
         "leave_one_benchmark_out": stats(r.error_leave_one_benchmark_out for r in exact
                                          if r.error_leave_one_benchmark_out is not None),
         "bounds": {"rows": len(bounds), "within": sum(bool(r.within_bound) for r in bounds),
-                   "violations": [f"{r.benchmark}/{r.topology}" for r in bounds if not r.within_bound]},
+                   "violations": [row_key(r) for r in bounds if not r.within_bound]},
         "calibration_id": rows[0].calibration if rows else None,
     }
 
