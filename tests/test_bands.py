@@ -14,7 +14,9 @@ import pytest
 from wus_sim.model.calibration import Calibration
 from wus_sim.model.validated_range import outside_validated_range
 from wus_sim.training.bands import Z_95, band, speedup_band, step_gradient
-from wus_sim.training.step import StepOptions, point_bands, point_validated_range, simulate_strategies
+from wus_sim.model.validated_range import point_validated_range
+from wus_sim.training.bands import point_bands
+from wus_sim.training.step import StepOptions, simulate_strategies
 
 import test_step_golden as golden
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "tests" / "regenerate_mlperf_v06.py"
 SNAPSHOT = Path("/work/.mirror/mlcommons+training_results_v0.6/repo")
 
-ROWS = load_measured()
+ROWS = load_measured(SHIPPED_MEASURED)  # the v0.6 table (the v0.7 one: tests/test_measured_v07.py)
 
 
 def row(benchmark, topology):

@@ -156,7 +156,8 @@ def run(args):
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
-    from ..training.step import point_bands, point_validated_range
+    from ..model.validated_range import point_validated_range
+    from ..training.bands import point_bands
 
     report["validated_range"] = point_validated_range(calibration, topology, meta, options)
     _add_bands(report, point_bands(calibration, topology, meta, options, results))

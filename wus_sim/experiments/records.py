@@ -15,8 +15,9 @@ from ..inputs.errors import ConfigError, InfeasibleError, WusError
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
-from ..training.step import (OPTION_POINT_KEYS, StepOptions, bidirectional_for, point_bands, point_validated_range,
-                             simulate_strategies, speedups, strategies_named)
+from ..model.validated_range import point_validated_range
+from ..training.bands import point_bands
+from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..inputs.units import GB, MiB
 from ..inputs.units import grad_dtype_of_bytes
 

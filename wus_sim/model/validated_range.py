@@ -15,7 +15,7 @@ that is outside gives one short reason; a step prints them instead of the model 
 calibration states, which was measured only inside.
 """
 
-__all__ = ["outside_validated_range", "validated_range_record"]
+__all__ = ["outside_validated_range", "validated_range_record", "point_validated_range"]
 
 
 def validated_range_record(inside, outside):
@@ -56,3 +56,19 @@ def outside_validated_range(calibration, *, chip, workload, examples_per_core, c
     if not lo <= cores <= hi:
         out.append(f"{cores} cores: {workload} was checked on {_span((lo, hi))}")
     return out
+
+
+def point_validated_range(calibration, topology, run, options):
+    """``{"inside": bool, "outside": [reasons]}`` of a simulated point (:class:`StepRun` *run* on
+    *topology*, one slice of it when several; or its meta dict): whether its chip, software stack, workload,
+    examples per core and slice size lie inside what *calibration* was checked on
+    (:mod:`wus_sim.model.validated_range`); several slices over the DCN were never checked."""
+    if options.calibration_id == "explicit":
+        return validated_range_record(False, ["compute parameters given explicitly: not a checked calibration"])
+    meta = run if isinstance(run, dict) else run.meta()
+    out = outside_validated_range(calibration, chip=topology.chip.name, workload=meta["plan"].workload.name,
+                                  examples_per_core=meta["per_replica_batch"] / meta["spatial_ways"],
+                                  cores=topology.num_cores, stack=options.software_stack)
+    if (meta.get("slices") or 1) > 1:
+        out.append(f"{meta['slices']} slices over the data-center network: checked on one slice")
+    return validated_range_record(not out, out)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..model.compute import layer_times
 
-__all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names"]
+__all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names", "point_bands"]
 
 Z_95 = 1.959963984540054
 """Half-width of a two-sided 95 % normal interval, in standard deviations."""
@@ -125,3 +125,40 @@ def speedup_band(replicated_s, sharded_s, g_replicated, g_sharded, calibration, 
          for k in keys}
     half, lo, hi = _spread(g, calibration, stack)
     return (s - half + lo, s + half + hi)
+
+
+def point_bands(calibration, topology, run, options, results=None):
+    """Bands of a simulated point (:mod:`wus_sim.training.bands`): ``{"strategies": {s: (low,
+    high)}, "speedups": {s: (low, high)}}``, each strategy's step time and each speedup over
+    replicated; ``None`` where the calibration states no uncertainty (or compute parameters
+    were given explicitly, or a fitted value was overridden)."""
+    from .step import op_counts
+
+    if not has_bands(calibration) or options.calibration_id == "explicit":
+        return None
+    if options.compute != calibration.compute_params(stack=options.software_stack):
+        return None  # a fitted value overridden: its uncertainty is not the calibration's
+    meta = run if isinstance(run, dict) else run.meta()
+    results = results if results is not None else run.results
+    stack = options.software_stack or calibration.default_stack
+    plan = meta["plan"]
+    names = band_names(calibration)
+    grads, out = {}, {"strategies": {}, "speedups": {}}
+    for s, r in results.items():
+        if r.status != "ok":
+            out["strategies"][s] = (math.nan, math.nan)
+            continue
+        grads[s] = step_gradient(plan.workload, topology, meta["per_replica_batch"], options.compute,
+                                 spatial_ways=meta["spatial_ways"], ops=sum(op_counts(plan.workload, r.work, options.compute)),
+                                 steps_per_loop=options.steps_per_loop, names=names)
+        out["strategies"][s] = band(r.step_time_s, grads[s], calibration, stack)
+    rep = results.get("replicated")
+    for s, r in results.items():
+        if s == "replicated" or rep is None:
+            continue
+        if s in grads and "replicated" in grads:
+            out["speedups"][s] = speedup_band(rep.step_time_s, r.step_time_s, grads["replicated"], grads[s],
+                                              calibration, stack)
+        else:
+            out["speedups"][s] = (math.nan, math.nan)
+    return out

@@ -39,7 +39,7 @@ from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
-           "speedups", "strategies_named", "point_validated_range", "point_bands", "op_counts"]
+           "speedups", "strategies_named", "op_counts"]
 
 
 @dataclass(frozen=True)
@@ -237,61 +237,6 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         host_loop_s=options.compute.host_loop_s / options.steps_per_loop, layer_names=tuple(plan.workload.layer_names),
         gather_prefetch=options.gather_prefetch, fwd_batch_norm_s=bn, bwd_batch_norm_s=bn,
     )
-
-
-def point_validated_range(calibration, topology, run, options):
-    """``{"inside": bool, "outside": [reasons]}`` of a simulated point (:class:`StepRun` *run* on
-    *topology*, one slice of it when several): whether its chip, software stack, workload,
-    examples per core and slice size lie inside what *calibration* was checked on
-    (:mod:`wus_sim.model.validated_range`); several slices over the DCN were never checked."""
-    from ..model.validated_range import outside_validated_range, validated_range_record
-
-    if options.calibration_id == "explicit":
-        return validated_range_record(False, ["compute parameters given explicitly: not a checked calibration"])
-    meta = run if isinstance(run, dict) else run.meta()
-    out = outside_validated_range(calibration, chip=topology.chip.name, workload=meta["plan"].workload.name,
-                                  examples_per_core=meta["per_replica_batch"] / meta["spatial_ways"],
-                                  cores=topology.num_cores, stack=options.software_stack)
-    if (meta.get("slices") or 1) > 1:
-        out.append(f"{meta['slices']} slices over the data-center network: checked on one slice")
-    return validated_range_record(not out, out)
-
-
-def point_bands(calibration, topology, run, options, results=None):
-    """Bands of a simulated point (:mod:`wus_sim.training.bands`): ``{"strategies": {s: (low,
-    high)}, "speedups": {s: (low, high)}}``, each strategy's step time and each speedup over
-    replicated; ``None`` where the calibration states no uncertainty (or compute parameters
-    were given explicitly, or a fitted value was overridden)."""
-    from .bands import band, band_names, has_bands, speedup_band, step_gradient
-
-    if not has_bands(calibration) or options.calibration_id == "explicit":
-        return None
-    if options.compute != calibration.compute_params(stack=options.software_stack):
-        return None  # a fitted value overridden: its uncertainty is not the calibration's
-    meta = run if isinstance(run, dict) else run.meta()
-    results = results if results is not None else run.results
-    stack = options.software_stack or calibration.default_stack
-    plan = meta["plan"]
-    names = band_names(calibration)
-    grads, out = {}, {"strategies": {}, "speedups": {}}
-    for s, r in results.items():
-        if r.status != "ok":
-            out["strategies"][s] = (math.nan, math.nan)
-            continue
-        grads[s] = step_gradient(plan.workload, topology, meta["per_replica_batch"], options.compute,
-                                 spatial_ways=meta["spatial_ways"], ops=sum(op_counts(plan.workload, r.work, options.compute)),
-                                 steps_per_loop=options.steps_per_loop, names=names)
-        out["strategies"][s] = band(r.step_time_s, grads[s], calibration, stack)
-    rep = results.get("replicated")
-    for s, r in results.items():
-        if s == "replicated" or rep is None:
-            continue
-        if s in grads and "replicated" in grads:
-            out["speedups"][s] = speedup_band(rep.step_time_s, r.step_time_s, grads["replicated"], grads[s],
-                                              calibration, stack)
-        else:
-            out["speedups"][s] = (math.nan, math.nan)
-    return out
 
 
 def op_counts(workload, work, compute):

@@ -26,12 +26,12 @@ from pathlib import Path
 import math
 import statistics
 
-from ..model.calibration import NO_CALIBRATION, STACK_PARAMS, Calibration
-from ..model.compute import ComputeParams
+from ..model.calibration import Calibration
 from ..inputs.errors import ConfigError
 from ..training.bands import Z_95
-from .measured import SOFTWARE_STACKS, load_measured, software_stack, table_identity
-from .simulate import NOT_EXPRESSIBLE, run_topology, simulate_run
+from .measured import load_measured, software_stack, table_identity
+from .fit import ELEMENTWISE_BWD_PER_FWD, Fitter, expand, stack_order, validated_range
+from .simulate import NOT_EXPRESSIBLE, run_topology
 from .validate import row_key, summary, validate
 
 __all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "MAX_RUN_SPREAD", "rule_rows",
@@ -59,13 +59,6 @@ the physics' figures stay declared (:data:`DECLARED_PARAMS`) and their range goe
 
 MAX_FITTED = 8
 """At most this many values are fitted (a per-stack name counts once per stack)."""
-
-ELEMENTWISE_BWD_PER_FWD = 10 / 6
-"""Backward over forward elementwise bytes when only the forward figure is fitted: the ratio of
-the physics' declared 10 B and 6 B (:class:`~wus_sim.model.compute.ComputeParams`)."""
-
-BOUND_WEIGHT = 3.0
-"""Weight of a bound row's excess (simulated over its upper bound) against an exact row's error."""
 
 DECLARED_PARAMS = {"host_loop_s": 1e-3, "elementwise_fwd_bytes": 6.0, "elementwise_bwd_bytes": 10.0}
 """Values a calibration declares rather than fits (:data:`DECLARED_SOURCES` says why each)."""
@@ -213,8 +206,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         used = _rows(runs, keys, 0, allow_bounds=True)
     else:
         used = _rows(runs, rows, 0)
-    stacks = sorted({software_stack(r) for r in used}, key=_stack_order)
-    free = _expand(names, stacks)
+    stacks = sorted({software_stack(r) for r in used}, key=stack_order)
+    free = expand(names, stacks)
     exact = [r for r in used if r.kind == "exact"]
     need = 2 * len(free) if declared else len(free)
     if len(exact) < need:
@@ -222,7 +215,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
                           f"{'twice ' if declared else ''}as many training-only rows as parameters", key_path="rows",
                           value=",".join(row_key(r) for r in exact))
     topologies = {row_key(r): run_topology(r, topology_overrides) for r in used}
-    fitter = _Fitter(used, topologies, free, network)
+    fitter = Fitter(used, topologies, free, network, bounds=FITTABLE_PARAMS,
+                    declared={**DECLARED_PARAMS, **DECLARED_STACK_PARAMS})
     result = fitter.fit(progress=progress)
     x = result.x
     values = fitter.values(x)
@@ -232,9 +226,19 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     bound_errors = {row_key(r): float(t / m - 1) for r, t, m in zip(used, sim, measured_s) if r.kind == "bound"}
     abs_err = sorted(abs(e) for e in errors.values())
     cov = fitter.covariance(result)
-    ranges = {n: [max(FITTABLE_PARAMS[_base(n)][0], float(values[n] - Z_95 * math.sqrt(max(cov[i, i], 0.0)))),
-                  min(FITTABLE_PARAMS[_base(n)][1], float(values[n] + Z_95 * math.sqrt(max(cov[i, i], 0.0))))]
+    ranges = {n: [max(FITTABLE_PARAMS[n.split("@")[0]][0], float(values[n] - Z_95 * math.sqrt(max(cov[i, i], 0.0)))),
+                  min(FITTABLE_PARAMS[n.split("@")[0]][1], float(values[n] + Z_95 * math.sqrt(max(cov[i, i], 0.0))))]
               for i, n in enumerate(free)}
+    # the bound rows narrow what the covariance allows; the covariance shrinks with them (each
+    # value's standard deviation to its range's wider half / 1.96, correlations kept)
+    ranges = {n: [float(v) for v in r] for n, r in fitter.bound_limits(x, ranges).items()}
+    shrink = np.ones(len(free))
+    for i, n in enumerate(free):
+        sd = math.sqrt(max(cov[i, i], 0.0))
+        if sd > 0:
+            half = max(values[n] - ranges[n][0], ranges[n][1] - values[n])
+            shrink[i] = min(1.0, half / (Z_95 * sd))
+    cov = cov * np.outer(shrink, shrink)
     today = date.today().isoformat()
     params = {n: v for n, v in values.items() if "@" not in n}
     if "elementwise_fwd_bytes" in params and "elementwise_bwd_bytes" not in params:
@@ -252,12 +256,14 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
                           [r.kind == "exact" for r in used]] ** 2))),
                       "bound_rows": bound_errors},
         "fitted": list(free),
-        "bounds": {n: list(FITTABLE_PARAMS[_base(n)][:2]) for n in free},
+        "bounds": {n: list(FITTABLE_PARAMS[n.split("@")[0]][:2]) for n in free},
         "param_ranges": ranges,
         "param_covariance": {"names": list(free), "matrix": [[float(v) for v in row] for row in cov],
                              "method": "the fit's covariance: s^2 (J'J)^-1 over the training-only rows' log "
                                        "residuals, s^2 = sum of squares / (rows - values); ranges are +-1.96 "
-                                       "standard deviations, clipped to the bounds"},
+                                       "standard deviations, clipped to the bounds, then narrowed to what keeps "
+                                       "every bound row the fit keeps (each value alone, by bisection); each "
+                                       "value's standard deviation shrinks with its range"},
         "declared": {n: DECLARED_SOURCES[n] for n in [*DECLARED_PARAMS, *DECLARED_STACK_PARAMS]},
         "declared_ranges": {n: list(r) for n, r in DECLARED_RANGES.items()},
         "method": "scipy.optimize.least_squares on log(simulated / measured step time) of the training-only rows, "
@@ -297,130 +303,6 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
             leave_one_benchmark_out_worst_abs=lobo["worst_abs"])
     provenance["validated_range"] = validated_range([r for r in runs if row_key(r) not in NOT_EXPRESSIBLE])
     return cal
-
-
-def _stack_order(stack):
-    order = list(SOFTWARE_STACKS.values())
-    return (order.index(stack) if stack in order else len(order), stack)
-
-
-def _base(name):
-    return name.split("@")[0]
-
-
-def _expand(names, stacks):
-    """The fitted values: each name, a stack's own (:data:`STACK_PARAMS`) once per stack, ``name@stack``."""
-    out = []
-    for n in names:
-        out += [f"{n}@{s}" for s in stacks] if n in STACK_PARAMS else [n]
-    return out
-
-
-class _Fitter:
-    """The least-squares fit of calibrate(): simulate rows at a vector of values, fit, covariance,
-    and the leave-one-benchmark-out refits (warm-started at the full fit)."""
-
-    def __init__(self, rows, topologies, free, network):
-        import numpy as np
-
-        self.rows, self.topologies, self.free, self.network = rows, topologies, free, network
-        self.lower = np.array([FITTABLE_PARAMS[_base(n)][0] for n in free])
-        self.upper = np.array([FITTABLE_PARAMS[_base(n)][1] for n in free])
-        self.start = np.array([FITTABLE_PARAMS[_base(n)][2] for n in free])
-        self.scale = np.where(self.upper > 0, self.upper, 1.0)
-
-    def values(self, x):
-        return {n: float(v) for n, v in zip(self.free, x * self.scale)}
-
-    def compute(self, values, run):
-        stack = software_stack(run)
-        given = {**DECLARED_PARAMS, **DECLARED_STACK_PARAMS}
-        for n, v in values.items():
-            base, _, own = n.partition("@")
-            if not own or own == stack:
-                given[base] = v
-        if "elementwise_fwd_bytes" in values and "elementwise_bwd_bytes" not in values:
-            given["elementwise_bwd_bytes"] = given["elementwise_fwd_bytes"] * ELEMENTWISE_BWD_PER_FWD
-        return ComputeParams(**given)
-
-    def simulated(self, x, rows):
-        import numpy as np
-
-        values = self.values(x)
-        return np.array([simulate_run(r, NO_CALIBRATION, compute=self.compute(values, r), network=self.network,
-                                      topology=self.topologies[row_key(r)]).step_time_s for r in rows])
-
-    def fit(self, rows=None, start=None, progress=None, max_nfev=80):
-        import numpy as np
-        from scipy.optimize import least_squares
-
-        rows = self.rows if rows is None else rows
-        measured = np.array([r.measured_step_s for r in rows])
-        exact = np.array([r.kind == "exact" for r in rows])
-
-        def residuals(x):
-            if progress:
-                progress()
-            r = np.log(self.simulated(x, rows) / measured)
-            return np.where(exact, r, BOUND_WEIGHT * np.maximum(r, 0.0))
-
-        x0 = self.start / self.scale if start is None else start
-        return least_squares(residuals, np.clip(x0, self.lower / self.scale, self.upper / self.scale),
-                             bounds=(self.lower / self.scale, self.upper / self.scale), x_scale="jac",
-                             diff_step=1e-3, xtol=1e-8, ftol=1e-8, max_nfev=max_nfev)
-
-    def covariance(self, result):
-        """The fitted values' covariance, in their own units: s^2 (J'J)^-1 over the exact rows."""
-        import numpy as np
-
-        exact = np.array([r.kind == "exact" for r in self.rows])
-        J = result.jac[exact]
-        dof = max(1, int(exact.sum()) - len(self.free))
-        s2 = float((result.fun[exact] ** 2).sum() / dof)
-        cov_scaled = np.linalg.pinv(J.T @ J) * s2
-        return cov_scaled * np.outer(self.scale, self.scale)
-
-    def leave_one_benchmark_out(self, x, progress=None):
-        """Per training-only row, the error of a fit that never saw its workload (every row of it
-        left out, bound rows too), warm-started at the full fit *x*."""
-        per_row, refits = {}, {}
-        for workload in sorted({r.workload for r in self.rows if r.kind == "exact"}):
-            kept = [r for r in self.rows if r.workload != workload]
-            held = [r for r in self.rows if r.workload == workload and r.kind == "exact"]
-            result = self.fit(kept, start=x, progress=progress)
-            sim = self.simulated(result.x, held)
-            refits[workload] = self.values(result.x)
-            for r, t in zip(held, sim):
-                per_row[row_key(r)] = float(t / r.measured_step_s - 1)
-        errors = sorted(abs(e) for e in per_row.values())
-        return {"per_row": per_row, "rows": len(errors),
-                "median_abs": statistics.median(errors) if errors else None,
-                "worst_abs": errors[-1] if errors else None,
-                "refits": refits,
-                "method": "per workload with training-only rows: refit every value without any of that workload's "
-                          "rows (training-only and bound), then simulate its training-only rows"}
-
-
-def validated_range(runs, topologies=None):
-    """What a calibration checked against *runs* was checked on (``provenance.validated_range``,
-    :mod:`wus_sim.model.validated_range`): chips, software stacks, and per workload the span of
-    examples per core and of slice sizes, and the kinds of row (``exact``, ``bound``) behind it."""
-    topologies = topologies or [run_topology(r) for r in runs]
-    workloads = {}
-    for r in runs:
-        w = workloads.setdefault(r.workload, {"examples_per_core": [math.inf, -math.inf],
-                                              "cores": [math.inf, -math.inf], "kinds": set()})
-        per_core = r.per_replica_batch / r.spatial_ways
-        w["examples_per_core"] = [min(w["examples_per_core"][0], per_core), max(w["examples_per_core"][1], per_core)]
-        w["cores"] = [min(w["cores"][0], r.cores), max(w["cores"][1], r.cores)]
-        w["kinds"].add(r.kind)
-    for w in workloads.values():
-        w["examples_per_core"] = [float(v) for v in w["examples_per_core"]]
-        w["cores"] = [int(v) for v in w["cores"]]
-        w["kinds"] = sorted(w["kinds"])
-    return {"chips": sorted({t.chip.name for t in topologies}),
-            "software_stacks": sorted({software_stack(r) for r in runs}),
-            "workloads": dict(sorted(workloads.items()))}
 
 
 def _fit_names(fit):
