@@ -170,14 +170,15 @@ def _rows(runs, keys, n_fitted, *, allow_bounds=False):
 
 
 def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None,
-              fit=None, rows=None, measured=None, leave_one_out=None):
+              fit=None, rows=None, measured=None, leave_one_out=None, uncertainty=True):
     """Fit :data:`FIT_PARAMS` (or the names *fit*, of :data:`FITTABLE_PARAMS`) to every
     training-only row the simulator can express of the shipped tables (both rounds), with every
     bound row as an inequality (simulated <= measured), or to the keys *rows*; returns a
     :class:`Calibration` whose provenance holds the fit error, each value's 95 % range and the
     fit's covariance (``param_ranges``, ``param_covariance``), the leave-one-benchmark-out error
     (each benchmark predicted by a fit that never saw it; by default only without *rows*, where
-    there are benchmarks to spare; *leave_one_out* False skips it), the
+    there are benchmarks to spare; *leave_one_out* False skips it; *uncertainty* False skips
+    narrowing the ranges by the bound rows, a refit that only compares its errors), the
     validation of the fitted values against every row, and the range they were checked on.
 
     The per-op and per-step fixed costs (:data:`~wus_sim.model.calibration.STACK_PARAMS`) are
@@ -231,7 +232,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
               for i, n in enumerate(free)}
     # the bound rows narrow what the covariance allows; the covariance shrinks with them (each
     # value's standard deviation to its range's wider half / 1.96, correlations kept)
-    ranges = {n: [float(v) for v in r] for n, r in fitter.bound_limits(x, ranges).items()}
+    if uncertainty:
+        ranges = {n: [float(v) for v in r] for n, r in fitter.bound_limits(x, ranges).items()}
     shrink = np.ones(len(free))
     for i, n in enumerate(free):
         sd = math.sqrt(max(cov[i, i], 0.0))

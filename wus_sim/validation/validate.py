@@ -152,6 +152,7 @@ def summary(rows):
     return {
         "held_out": stats(r.error for r in exact if r.role == "held-out"),
         "calibration": stats(r.error for r in exact if r.role == "calibration"),
+        "rms_log": math.sqrt(sum(math.log1p(r.error) ** 2 for r in exact) / len(exact)) if exact else math.nan,
         "leave_one_benchmark_out": stats(r.error_leave_one_benchmark_out for r in exact
                                          if r.error_leave_one_benchmark_out is not None),
         "bounds": {"rows": len(bounds), "within": sum(bool(r.within_bound) for r in bounds),
