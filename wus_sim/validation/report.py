@@ -143,7 +143,9 @@ def plot_validation(rows, path):
         bx.set_xlim(slices[0] / 1.3, slices[-1] * 1.3)
     bx.legend(fontsize=7, ncol=2, frameon=False)
     calib = rows[0].calibration if rows else ""
-    fig.suptitle(f"wus-sim vs Google's MLPerf v0.6 TPU-v3 runs (calibration {calib})", fontsize=11)
+    rounds = sorted({r.round for r in rows if r.round})
+    runs = f"Google's MLPerf {' and '.join(rounds)} TPU-v3 runs" if rounds else "the measured runs"
+    fig.suptitle(f"wus-sim vs {runs} (calibration {calib})", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
