@@ -62,7 +62,7 @@ def test_run_writes_results_columns_config_and_plots(exp_file, tmp_path, capsys)
     checked = load_calibration().provenance["validation"]
     error_lines = [line for line in lines if line.startswith("  model error (calibration ")]
     assert len(error_lines) == 1
-    assert f"median |error| {checked['held_out_median_abs']:.1%}" in error_lines[0]
+    assert f"median |error| {checked['leave_one_benchmark_out_median_abs']:.1%}" in error_lines[0]
     assert captured.err == ""  # no progress bar when stderr is not a terminal
 
 

@@ -37,7 +37,7 @@ def own(tmp_path):
 
 def test_required_columns_are_enough_and_the_rest_default(own):
     runs = load_measured(own)
-    shipped = {r.topology: r for r in load_measured() if r.benchmark == "ssd"}
+    shipped = {r.topology: r for r in load_measured() if r.benchmark == "ssd" and r.round == "v0.6"}
     assert len(runs) == len(shipped) == 6
     for r in runs:
         s = shipped[r.topology]

@@ -188,7 +188,7 @@ def test_results_schema_lists_the_documented_columns_in_order():
     assert doc["required"] == [c.name for c in columns()]
     for c in columns():
         if c.unit in ("s", "B"):
-            assert c.name.endswith(("_s", "_bytes")), c.name
+            assert c.name.endswith(("_s", "_bytes", "_s_low", "_s_high")), c.name  # bands: the names
 
 
 def test_describe_workload_and_optimizer_json_validate():

@@ -39,6 +39,10 @@ EW_FWD = 6.0
 EW_BWD = 10.0
 OP_S = 2e-6
 STEP_S = 50e-6
+# The toy's ops (their fixed costs are the breakdown's op_launch_s, counted apart from the
+# passes that run them): 2 forward layers, BWD_RATIO backward ops each, one update kernel per tensor.
+FWD_OPS_S = 2 * OP_S
+BWD_OPS_S = 2 * BWD_RATIO * OP_S
 SPATIAL_EFF = 0.75
 
 COMPUTE = ComputeParams(mxu_efficiency=MXU_EFF, backward_flops_ratio=BWD_RATIO,
@@ -165,10 +169,13 @@ def test_toy_replicated_and_sharded_step_fp32(toy):
         assert prog_b == [approx(t) for t in reversed(bwd)]   # backward runs last layer first
 
     # replicated: one all-reduce bucket of 4P bytes, every replica updates P elements
-    exp_rep = {"overhead_s": STEP_S, "fwd_s": sum(fwd), "bwd_s": sum(bwd), "update_s": adam_update(P),
+    ops = FWD_OPS_S + BWD_OPS_S + TENSORS * OP_S
+    exp_rep = {"overhead_s": STEP_S, "host_loop_s": 0.0, "op_launch_s": ops, "fwd_s": sum(fwd) - FWD_OPS_S,
+               "bwd_s": sum(bwd) - BWD_OPS_S, "update_s": adam_update(P) - TENSORS * OP_S,
                "exposed_comm_s": ar_2d(S), "extra_reduction_s": 0.0, "idle_s": 0.0}
     # sharded: reduce-scatter 4P, update P/4, all-gather 4P (weights fp32), no extra reductions
-    exp_sh = {"overhead_s": STEP_S, "fwd_s": sum(fwd), "bwd_s": sum(bwd), "update_s": adam_update(P / N),
+    exp_sh = {"overhead_s": STEP_S, "host_loop_s": 0.0, "op_launch_s": ops, "fwd_s": sum(fwd) - FWD_OPS_S,
+              "bwd_s": sum(bwd) - BWD_OPS_S, "update_s": adam_update(P / N) - TENSORS * OP_S,
               "exposed_comm_s": rs_2d(S) + ag_2d(S), "extra_reduction_s": 0.0, "idle_s": 0.0}
     for res, exp in ((rep, exp_rep), (sh, exp_sh)):
         for part, value in exp.items():
@@ -211,10 +218,10 @@ def test_toy_bf16_gradients_gather_weights_not_gradients(toy):
     assert sh.breakdown["exposed_comm_s"] == approx(rs_2d(2 * P) + ag_2d(4 * P))
     # Adam with bf16 gradients reads 4 (w) + 2 (g) + 8 (m, v) and writes 12 per element
     upd = P / N * (4 + 2 + 8 + 12) / (HBM_BPS * UPD_EFF) + TENSORS * OP_S
-    assert sh.breakdown["update_s"] == approx(upd)
+    assert sh.breakdown["update_s"] == approx(upd - TENSORS * OP_S)
     # backward is checked separately (next test): the rest of the step by hand
-    assert sh.breakdown["fwd_s"] == approx(sum(fwd))
-    assert sh.step_time_s - sh.breakdown["bwd_s"] == approx(STEP_S + sum(fwd) + upd + rs_2d(2 * P) + ag_2d(4 * P))
+    assert sh.breakdown["fwd_s"] == approx(sum(fwd) - FWD_OPS_S)
+    assert sh.step_time_s - sh.breakdown["bwd_s"] - BWD_OPS_S == approx(STEP_S + sum(fwd) + upd + rs_2d(2 * P) + ag_2d(4 * P))
     assert rep.memory.gradients == 2 * P
     assert sh.memory.gradients == 2 * P + 2 * P / N
 
@@ -222,7 +229,7 @@ def test_toy_bf16_gradients_gather_weights_not_gradients(toy):
 def test_toy_bf16_backward_writes_bf16_weight_gradients(toy):
     results, _ = run(toy, grad_dtype="bf16")
     _, bwd = hand_layers(grad_bytes=2)
-    assert results["sharded"].breakdown["bwd_s"] == approx(sum(bwd))
+    assert results["sharded"].breakdown["bwd_s"] == approx(sum(bwd) - BWD_OPS_S)
 
 
 def test_point_record_reports_the_bf16_gradients_it_ran(toy):
@@ -247,8 +254,9 @@ def test_toy_momentum_update_bytes(toy):
     rep, sh = results["replicated"], results["sharded"]
     assert rep.work.update.bytes_moved == 20 * P
     assert sh.work.update.bytes_moved == 20 * P / N
-    assert rep.breakdown["update_s"] == approx(20 * P / (HBM_BPS * UPD_EFF) + TENSORS * OP_S)
-    assert sh.breakdown["update_s"] == approx(20 * P / N / (HBM_BPS * UPD_EFF) + TENSORS * OP_S)
+    assert rep.breakdown["update_s"] == approx(20 * P / (HBM_BPS * UPD_EFF))
+    assert sh.breakdown["update_s"] == approx(20 * P / N / (HBM_BPS * UPD_EFF))
+    assert rep.breakdown["op_launch_s"] == approx(FWD_OPS_S + BWD_OPS_S + TENSORS * OP_S)
     assert rep.memory.slots == 4 * P and sh.memory.slots == 4 * P / N
 
 
@@ -259,11 +267,11 @@ def test_toy_spatial_partitioning(toy):
     assert meta["replicas"] == 2 and meta["spatial_ways"] == 2
     fwd, bwd = hand_layers(ways=2)
     for res in results.values():
-        assert res.breakdown["fwd_s"] == approx(sum(fwd))
-        assert res.breakdown["bwd_s"] == approx(sum(bwd))
+        assert res.breakdown["fwd_s"] == approx(sum(fwd) - FWD_OPS_S)
+        assert res.breakdown["bwd_s"] == approx(sum(bwd) - BWD_OPS_S)
         assert res.memory.activations == B * ACT_PER_EXAMPLE / 2
-    assert results["replicated"].breakdown["update_s"] == approx(adam_update(P))
-    assert results["sharded"].breakdown["update_s"] == approx(adam_update(P / 2))
+    assert results["replicated"].breakdown["update_s"] == approx(adam_update(P) - TENSORS * OP_S)
+    assert results["sharded"].breakdown["update_s"] == approx(adam_update(P / 2) - TENSORS * OP_S)
     assert results["sharded"].memory.gradients == 4 * P + 4 * P / 2
 
 
@@ -318,8 +326,10 @@ def test_resnet50_lars_on_v3_32_bytes_by_hand():
     assert sh.work.update.bytes_moved == per_elem * shard
     kernels = 2 * matrices + (len(w.tensors) - matrices)       # LARS: norms pass + step pass
     hbm = 900e9 / 2                                            # tpu-v3: 2 cores share 900 GB/s
-    assert rep.breakdown["update_s"] == approx(per_elem * params / (hbm * UPD_EFF) + kernels * OP_S)
-    assert sh.breakdown["update_s"] == approx(per_elem * shard / (hbm * UPD_EFF) + kernels * OP_S)
+    assert rep.breakdown["update_s"] == approx(per_elem * params / (hbm * UPD_EFF))
+    assert sh.breakdown["update_s"] == approx(per_elem * shard / (hbm * UPD_EFF))
+    layers = w.num_layers
+    assert sh.breakdown["op_launch_s"] == approx((layers + BWD_RATIO * layers + kernels) * OP_S)
 
     assert sh.work.gather_nbytes == 4 * padded                 # fp32 weights, not bf16 gradients
     assert sum(c.nbytes for c in sh.work.grad_collectives if c.op == "reduce-scatter") == 2 * padded

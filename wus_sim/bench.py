@@ -182,6 +182,26 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
                 problem=f"step {workload} {optimizer or 'default'} on {where}")
 
 
+def point_case(name, point, *, quick=False, full=True):
+    """A case simulating one experiment point as ``run`` does (every strategy of it, the rows with
+    their bands and validated range), from cold caches; events are the rows it gives."""
+
+    def setup():
+        from .collectives import clear_caches
+
+        clear_caches()
+        return None
+
+    def run(_):
+        from .experiments.records import simulate_point
+
+        rows = simulate_point(point)
+        return Measurement(rows[-1]["step_time_s"], len(rows))
+
+    return BenchCase(name, "point", setup, run, quick=quick,
+                     problem=f"point {point['workload']} on {point['topology']} with bands")
+
+
 def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
     """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
     included); events are the points simulated, simulated time is not applicable."""
@@ -248,6 +268,9 @@ register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable (S
 _EXPERIMENTS = str(shipped_dir("experiments"))
 register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
                    "adam"))
+# issue 24: a step point with its bands and validated range stays under 0.2 s
+register(point_case("step point with bands: transformer-big adam tpu-v3-2048, both strategies",
+                    {"workload": "transformer-big", "topology": "tpu-v3-2048", "optimizer": "adam"}, quick=True))
 # issue 10: one point of each what-if on a 2048-replica slice in under 1 s
 register(step_case("step: transformer-big adam tpu-v3-2048, fully-sharded (what-if)", "transformer-big",
                    "tpu-v3-2048", "adam", strategies=("fully-sharded",)))

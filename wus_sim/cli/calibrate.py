@@ -78,9 +78,13 @@ def run(args):
     prov = cal.provenance
     fit, checked = prov["fit_error"], prov["validation"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
+    for stack, values in cal.stacks.items():
+        print(f"  stack {stack}: " + ", ".join(f"{k}={v:.4g}" for k, v in values.items())
+              + (" (default)" if stack == cal.default_stack else ""))
     which = "declared" if prov["rows_declared"] else ("chosen" if args.rows else "training-only")
-    print(f"  fit to {len(prov['rows'])} {which} rows ({', '.join(prov['rows'])}): median |error| "
-          f"{fit['median_abs']:.1%}, worst {fit['worst_abs']:.1%}")
+    exact, bounds = len(fit["per_row"]), len(fit.get("bound_rows") or {})
+    print(f"  fit to {exact} {which} rows" + (f" and {bounds} upper bounds" if bounds else "")
+          + f" ({', '.join(prov['rows'])}): median |error| {fit['median_abs']:.1%}, worst {fit['worst_abs']:.1%}")
     print("  " + validation_line(checked))
     print(f"wrote {args.out}")
     return 0

@@ -164,6 +164,11 @@ def run(args):
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
+    from ..model.validated_range import point_validated_range
+    from ..training.bands import point_bands
+
+    report["validated_range"] = point_validated_range(calibration, topology, meta, options)
+    _add_bands(report, point_bands(calibration, topology, meta, options, results))
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
@@ -265,6 +270,21 @@ def _report(args, topology, results, meta, up, ups):
             "deprecated_aliases": where}
 
 
+def _add_bands(report, bands):
+    """``step_time_s_low``/``_high`` per strategy, ``speedup_low``/``_high`` (null where the
+    calibration states no uncertainty or where ``speedup`` is null)."""
+    def num(x):
+        return None if x is None or not math.isfinite(x) else float(x)
+
+    for s, per in report["strategies"].items():
+        low, high = (bands or {}).get("strategies", {}).get(s, (None, None))
+        per["step_time_s_low"], per["step_time_s_high"] = num(low), num(high)
+    low, high = (bands or {}).get("speedups", {}).get("sharded", (None, None))
+    if report.get("speedup") is None:
+        low = high = None
+    report["speedup_low"], report["speedup_high"] = num(low), num(high)
+
+
 def _fmt_t(t):
     from ..inputs.units import format_time
 
@@ -281,8 +301,13 @@ def _checked(calibration, *, overridden):
 
 
 def _checked_line(rep):
+    """The model error the calibration states, where the point lies inside what it was checked
+    on; outside, what lies outside instead (the stated error was not measured there)."""
     from ..validation.calibrate import model_error_line
 
+    checked = rep.get("validated_range") or {}
+    if checked.get("outside") and rep.get("checked"):  # an error is stated, but it was measured elsewhere
+        return "  outside the validated range, so no measured error applies: " + "; ".join(checked["outside"])
     return "  " + model_error_line(rep.get("checked"), rep["calibration"])
 
 
@@ -315,9 +340,16 @@ def _text(rep, multislice=None):
                      + (", weights kept from forward to backward" if p["keep_gathered_weights"] else ""))
     lines.append("  " + "".ljust(w) + "".join(n.rjust(16) for n in names))
     lines.append("  " + "step time".ljust(w) + "".join(_fmt_t(per[n]["step_time_s"]).rjust(16) for n in names))
+    if any(per[n].get("step_time_s_low") is not None for n in names):
+        def rng(p):
+            if p.get("step_time_s_low") is None:
+                return "-"
+            return f"{p['step_time_s_low'] * 1e3:.3g}-{p['step_time_s_high'] * 1e3:.3g} ms"
+        lines.append("  " + "  95% band (calibration)".ljust(w) + "".join(rng(per[n]).rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
               "exposed_comm_s": "exposed comm",
-              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "overhead_s": "step overhead"}
+              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
+              "host_loop_s": "host loop share", "overhead_s": "step overhead"}
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))
@@ -347,7 +379,9 @@ def _text(rep, multislice=None):
             lines.append(f"  {n}: {per[n]['status']}: {per[n]['error']}")
     for s, up in (rep.get("speedups") or {}).items():
         if up is not None:
-            lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x")
+            band = (f" (95% band {rep['speedup_low']:.3f}-{rep['speedup_high']:.3f}x)"
+                    if s == "sharded" and rep.get("speedup_low") is not None else "")
+            lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x{band}")
     for s, up in (rep.get("speedup_if_replicated_fit") or {}).items():
         if up is not None:
             lines.append(f"  speedup of the {s} update: replicated does not fit in HBM; if it did: {up:.2f}x")

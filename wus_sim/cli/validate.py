@@ -1,6 +1,6 @@
 """``wus-sim validate``: measured vs simulated step time for every measured run.
 
-Simulates every row of the measured table (Google's MLPerf v0.6 TPU-v3 runs,
+Simulates every row of the measured tables (Google's MLPerf v0.6 and v0.7 TPU-v3 runs,
 ``wus_sim/data/validation``) with the shipped defaults, prints measured and
 simulated step time and per-chip throughput with the error per row, calibration
 rows marked apart from held-out ones and bound rows checked as bounds, then the
@@ -24,7 +24,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "validate", help="compare simulated with measured step times (MLPerf v0.6 TPU-v3 runs)",
+        "validate", help="compare simulated with measured step times (MLPerf v0.6 and v0.7 TPU-v3 runs)",
         description="Simulate every measured run with the shipped defaults and report the error per row.")
     p.add_argument("--out", metavar="DIR", default="results/validation",
                    help="folder for validation.csv and validation.png (default results/validation)")
@@ -32,7 +32,7 @@ def add_parser(subparsers):
                    help="'default' (shipped), 'none' (uncalibrated physics) or a calibration YAML path")
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table) to validate "
-                        "against instead of Google's MLPerf v0.6 runs")
+                        "against instead of Google's MLPerf v0.6 and v0.7 runs")
     add_json_option(p)
     add_flag(p, "--plots", default=True, help="draw validation.png (--no-plots: do not)")
     # the old spelling, kept for one release (0.2 drops it)

@@ -15,6 +15,8 @@ from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, check_param, check_point_value, default_of
 from ..training.planner import DEFAULT_BUCKET_BYTES
+from ..model.validated_range import point_validated_range
+from ..training.bands import point_bands
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
 from ..inputs.units import GB, MiB
@@ -116,6 +118,8 @@ def simulate_point(point):
     results = {s: r for one in runs for s, r in one.results.items()}
     up = speedups(results)
     if_fit = speedups_if_replicated_fit(results)
+    checked = point_validated_range(calibration, topology, run, options)
+    bands = point_bands(calibration, topology, run, options, results) or {"strategies": {}, "speedups": {}}
     records = []
     for s in strategies:
         if s in failed:
@@ -136,6 +140,12 @@ def simulate_point(point):
             "speedup": up.get(s, math.nan),
             "speedup_if_replicated_fit": if_fit.get(s, math.nan),
             "speedup_over_sharded": fully_sharded_over_sharded(results) if s == "fully-sharded" else math.nan,
+            "step_time_s_low": bands["strategies"].get(s, (math.nan, math.nan))[0],
+            "step_time_s_high": bands["strategies"].get(s, (math.nan, math.nan))[1],
+            "speedup_low": bands["speedups"].get(s, (math.nan, math.nan))[0],
+            "speedup_high": bands["speedups"].get(s, (math.nan, math.nan))[1],
+            "inside_validated_range": checked["inside"],
+            "outside_validated_range": "; ".join(checked["outside"]),
         })
         rec.update(used_values(topology, options, run.plan, multislice))
         records.append(rec)

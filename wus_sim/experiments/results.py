@@ -68,6 +68,11 @@ RESULT_COLUMNS = (
     _c("params", "", "Int64", "Trainable parameters of the workload (elements)."),
     _c("replicas_per_slice", "", "Int64", "Data-parallel replicas in one slice (`replicas` / `slices`)."),
     _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
+    _c("step_time_s_low", "s", "float64",
+       "Low end of the step time's 95 % band: the calibration's fitted values' covariance and its declared "
+       "values' ranges, to first order through the step's parts (null where the calibration states no "
+       "uncertainty)."),
+    _c("step_time_s_high", "s", "float64", "High end of the step time's 95 % band (see step_time_s_low)."),
     _c("fwd_s", "s", "float64", "Forward compute in the step."),
     _c("bwd_s", "s", "float64", "Backward compute in the step."),
     _c("batch_norm_s", "s", "float64",
@@ -78,9 +83,22 @@ RESULT_COLUMNS = (
     _c("update_s", "s", "float64", "Weight update (optimizer) compute: all weights replicated, 1/N sharded."),
     _c("extra_reduction_s", "s", "float64",
        "Time the core waits on the optimizer's small cross-replica all-reduces (LARS/LAMB norms, clipping)."),
-    _c("overhead_s", "s", "float64", "Fixed cost of the step (host loop, infeed): the calibrated step_overhead_s."),
+    _c("overhead_s", "s", "float64",
+       "Fixed cost of the step that no part of the model explains: the calibrated step_overhead_s of the "
+       "software stack."),
+    _c("host_loop_s", "s", "float64",
+       "The step's share of the host round trip per device loop (host_loop_s / steps_per_loop)."),
+    _c("op_launch_s", "s", "float64",
+       "Fixed cost of every op the step runs (op_overhead_s x forward, backward and update ops); counted apart "
+       "from fwd_s, bwd_s and update_s."),
     _c("idle_s", "s", "float64", "Time the core waits on nothing the model knows (0 in a well-formed step)."),
     _c("op_overhead_s", "s", "float64", "Fixed cost per op used (compute model; calibrated, see `calibration`)."),
+    _c("inside_validated_range", "", "boolean",
+       "Whether the point lies inside what its calibration was checked on (chip, software stack, workload, "
+       "examples per core, slice size, one slice); the model error the calibration states applies only inside."),
+    _c("outside_validated_range", "", "string",
+       "Why the point lies outside the validated range, one short reason per dimension ('; '-separated; "
+       "empty inside)."),
     _c("step_overhead_s", "s", "float64", "Fixed cost per step used (compute model; calibrated)."),
     _c("elementwise_fwd_bytes", "B", "float64", "HBM bytes of elementwise work per layer-output element, forward."),
     _c("elementwise_bwd_bytes", "B", "float64", "HBM bytes of elementwise work per layer-output element, backward."),
@@ -110,6 +128,10 @@ RESULT_COLUMNS = (
     _c("speedup", "", "float64",
        "Rows of every strategy but replicated: replicated step time / this row's step time, same point "
        "(> 1: faster than replicated; empty when replicated did not run or either did not fit)."),
+    _c("speedup_low", "", "float64",
+       "Low end of the speedup's 95 % band (the calibration's uncertainty through both steps at once; empty "
+       "where speedup is, or where the calibration states no uncertainty)."),
+    _c("speedup_high", "", "float64", "High end of the speedup's 95 % band (see speedup_low)."),
     _c("speedup_if_replicated_fit", "", "float64",
        "Rows of every strategy but replicated, where replicated does not fit in HBM and this row does: "
        "replicated's step time with HBM capacity ignored / this row's step time (a hypothetical; `speedup` "

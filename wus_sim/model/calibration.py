@@ -32,7 +32,7 @@ from ..inputs.errors import ConfigError
 
 __all__ = [
     "Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION",
-    "calibration_path",
+    "calibration_path", "STACK_PARAMS",
 ]
 
 _SHIPPED = Path(__file__).resolve().parent.parent / "data" / "calibration"
@@ -44,6 +44,10 @@ NO_CALIBRATION = "none"
 """Name that selects the uncalibrated physics (no file)."""
 
 _COMPUTE_FIELDS = tuple(f.name for f in fields(ComputeParams))
+
+STACK_PARAMS = ("op_overhead_s", "step_overhead_s")
+"""The values a calibration fits once per software stack: what the program's ops and step cost
+beyond their work depends on the compiler and runtime, not on the chip."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,28 @@ class Calibration:
     """Data commit, rows used, fit error, date, method (free-form, from the file)."""
     path: str = None
 
-    def compute_params(self, **overrides):
-        """:class:`ComputeParams` with the fitted values, then *overrides* (not None) on top."""
+    stacks: dict = field(default_factory=dict)
+    """Software stack -> its fitted values (:data:`STACK_PARAMS`: the fixed cost per op and the
+    unexplained fixed cost per step); empty: ``params`` holds the one set of values."""
+    default_stack: str = None
+    """The stack a point runs on when it names none (the newest one measured)."""
+
+    def compute_params(self, stack=None, **overrides):
+        """:class:`ComputeParams` with the fitted values (the fixed cost per step of *stack*,
+        default :attr:`default_stack`), then *overrides* (not None) on top."""
+        params = dict(self.params)
+        checked = ((self.provenance or {}).get("validated_range") or {}).get("software_stacks") or []
+        if stack is not None and not self.stacks and checked and stack not in checked:
+            raise ConfigError(f"is not a software stack of calibration {self.id}, which has one fixed cost per "
+                              f"step, fitted on {', '.join(checked)}", key_path="software_stack", value=stack)
+        if self.stacks:
+            stack = stack or self.default_stack
+            if stack not in self.stacks:
+                raise ConfigError(f"is not a software stack of calibration {self.id}; known: "
+                                  f"{', '.join(sorted(self.stacks))}", key_path="software_stack", value=stack)
+            params.update(self.stacks[stack])
         given = {k: v for k, v in overrides.items() if v is not None}
-        return ComputeParams(**{**self.params, **given})
+        return ComputeParams(**{**params, **given})
 
 
 def calibration_path(name):
@@ -97,6 +119,8 @@ _CACHE = {}
 
 VALIDATION_KEYS = {"held_out_rows": int, "held_out_median_abs": float, "held_out_worst_abs": float,
                    "bound_rows": int, "bound_rows_within": int, "over_bound": list}
+OPTIONAL_VALIDATION_KEYS = {"leave_one_benchmark_out_rows": int, "leave_one_benchmark_out_median_abs": float,
+                            "leave_one_benchmark_out_worst_abs": float}
 """``provenance.validation``: what ``step`` and ``run`` print as the model's error."""
 
 
@@ -105,10 +129,12 @@ def _check_validation(record, path):
     if not isinstance(record, dict):
         raise ConfigError("must be a mapping (held_out_rows, held_out_median_abs, ...)", file=path,
                           key_path="provenance.validation", value=record)
-    for key, kind in VALIDATION_KEYS.items():
+    for key, kind in {**VALIDATION_KEYS, **OPTIONAL_VALIDATION_KEYS}.items():
         value = record.get(key)
         if value is None and kind is float and record.get("held_out_rows") == 0:
             continue  # no held-out row: no error to state
+        if value is None and key in OPTIONAL_VALIDATION_KEYS:
+            continue
         ok = (isinstance(value, list) and all(isinstance(v, str) for v in value) if kind is list
               else isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 2**53
               and (kind is float or float(value).is_integer()))
@@ -121,7 +147,7 @@ def _check_validation(record, path):
 def _load_file(path):
     if path not in _CACHE:
         doc = Section(load_yaml(path), file=path)
-        doc.check_keys(required={"id", "params", "provenance"})
+        doc.check_keys(required={"id", "params", "provenance"}, optional={"stacks", "default_stack"})
         params = doc.section("params")
         params.check_keys(optional=set(_COMPUTE_FIELDS))
         values = {k: params.get(k) for k in params.keys()}
@@ -134,5 +160,19 @@ def _load_file(path):
             raise doc.error("provenance", "must be a mapping (data, rows, fit_error, date, method)", provenance)
         if "validation" in provenance:
             _check_validation(provenance["validation"], path)
-        _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path)
+        stacks = doc.get("stacks") or {}
+        rule = f"must map stack names to their {' and '.join(STACK_PARAMS)} (seconds, >= 0 and < 1)"
+        if not isinstance(stacks, dict):
+            raise doc.error("stacks", rule, stacks)
+        for name, own in stacks.items():
+            if not (isinstance(name, str) and isinstance(own, dict) and set(own) <= set(STACK_PARAMS)
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
+                            for v in own.values())):
+                raise doc.error(f"stacks.{name}", rule, own)
+        default_stack = doc.get("default_stack")
+        if stacks and default_stack not in stacks:
+            raise doc.error("default_stack", f"must be one of the stacks: {', '.join(sorted(stacks))}",
+                            default_stack)
+        _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path,
+                                   stacks=dict(stacks), default_stack=default_stack)
     return _CACHE[path]

@@ -105,6 +105,7 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
     companions = _companions(rows, colour_keys, exclude=(x,))
     several = len(variants) > 1
     lines, missing = [], []
+    banded = False
     colour_entries, marker_entries = {}, {}
     for values, group in groups:
         values = values if isinstance(values, tuple) else (values,)
@@ -129,6 +130,7 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
                               markersize=5, label=name, **style)
             line.series_label, line.strategy = label, strategy  # for coinciding_series
             lines.append(line)
+            banded = banded | _draw_band(ax, ok, x, y, scale, style["color"])
             bad = part[~good.loc[part.index] & why.loc[part.index].notna()]
             for reason, points in bad.groupby(why.loc[bad.index], sort=False):
                 missing.append(_Missing(reason, label, strategy if several else None, style["color"],
@@ -137,11 +139,33 @@ def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), s
     if several:
         entries += [(strategy, Line2D([], [], color=STRATEGY_KEY_COLOR, linestyle=linestyle, linewidth=1.8))
                     for strategy, linestyle in variants if (rows["strategy"] == strategy).any()]
+    if banded:
+        from matplotlib.patches import Patch
+
+        entries.append(("shaded: 95% band (calibration)", Patch(color=STRATEGY_KEY_COLOR, alpha=BAND_ALPHA, linewidth=0)))
     if missing:
         _draw_no_value_band(ax, _band_rows(missing))
         entries.append(("no value (does not fit, or failed)", Line2D(
             [], [], linestyle="none", marker=INFEASIBLE_MARKER, color=STRATEGY_KEY_COLOR, markeredgewidth=1.8)))
     return lines, entries, _legend_title(rows, colour_keys, companions)
+
+
+BAND_ALPHA = 0.18
+"""Opacity of a series' band: light enough that crossing bands and the lines stay readable."""
+
+
+def _draw_band(ax, ok, x, y, scale, color):
+    """Shade *ok*'s ``{y}_low``-``{y}_high`` (the calibration's 95 % band) in the series' colour;
+    whether anything was drawn."""
+    low, high = f"{y}_low", f"{y}_high"
+    if low not in ok.columns or high not in ok.columns:
+        return False
+    band = ok[ok[low].notna() & ok[high].notna()]
+    if band.empty:
+        return False
+    ax.fill_between(_xvalues(band[x]), band[low].astype(float) * scale, band[high].astype(float) * scale,
+                    color=color, alpha=BAND_ALPHA, linewidth=0)
+    return True
 
 
 def _reasons(rows):

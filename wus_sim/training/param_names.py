@@ -115,3 +115,14 @@ def _check_slow_links(value, base_dir):
     except ConfigError as exc:
         raise ConfigError(exc.rule, value=value) from None
     return value.strip()
+
+
+def _check_software_stack(value, base_dir):
+    """A stack name: a word of letters, digits, dots and dashes (which stacks a calibration
+    knows is checked where the calibration is applied, since the calibration is another key)."""
+    import re
+
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}", value):
+        raise ConfigError("must be a software stack name (letters, digits, '.', '+', '_', '-'; at most 64)",
+                          key_path="software_stack", value=value)
+    return value

@@ -17,7 +17,7 @@ from ..hardware.topology_files import OVERRIDE_RANGES
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
-from .param_names import _check_calibration, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
+from .param_names import _check_calibration, _check_software_stack, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
 __all__ = [
     "Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value",
@@ -268,6 +268,15 @@ POINT_KEYS = _table(
           check=_check_slow_links),
     Param("seed", "int", minimum=0, maximum=2**53,
           meaning="Seed of numpy.random.default_rng that draws the K random failed and slow cables; null = 0."),
+    Param("steps_per_loop", "int", default=100, minimum=1, maximum=10**6, nullable=False,
+          meaning="Training steps per device loop: the host's round trip to the device (``host_loop_s``, "
+                  "a compute parameter) is paid once per loop and shared by its steps. 100 is an assumption; "
+                  "Google's MLPerf v0.6 TPU runs set 157-1252 (``--iterations_per_loop``)."),
+    Param("software_stack", "name",
+          meaning="Software stack whose unexplained fixed cost per step the calibration applies (one fitted "
+                  "value per stack it was measured on, e.g. tf1-tpuestimator); null = the calibration's "
+                  "default stack.",
+          check=_check_software_stack),
     Param("calibration", "name",
           meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
                   "null = the shipped default calibration.",

@@ -39,7 +39,8 @@ from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
-           "speedups", "strategies_named", "speedups_if_replicated_fit", "fully_sharded_over_sharded"]
+           "speedups", "strategies_named", "speedups_if_replicated_fit", "fully_sharded_over_sharded",
+           "op_counts"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ class StepOptions:
     """Gradient fusion threshold, bytes."""
     steps: int = default_of("steps")
     """Consecutive steps simulated (the step time is the steady-state period)."""
+    steps_per_loop: int = default_of("steps_per_loop")
+    """Training steps per device loop: each pays ``host_loop_s / steps_per_loop`` of the host's
+    round trip (:class:`~wus_sim.model.compute.ComputeParams`)."""
+    software_stack: str = default_of("software_stack")
+    """The software stack whose fitted fixed cost per step the calibration applies; ``None`` =
+    the calibration's default stack (ignored when :attr:`compute` is given)."""
     gather_prefetch: int = default_of("gather_prefetch")
     """Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each
     gather is issued when its bucket is needed). 1 is PyTorch FSDP's prefetch of one bucket
@@ -110,7 +117,7 @@ class StepOptions:
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         if self.compute is None:
             cal = load_calibration(self.calibration)
-            object.__setattr__(self, "compute", cal.compute_params())
+            object.__setattr__(self, "compute", cal.compute_params(stack=self.software_stack))
             object.__setattr__(self, "calibration_id", cal.id)
         else:
             label = "explicit" if self.calibration is None else load_calibration(self.calibration).id
@@ -233,9 +240,31 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         buckets=tuple(buckets), update_s=update_s, extra_reduction_s=extra,
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
-        step_overhead_s=options.compute.step_overhead_s, layer_names=tuple(plan.workload.layer_names),
+        step_overhead_s=options.compute.step_overhead_s,
+        host_loop_s=options.compute.host_loop_s / options.steps_per_loop, layer_names=tuple(plan.workload.layer_names),
         gather_prefetch=options.gather_prefetch, fwd_batch_norm_s=bn, bwd_batch_norm_s=bn,
     )
+
+
+def op_counts(workload, work, compute):
+    """Ops one step runs on a replica, by pass: ``(forward, backward, update)``. A forward layer is
+    one op, its backward ``backward_flops_ratio`` ops (the activation and the weight gradient), and
+    the update one kernel per pass over each tensor or shard (:attr:`UpdateWork.kernels`)."""
+    layers = workload.num_layers
+    return layers, compute.backward_flops_ratio * layers, work.update.kernels
+
+
+def _with_op_launch(breakdown, workload, work, compute):
+    """*breakdown* with the ops' fixed costs counted apart (``op_launch_s``): the timeline runs
+    them inside each layer's and the update's time, so they come out of ``fwd_s``, ``bwd_s`` and
+    ``update_s``. Every op of a step runs inside its period, so the parts still add up."""
+    c = compute.op_overhead_s
+    fwd, bwd, upd = (n * c for n in op_counts(workload, work, compute))
+    breakdown["fwd_s"] -= fwd
+    breakdown["bwd_s"] -= bwd
+    breakdown["update_s"] -= upd
+    breakdown["op_launch_s"] = fwd + bwd + upd
+    return breakdown
 
 
 def _bucket_gathers(work, bucket):
@@ -372,7 +401,8 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
             continue
         program = _program(plan, work, topology, batch, options, multislice)
         tl = run_timeline(program, steps=options.steps)
-        results[strategy] = StepResult(strategy, "ok", tl.step_time_s, dict(tl.breakdown), memory, work, tl)
+        breakdown = _with_op_launch(dict(tl.breakdown), plan.workload, work, options.compute)
+        results[strategy] = StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl)
     return StepRun(results=results, plan=plan, replicas=replicas, spatial_ways=plan.spatial_ways,
                    per_replica_batch=batch, global_batch=batch * replicas, params=plan.params,
                    optimizer=plan.analysis.name, slices=slices, replicas_per_slice=per_slice,

@@ -45,11 +45,15 @@ __all__ = [
     "BREAKDOWN_PARTS",
 ]
 
-BREAKDOWN_PARTS = ("overhead_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s", "exposed_comm_s",
-                   "extra_reduction_s", "idle_s")
+BREAKDOWN_PARTS = ("overhead_s", "host_loop_s", "op_launch_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s",
+                   "exposed_comm_s", "extra_reduction_s", "idle_s")
 """Parts of a step time; they add up to ``step_time_s``.
 
-``overhead_s`` is the step's fixed cost (host loop, infeed, synchronisation),
+``overhead_s`` is the step's unexplained fixed cost (the software stack's, fitted),
+``host_loop_s`` the step's share of the host's round trip per device loop, ``op_launch_s``
+the fixed cost of every op the step runs (forward layers, backward ops, update kernels; the
+timeline runs it inside each layer's time, the breakdown counts it apart from ``fwd_s``,
+``bwd_s`` and ``update_s``),
 ``batch_norm_s`` the core's cross-replica batch-norm all-reduces (distributed
 batch norm: the statistics of each layer in forward, their gradients in backward;
 latency-bound and on the critical path, so they count apart from the layers' compute),
@@ -107,7 +111,9 @@ class StepProgram:
     """Sharded: let the next step's forward start before all weights are gathered;
     each layer waits only for the buckets holding its weights."""
     step_overhead_s: float = 0.0
-    """Fixed cost at the start of every step, on the core (host loop, infeed)."""
+    """Unexplained fixed cost at the start of every step, on the core (the software stack's)."""
+    host_loop_s: float = 0.0
+    """The step's share of the host round trip per device loop, on the core at its start."""
     layer_names: tuple = ()
     """Name of each layer, indexed like ``fwd_layer_s``, for the intervals (and traces);
     empty: ``L0``, ``L1``, ..."""
@@ -129,7 +135,7 @@ class Interval:
     track: str
     """``'core'`` or ``'net'``."""
     kind: str
-    """``overhead``, ``fwd``, ``bwd``, ``bn`` (batch-norm all-reduce), ``update``, ``grad``,
+    """``overhead``, ``host`` (host loop share), ``fwd``, ``bwd``, ``bn`` (batch-norm all-reduce), ``update``, ``grad``,
     ``extra``, ``gather``."""
     name: str
     start_s: float
@@ -234,6 +240,8 @@ def run_timeline(program, steps=3):
                                    lambda b, ready, step=step: gather(b, "forward", step, ready))
             if program.step_overhead_s > 0:
                 yield from compute("overhead", "step overhead", program.step_overhead_s, step)
+            if program.host_loop_s > 0:
+                yield from compute("host", "host loop share", program.host_loop_s, step)
             for layer in range(nlayers):
                 for b in layer_buckets[layer]:
                     yield gathered[b]
@@ -358,7 +366,7 @@ def _clip(intervals, t0, t1):
 def _breakdown(intervals, t0, t1):
     """Split ``[t0, t1]`` by what the core does, and while it idles, by what the network does."""
     out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
-    core_kinds = {"overhead": "overhead_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",
+    core_kinds = {"overhead": "overhead_s", "host": "host_loop_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",
                   "update": "update_s"}
     busy = []
     for iv, s, e in _clip([i for i in intervals if i.track == "core"], t0, t1):

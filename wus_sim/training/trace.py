@@ -21,6 +21,7 @@ __all__ = ["trace_events", "write_trace"]
 
 _TRACKS = {
     ("core", "overhead"): (1, "compute (replica 0)"),
+    ("core", "host"): (1, "compute (replica 0)"),
     ("core", "fwd"): (1, "compute (replica 0)"),
     ("core", "bwd"): (1, "compute (replica 0)"),
     ("core", "bn"): (1, "compute (replica 0)"),

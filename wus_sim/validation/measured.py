@@ -21,20 +21,42 @@ from ..inputs.files import read_bytes
 from ..inputs.limits import MAX_FILE_BYTES, MAX_REPLICAS
 from ..inputs.text import excerpt
 
-__all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "KINDS", "UPDATES", "DATA_SOURCE",
-           "REQUIRED_COLUMNS", "table_identity", "same_table"]
+__all__ = ["MeasuredRun", "load_measured", "SHIPPED_MEASURED", "SHIPPED_TABLES", "SOFTWARE_STACKS", "KINDS",
+           "UPDATES", "DATA_SOURCE", "REQUIRED_COLUMNS", "table_identity", "same_table", "software_stack", "run_key"]
 
 DATA_SOURCE = {
+    "name": "Google's MLPerf v0.6 and v0.7 TPU-v3 runs",
+    "repository": "github.com/mlcommons/training_results_v0.6; github.com/mlcommons/training_results_v0.7",
+    "commit": "f312518c2d6107eec983750eed23950f1f0c8a0e; 0a8a85a209c8e45b661596c382cc20f4e32fd2fe",
+    "table": "wus_sim/data/validation/mlperf_v06_tpu_v3.csv; wus_sim/data/validation/mlperf_v07_tpu_v3.csv",
+    "generator": "tests/regenerate_mlperf_v06.py; tests/regenerate_mlperf_v07.py",
+}
+"""Where the shipped tables come from (the commits the generators pin)."""
+
+V06_SOURCE = {
     "name": "Google's MLPerf v0.6 TPU-v3 runs",
     "repository": "github.com/mlcommons/training_results_v0.6",
     "commit": "f312518c2d6107eec983750eed23950f1f0c8a0e",
     "table": "wus_sim/data/validation/mlperf_v06_tpu_v3.csv",
     "generator": "tests/regenerate_mlperf_v06.py",
 }
-"""Where the shipped table comes from (the commit tests/regenerate_mlperf_v06.py pins)."""
+"""The v0.6 table alone: what the shipped calibration names as its data."""
 
-SHIPPED_MEASURED = Path(__file__).resolve().parent.parent / "data" / "validation" / "mlperf_v06_tpu_v3.csv"
-"""The shipped table (Google's MLPerf v0.6 TPU-v3 submission logs)."""
+_DATA = Path(__file__).resolve().parent.parent / "data" / "validation"
+SHIPPED_MEASURED = _DATA / "mlperf_v06_tpu_v3.csv"
+"""The shipped v0.6 table (Google's MLPerf v0.6 TPU-v3 submission logs)."""
+SHIPPED_TABLES = {SHIPPED_MEASURED: "v0.6", _DATA / "mlperf_v07_tpu_v3.csv": "v0.7"}
+"""Every shipped table, with the MLPerf round its rows come from (the v0.6 table predates
+the ``round`` column): :func:`load_measured` with no path reads them all."""
+
+SOFTWARE_STACKS = {
+    "v0.6": "tf1-tpuestimator-2019",
+    "v0.7": "tf-jax-2020",
+}
+"""The software stack of each round's runs, as the calibration names it: v0.6 ran TF 1.x
+TPUEstimator programs (one device loop of ``iterations_per_loop`` steps per session.run);
+v0.7 ran TF 2.x (Keras/TPUStrategy), JAX (pmap) and TF1-style session code of mid-2020 on
+the same chip. A table of your own without a ``round`` is its own stack, ``own-runs``."""
 
 KINDS = ("exact", "bound")
 """``exact``: a training-only step time; ``bound``: an upper bound (eval sits inside the interval)."""
@@ -83,7 +105,12 @@ class MeasuredRun:
     """``exact`` or ``bound``."""
     method: str
     sources: tuple[str, ...]
-    """Paths in github.com/mlcommons/training_results_v0.6 at the pinned commit."""
+    """Paths in the round's results repository at the pinned commit."""
+    round: str = ""
+    """MLPerf round (``v0.6``, ``v0.7``); empty in a table of your own that does not say."""
+    framework: str = ""
+    """Framework of the run (``tf1``, ``tf2``, ``jax``; empty where the table does not say):
+    rows of one round that differ only in it are different runs."""
     origin: tuple = field(default=None, compare=False, repr=False)
     """``(file, line)`` the row was read from (not a column): an error the row causes later,
     when it is simulated, names them."""
@@ -97,7 +124,7 @@ REQUIRED_COLUMNS = ("benchmark", "workload", "topology", "cores", "replicas", "s
 
 _OPTIONAL_DEFAULTS = {"precision": "", "grad_allreduce_dtype": "", "bn_group_cores": "", "steps_per_loop": "1",
                       "eval_on_device": "unknown", "update": "unknown", "update_source": "", "step_s_min": None,
-                      "step_s_max": None, "runs": "1", "method": "", "sources": ""}
+                      "step_s_max": None, "runs": "1", "method": "", "sources": "", "round": "", "framework": ""}
 """Values of the columns a table leaves out (``None``: the row's ``measured_step_s``).
 An empty ``grad_allreduce_dtype`` is the workload's gradient dtype."""
 
@@ -161,8 +188,35 @@ _TYPES = {"cores": int, "replicas": int, "spatial_ways": int, "global_batch": in
 
 
 def load_measured(path=None):
-    """Rows of the measured-step-time table (the shipped one by default)."""
-    path = Path(path) if path is not None else SHIPPED_MEASURED
+    """Rows of the measured-step-time table at *path*; by default (or ``"shipped"``) every
+    shipped table (:data:`SHIPPED_TABLES`), in round order. A shipped table loads alone by its path."""
+    if path is None or (isinstance(path, str) and path == "shipped"):
+        rows = []
+        for table, round_ in SHIPPED_TABLES.items():
+            rows += _load_table(table, round_)
+        return rows
+    path = Path(path)
+    try:
+        shipped_round = SHIPPED_TABLES.get(path.resolve(), "")
+    except (OSError, RuntimeError):  # a loop of links: _load_table's look names it
+        shipped_round = ""
+    return _load_table(path, shipped_round)
+
+
+def software_stack(run):
+    """The software stack a measured run ran on (:data:`SOFTWARE_STACKS`)."""
+    return SOFTWARE_STACKS.get(run.round, run.round or "own-runs")
+
+
+def run_key(run):
+    """How a row is named: ``benchmark/topology`` (v0.6 and tables of your own), and for other
+    rounds ``round:benchmark/topology``, with ``/framework`` where the table gives one."""
+    if run.round in ("", "v0.6"):
+        return f"{run.benchmark}/{run.topology}"
+    return f"{run.round}:{run.benchmark}/{run.topology}" + (f"/{run.framework}" if run.framework else "")
+
+
+def _load_table(path, default_round):
     try:
         text = _read(path).decode("utf-8-sig")  # a spreadsheet's UTF-8 export may start with a BOM
     except UnicodeDecodeError:
@@ -204,6 +258,8 @@ def load_measured(path=None):
         values = {}
         for name in COLUMNS:
             text = raw[name] if name in raw else _OPTIONAL_DEFAULTS[name]
+            if name == "round" and not text:
+                text = default_round
             if text is None:
                 text = raw["measured_step_s"]
             try:
@@ -220,9 +276,10 @@ def load_measured(path=None):
                  "must be per_replica_batch x replicas")):
             if values[name] != want:
                 raise ConfigError(f"{rule} ({want})", file=path, key_path=f"line {i}.{name}", value=values[name])
-        key = f"{values['benchmark']}/{values['topology']}"
+        key = run_key(MeasuredRun(**values))
         if key in seen:
-            raise ConfigError(f"names the same benchmark/topology as line {seen[key]} (rows are named by it)",
+            raise ConfigError(f"names the same benchmark/topology as line {seen[key]} (rows are named by it, "
+                              "with round and framework where the table gives them)",
                               file=path, key_path=f"line {i}", value=key)
         seen[key] = i
         rows.append(MeasuredRun(**values, origin=(str(path), i)))
@@ -260,10 +317,16 @@ def _read(path):
 def table_identity(path=None):
     """Provenance of a measured table: :data:`DATA_SOURCE` for the shipped one; for another
     file its name, path and SHA-256 (what a calibration records and :func:`same_table` checks)."""
-    path = Path(path) if path is not None else SHIPPED_MEASURED
+    if path is None or (isinstance(path, str) and path == "shipped"):
+        return dict(DATA_SOURCE)
+    path = Path(path)
     data = _read(path)  # looked at first: resolve() of a loop of links raises
     if path.resolve() == SHIPPED_MEASURED:
-        return dict(DATA_SOURCE)
+        return dict(V06_SOURCE)
+    if path.resolve() in SHIPPED_TABLES:
+        return {
+            "name": f"Google's MLPerf {SHIPPED_TABLES[path.resolve()]} TPU-v3 runs",
+            "table": f"wus_sim/data/validation/{path.name}"}
     import hashlib
 
     digest = hashlib.sha256(data).hexdigest()

@@ -6,34 +6,64 @@ import os
 
 from .validate import COLUMNS
 
-__all__ = ["text_report", "write_outputs", "plot_validation"]
+__all__ = ["text_report", "markdown_table", "write_outputs", "plot_validation"]
 
 
 def _ms(t):
     return "-" if t is None or (isinstance(t, float) and math.isnan(t)) else f"{t * 1e3:.2f}"
 
 
-def text_report(rows, stats, *, table="Google's MLPerf v0.6 TPU-v3 runs"):
+def _lobo(r):
+    e = r.error_leave_one_benchmark_out
+    return "-" if e is None else f"{e:+.1%}"
+
+
+def text_report(rows, stats, *, table="Google's MLPerf v0.6 and v0.7 TPU-v3 runs"):
     """The table ``wus-sim validate`` prints, then the headline figures; *table* names the
     measured table."""
-    head = (f"{'benchmark':<12}{'topology':<13}{'batch/rep':>9}{'kind':>7}{'role':>13}"
-            f"{'measured ms':>13}{'simulated ms':>14}{'error':>9}{'ex/s/chip meas':>16}{'sim':>9}")
+    head = (f"{'round':<6}{'benchmark':<12}{'topology':<13}{'fw':<5}{'batch/rep':>9}{'kind':>7}{'role':>13}"
+            f"{'measured ms':>13}{'simulated ms':>14}{'error':>9}{'LOBO':>8}{'ex/s/chip meas':>16}{'sim':>9}")
     lines = [f"validation: {len(rows)} measured runs ({table}), "
              f"calibration {stats['calibration_id']}", head, "-" * len(head)]
     for r in rows:
         verdict = "" if r.within_bound is None else ("  within bound" if r.within_bound else "  OVER BOUND")
+        if r.not_expressible:
+            verdict = "  not expressible (not counted): " + r.not_expressible.split(";")[0]
+        fw = r.framework
         lines.append(
-            f"{r.benchmark:<12}{r.topology:<13}{r.per_replica_batch:>9}{r.kind:>7}{r.role:>13}"
-            f"{_ms(r.measured_step_s):>13}{_ms(r.simulated_step_s):>14}{r.error:>+9.1%}"
+            f"{r.round or '-':<6}{r.benchmark:<12}{r.topology:<13}{fw:<5}{r.per_replica_batch:>9}{r.kind:>7}{r.role:>13}"
+            f"{_ms(r.measured_step_s):>13}{_ms(r.simulated_step_s):>14}{r.error:>+9.1%}{_lobo(r):>8}"
             f"{r.measured_examples_per_s_per_chip:>16.1f}{r.simulated_examples_per_s_per_chip:>9.1f}{verdict}")
     h, c, b = stats["held_out"], stats["calibration"], stats["bounds"]
     lines.append("")
     for label, part in (("held-out training-only rows", h), ("calibration rows", c)):
         lines.append(f"{label}: {part['rows']}" + (f", median |error| {part['median_abs_error']:.1%}, "
                                                    f"worst {part['worst_abs_error']:.1%}" if part["rows"] else ""))
+    lobo = stats.get("leave_one_benchmark_out") or {"rows": 0}
+    if lobo["rows"]:
+        lines.append(f"leave-one-benchmark-out (each benchmark predicted by a fit that never saw it): {lobo['rows']} "
+                     f"rows, median |error| {lobo['median_abs_error']:.1%}, worst {lobo['worst_abs_error']:.1%}")
     lines.append(f"bound rows (eval inside the measured interval): {b['within']} of {b['rows']} within their bound"
                  + (f"; over: {', '.join(b['violations'])}" if b["violations"] else ""))
     return "\n".join(lines)
+
+
+def markdown_table(rows):
+    """The README's validation table: one line per measured run, both rounds."""
+    out = ["| round | benchmark | slice | framework | batch / replica | kind | measured ms | simulated ms | error | "
+           "leave-one-benchmark-out |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fw = r.framework or ("tf1" if r.round == "v0.6" else "-")
+        if r.not_expressible:
+            err = "not expressible"
+        elif r.kind == "bound":
+            err = f"{r.error:+.1%} ({'within bound' if r.within_bound else 'OVER BOUND'})"
+        else:
+            err = f"{r.error:+.1%}"
+        out.append(f"| {r.round or '-'} | {r.benchmark} | {r.topology} | {fw} | {r.per_replica_batch} | {r.kind} | "
+                   f"{_ms(r.measured_step_s)} | {_ms(r.simulated_step_s)} | {err} | {_lobo(r)} |")
+    return "\n".join(out)
 
 
 def write_outputs(rows, out_dir, *, plot=True):
@@ -129,7 +159,9 @@ def plot_validation(rows, path):
         bx.set_xlim(slices[0] / 1.3, slices[-1] * 1.3)
     bx.legend(fontsize=7, ncol=2, frameon=False)
     calib = rows[0].calibration if rows else ""
-    fig.suptitle(f"wus-sim vs Google's MLPerf v0.6 TPU-v3 runs (calibration {calib})", fontsize=11)
+    rounds = sorted({r.round for r in rows if r.round})
+    runs = f"Google's MLPerf {' and '.join(rounds)} TPU-v3 runs" if rounds else "the measured runs"
+    fig.suptitle(f"wus-sim vs {runs} (calibration {calib})", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

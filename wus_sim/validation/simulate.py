@@ -10,15 +10,24 @@ from ..inputs.errors import ConfigError, UnknownNameError, WusError
 from ..training.params import default_of
 from ..training.step import StepOptions, simulate_strategies
 from ..hardware.topology_files import load_topology
-from .measured import COLUMNS
+from .measured import COLUMNS, software_stack
 
-__all__ = ["NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
+__all__ = ["NOT_EXPRESSIBLE", "NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
 
 NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional"),
                     "small_allreduce_algorithm": default_of("small_allreduce_algorithm")}
 """Collective algorithms the validation runs: the shipped step defaults (``2d``, both
 ring directions on slices whose every axis wraps; the fastest algorithm for each
 latency-bound all-reduce; see README, "Defaults from evidence")."""
+
+
+NOT_EXPRESSIBLE = {
+    "v0.7:transformer/tpu-v3-8192/tf1":
+        "Lingvo's run sets XLA_NUM_PARTITIONS=4: XLA's SPMD partitioner splits each layer's weights over a "
+        "replica's 4 cores (model parallelism); wus-sim's spatial partitioning keeps a replica's weights whole "
+        "on each core, so it would move 4x the gradient and weight bytes per core",
+}
+"""Rows whose program the simulator cannot express, and why: shown by ``validate``, never fitted."""
 
 
 def strategy_of(run):
@@ -34,12 +43,16 @@ def run_options(run, calibration=None, *, compute=None, network=None):
     cal = load_calibration(calibration)
     net = {**NETWORK_DEFAULTS, **(network or {})}
     bn_cores = run.bn_group_cores or 1
+    stack = software_stack(run)
+    if compute is None:
+        compute = cal.compute_params(stack=stack if stack in cal.stacks else None)
     return StepOptions(
+        steps_per_loop=max(1, run.steps_per_loop),
         algorithm=net["algorithm"], bidirectional=net["bidirectional"],
         small_allreduce_algorithm=net["small_allreduce_algorithm"],
         grad_dtype=run.grad_allreduce_dtype or None,
         bn_group_replicas=max(1, int(bn_cores) // run.spatial_ways),
-        calibration=cal, compute=compute if compute is not None else cal.compute_params(),
+        calibration=cal, compute=compute,
     )
 
 

@@ -14,15 +14,15 @@ import math
 
 from ..model.calibration import load_calibration
 from ..training.timeline import BREAKDOWN_PARTS
-from .measured import load_measured, same_table, table_identity
-from .simulate import run_topology, simulate_run, strategy_of
+from .measured import load_measured, run_key, same_table, software_stack, table_identity
+from .simulate import NOT_EXPRESSIBLE, run_topology, simulate_run, strategy_of
 
 __all__ = ["ValidationRow", "validate", "summary", "row_key", "COLUMNS"]
 
 
 def row_key(run):
-    """``benchmark/topology``: how calibration files name the rows they were fitted to."""
-    return f"{run.benchmark}/{run.topology}"
+    """How calibration files name the rows they were fitted to (:func:`~wus_sim.validation.measured.run_key`)."""
+    return run_key(run)
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,14 @@ class ValidationRow:
     measured_examples_per_s_per_chip: float
     simulated_examples_per_s_per_chip: float
     simulated_overhead_s: float
-    """Where the simulated step goes, seconds: this and the seven fields after it are the
-    parts of :data:`wus_sim.training.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``."""
+    """Where the simulated step goes, seconds: this and the nine fields after it are the parts
+    of :data:`wus_sim.training.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``.
+    ``simulated_overhead_s`` is the fixed cost per step no part of the model explains (the
+    software stack's, fitted); the explained fixed costs are the two that follow."""
+    simulated_host_loop_s: float
+    """The step's share of the host round trip per device loop (``host_loop_s / steps_per_loop``)."""
+    simulated_op_launch_s: float
+    """The fixed cost of every op the step runs (``op_overhead_s`` x forward, backward and update ops)."""
     simulated_fwd_s: float
     simulated_bwd_s: float
     simulated_batch_norm_s: float
@@ -65,7 +71,20 @@ class ValidationRow:
     simulated_idle_s: float
     calibration: str
     """Id of the calibration the simulation used."""
-    method: str
+    round: str = ""
+    """MLPerf round of the measured run (``v0.6``, ``v0.7``; empty in a table that does not say)."""
+    framework: str = ""
+    """Framework of the run where the table says (``tf1``, ``tf2``, ``jax``)."""
+    software_stack: str = ""
+    """Software stack the run ran on, whose fitted fixed cost per step the simulation applied."""
+    error_leave_one_benchmark_out: object = None
+    """The error of this row's simulation by a fit that never saw its benchmark (every row of the
+    same workload left out), from the calibration's ``provenance.leave_one_benchmark_out``;
+    ``None`` for bound rows and where the calibration records none."""
+    not_expressible: str = ""
+    """Why the simulator cannot express this run's program (:data:`~wus_sim.validation.simulate.NOT_EXPRESSIBLE`);
+    such a row is shown but counts in no summary and is never fitted. Empty for every other row."""
+    method: str = ""
     """How the measured time was derived from the logs (from the table)."""
 
 
@@ -89,6 +108,7 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
     cal = load_calibration(calibration)
     same = same_table(cal.provenance.get("data"), table_identity(measured))
     fitted = set(cal.provenance.get("rows", []) or []) if same else set()
+    lobo = (cal.provenance.get("leave_one_benchmark_out") or {}).get("per_row", {}) if same else {}
     rows = []
     for run in (load_measured(measured) if runs is None else runs):
         topology = run_topology(run, topology_overrides)
@@ -107,7 +127,10 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
             measured_examples_per_s_per_chip=run.global_batch / run.measured_step_s / chips,
             simulated_examples_per_s_per_chip=run.global_batch / sim / chips if sim > 0 else math.nan,
             **{f"simulated_{part}": float(result.breakdown.get(part, math.nan)) for part in BREAKDOWN_PARTS},
-            calibration=cal.id, method=run.method,
+            calibration=cal.id, method=run.method, round=run.round, framework=run.framework,
+            software_stack=software_stack(run),
+            error_leave_one_benchmark_out=None if bound else lobo.get(row_key(run)),
+            not_expressible=NOT_EXPRESSIBLE.get(row_key(run), ""),
         ))
     return rows
 
@@ -123,13 +146,17 @@ def summary(rows):
         median = errors[n // 2] if n % 2 else (errors[n // 2 - 1] + errors[n // 2]) / 2
         return {"rows": n, "median_abs_error": median, "worst_abs_error": errors[-1]}
 
+    rows = [r for r in rows if not r.not_expressible]
     exact = [r for r in rows if r.kind == "exact"]
     bounds = [r for r in rows if r.kind == "bound"]
     return {
         "held_out": stats(r.error for r in exact if r.role == "held-out"),
         "calibration": stats(r.error for r in exact if r.role == "calibration"),
+        "rms_log": math.sqrt(sum(math.log1p(r.error) ** 2 for r in exact) / len(exact)) if exact else math.nan,
+        "leave_one_benchmark_out": stats(r.error_leave_one_benchmark_out for r in exact
+                                         if r.error_leave_one_benchmark_out is not None),
         "bounds": {"rows": len(bounds), "within": sum(bool(r.within_bound) for r in bounds),
-                   "violations": [f"{r.benchmark}/{r.topology}" for r in bounds if not r.within_bound]},
+                   "violations": [row_key(r) for r in bounds if not r.within_bound]},
         "calibration_id": rows[0].calibration if rows else None,
     }
 
