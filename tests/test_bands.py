@@ -141,3 +141,57 @@ def test_a_step_on_v5e_is_outside_the_shipped_calibrations_range():
     if bands is not None:  # a calibration with stated uncertainty: the band holds the step time
         for s, (low, high) in bands["strategies"].items():
             assert low <= run.results[s].step_time_s <= high
+
+
+def test_step_says_when_it_is_outside_and_carries_its_bands(capsys):
+    import json
+
+    from wus_sim.cli import main
+
+    assert main(["step", "resnet50", "-t", "tpu-v5e-256"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("  outside the validated range") and "chip tpu-v5e: checked on tpu-v3 only" in line
+    assert "median |error|" not in line
+    assert main(["step", "resnet50", "-t", "tpu-v5e-256", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["validated_range"]["inside"] is False and doc["validated_range"]["outside"]
+    # inside: the model error line, and every strategy's band holds its step time
+    assert main(["step", "resnet50", "-t", "tpu-v3-512", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["validated_range"] == {"inside": True, "outside": []}
+    for s in doc["strategies"].values():
+        assert s["step_time_s_low"] <= s["step_time_s"] <= s["step_time_s_high"]
+    assert doc["speedup_low"] <= doc["speedup"] <= doc["speedup_high"]
+    # one strategy: no speedup, so no speedup band
+    assert main(["step", "resnet50", "-t", "tpu-v3-512", "--strategy", "sharded", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["speedup"] is None and doc["speedup_low"] is None and doc["speedup_high"] is None
+
+
+def test_a_bound_row_caps_a_range_where_it_would_go_over():
+    """Fitter.bound_limits: a per-step cost moves a step one for one, so a bound row measured
+    1 ms above its simulation caps the cost's range 1 ms above its fitted value (bisection: to
+    within (range / 2^12)); the low end, which only speeds the step up, stays."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from wus_sim.validation.calibrate import DECLARED_PARAMS, FITTABLE_PARAMS
+    from wus_sim.validation.fit import Fitter
+    from wus_sim.validation.measured import SHIPPED_MEASURED, load_measured
+    from wus_sim.validation.simulate import run_topology
+    from wus_sim.validation.validate import row_key
+
+    runs = {row_key(r): r for r in load_measured(SHIPPED_MEASURED)}
+    exact, bound = runs["resnet/tpu-v3-32"], runs["ssd/tpu-v3-2048"]
+    rows = [exact, bound]
+    fitter = Fitter(rows, {row_key(r): run_topology(r) for r in rows}, ["step_overhead_s"], None,
+                    bounds=FITTABLE_PARAMS, declared=dict(DECLARED_PARAMS))
+    s0 = 2e-3
+    x = np.array([s0 / fitter.scale[0]])
+    sim = fitter.simulated(x, [bound])[0]
+    fitter.rows = [exact, replace(bound, measured_step_s=sim + 1e-3)]
+    low, high = fitter.bound_limits(x, {"step_overhead_s": [0.0, 20e-3]})["step_overhead_s"]
+    assert low == 0.0
+    assert high == pytest.approx(s0 + 1e-3, abs=20e-3 / 2 ** 12)
+    assert high <= s0 + 1e-3 + 1e-12   # the end kept never breaks the bound
