@@ -34,7 +34,7 @@ from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .small_allreduce import batch_norm_allreduce_s, small_allreduce
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
-from ..inputs.units import grad_dtype_bytes
+from ..inputs.units import MiB, grad_dtype_bytes
 from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
@@ -115,6 +115,10 @@ class StepOptions:
         for name in OPTION_POINT_KEYS:
             if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat"):
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
+        b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
+            raise ConfigError(f"must be a whole number of bytes from 1 to {int(POINT_KEYS['bucket_MiB'].maximum)} MiB",
+                              key_path="bucket_bytes", value=b)
         if self.compute is None:
             cal = load_calibration(self.calibration)
             object.__setattr__(self, "compute", cal.compute_params(stack=self.software_stack))
@@ -351,11 +355,20 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     replica) sets them instead: the slice's cores / *spatial_ways*.
     """
     options = options or StepOptions()
+    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
+        raise ConfigError("must be a list of strategy names", key_path="strategies", value=strategies)
     for s in strategies:
         if s not in STRATEGIES:
             raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
+    # the API takes the point rules too (a batch of 1.5 or 2^40 examples is the point table's error)
+    for key, value in (("per_replica_batch", per_replica_batch), ("global_batch", global_batch)):
+        if value is not None:
+            check_point_value(key, value)
     if isinstance(workload, str):
         workload = load_workload(workload)
+    elif not hasattr(workload, "tensors"):
+        raise ConfigError("must be a workload name, a path to a workload YAML, or a loaded Workload",
+                          key_path="workload", value=workload)
     topology, multislice = load_multislice(topology)
     slices = 1 if multislice is None else multislice.slices
     optimizer = workload.default_optimizer if optimizer is None else optimizer
