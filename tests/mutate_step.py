@@ -44,7 +44,7 @@ MUTANTS = [
      "step overhead dropped"),
     ("s3", "wus_sim/training/step.py", 'options.overlap_all_gather and work.strategy == "sharded"',
      'options.overlap_all_gather or work.strategy == "sharded"', "all-gather overlap forced on"),
-    ("s4", "wus_sim/training/step.py", "return r.step_time_s / s.step_time_s", "return s.step_time_s / r.step_time_s",
+    ("s4", "wus_sim/training/speedups.py", "return r.step_time_s / s.step_time_s", "return s.step_time_s / r.step_time_s",
      "speedup inverted"),
     ("s5", "wus_sim/training/small_allreduce.py", "STATISTICS_BYTES_PER_CHANNEL = 2 * 4", "STATISTICS_BYTES_PER_CHANNEL = 4",
      "batch-norm all-reduce half its bytes"),

@@ -32,6 +32,7 @@ from ..hardware.multislice import hierarchical_time, load_multislice, planning_t
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .small_allreduce import batch_norm_allreduce_s, small_allreduce
+from .speedups import fully_sharded_over_sharded, speedup, speedups, speedups_if_replicated_fit  # noqa: F401 (API)
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 from ..inputs.units import MiB, grad_dtype_bytes
@@ -425,42 +426,6 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
 def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
     """Simulate one strategy (one of :data:`~wus_sim.training.strategies.STRATEGIES`); returns its :class:`StepResult`."""
     return simulate_strategies(workload, topology, optimizer, (strategy,), **kw).results[strategy]
-
-
-def speedup(results, strategy="sharded"):
-    """Replicated step time / *strategy*'s step time (NaN unless both ran and fit)."""
-    r, s = results.get("replicated"), results.get(strategy)
-    if r is None or s is None or r.status != "ok" or s.status != "ok":
-        return math.nan
-    return r.step_time_s / s.step_time_s
-
-
-def speedups(results):
-    """``{strategy: replicated step time / its step time}`` for every strategy run but
-    replicated (NaN where either did not run or fit)."""
-    return {s: speedup(results, s) for s in results if s != "replicated"}
-
-
-def speedups_if_replicated_fit(results):
-    """``{strategy: replicated step time with HBM capacity ignored / its step time}`` for every
-    strategy but replicated, where replicated does not fit and the strategy does (NaN
-    elsewhere): the answer :func:`speedups` cannot give, marked as hypothetical."""
-    r = results.get("replicated")
-    out = {}
-    for s, res in results.items():
-        if s == "replicated":
-            continue
-        ok = r is not None and r.status == "infeasible" and res.status == "ok"
-        out[s] = r.step_time_if_fit_s / res.step_time_s if ok else math.nan
-    return out
-
-
-def fully_sharded_over_sharded(results):
-    """Sharded step time / fully-sharded step time (NaN unless both ran and fit)."""
-    s, f = results.get("sharded"), results.get("fully-sharded")
-    if s is None or f is None or s.status != "ok" or f.status != "ok":
-        return math.nan
-    return s.step_time_s / f.step_time_s
 
 
 def strategies_named(choice):
