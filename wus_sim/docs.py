@@ -318,7 +318,8 @@ def _import_section():
            "(default: the config's `max_position_embeddings`, GPT-2's `n_positions`) sets the tokens per "
            "sequence: the example and the attention FLOPs. What is counted and why is the docstring of "
            "`wus_sim/model/importers.py`. An unknown `model_type`, a missing or bad key, or a stored shape "
-           "that contradicts the config is one line naming the file and key, exit 2.", "",
+           "that contradicts the config is one line naming the file and key, exit 2. The keys read are "
+           f"also a JSON Schema, `wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json`.", "",
            "| model_type | config.json keys read (default when absent) |", "|---|---|"]
     for family, keys in CONFIG_KEYS.items():
         cells = ", ".join(f"`{k}`" + (f" ({d})" if d else "") for k, d in keys)
@@ -372,9 +373,34 @@ def _json(doc):
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
+def hf_config_schema():
+    """JSON Schema of the Hugging Face ``config.json`` keys ``import-workload`` reads, per
+    ``model_type`` (:data:`wus_sim.model.hf_families.CONFIG_KEYS`): a key without a default is
+    required for its family; every other key of the file is Hugging Face's and is ignored."""
+    from .model.hf_families import CONFIG_KEYS, FAMILIES
+
+    families = []
+    for family, keys in CONFIG_KEYS.items():
+        props = {k: {"description": f"read by import-workload" + (f"; default when absent: {d}" if d else "")}
+                 for k, d in keys}
+        families.append({"if": {"properties": {"model_type": {"const": family}}},
+                         "then": {"properties": props, "required": [k for k, d in keys if not d]}})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://wus-sim/schemas/hf-config.v{SCHEMA_VERSION}.json",
+        "title": "Hugging Face config.json, as wus-sim import-workload reads it",
+        "description": "The keys import-workload reads from a Hugging Face config.json, per model_type "
+                       "(docs/formats/workload.md); other keys are Hugging Face's and are ignored.",
+        "type": "object",
+        "required": ["model_type"],
+        "properties": {"model_type": {"enum": list(FAMILIES)}},
+        "allOf": families,
+    }
+
+
 def render():
     """Every generated file: path relative to the checkout root -> its text."""
-    files = {}
+    files = {f"wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json": _json(hf_config_schema())}
     for fmt in FORMATS:
         files[f"docs/formats/{fmt}.md"] = format_markdown(fmt)
         files[f"wus_sim/schemas/{fmt}-file.v{SCHEMA_VERSION}.json"] = _json(format_schema(fmt))
