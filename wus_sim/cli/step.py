@@ -344,7 +344,9 @@ def _text(rep, multislice=None):
         def rng(p):
             if p.get("step_time_s_low") is None:
                 return "-"
-            return f"{p['step_time_s_low'] * 1e3:.3g}-{p['step_time_s_high'] * 1e3:.3g} ms"
+            lo, hi = p["step_time_s_low"], p["step_time_s_high"]
+            scale, unit = (1, "s") if hi >= 1 else (1e3, "ms") if hi >= 1e-3 else (1e6, "us")
+            return f"{lo * scale:.3g}-{hi * scale:.3g} {unit}"   # one unit: fits the 16-wide column
         lines.append("  " + "  95% band (calibration)".ljust(w) + "".join(rng(per[n]).rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
               "exposed_comm_s": "exposed comm",
