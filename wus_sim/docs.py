@@ -381,7 +381,7 @@ def hf_config_schema():
 
     families = []
     for family, keys in CONFIG_KEYS.items():
-        props = {k: {"description": f"read by import-workload" + (f"; default when absent: {d}" if d else "")}
+        props = {k: {"description": "read by import-workload" + (f"; default when absent: {d}" if d else "")}
                  for k, d in keys}
         families.append({"if": {"properties": {"model_type": {"const": family}}},
                          "then": {"properties": props, "required": [k for k, d in keys if not d]}})

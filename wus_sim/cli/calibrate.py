@@ -1,17 +1,15 @@
 """``wus-sim calibrate [--out FILE]``: fit the calibrated chip parameters.
 
-Fits at most four global chip parameters (:data:`wus_sim.validation.calibrate.FIT_PARAMS`,
-or ``--fit`` names others of ``FITTABLE_PARAMS``)
-on the declared calibration rows (:data:`wus_sim.validation.calibrate.CALIBRATION_ROWS`,
-at most two slices per benchmark, picked by :func:`~wus_sim.validation.calibrate.rule_rows`)
-of the measured table and writes a calibration
-file with its provenance. ``--out`` defaults to ``calibration.yaml`` in the working
-directory; the shipped defaults are ``wus_sim/data/calibration/default.yaml``, made
-by this command. ``--rows`` fits other training-only rows of the table instead of the
-declared ones (a diagnosis, e.g. one benchmark alone); the file says so. After the fit,
-the fitted values are validated against every row and the result is printed and stored
-in the file (``provenance.validation``). Use a file with ``--calibration FILE`` on ``step``, ``validate``
-or as the ``calibration`` key of an experiment point.
+Fits :data:`wus_sim.validation.calibrate.FIT_PARAMS` (or ``--fit`` names others of
+``FITTABLE_PARAMS``; a software stack's own values once per stack) to every training-only row
+of the shipped tables the simulator can express, with the bound rows as upper bounds, and
+writes a calibration file with its provenance (ranges, covariance, the leave-one-benchmark-out
+refits). ``--out`` defaults to ``calibration.yaml`` in the working directory; the shipped
+defaults are ``wus_sim/data/calibration/default.yaml``, made by this command. ``--rows`` fits
+chosen training-only rows instead (a diagnosis, e.g. one benchmark alone); the file says so.
+After the fit, the fitted values are validated against every row and the result is printed and
+stored in the file (``provenance.validation``). Use a file with ``--calibration FILE`` on
+``step``, ``validate`` or as the ``calibration`` key of an experiment point.
 """
 
 __all__ = ["add_parser", "run"]
@@ -19,25 +17,27 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "calibrate", help="fit the calibrated chip parameters to the declared measured runs",
-        description="Fit matrix-unit efficiency, elementwise HBM traffic (forward, backward) and the "
-                    "per-step fixed cost to the declared calibration rows; write a calibration file "
-                    "with provenance.")
+        "calibrate", help="fit the calibrated chip parameters to the measured runs",
+        description="Fit the matrix-unit efficiency and each software stack's fixed cost per op to every "
+                    "training-only row of the shipped MLPerf v0.6 and v0.7 tables (bound rows as upper "
+                    "bounds); write a calibration file with provenance, ranges and the "
+                    "leave-one-benchmark-out error.")
     p.add_argument("--out", metavar="FILE", default="calibration.yaml",
                    help="calibration file to write (default calibration.yaml)")
     p.add_argument("--id", metavar="ID",
-                   help="calibration id (default mlperf-v06-tpu-v3-DATE-HASH, or the --measured file's STEM-DATE-HASH: "
+                   help="calibration id (default mlperf-v06-v07-tpu-v3-DATE-HASH, or the --measured file's STEM-DATE-HASH: "
                         "HASH, 6 hex digits, names the rows and the fitted values)")
     p.add_argument("--fit", metavar="NAMES",
-                   help="comma-separated parameters to fit, at most 4 of mxu_efficiency, elementwise_fwd_bytes, "
-                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default: the first four, as shipped)")
+                   help="comma-separated parameters to fit, of mxu_efficiency, elementwise_fwd_bytes, "
+                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default mxu_efficiency,op_overhead_s, "
+                        "as shipped; op_overhead_s and step_overhead_s once per software stack)")
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table; "
-                        "wus_sim/data/validation/README.md) to fit instead of Google's MLPerf v0.6 runs; "
+                        "wus_sim/data/validation/README.md) to fit instead of Google's MLPerf v0.6 and v0.7 runs; "
                         "the fit is to its training-only rows (or --rows)")
     p.add_argument("--rows", metavar="KEYS",
-                   help="comma-separated benchmark/topology rows of the measured table to fit instead of the "
-                        "declared ones (training-only rows, at least as many as fitted parameters), e.g. "
+                   help="comma-separated rows of the measured tables to fit instead of every one (training-only "
+                        "rows, at least as many as fitted parameters), e.g. "
                         "resnet/tpu-v3-128,resnet/tpu-v3-1024")
     return p
 

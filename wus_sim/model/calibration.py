@@ -2,8 +2,8 @@
 
 The physics of :mod:`wus_sim.model.compute` leaves a few chip figures that no datasheet
 gives (matrix-unit efficiency, elementwise HBM traffic, fixed costs). ``wus-sim
-calibrate`` fits at most four of them to a declared subset of measured runs
-(:mod:`wus_sim.validation`) and writes a calibration file; the shipped one,
+calibrate`` fits some of them, and declares the others with their ranges, against the measured
+runs (:mod:`wus_sim.validation`) and writes a calibration file; the shipped one,
 ``wus_sim/data/calibration/default.yaml``, is what every command uses unless told
 ``--calibration none`` (the uncalibrated physics: :class:`ComputeParams` defaults)
 or given another file. Every output row names the calibration it ran with
@@ -11,10 +11,13 @@ or given another file. Every output row names the calibration it ran with
 
 A calibration file::
 
-    id: mlperf-v06-tpu-v3-2026-11-30-3f2a1c  # named in every output row: date, hash of rows and values
-    params: {mxu_efficiency: 0.61, op_overhead_s: 1.9e-05, step_overhead_s: 0.0021}
-    provenance: {data: ..., rows: [...], rows_declared: true, fit_error: {...}, date: ...,
-                 method: ..., validation: {...}}
+    id: mlperf-v06-v07-tpu-v3-2026-12-01-dfe312  # named in every output row: date, hash of rows and values
+    params: {mxu_efficiency: 0.69, elementwise_fwd_bytes: 6.0, host_loop_s: 0.001}
+    stacks: {tf1-tpuestimator-2019: {op_overhead_s: 2.8e-05, step_overhead_s: 0.0}, ...}
+    default_stack: tf-jax-2020
+    provenance: {data: ..., rows: [...], rows_declared: true, fit_error: {...}, param_ranges: {...},
+                 param_covariance: {...}, declared_ranges: {...}, leave_one_benchmark_out: {...},
+                 date: ..., method: ..., validation: {...}, validated_range: {...}}
 
 Only :class:`~wus_sim.model.compute.ComputeParams` fields may appear under ``params``.
 ``provenance.validation`` is the fitted values' error against the whole measured table

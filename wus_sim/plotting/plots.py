@@ -4,7 +4,7 @@ from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
-from .labels import _axis_label, display_value, _fmt, _label_keys, _numeric, _ok, _varying, _with
+from .labels import _axis_label, display_value, _label_keys, _numeric, _ok, _varying, _with
 from .layout import fit_y_range
 from .series import SeriesStyles, draw_series, label_no_value_band, strategy_variants
 from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves

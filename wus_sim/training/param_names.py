@@ -5,7 +5,6 @@ from pathlib import Path
 
 from ..inputs.config import present
 from ..inputs.errors import ConfigError, UnknownNameError
-from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 
 __all__ = []
 

@@ -1,24 +1,25 @@
-"""Fit the few chip parameters no datasheet gives, on a declared subset of measured runs.
+"""Fit the few chip parameters no datasheet gives, to every measured run the simulator can express.
 
-What is fitted (:data:`FIT_PARAMS`, at most four, all global: one value for every
-workload and slice): the matrix-unit efficiency, the elementwise HBM traffic forward and
-backward, and the fixed cost per step (see :mod:`wus_sim.model.compute`). What it is fitted to
-(:data:`CALIBRATION_ROWS`): at most two slices per benchmark, declared here by a rule that
-reads only the measurements' own quality and spread of batch (:func:`rule_rows`), never the
-simulation; training-only (``exact``) rows only; every other row of the measured table
-is held out and only ever validated. The fit minimises the squared log ratio of
-simulated to measured step time (relative error, symmetric in over and under)
-with :func:`scipy.optimize.least_squares` inside physical bounds.
+What is fitted (:data:`FIT_PARAMS`): the matrix-unit efficiency, one value for the chip, and the
+fixed cost per op of each software stack the rows ran on (``name@stack``, :data:`STACK_PARAMS`);
+what is declared instead, each with its source and range (:data:`DECLARED_PARAMS`,
+:data:`DECLARED_STACK_PARAMS`, :data:`DECLARED_RANGES`): the elementwise traffic, the host loop
+and the per-step cost no part of the model explains. What it is fitted to: every training-only
+row of the shipped v0.6 and v0.7 tables, and every bound row as an inequality, except the rows
+the simulator cannot express (:data:`~wus_sim.validation.simulate.NOT_EXPRESSIBLE`); at least
+twice as many training-only rows as fitted values. The least-squares fit itself is
+:mod:`wus_sim.validation.fit`.
 
 The result is a calibration file (:mod:`wus_sim.model.calibration`) with its provenance:
-data repository and commit, rows used, per-row and summary fit error, date, method, and
-the validation of the fitted values against the whole table (``provenance.validation``:
-held-out median and worst error, bound rows kept), which ``step`` prints beside every
-result so that each number shows the error it was checked to.
+data repositories and commits, rows used, per-row fit error, each value's range and the fit's
+covariance, the leave-one-benchmark-out refits, date, method, the validation of the fitted
+values against every row (``provenance.validation``, which ``step`` prints beside every result)
+and the range of runs they were checked on (``provenance.validated_range``).
 
-``rows=`` fits other rows of the table than the declared ones (``wus-sim calibrate
---rows``): a diagnosis (e.g. one benchmark's rows only, to see which fixed cost each
-benchmark implies), not the shipped calibration; the file records which rows it used.
+``rows=`` fits chosen training-only rows instead (``wus-sim calibrate --rows``): a diagnosis,
+not the shipped calibration; the file records which rows it used. :func:`rule_rows` and
+:data:`CALIBRATION_ROWS` are the v0.6 pair rule the calibration used before it fitted every row,
+kept as a diagnosis (a test holds the rule to the table).
 """
 
 from datetime import date
@@ -317,7 +318,7 @@ def _fit_names(fit):
         raise ConfigError(f"is not a fitted parameter; name one or more of {', '.join(FITTABLE_PARAMS)}",
                           key_path="fit", value=",".join(unknown) or fit)
     twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:  # said as such: 'names at most 4 different parameters' read wrong for two names
+    if twice:  # said as such: 'names at most N different parameters' read wrong for two names
         raise ConfigError("names a parameter twice; name each at most once", key_path="fit", value=twice[0])
     if len(names) > MAX_FITTED:
         raise ConfigError(f"names {len(names)} parameters; name at most {MAX_FITTED} different ones",
