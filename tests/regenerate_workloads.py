@@ -304,12 +304,18 @@ def spec_transformer(data):
         description="Transformer big (6+6 layers, d 1024, ff 4096, 16 heads) on WMT En-De, MLPerf v0.6 "
                     "translation; shared 33712 x 1024 embedding/softmax",
         layer_of=layer_transformer,
-        layer_flops=lambda name, ts: matmul_flops(ts),
+        # each attention layer's score and context matmuls: 4 x seq x d per query token, one query token
+        # (source for the encoder, target for the decoder) per token pair
+        layer_flops=lambda name, ts: matmul_flops(ts) + (4 * seq * d if name.endswith("attention") else 0),
+        attention=[(f"{side}/layer_{i}/{kind}", heads, d // heads, seq, seq)
+                   for side, kinds, n in (("encoder", ("self_attention",), n_enc),
+                                          ("decoder", ("self_attention", "encdec_attention"), n_dec))
+                   for i in range(n) for kind in kinds],
         extra_layers={"end": ("softmax (tied to embedding_shared_weights)", 2 * vocab * d)},
         flops=dict(unit="(source + target) token pair", units_per_example=seq, example_unit="sequence pair",
-                   counts="matmul work only (2 x MACs): ~151 MFLOP per source token (encoder) + ~270 MFLOP per "
-                          "target token (decoder + tied softmax); attention score/context matmuls "
-                          f"(~4 x seq x d per attention layer per token, ~4% at seq {seq}) not counted; "
+                   counts="matmul work (2 x MACs): ~151 MFLOP per source token (encoder) + ~270 MFLOP per "
+                          "target token (decoder + tied softmax), plus the 18 attention layers' score and "
+                          f"context matmuls (4 x seq x d = 1 MFLOP per query token each at seq {seq}, 4.3 %); "
                           f"one example = one packed pair of {seq}-token sequences"),
         activations=[
             dict(what=f"encoder layers: {n_enc} x {seq} tokens x d {d}", elements=n_enc * seq * d, layers=n_enc,
@@ -357,9 +363,13 @@ def spec_bert(data):
         description="BERT-large (24 layers, d 1024, 16 heads, vocab 30522) pre-training with MLM and NSP "
                     "heads; first in MLPerf v0.7 (no v0.6 TPU run)",
         layer_of=layer_bert,
-        layer_flops=lambda name, ts: matmul_flops(ts) if name.startswith("encoder") else 0,
+        # the attention layers' score and context matmuls: 4 x seq x d per token
+        layer_flops=lambda name, ts: (matmul_flops(ts) + (4 * seq * d if name.endswith("attention") else 0)
+                                      if name.startswith("encoder") else 0),
+        attention=[(f"encoder/layer_{i}/attention", heads, d // heads, seq, seq) for i in range(layers)],
         flops=dict(unit="token", units_per_example=seq, example_unit="sequence",
-                   counts="encoder matmul work only (2 x MACs per token); attention scores (~8% at seq 512), "
+                   counts="encoder matmul work (2 x MACs per token), with the attention score and context "
+                          f"matmuls (4 x seq x d = 2.1 MFLOP per token per layer at seq {seq}, 7.7 %); "
                           "the pooler and the MLM/NSP heads (only on masked positions) not counted; "
                           f"one example = one {seq}-token sequence"),
         activations=[
@@ -464,7 +474,8 @@ def build(spec, data):
     layers = [[k, spec["layer_flops"](k, members[k])] for k in order]
     for where, (lname, lflops) in spec.get("extra_layers", {}).items():
         layers.insert(len(layers) if where == "end" else where, [lname, lflops])
-    total = entry["fwd_flops"]
+    # the json's fwd_flops count weight matmuls only; the score and context matmuls are the spec's
+    total = entry["fwd_flops"] + attention_flops_per_unit(spec)
     if spec.get("scale_flops_to_total"):
         raw = sum(f for _, f in layers)
         for layer in layers:
@@ -478,6 +489,13 @@ def build(spec, data):
     if sum(size(s) for _, s, _ in rows) != entry["trainable_params"]:
         raise SystemExit(f"{spec['name']}: tensor sizes do not sum to trainable_params")
     return layers, rows, entry
+
+
+def attention_flops_per_unit(spec):
+    """Score and context matmul FLOPs per FLOP unit the spec adds to the json's: 4 x key tokens x
+    heads x head_dim per query token, over the example's units."""
+    units = spec["flops"]["units_per_example"]
+    return sum(4 * qt * kt * h * hd for _, h, hd, qt, kt in spec.get("attention", ())) // units
 
 
 def q(text):
@@ -495,7 +513,8 @@ def render(spec, data):
         f"description: {q(spec['description'])}",
         f"params: {entry['trainable_params']}            # published count; the loader checks the tensors sum to it",
         "fwd_flops:",
-        f"  per_unit: {int(entry['fwd_flops'])}            # FLOPs per {f['unit']} (json fwd_flops)",
+        f"  per_unit: {int(entry['fwd_flops'] + attention_flops_per_unit(spec))}            # FLOPs per {f['unit']} "
+        f"(json fwd_flops{' + attention score and context matmuls' if spec.get('attention') else ''})",
         f"  unit: {q(f['unit'])}",
         f"  units_per_example: {f['units_per_example']}",
         f"  example_unit: {q(f['example_unit'])}",
@@ -535,6 +554,10 @@ def render(spec, data):
     out.append("layers:                            # [name, fwd FLOPs per unit], forward order; index = position")
     for name, fl in layers:
         out.append(f"  - [{q(name)}, {fl}]")
+    if spec.get("attention"):
+        out.append("attention:                         # score matrices: heads x query x key elements per example")
+        for name, h, hd, qt, kt in spec["attention"]:
+            out.append(f"  - {{layer: {q(name)}, heads: {h}, head_dim: {hd}, query_tokens: {qt}, key_tokens: {kt}}}")
     out.append("tensors:                           # [name, shape, layer index]")
     for n, s, layer in rows:
         out.append(f"  - [{q(n)}, {s}, {layer}]")

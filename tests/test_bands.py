@@ -93,6 +93,30 @@ def test_the_matrix_efficiency_gradient_is_minus_matrix_time_over_efficiency(tmp
     assert g["mxu_efficiency"] == pytest.approx(-matrix0 / 0.05, rel=1e-3)
 
 
+def test_fitted_forward_bytes_move_the_backward_bytes_with_them():
+    """A calibration that fits elementwise_fwd_bytes alone keeps backward at a fixed multiple: the
+    step's derivative is the elementwise elements' traffic time per byte x (1 + bwd / fwd); both
+    fitted, each has its own (fwd: x 1). A matrix-bound dense layer [64, 32] at 1 % efficiency:
+    2 x 64 x 32 FLOPs per example, 32 outputs, batch 8."""
+    import tempfile
+    from pathlib import Path
+
+    from make_workload import make
+    from wus_sim.hardware.topology_files import load_topology
+    from wus_sim.model.compute import ComputeParams
+
+    toy = make(Path(tempfile.mkdtemp()), "dense", "one dense layer", params=64 * 32,
+               layers=[("dense", 2 * 64 * 32)], tensors=[("dense/kernel", [64, 32], 0)])
+    topo = load_topology("tpu-v3-8")
+    c = ComputeParams(mxu_efficiency=0.01, elementwise_fwd_bytes=3.0, elementwise_bwd_bytes=5.0)
+    per_byte = 32 * 8 / (topo.hbm_Bps_per_replica * c.activation_hbm_efficiency)
+    tied = step_gradient(toy, topo, 8, c, names=("elementwise_fwd_bytes",))
+    assert tied["elementwise_fwd_bytes"] == pytest.approx(per_byte * (1 + 5.0 / 3.0), rel=1e-6)
+    both = step_gradient(toy, topo, 8, c, names=("elementwise_fwd_bytes", "elementwise_bwd_bytes"))
+    assert both["elementwise_fwd_bytes"] == pytest.approx(per_byte, rel=1e-6)
+    assert both["elementwise_bwd_bytes"] == pytest.approx(per_byte, rel=1e-6)
+
+
 def test_host_loop_share_is_the_loop_cost_over_its_steps(tmp_path):
     from dataclasses import replace
 

@@ -278,7 +278,7 @@ def test_cli_routing():
                                "--algorithm", "2d", "--size", "8MiB", "--json", *extra],
                               capture_output=True, text=True)
 
-    sf, ct = run(), run("--routing", "cut-through")
+    ct, sf = run(), run("--routing", "store-and-forward")   # cut-through is the default
     assert sf.returncode == ct.returncode == 0, sf.stderr + ct.stderr
     a, b = json.loads(sf.stdout), json.loads(ct.stdout)
     assert a["routing"] == SF and b["routing"] == CT and b["time_s"] < a["time_s"]
@@ -310,7 +310,7 @@ def test_point_key_and_cli_step(capsys):
     from wus_sim.experiments.spec import check_point_value, complete_point
     from wus_sim.experiments.records import simulate_point
 
-    assert complete_point({"workload": "resnet50", "topology": "tpu-v3-32"})["routing"] == SF
+    assert complete_point({"workload": "resnet50", "topology": "tpu-v3-32"})["routing"] == CT
     assert check_point_value("routing", CT) == CT
     with pytest.raises(ConfigError, match="cut-through"):
         check_point_value("routing", "wormhole")
@@ -321,7 +321,7 @@ def test_point_key_and_cli_step(capsys):
                  "--no-overlap-grad-reduce", "--no-bidirectional", "--routing", "cut-through"]) == 0
     ct = json.loads(capsys.readouterr().out)
     assert main(["step", "resnet50", "-t", "mesh:4x4", "--strategy", "replicated", "--json",
-                 "--no-overlap-grad-reduce", "--no-bidirectional"]) == 0
+                 "--no-overlap-grad-reduce", "--no-bidirectional", "--routing", "store-and-forward"]) == 0
     sf = json.loads(capsys.readouterr().out)
     assert ct["routing"] == CT and sf["routing"] == SF
     assert ct["breakdown"]["exposed_comm_s"] < sf["breakdown"]["exposed_comm_s"]

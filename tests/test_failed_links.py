@@ -194,7 +194,9 @@ def test_zero_failed_links_leave_every_time_unchanged():
 
 # ------------------------------------------------------------ command line and point keys
 def _run(capsys, *argv):
-    code = main(["collective", "torus:4", "--op", "all-reduce", "--algorithm", "ring", "--size", "4MB", *argv])
+    # store-and-forward: the hand derivations above are its times (a detour's hops each whole)
+    code = main(["collective", "torus:4", "--op", "all-reduce", "--algorithm", "ring", "--size", "4MB",
+                 "--routing", "store-and-forward", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -276,7 +278,8 @@ def test_collective_command_says_which_side_of_the_time_the_closed_form_is(capsy
     """With detours the closed form takes each pass's slowest ring, so it is not always a lower
     bound (tpu-v3-128 with cables 4+y and 48+x down: 3.516 ms estimated, 3.488 ms simulated);
     the command says which side it falls on instead of calling it a bound."""
-    base = ["collective", "tpu-v3-128", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB"]
+    base = ["collective", "tpu-v3-128", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+            "--routing", "store-and-forward"]
     assert main(base + ["--failed-links", "4+y,48+x", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert not rec["exact"] and rec["time_s"] < rec["analytic_time_s"]

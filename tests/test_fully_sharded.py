@@ -233,18 +233,18 @@ def test_readme_fully_sharded_figures():
 
     one = point(1)
     ms = {s: r["step_time_s"] * 1e3 for s, r in one.items()}
-    assert (round(ms["replicated"], 1), round(ms["sharded"], 1), round(ms["fully-sharded"], 1)) == (38.4, 19.0, 27.2)
+    assert (round(ms["replicated"], 1), round(ms["sharded"], 1), round(ms["fully-sharded"], 1)) == (38.2, 18.6, 26.9)
     assert round(one["sharded"]["mem_peak_bytes"] / 2**30, 2) == 1.83
     assert round(one["fully-sharded"]["mem_peak_bytes"] / 2**20) == 555
     moved = {s: (r["grad_comm_bytes"] + r["gather_comm_bytes"]) / 1e9 for s, r in one.items()}
     assert (round(moved["sharded"], 2), round(moved["fully-sharded"], 2)) == (1.69, 2.53)
-    assert round(one["fully-sharded"]["fwd_s"] * 1e3, 1) == 3.4 and round(one["fully-sharded"]["bwd_s"] * 1e3, 1) == 6.8
-    assert round(point(1, gather_prefetch=2)["fully-sharded"]["step_time_s"] * 1e3, 1) == 25.8
+    assert round(one["fully-sharded"]["fwd_s"] * 1e3, 1) == 3.7 and round(one["fully-sharded"]["bwd_s"] * 1e3, 1) == 7.4
+    assert round(point(1, gather_prefetch=2)["fully-sharded"]["step_time_s"] * 1e3, 1) == 25.4
     kept = point(1, keep_gathered_weights=True)["fully-sharded"]
-    assert round(kept["step_time_s"] * 1e3, 1) == 20.0 and round(kept["mem_peak_bytes"] / 2**30, 2) == 1.17
+    assert round(kept["step_time_s"] * 1e3, 1) == 19.7 and round(kept["mem_peak_bytes"] / 2**30, 2) == 1.17
 
     sixteen = point(16)
-    assert round(sixteen["fully-sharded"]["step_time_s"] * 1e3) == 161 and round(sixteen["sharded"]["step_time_s"] * 1e3) == 158
+    assert round(sixteen["fully-sharded"]["step_time_s"] * 1e3) == 173 and round(sixteen["sharded"]["step_time_s"] * 1e3) == 170
     two = point(16, gather_prefetch=2)
     assert two["fully-sharded"]["step_time_s"] == pytest.approx(two["sharded"]["step_time_s"], rel=1e-9)
 

@@ -240,15 +240,16 @@ def test_shipped_experiment_sharding_gains_more_as_the_dcn_slows():
     for p in points:
         if p["dcn_GBps"] in (25, 3.125, 0.2, 0.1, 0.05):
             up[p["dcn_GBps"]] = next(r for r in simulate_point(p) if r["strategy"] == "sharded")["speedup"]
-    # README: 1.15x down to 0.2 GB/s, rising to 1.26x at 0.05 GB/s (it never falls as the DCN slows)
+    # README: 1.14-1.15x down to 0.2 GB/s, rising to 1.26x at 0.05 GB/s (it never falls by more than
+    # rounding as the DCN slows)
     rates = sorted(up, reverse=True)
-    assert all(up[b] >= up[a] - 0.005 for a, b in zip(rates, rates[1:]))  # 1.149 to 1.145 by 0.2 GB/s
-    assert up[25] == pytest.approx(1.15, abs=0.005) and up[0.2] == pytest.approx(1.15, abs=0.005)
+    assert all(up[b] >= up[a] - 0.005 for a, b in zip(rates, rates[1:]))  # 1.146 to 1.142 by 0.2 GB/s
+    assert up[25] == pytest.approx(1.15, abs=0.005) and up[0.2] == pytest.approx(1.14, abs=0.005)
     assert up[0.05] == pytest.approx(1.26, abs=0.005)
-    # README: BERT-large with LAMB at 4 per replica, 1.33x at v5e's 3.125, 1.38x at 0.4 (1.51x
-    # sharded within slices only), back to 1.19x at 0.05
+    # README: BERT-large with LAMB at 4 per replica, 1.27x at v5e's 3.125, 1.33x at 0.4 (1.44x
+    # sharded within slices only), back to 1.21x at 0.05
     bert = {(p["dcn_GBps"], p["shard_across_slices"]): p for p in exp.points() if p["workload"] == "bert-large"}
     got = {k: next(r for r in simulate_point(bert[k]) if r["strategy"] == "sharded")["speedup"]
            for k in ((3.125, True), (0.4, True), (0.4, False), (0.05, True))}
-    for key, value in {(3.125, True): 1.33, (0.4, True): 1.38, (0.4, False): 1.51, (0.05, True): 1.19}.items():
+    for key, value in {(3.125, True): 1.27, (0.4, True): 1.33, (0.4, False): 1.44, (0.05, True): 1.21}.items():
         assert got[key] == pytest.approx(value, abs=0.005), key

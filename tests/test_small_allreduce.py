@@ -20,7 +20,9 @@ KiB = 1024
 
 
 def options(**kw):
-    return StepOptions(calibration="none", **kw)
+    # the hand derivations are store-and-forward's (the step's default is cut-through, which
+    # differs on the ring's two-hop edges only)
+    return StepOptions(calibration="none", **{"routing": "store-and-forward", **kw})
 
 
 def test_compact_group_is_a_block_of_neighbouring_chips():

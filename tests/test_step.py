@@ -30,7 +30,7 @@ def test_serial_replicated_step_is_compute_plus_collectives_plus_update():
 
     w = load_workload("resnet50")
     batch = w.per_replica_batch_for("tpu-v3-32")
-    comm = sum(analytic_time(topo, c.op, "2d", c.nbytes) for c in res.work.grad_collectives)
+    comm = sum(analytic_time(topo, c.op, "2d", c.nbytes, routing=opts.routing) for c in res.work.grad_collectives)
     expect = (forward_time_s(w, topo, batch, matmul_only) + backward_time_s(w, topo, batch, matmul_only) + comm
               + res.breakdown["update_s"])
     assert res.step_time_s == pytest.approx(expect, rel=1e-9)

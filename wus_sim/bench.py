@@ -278,6 +278,11 @@ register(step_case("step: transformer-big adam 2 slices of tpu-v3-2048 over the 
                    "transformer-big", "tpu-v3-2048", "adam", slices=2))
 register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, both strategies", "transformer-big",
                    "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0}))
+# under the default cut-through routing the detours' contended schedules run on SimPy; the window
+# engine runs them under store-and-forward (--routing store-and-forward)
+register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, store-and-forward", "transformer-big",
+                   "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0},
+                   options={"routing": "store-and-forward"}))
 register(step_case("step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, both strategies", "resnet50",
                    "tpu-v3-2048", options={"bn_group_replicas": 8}))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",

@@ -18,7 +18,8 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers):
     p = subparsers.add_parser(
         "calibrate", help="fit the calibrated chip parameters to the measured runs",
-        description="Fit the matrix-unit efficiency and each software stack's fixed cost per op to every "
+        description="Fit the matrix-unit efficiency, the elementwise bytes per layer-output element and each "
+                    "software stack's fixed cost per op to every "
                     "training-only row of the shipped MLPerf v0.6 and v0.7 tables (bound rows as upper "
                     "bounds); write a calibration file with provenance, ranges and the "
                     "leave-one-benchmark-out error.")
@@ -29,7 +30,8 @@ def add_parser(subparsers):
                         "HASH, 6 hex digits, names the rows and the fitted values)")
     p.add_argument("--fit", metavar="NAMES",
                    help="comma-separated parameters to fit, of mxu_efficiency, elementwise_fwd_bytes, "
-                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default mxu_efficiency,op_overhead_s, "
+                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default "
+                        "mxu_efficiency,elementwise_fwd_bytes,op_overhead_s, "
                         "as shipped; op_overhead_s and step_overhead_s once per software stack)")
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table; "

@@ -8,6 +8,7 @@ and (when the SimPy engine runs) SimPy load inside :func:`run`.
 import json
 import math
 
+from ..hardware.network import DEFAULT_ROUTING
 from ..training.params import default_of
 from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
 
@@ -41,12 +42,13 @@ def add_parser(subparsers):
                   "direction, the default here; step and experiments run both by default)")
     p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
     p.add_argument("--engine", default="auto", metavar="NAME",
-                   help="auto (default: the fast engine where no link is contended, else the window "
-                        "engine, or SimPy under cut-through), fast, window or simpy")
+                   help="auto (default: the fast engine where no link is contended, else SimPy under "
+                        "cut-through, the window engine under store-and-forward), fast, window or simpy")
     p.add_argument("--routing", default=default_of("routing"), metavar="R",
-                   help="store-and-forward (default: every hop receives the whole message before "
-                        "sending it on) or cut-through (the head moves on at once; differs only on "
-                        "multi-hop edges such as a mesh's folded rings)")
+                   help="cut-through (default: the head moves on at once, as packets do) or "
+                        "store-and-forward (every hop receives the whole message before sending it on; "
+                        "contended schedules then run on the faster window engine); they differ only on "
+                        "multi-hop edges such as a mesh's folded rings")
     p.add_argument("--group", default="all", metavar="G",
                    help="all (default), x, y, z (every line along that axis at once), "
                         "or comma-separated replica ids (a ring in that order)")
@@ -141,7 +143,7 @@ def run(args):
         ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else _one_way(r.algorithm, topo))
          + (f", {r.chunks} chunks" if r.chunks > 1 else "")
          + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
-         + (f", {r.routing} routing" if r.routing != "store-and-forward" else "")),
+         + (f", {r.routing} routing" if r.routing != DEFAULT_ROUTING else "")),
         ("group", f"{args.group}: {r.group_size} replicas"
                   + (f" of one of its {multislice.slices} slices (ICI only: the data-center network phases "
                      "between slices are in wus-sim step)" if multislice is not None else "")),

@@ -123,6 +123,9 @@ def workload_text(w):
     out += [f"  forward FLOPs: {w.fwd_flops_per_unit:,.0f} per {w.flops_unit} x {w.units_per_example} "
             f"= {_gflop(w.fwd_flops_per_example)} GFLOP per {w.example_unit}",
             f"    counted: {w.flops_note}" if w.flops_note else "",
+            (f"  attention scores: {len(w.attention)} layers, {w.layer_score_elements.sum():,.0f} score elements "
+             f"per {w.example_unit} (softmax and dropout work, next to {w.layer_output_elements.sum():,.0f} "
+             "layer outputs)") if w.attention else "",
             f"  activation memory: {format_bytes(w.activation_bytes_per_example)} per {w.example_unit} "
             "(estimate; terms below)"]
     out += [f"    {t.what}: {t.elements:,} x {t.bytes_per_element:g} B" + (f" ({t.why})" if t.why else "")

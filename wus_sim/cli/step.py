@@ -57,7 +57,7 @@ def add_parser(subparsers):
                    help="ring phases in both directions at once (default for ring algorithms; a mesh axis keeps "
                         "its folded ring, which already uses both link directions; --no-bidirectional: one direction)")
     p.add_argument("--routing", default=default_of("routing"), metavar="R",
-                   help=f"network routing: store-and-forward or cut-through (default {default_of('routing')})")
+                   help=f"network routing: cut-through or store-and-forward (default {default_of('routing')})")
     p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, help="gradient dtype on the wire")
     p.add_argument("--bucket-MiB", type=float, dest="bucket_MiB", metavar="F", help="fusion bucket size, MiB")
     p.add_argument("--overlap-grad-reduce", action=argparse.BooleanOptionalAction,

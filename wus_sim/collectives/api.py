@@ -204,7 +204,9 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
     (ring in that order). *chunks*: pieces per step, pipelined. *reduce_Bps*:
     if given, each reduce-scatter arrival of ``b`` bytes is summed in
     ``b / reduce_Bps`` seconds before it is forwarded. *engine*: ``"auto"``,
-    ``"fast"``, ``"window"`` or ``"simpy"`` (see the module docstring). *routing*: ``"store-and-forward"`` (default) or
+    ``"fast"``, ``"window"`` or ``"simpy"`` (see the module docstring). *routing*: ``"store-and-forward"`` (this
+    function's default, the engines' reference; the commands, the step and experiment points
+    default to :data:`~wus_sim.hardware.network.DEFAULT_ROUTING`, cut-through) or
     ``"cut-through"`` (see :mod:`wus_sim.hardware.network`; the two differ only on
     multi-hop edges: mesh folded rings, routed edges, halving- and recursive-doubling).
     """

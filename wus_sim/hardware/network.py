@@ -6,12 +6,13 @@ Timing model (the fast engine and the closed forms implement the same):
   server with one place (capacity 1), a bandwidth ``bw`` (bytes/s) and a
   latency (``topology.hop_latency_s`` on ICI links, 0 on-chip: intra-die,
   an assumption).
-* A message of ``b`` bytes follows a path of links, store-and-forward (the
-  default, ``routing="store-and-forward"``): at each hop it waits until the
+* A message of ``b`` bytes follows a path of links. Store-and-forward
+  (``routing="store-and-forward"``): at each hop it waits until the
   link is free, occupies it for ``b / bw`` seconds, the link is then free for
   the next message, and the message reaches the next chip ``latency`` seconds
   later. It is delivered after its last hop.
-* Optional ``routing="cut-through"`` (virtual cut-through): the head moves on
+* Cut-through (``routing="cut-through"``, the commands' default,
+  :data:`DEFAULT_ROUTING`; virtual cut-through): the head moves on
   as soon as the hop starts, the tail follows. Over hops ``1..h``, hop ``i``
   starts at ``s_i = max(head arrival, link i free)``, the head reaching the
   next chip at ``s_i + latency_i`` (``s_0 + latency_0`` = the ready time);
@@ -78,14 +79,22 @@ import numpy as np
 from ..inputs.errors import UnknownNameError
 
 __all__ = [
-    "ROUTINGS", "TIE_QUANTUM_S", "tie_key", "check_routing",
+    "ROUTINGS", "DEFAULT_ROUTING", "TIE_QUANTUM_S", "tie_key", "check_routing",
     "num_link_keys", "onchip_link_key", "link_key_Bps", "link_key_latency_s", "replica_route",
     "Link", "Network", "transfer",
 ]
 
 
 ROUTINGS = ("store-and-forward", "cut-through")
-"""Routing modes of the timing model (see the module docstring); the first is the default."""
+"""Routing modes of the timing model (see the module docstring)."""
+
+DEFAULT_ROUTING = "cut-through"
+"""The routing of every command, step and experiment point unless one says otherwise (the
+engines' own functions and this module's :class:`Network` take store-and-forward, their
+reference mode, unless told). Cut-through: a link moves packets, so a chip forwards a message's head while its tail is
+still arriving; the whole-message store-and-forward of the first releases doubled every
+two-hop edge of a mesh's folded rings, and Google's MLPerf v0.6 Transformer runs on the
+v3-128 to v3-512 meshes ran faster than that allows (README, "Validation")."""
 
 
 TIE_QUANTUM_S = 2.0 ** -40

@@ -11,9 +11,9 @@ or given another file. Every output row names the calibration it ran with
 
 A calibration file::
 
-    id: mlperf-v06-v07-tpu-v3-2026-12-01-dfe312  # named in every output row: date, hash of rows and values
-    params: {mxu_efficiency: 0.69, elementwise_fwd_bytes: 6.0, host_loop_s: 0.001}
-    stacks: {tf1-tpuestimator-2019: {op_overhead_s: 2.8e-05, step_overhead_s: 0.0}, ...}
+    id: mlperf-v06-v07-tpu-v3-2026-12-02-4d131d  # named in every output row: date, hash of rows and values
+    params: {mxu_efficiency: 0.61, elementwise_fwd_bytes: 3.39, elementwise_bwd_bytes: 5.65, host_loop_s: 0.001}
+    stacks: {tf1-tpuestimator-2019: {op_overhead_s: 3.0e-05, step_overhead_s: 0.0}, ...}
     default_stack: tf-jax-2020
     provenance: {data: ..., rows: [...], rows_declared: true, fit_error: {...}, param_ranges: {...},
                  param_covariance: {...}, declared_ranges: {...}, leave_one_benchmark_out: {...},

@@ -16,7 +16,11 @@ spatially partitioned):
     output element through HBM. A layer's output elements are derived from its
     shapes: ``FLOPs x out_channels / (2 x weight elements)`` (a conv or dense
     layer does 2 FLOPs per weight per output position); for ResNet-50 they add
-    up to the 11.1 M conv outputs per image of its activation estimate;
+    up to the 11.1 M conv outputs per image of its activation estimate. An
+    attention layer's score matrix (``heads x query x key`` elements per example,
+    :class:`~wus_sim.model.workload.AttentionScores`) takes the same per-element
+    work (scale, mask, softmax, dropout): at 512 tokens it outnumbers the layer's
+    hidden outputs eight to one;
   - a fixed cost per op (``op_overhead_s``: kernel launch and pipeline fill;
     backward runs ``backward_flops_ratio`` ops per forward op);
   - with spatial partitioning (a replica over ``spatial_ways`` cores), matrix and
@@ -256,7 +260,9 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
 
     hbm_Bps = topology.hbm_Bps_per_replica * p.activation_hbm_efficiency
     act_B = workload.activation_bytes
-    outputs = workload.layer_output_elements * per_replica_batch  # the replica's, all its cores
+    # the replica's, all its cores; an attention layer's score matrix is an output of its score
+    # matmul and takes the same memory-bound work (softmax, dropout) as a layer output
+    outputs = (workload.layer_output_elements + workload.layer_score_elements) * per_replica_batch
     per_core = outputs / ways * share  # the busiest core's part of them
     weight_elems = workload.layer_params().astype(float)
     # Every core of a spatially partitioned replica reads all weights and writes its part

@@ -58,6 +58,13 @@ class _Model:
         self.layers = []    # [name, fwd FLOPs per token]
         self.tensors = []   # [name, shape, layer index]
         self.tied = {}      # checkpoint name of a tied copy -> the tensor it copies
+        self.attention = []  # the workload file's attention entries: each attention layer's scores
+
+    def attend(self, layer, heads, head_dim, query_tokens, key_tokens):
+        """Layer *layer* attends: its FLOPs hold ``4 x key_tokens x heads x head_dim`` per token of
+        score and context matmuls, and its score matrix is ``heads x query x key`` per sequence."""
+        self.attention.append({"layer": self.layers[layer][0], "heads": heads, "head_dim": head_dim,
+                               "query_tokens": query_tokens, "key_tokens": key_tokens})
 
     def layer(self, name, flops=0.0):
         self.layers.append([name, float(flops)])
@@ -98,6 +105,7 @@ def _decoder(cfg, family, seq):
     for i in range(n_layers):
         p = f"model.layers.{i}"
         attn = m.layer(f"{p}.self_attn", 2 * h * (2 * q_dim + 2 * kv_dim) + 4 * ctx * q_dim)
+        m.attend(attn, heads, head_dim, seq, ctx)
         m.add(attn, f"{p}.input_layernorm.weight", h)
         for proj, rows in (("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)):
             m.add(attn, f"{p}.self_attn.{proj}.weight", rows, h)
@@ -146,6 +154,7 @@ def _gpt2(cfg, family, seq):
     for i in range(n_layers):
         p = f"transformer.h.{i}"
         attn = m.layer(f"{p}.attn", 2 * 4 * h * h + 4 * seq * h)
+        m.attend(attn, heads, h // heads, seq, seq)
         m.add(attn, f"{p}.ln_1.weight", h)
         m.add(attn, f"{p}.ln_1.bias", h)
         m.add(attn, f"{p}.attn.c_attn.weight", h, 3 * h)
@@ -186,6 +195,7 @@ def _gpt_neox(cfg, family, seq):
     for i in range(n_layers):
         p = f"gpt_neox.layers.{i}"
         attn = m.layer(f"{p}.attention", 2 * 4 * h * h + 4 * seq * h)
+        m.attend(attn, heads, h // heads, seq, seq)
         m.add(attn, f"{p}.input_layernorm.weight", h)
         m.add(attn, f"{p}.input_layernorm.bias", h)
         m.add(attn, f"{p}.attention.query_key_value.weight", 3 * h, h)
@@ -247,6 +257,7 @@ def _bert(cfg, family, seq):
     for i in range(n_layers):
         p = f"bert.encoder.layer.{i}"
         attn = m.layer(f"{p}.attention", 2 * 4 * h * h + 4 * seq * h)
+        m.attend(attn, heads, h // heads, seq, seq)
         for proj in ("query", "key", "value"):
             m.add(attn, f"{p}.attention.self.{proj}.weight", h, h)
             m.add(attn, f"{p}.attention.self.{proj}.bias", h)

@@ -260,7 +260,10 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
         "default_per_replica_batch": 1,
         "mlperf_v06_tpu": [],
         "sources": sources,
+        # GPT-2's Conv1D stores [in, out]; every other family's nn.Linear [out, in]
+        "dense_layout": "in_out" if family == "gpt2" else "out_in",
         "layers": model.layers,
+        "attention": model.attention,
         "tensors": model.tensors,
     }
     return doc
@@ -272,7 +275,7 @@ def workload_yaml(doc, *, header=None):
     dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
     lines = [f"# {line}" for line in (header or [])]
     for key, value in doc.items():
-        if key in ("layers", "tensors", "activation_memory", "mlperf_v06_tpu") and value:
+        if key in ("layers", "tensors", "activation_memory", "mlperf_v06_tpu", "attention") and value:
             lines.append(f"{key}:")
             lines.extend(f"  - {dump(row)}" for row in value)
         elif isinstance(value, dict):

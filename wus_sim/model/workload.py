@@ -29,7 +29,7 @@ from ..inputs.errors import ConfigError
 # the dtype tables live in units (light, so the command line builds its choices from them)
 
 __all__ = [
-    "Tensor", "Workload", "MLPerfConfig", "ActivationTerm", "SMALL_TENSOR_ELEMENTS",
+    "Tensor", "Workload", "MLPerfConfig", "ActivationTerm", "AttentionScores", "SMALL_TENSOR_ELEMENTS",
     "resolve_batch", "resolve_replicas", "REMAT_MODES",
 ]
 
@@ -101,6 +101,36 @@ class ActivationTerm:
         return self.elements * self.bytes_per_element
 
 
+@dataclass(frozen=True)
+class AttentionScores:
+    """The score matrix of one attention layer, per example: ``heads x query_tokens x key_tokens``.
+
+    Its two matmuls (``Q K^T`` and scores x ``V``: ``4 x query_tokens x key_tokens x heads x
+    head_dim`` FLOPs per example) are in the layer's FLOPs; what this adds is the memory-bound
+    work on the scores themselves (scaling, mask, softmax, dropout, and their backward), which
+    the compute model charges per score element as it charges norms and activations per layer
+    output element. At BERT-large's 512 tokens and 16 heads the scores are 4.2 M elements per
+    layer per sequence, eight times the layer's 0.5 M hidden outputs (Korthikanti et al. 2022,
+    arXiv 2205.05198, sec. 4.1, count the same ``a s^2 b`` terms in activation memory)."""
+
+    layer: int
+    """Forward-order index of the attention layer."""
+    heads: int
+    head_dim: int
+    query_tokens: int
+    key_tokens: int
+
+    @property
+    def elements(self):
+        """Score elements per example."""
+        return self.heads * self.query_tokens * self.key_tokens
+
+    @property
+    def flops(self):
+        """FLOPs per example of the score and context matmuls (2 x MACs)."""
+        return 4 * self.query_tokens * self.key_tokens * self.heads * self.head_dim
+
+
 @dataclass(frozen=True, eq=False)
 class Workload:
     """A model as the simulator sees it. Build with :func:`load_workload`."""
@@ -135,6 +165,11 @@ class Workload:
     flops_note: str = ""
     activation_terms: tuple = ()
     default_per_replica_batch: int = 1
+    attention: tuple = ()
+    """:class:`AttentionScores` of the attention layers (empty for models without attention)."""
+    dense_layout: str = "in_out"
+    """Which dimension of a rank-2 weight is its output: ``"in_out"`` (TensorFlow kernels,
+    GPT-2's Conv1D) or ``"out_in"`` (PyTorch ``nn.Linear`` weights, most Hugging Face models)."""
     path: str = None
 
     # ----------------------------------------------------------- structure
@@ -152,15 +187,46 @@ class Workload:
     def layer_output_elements(self):
         """Output elements per example of each layer, derived from shapes and FLOPs.
 
-        A conv or dense layer does 2 FLOPs per weight per output position, so its output
-        has ``FLOPs x out_channels / (2 x weight elements)`` elements, out_channels being
-        the last dimension of its largest weight of rank >= 2 (TensorFlow layouts: conv
-        ``[kh, kw, cin, cout]``, dense ``[din, dout]``). A layer without such a weight (a
-        tied softmax, a frozen stem) counts 0: its elementwise work is not modelled.
+        A conv or dense layer does 2 FLOPs per weight per output position, so a layer runs
+        ``FLOPs / (2 x weight elements)`` positions over its weights of rank >= 2, and each
+        weight writes ``positions x out_channels`` elements, out_channels being its last
+        dimension (TensorFlow layouts: conv ``[kh, kw, cin, cout]``, dense ``[din, dout]``; a
+        dense weight's first with :attr:`dense_layout` ``"out_in"``):
+        a transformer FFN layer (``[d, 4d]`` then ``[4d, d]``) writes ``4d + d`` elements per
+        token. A layer without such a weight (a tied softmax, a frozen stem) counts 0: its
+        elementwise work is not modelled.
+
+        The score and context matmuls of an attention layer (:attr:`layer_attention_flops`)
+        multiply activations by activations, not by a weight: they are taken out first.
         """
+        weight_flops = np.asarray(self.layer_fwd_flops, dtype=float) - self.layer_attention_flops
+        elements = np.zeros(self.num_layers)   # weights of rank >= 2, per layer
+        widths = np.zeros(self.num_layers)     # their output channels, summed
+        for t in self.tensors:
+            if len(t.shape) >= 2:
+                elements[t.layer] += t.size
+                widths[t.layer] += t.shape[0] if len(t.shape) == 2 and self.dense_layout == "out_in" else t.shape[-1]
         out = np.zeros(self.num_layers)
-        for layer, t in self._main_weights().items():
-            out[layer] = self.layer_fwd_flops[layer] * t.shape[-1] / (2 * t.size)
+        has = elements > 0
+        out[has] = weight_flops[has] / (2 * elements[has]) * widths[has]
+        return out
+
+    @cached_property
+    def layer_attention_flops(self):
+        """FLOPs per example of each layer's attention score and context matmuls (part of
+        :attr:`layer_fwd_flops`), 0 for layers without attention."""
+        out = np.zeros(self.num_layers)
+        for a in self.attention:
+            out[a.layer] += a.flops
+        return out
+
+    @cached_property
+    def layer_score_elements(self):
+        """Attention score elements per example of each layer (:class:`AttentionScores`), 0 for
+        layers without attention."""
+        out = np.zeros(self.num_layers)
+        for a in self.attention:
+            out[a.layer] += a.elements
         return out
 
     @cached_property
@@ -304,6 +370,10 @@ class Workload:
             "sources": dict(self.sources),
             "layers": [{"name": n, "fwd_flops_per_example": float(f)}
                        for n, f in zip(self.layer_names, self.layer_fwd_flops)],
+            "attention": [{"layer": self.layer_names[a.layer], "heads": a.heads, "head_dim": a.head_dim,
+                           "query_tokens": a.query_tokens, "key_tokens": a.key_tokens,
+                           "score_elements_per_example": a.elements, "fwd_flops_per_example": a.flops}
+                          for a in self.attention],
             "tensors": [{"name": t.name, "shape": list(t.shape), "layer": t.layer, "size": t.size}
                         for t in self.tensors],
         }

@@ -14,7 +14,7 @@ from ..inputs.keys import Key, KeyTable
 from ..inputs.limits import MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
 # the dtype tables live in units (light, so the command line builds its choices from them)
 from ..inputs.units import DTYPE_BYTES
-from .workload import ActivationTerm, MLPerfConfig, Tensor, Workload
+from .workload import ActivationTerm, AttentionScores, MLPerfConfig, Tensor, Workload
 
 __all__ = ["load_workload", "known_workloads", "workload_dirs", "WORKLOAD_KEYS"]
 
@@ -103,6 +103,20 @@ _MLPERF_KEYS = KeyTable("mlperf_v06_tpu entry", [
 ], meaning="One MLPerf v0.6 TPU run of the workload: the batch and replica count a point on that slice uses "
            "unless it sets its own.")
 
+_ATTENTION_KEYS = KeyTable("attention entry", [
+    Key("layer", "string", "The attention layer (a name in layers).", required=True),
+    Key("heads", "integer", "Attention heads (query heads).", required=True, minimum=1),
+    Key("head_dim", "integer", "Width of one head's queries and keys.", required=True, minimum=1),
+    Key("query_tokens", "integer", "Query positions per example (sequence length; target length for "
+        "cross-attention).", unit="tokens", required=True, minimum=1),
+    Key("key_tokens", "integer", "Key positions each query attends to, per example (sequence length; source "
+        "length for cross-attention; the window when attention is windowed).", unit="tokens", required=True,
+        minimum=1),
+], meaning="One attention layer's score matrix, heads x query_tokens x key_tokens elements per example: the "
+           "compute model charges the scores' softmax and dropout as elementwise work. The score and context "
+           "matmuls, 4 x query_tokens x key_tokens x heads x head_dim FLOPs per example, must be part of the "
+           "layer's FLOPs in layers.")
+
 WORKLOAD_KEYS = KeyTable("workload file", [
     Key("name", "string", "Workload name (results' `workload` column).", required=True),
     Key("description", "string", "One line on the model and data.", default=""),
@@ -127,6 +141,12 @@ WORKLOAD_KEYS = KeyTable("workload file", [
         schema={"type": "array", "minItems": 1,
                 "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number", "minimum": 0}],
                           "minItems": 2, "maxItems": 2}}),
+    Key("dense_layout", "string", "Which dimension of a rank-2 weight is its output (what a layer writes, for "
+        "its elementwise work): in_out for TensorFlow kernels [in, out] and GPT-2's Conv1D, out_in for PyTorch "
+        "nn.Linear weights [out, in]. Conv kernels are [kh, kw, cin, cout] either way.", default="in_out",
+        choices=("in_out", "out_in")),
+    Key("attention", "list", "Score matrices of the attention layers.", default_text="none (no attention)",
+        table=_ATTENTION_KEYS),
     Key("tensors", "list", "Trainable tensors, each [name, shape, layer index]; the layer is where backward "
         "completes the tensor's gradient.", required=True,
         rule="a non-empty list of [unique name, list of whole numbers >= 1, whole number >= 0 below the "
@@ -187,6 +207,7 @@ def _workload_from_file(path):
         layer_flops_unit = tuple(per_unit * per_layer / per_layer.sum())
 
     terms = _read_activation_terms(doc)
+    attention = _read_attention(doc, layer_names, [float(f) * units for f in layer_flops_unit])
     configs = _read_configs(doc)
     default_batch = WORKLOAD_KEYS.read(doc, "default_per_replica_batch")
     sources = doc.get("sources", {}) or {}
@@ -217,6 +238,8 @@ def _workload_from_file(path):
         flops_note=_FLOPS_KEYS.read(flops, "counts"),
         activation_terms=tuple(terms),
         default_per_replica_batch=default_batch,
+        attention=tuple(attention),
+        dense_layout=WORKLOAD_KEYS.read(doc, "dense_layout"),
         path=str(path),
     )
 
@@ -291,6 +314,27 @@ def _read_activation_terms(doc):
                                        ("what", "elements", "bytes_per_element", "why")},
                                     layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0))
     return terms
+
+
+def _read_attention(doc, layer_names, layer_flops):
+    """The ``attention`` entries; each names a layer whose FLOPs hold its score and context matmuls."""
+    index = {name: i for i, name in enumerate(layer_names)}
+    out, flops = [], [0.0] * len(layer_names)
+    for i, row in enumerate(doc.list("attention", [])):
+        sec = Section(row, file=doc.file, path=f"attention[{i}]")
+        _ATTENTION_KEYS.check(sec)
+        name = _ATTENTION_KEYS.read(sec, "layer")
+        if name not in index:
+            raise sec.error("layer", "is not a layer of this workload (a name in layers)", name)
+        a = AttentionScores(index[name], *(_ATTENTION_KEYS.read(sec, k) for k in
+                                           ("heads", "head_dim", "query_tokens", "key_tokens")))
+        flops[a.layer] += a.flops
+        if flops[a.layer] > layer_flops[a.layer] * (1 + 1e-9):
+            raise sec.error("layer", f"has {layer_flops[a.layer]:.6g} forward FLOPs per example, fewer than its "
+                                     f"attention's score and context matmuls ({flops[a.layer]:.6g}: 4 x query_tokens "
+                                     "x key_tokens x heads x head_dim); layers must count them", name)
+        out.append(a)
+    return out
 
 
 def _read_configs(doc):

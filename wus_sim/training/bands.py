@@ -9,6 +9,8 @@ loop). A step's band is their effect on its time, to first order, from the step'
 * the matrix-unit efficiency and the elementwise bytes: the change of the forward and backward
   compute, from :func:`~wus_sim.model.compute.layer_times` at a nudged value (the collectives'
   exposure is held fixed, which widens the band slightly where compute hides communication);
+  where only the forward bytes are fitted, the backward bytes move with them in proportion, as
+  the fit moved them;
 * ``op_overhead_s``: the ops the step runs (:func:`~wus_sim.training.step.op_counts`);
 * ``step_overhead_s``: 1; ``host_loop_s``: ``1 / steps_per_loop``.
 
@@ -45,6 +47,9 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
     *ops*: the ops the step runs (forward, backward and update)."""
     out = {}
     base = None
+    # a calibration that fits the forward elementwise bytes alone keeps backward at a fixed
+    # multiple of it (wus_sim.validation.fit.ELEMENTWISE_BWD_PER_FWD): nudge both together
+    tied = "elementwise_bwd_bytes" not in {n.split("@")[0] for n in names} and compute.elementwise_fwd_bytes > 0
     for name in names:
         key = name.split("@")[0]
         if key in _NUDGED:
@@ -53,7 +58,10 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
                 base = lt.forward_total_s + lt.backward_total_s
             value = getattr(compute, key)
             h = max(abs(value) * 1e-4, 1e-9)
-            nudged = replace(compute, **{key: value + h if key != "mxu_efficiency" or value + h <= 1 else value - h})
+            moved = {key: value + h if key != "mxu_efficiency" or value + h <= 1 else value - h}
+            if key == "elementwise_fwd_bytes" and tied:
+                moved["elementwise_bwd_bytes"] = compute.elementwise_bwd_bytes * moved[key] / value
+            nudged = replace(compute, **moved)
             lt = layer_times(workload, topology, per_replica_batch, nudged, spatial_ways=spatial_ways)
             delta = getattr(nudged, key) - value
             out[name] = (lt.forward_total_s + lt.backward_total_s - base) / delta

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 
+from ..hardware.network import DEFAULT_ROUTING
 from ..hardware.topology_files import OVERRIDE_RANGES
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
@@ -213,9 +214,11 @@ POINT_KEYS = _table(
           meaning="Run each ring phase in both directions at once (half the data each way); null = yes for "
                   "ring algorithms (TPU all-reduces use both link directions). A mesh axis keeps its one folded "
                   "ring either way: it already uses both directions of every link."),
-    Param("routing", "choice", default="store-and-forward", nullable=False, choices=_routings,
-          meaning="Network routing: store-and-forward (each hop receives the whole message first) or "
-                  "cut-through (the head moves on at once; differs on multi-hop edges, e.g. mesh folded rings)."),
+    Param("routing", "choice", default=DEFAULT_ROUTING, nullable=False, choices=_routings,
+          meaning="Network routing: cut-through (the head moves on at once, as on a packet-switched link; the "
+                  "default, which the measured runs support) or store-and-forward (each hop receives the whole "
+                  "message first; runs contended schedules on the faster window engine). They differ on multi-hop "
+                  "edges: mesh folded rings, detours around failed links."),
     Param("bucket_MiB", "number", positive=True, maximum=2**20, unit="MiB",
           meaning="Gradient fusion bucket size (2^20 B); null = the planner's default."),
     Param("overlap_grad_reduce", "bool", default=True, nullable=False,

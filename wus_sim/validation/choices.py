@@ -1,7 +1,8 @@
 """The disputed network choices, each validated against the same measured rows.
 
 Where sources disagree on a network figure or nobody publishes it (link bandwidth,
-ring direction, sub-pod wraparound, per-hop latency, the algorithm of small all-reduces),
+ring direction, sub-pod wraparound, per-hop latency, the algorithm of small all-reduces,
+routing),
 the shipped default follows the evidence in the README ("Defaults from evidence") and
 this module reports how well each alternative fits the measured runs, under the same
 calibration: the table that ``wus-sim validate --choices`` prints.
@@ -21,7 +22,8 @@ class Choice:
 
     label: str
     network: dict
-    """Overrides of :data:`~wus_sim.validation.simulate.NETWORK_DEFAULTS` (algorithm, bidirectional)."""
+    """Overrides of :data:`~wus_sim.validation.simulate.NETWORK_DEFAULTS` (algorithm, bidirectional,
+    small-all-reduce algorithm, routing)."""
     topology: dict
     """Keyword overrides of :func:`~wus_sim.hardware.topology.load_topology` for every slice."""
 
@@ -40,6 +42,8 @@ CHOICES = (
     Choice("small all-reduces by recursive doubling always", {"small_allreduce_algorithm": "recursive-doubling"}, {}),
     Choice("small all-reduces by a ring (batch-norm groups in row-major block order)",
            {"small_allreduce_algorithm": "ring"}, {}),
+    Choice("cut-through routing instead of store-and-forward (mesh folded rings' two-hop edges at one "
+           "hop's time)", {"routing": "cut-through"}, {}),
 )
 """The alternatives compared, the shipped defaults first."""
 

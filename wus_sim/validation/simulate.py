@@ -15,10 +15,11 @@ from .measured import COLUMNS, software_stack
 __all__ = ["NOT_EXPRESSIBLE", "NETWORK_DEFAULTS", "run_options", "simulate_run", "run_topology", "strategy_of"]
 
 NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": default_of("bidirectional"),
-                    "small_allreduce_algorithm": default_of("small_allreduce_algorithm")}
+                    "small_allreduce_algorithm": default_of("small_allreduce_algorithm"),
+                    "routing": default_of("routing")}
 """Collective algorithms the validation runs: the shipped step defaults (``2d``, both
 ring directions on slices whose every axis wraps; the fastest algorithm for each
-latency-bound all-reduce; see README, "Defaults from evidence")."""
+latency-bound all-reduce; store-and-forward routing; see README, "Defaults from evidence")."""
 
 
 NOT_EXPRESSIBLE = {
@@ -49,7 +50,7 @@ def run_options(run, calibration=None, *, compute=None, network=None):
     return StepOptions(
         steps_per_loop=max(1, run.steps_per_loop),
         algorithm=net["algorithm"], bidirectional=net["bidirectional"],
-        small_allreduce_algorithm=net["small_allreduce_algorithm"],
+        small_allreduce_algorithm=net["small_allreduce_algorithm"], routing=net["routing"],
         grad_dtype=run.grad_allreduce_dtype or None,
         bn_group_replicas=max(1, int(bn_cores) // run.spatial_ways),
         calibration=cal, compute=compute,
