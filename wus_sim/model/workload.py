@@ -215,18 +215,18 @@ class Workload:
     def layer_attention_flops(self):
         """FLOPs per example of each layer's attention score and context matmuls (part of
         :attr:`layer_fwd_flops`), 0 for layers without attention."""
-        out = np.zeros(self.num_layers)
-        for a in self.attention:
-            out[a.layer] += a.flops
-        return out
+        return self._attention_per_layer("flops")
 
     @cached_property
     def layer_score_elements(self):
         """Attention score elements per example of each layer (:class:`AttentionScores`), 0 for
         layers without attention."""
+        return self._attention_per_layer("elements")
+
+    def _attention_per_layer(self, what):
         out = np.zeros(self.num_layers)
         for a in self.attention:
-            out[a.layer] += a.elements
+            out[a.layer] += getattr(a, what)
         return out
 
     @cached_property
