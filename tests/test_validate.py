@@ -245,7 +245,8 @@ def test_bound_rows_kept_are_what_the_readme_states(rows):
 def test_choices_refit_calibrates_under_each_choice(rows):
     """--choices refits the chip parameters to the v0.6 rows under each choice: for the shipped
     choice that is the same fit as calibrate() on those rows, and under a choice far from it
-    (10 GB/s links) the refit fits the rows better than the shipped calibration does."""
+    (10 GB/s links) the refit keeps more bounds or fits the rows closer than the shipped
+    calibration does."""
     from wus_sim.validation.calibrate import calibrate
     from wus_sim.validation.choices import CHOICES, Choice, choices_table, compare_choices
 
@@ -256,7 +257,10 @@ def test_choices_refit_calibrates_under_each_choice(rows):
     direct = summary(validate(calibrate(runs=v06, leave_one_out=False, uncertainty=False), runs=v06))
     for key, value in direct["calibration"].items():
         assert own0["calibration"][key] == pytest.approx(value, rel=1e-6), key
-    assert own1["calibration"]["median_abs_error"] < shared1["calibration"]["median_abs_error"]
+    # 10 GB/s links: no values keep the Transformer's bounds; the refit trades them against the
+    # training-only rows (fit.INFEASIBLE_BOUND_WEIGHT), so it keeps more bounds or fits the rows closer
+    assert (own1["bounds"]["within"] > shared1["bounds"]["within"]
+            or own1["calibration"]["median_abs_error"] < shared1["calibration"]["median_abs_error"])
     head = choices_table([(c0, shared0, own0), (c1, shared1, own1)]).splitlines()[0]
     assert head.count("|") == 10 and "refitted" in head
 

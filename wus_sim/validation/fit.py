@@ -17,12 +17,18 @@ from .measured import SOFTWARE_STACKS, software_stack
 from .simulate import run_topology, simulate_run
 from .validate import row_key
 
-__all__ = ["BOUND_WEIGHT", "BOUND_MARGIN", "ELEMENTWISE_BWD_PER_FWD", "Fitter", "expand", "stack_order", "validated_range"]
+__all__ = ["BOUND_WEIGHT", "INFEASIBLE_BOUND_WEIGHT", "BOUND_MARGIN", "ELEMENTWISE_BWD_PER_FWD", "Fitter", "expand", "stack_order", "validated_range"]
 
 BOUND_WEIGHT = 100.0
 """Weight of a bound row's excess (simulated over its upper bound, with the margin) against an
 exact row's error where a fit's cost is compared (the better of two refits) or stated: a broken
 bound costs more than any fit."""
+
+INFEASIBLE_BOUND_WEIGHT = 3.0
+"""Where no values keep every bound row (links made ten times slower, a table of your own), each
+bound's excess is a residual of this weight: the bounds are traded against the training-only
+rows, as every fit did until 2026-12-01, rather than the rows sacrificed to bounds no values
+keep."""
 
 BOUND_MARGIN = 1e-3
 """Each bound row is held 0.1 % under its bound (the solver's constraint tolerance is far
@@ -92,13 +98,15 @@ class Fitter:
         ratios) while every bound row stays :data:`BOUND_MARGIN` under its bound: a constrained
         fit (SLSQP, the Jacobian by forward differences, one simulation of the rows per value).
         A penalty in a plain least-squares fit stalls where a bound binds (every step the solver
-        tries along the bound costs more), so the bounds are constraints, not residuals.
+        tries along the bound costs more), so the bounds are constraints, not residuals. Where no
+        values keep every bound, the fit falls back to penalties (:data:`INFEASIBLE_BOUND_WEIGHT`
+        x each excess), which trade the bounds against the training-only rows.
 
         Returns an object with ``x`` (scaled values), ``fun`` (the exact rows' log ratios and the
         bound rows' :data:`BOUND_WEIGHT` x excess), ``jac`` (their derivatives), ``cost`` (half
         the sum of squares of ``fun``: a broken bound costs far more than any fit) and ``nfev``."""
         import numpy as np
-        from scipy.optimize import minimize
+        from scipy.optimize import least_squares, minimize
         from types import SimpleNamespace
 
         rows = self.rows if rows is None else rows
@@ -140,7 +148,18 @@ class Fitter:
         x0 = np.clip(self.start / self.scale if start is None else np.asarray(start, dtype=float), lo, hi)
         res = minimize(objective, x0, jac=gradient, bounds=list(zip(lo, hi)), constraints=constraints,
                        method="SLSQP", options={"maxiter": max_nfev, "ftol": 1e-10})
+        def penalised(x):
+            r = logs(x)
+            return np.where(exact, r, INFEASIBLE_BOUND_WEIGHT * np.maximum(r + BOUND_MARGIN, 0.0))
+
         x = np.clip(res.x, lo, hi)
+        if (~exact).any() and np.max(logs(x)[~exact] + BOUND_MARGIN) > 1e-4:
+            # no values keep every bound (a slice's links made far slower, a table of your own):
+            # the least squares with each bound's excess as a residual instead, from where SLSQP
+            # stopped and from the start
+            tries = [least_squares(penalised, y, bounds=(lo, hi), x_scale="jac", diff_step=1e-3, xtol=1e-8,
+                                   ftol=1e-8, max_nfev=max_nfev).x for y in (x, x0)]
+            x = min([x, *tries], key=lambda y: float(np.sum(penalised(y) ** 2)))
         r, J = logs(x), jac(x)
         excess = np.maximum(r + BOUND_MARGIN, 0.0)
         fun = np.where(exact, r, BOUND_WEIGHT * excess)
