@@ -154,4 +154,3 @@ def test_workload_json_lists_the_attention_layers():
     assert first["layer"] == "encoder/layer_0/attention"
     assert first["score_elements_per_example"] == 16 * 512 * 512
     assert load_workload("resnet50").to_dict()["attention"] == []
-    assert dataclasses.is_dataclass(load_workload("bert-large").attention[0])

@@ -44,6 +44,13 @@ def test_leave_one_benchmark_out_error_is_what_the_readme_states(rows):
     assert abs(stats["worst_abs_error"] - worst) <= 0.0005
 
 
+def test_the_readme_validation_table_is_what_validate_prints(rows):
+    """README "Validation": the table of every row is validate's own Markdown table, row for row."""
+    from wus_sim.validation.report import markdown_table
+
+    assert markdown_table(rows).strip() in README
+
+
 def test_fit_error_is_what_the_readme_states(rows):
     stats = summary(rows)["calibration"]
     median = _readme_figure(r"fit to them with a median \|error\| of \*\*([\d.]+) %\*\*")

@@ -17,12 +17,7 @@ from .measured import SOFTWARE_STACKS, software_stack
 from .simulate import run_topology, simulate_run
 from .validate import row_key
 
-__all__ = ["BOUND_WEIGHT", "INFEASIBLE_BOUND_WEIGHT", "BOUND_MARGIN", "ELEMENTWISE_BWD_PER_FWD", "Fitter", "expand", "stack_order", "validated_range"]
-
-BOUND_WEIGHT = 100.0
-"""Weight of a bound row's excess (simulated over its upper bound, with the margin) against an
-exact row's error where a fit's cost is compared (the better of two refits) or stated: a broken
-bound costs more than any fit."""
+__all__ = ["INFEASIBLE_BOUND_WEIGHT", "BOUND_MARGIN", "ELEMENTWISE_BWD_PER_FWD", "Fitter", "expand", "stack_order", "validated_range"]
 
 INFEASIBLE_BOUND_WEIGHT = 3.0
 """Where no values keep every bound row (links made ten times slower, a table of your own), each
@@ -102,9 +97,8 @@ class Fitter:
         values keep every bound, the fit falls back to penalties (:data:`INFEASIBLE_BOUND_WEIGHT`
         x each excess), which trade the bounds against the training-only rows.
 
-        Returns an object with ``x`` (scaled values), ``fun`` (the exact rows' log ratios and the
-        bound rows' :data:`BOUND_WEIGHT` x excess), ``jac`` (their derivatives), ``cost`` (half
-        the sum of squares of ``fun``: a broken bound costs far more than any fit) and ``nfev``."""
+        Returns an object with ``x`` (scaled values), ``fun`` (every row's log ratio of simulated
+        to measured step time) and ``jac`` (their derivatives by the values, scaled)."""
         import numpy as np
         from scipy.optimize import least_squares, minimize
         from types import SimpleNamespace
@@ -160,12 +154,7 @@ class Fitter:
             tries = [least_squares(penalised, y, bounds=(lo, hi), x_scale="jac", diff_step=1e-3, xtol=1e-8,
                                    ftol=1e-8, max_nfev=max_nfev).x for y in (x, x0)]
             x = min([x, *tries], key=lambda y: float(np.sum(penalised(y) ** 2)))
-        r, J = logs(x), jac(x)
-        excess = np.maximum(r + BOUND_MARGIN, 0.0)
-        fun = np.where(exact, r, BOUND_WEIGHT * excess)
-        jac_out = np.where(exact[:, None], J, BOUND_WEIGHT * J * (excess > 0)[:, None])
-        return SimpleNamespace(x=x, fun=fun, jac=jac_out, cost=0.5 * float(np.sum(fun ** 2)),
-                               nfev=len(logs_at), status=res.status, message=res.message)
+        return SimpleNamespace(x=x, fun=logs(x), jac=jac(x))
 
     def covariance(self, result):
         """The fitted values' covariance, in their own units: s^2 (J'J)^-1 over the exact rows."""
