@@ -18,7 +18,7 @@ COLLECTIVE_JSON_SCHEMA_VERSION = 1
 """Version of ``collective --json``'s shape; its schema is ``wus_sim/schemas/collective.v{N}.json``."""
 
 # copies of wus_sim.collectives.OPS / ALGORITHMS for the help text, so that building the
-# parser imports no numpy (tests/test_cli_collective.py checks they match)
+# parser imports no numpy (tests/cli/test_cli_collective.py checks they match)
 _OPS = ("reduce-scatter", "all-gather", "all-reduce")
 _ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recursive-doubling")
 

@@ -38,7 +38,7 @@ the (hop, piece) lattice sums every latency once and picks ``m - j + 1`` hop
 times at non-decreasing hops, at best the slowest each time. The edge is
 therefore the same max-plus system with a different ``tau_e``, and the window
 maxima below hold unchanged (property tests against the SimPy engine:
-``tests/test_cut_through.py``). On one-hop edges the two ``tau`` agree.
+``tests/collectives/test_cut_through.py``). On one-hop edges the two ``tau`` agree.
 
 With every edge alike this reduces to the textbook forms, e.g. reduce-scatter
 ``T = (n-2) max(K s, tau + rho) + K s + alpha_h + rho`` with ``s = B/(n K bw)``

@@ -1,6 +1,6 @@
 """Measured step times: Google's MLPerf v0.6 TPU-v3 runs as shipped in a CSV, or your own.
 
-The shipped table is generated from the public logs by ``tests/regenerate_mlperf_v06.py``;
+The shipped table is generated from the public logs by ``tests/tools/regenerate_mlperf_v06.py``;
 its columns, units and method are documented in ``wus_sim/data/validation/README.md``.
 A table of your own measurements has the same columns; only :data:`REQUIRED_COLUMNS`
 must be there (the others describe where a figure came from and default to empty).
@@ -29,7 +29,7 @@ DATA_SOURCE = {
     "repository": "github.com/mlcommons/training_results_v0.6; github.com/mlcommons/training_results_v0.7",
     "commit": "f312518c2d6107eec983750eed23950f1f0c8a0e; 0a8a85a209c8e45b661596c382cc20f4e32fd2fe",
     "table": "wus_sim/data/validation/mlperf_v06_tpu_v3.csv; wus_sim/data/validation/mlperf_v07_tpu_v3.csv",
-    "generator": "tests/regenerate_mlperf_v06.py; tests/regenerate_mlperf_v07.py",
+    "generator": "tests/tools/regenerate_mlperf_v06.py; tests/tools/regenerate_mlperf_v07.py",
 }
 """Where the shipped tables come from (the commits the generators pin)."""
 
@@ -38,7 +38,7 @@ V06_SOURCE = {
     "repository": "github.com/mlcommons/training_results_v0.6",
     "commit": "f312518c2d6107eec983750eed23950f1f0c8a0e",
     "table": "wus_sim/data/validation/mlperf_v06_tpu_v3.csv",
-    "generator": "tests/regenerate_mlperf_v06.py",
+    "generator": "tests/tools/regenerate_mlperf_v06.py",
 }
 """The v0.6 table alone: what the shipped calibration names as its data."""
 

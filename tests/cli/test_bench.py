@@ -1,0 +1,114 @@
+"""`wus-sim bench`: structure of its output, the case registry, and engine agreement.
+
+No timing assertions: wall times depend on the machine.
+"""
+
+import json
+import math
+
+import pytest
+
+from wus_sim import bench
+from wus_sim.cli import main
+
+FIELDS = {"case", "engine", "problem", "status", "sim_time_s", "events", "wall_median_s", "wall_min_s",
+          "messages_per_s", "peak_mem_bytes", "repeat"}
+
+
+@pytest.fixture(scope="module")
+def quick_run():
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["bench", "--quick", "--json", "--repeat", "2"])
+    assert code == 0
+    return json.loads(buf.getvalue())
+
+
+def test_quick_json_structure(quick_run):
+    doc = quick_run
+    assert doc["quick"] is True and doc["repeat"] == 2
+    assert {"python", "numpy", "cpus"} <= set(doc["machine"])
+    quick_names = [c.name for c in bench.CASES.values() if c.quick]
+    assert [r["case"] for r in doc["cases"]] == quick_names
+    for rec in doc["cases"]:
+        assert FIELDS <= set(rec)
+        if rec["engine"] == "fast":
+            assert rec["status"] == "ok", rec
+        if rec["status"] == "ok":
+            assert rec["sim_time_s"] > 0 and rec["events"] > 0
+            assert 0 < rec["wall_min_s"] <= rec["wall_median_s"]
+            assert math.isclose(rec["messages_per_s"], rec["events"] / rec["wall_median_s"], rel_tol=1e-12)
+        else:
+            assert rec["status"] == "unavailable" and rec["reason"]
+
+
+def test_engines_agree_on_shared_problems(quick_run):
+    by_problem = {}
+    for rec in quick_run["cases"]:
+        if rec["status"] == "ok":
+            by_problem.setdefault(rec["problem"], []).append(rec)
+    shared = {p: recs for p, recs in by_problem.items() if len({r["engine"] for r in recs}) > 1}
+    if not shared:
+        reasons = [r.get("reason") for r in quick_run["cases"] if r["status"] != "ok"]
+        pytest.skip(f"only one engine ran the shared quick problem: {reasons}")
+    for problem, recs in shared.items():
+        times = [r["sim_time_s"] for r in recs]
+        assert max(times) - min(times) <= 1e-9 * max(times), (problem, recs)
+        assert len({r["events"] for r in recs}) == 1, (problem, recs)
+
+
+def test_registry_takes_new_cases_without_touching_the_loop():
+    calls = []
+    case = bench.BenchCase("test: a registered case", "dummy", setup=lambda: 3,
+                      run=lambda n: calls.append(n) or bench.Measurement(1.5, 10), quick=True, full=False,
+                      problem="dummy")
+    missing = bench.BenchCase("test: needs something", "dummy", setup=lambda: (_ for _ in ()).throw(
+        bench.Unavailable("not built yet")), run=lambda s: None, quick=True, full=False)
+    try:
+        bench.register(case)
+        bench.register(missing)
+        recs = bench.run_bench(quick=True, repeat=3, names=["test: "], memory=False)
+    finally:
+        bench.CASES.pop(case.name)
+        bench.CASES.pop(missing.name)
+    assert [r["case"] for r in recs] == [case.name, missing.name]
+    assert calls == [3, 3, 3]
+    assert recs[0]["sim_time_s"] == 1.5 and recs[0]["events"] == 10
+    assert recs[1]["status"] == "unavailable" and recs[1]["reason"] == "not built yet"
+    table = bench.format_table(recs)
+    assert "test: a registered case" in table and "not built yet" in table
+
+
+def test_full_set_names_the_issue_cases():
+    full = [c for c in bench.CASES.values() if c.full]
+    names = " | ".join(c.name for c in full)
+    for shape in ("32x32", "64x64", "128x128", "256x256"):
+        assert f"torus:{shape}" in names
+    assert {c.engine for c in full} >= {"fast", "simpy", "cli"}
+    assert any("halving-doubling" in c.name and c.engine == "simpy" for c in full)
+    assert any("halving-doubling" in c.name and c.engine == "window" for c in full)
+    assert any("failed cable" in c.name and c.engine == "timeline" for c in full)
+    assert any(c.name.startswith("ring all-reduce") and c.engine == "fast" for c in full)
+
+
+def test_bad_repeat_and_unknown_case_are_user_errors(capsys):
+    assert main(["bench", "--repeat", "0"]) == 2
+    assert main(["bench", "--quick", "--case", "no such case"]) == 2
+    err = capsys.readouterr().err
+    assert "--repeat" in err and "no such case" in err
+
+
+def test_experiment_case_leaves_no_output_directory(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    quickstart = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments",
+                              "quickstart.yaml")
+    case = bench.experiment_case("quickstart reduced", quickstart, jobs=1, extra=("--reduced", "--no-plots"))
+    rec = bench.run_case(case, repeat=1)
+    assert rec["status"] == "ok" and rec["events"] >= 1, rec
+    assert not list(tmp_path.iterdir())
