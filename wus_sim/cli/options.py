@@ -97,12 +97,13 @@ def fault_option_errors():
         raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None
 
 
-PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat")
-"""Point keys of how a run places replicas and keeps activations: ``--megacore``, ``--spatial-ways``, ``--remat``."""
+PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization")
+"""Point keys of how a run places replicas, keeps activations and multiplies: ``--megacore``,
+``--spatial-ways``, ``--remat``, ``--quantization``."""
 
 
 def add_placement_options(parser):
-    """``--megacore``, ``--spatial-ways K`` and ``--remat`` of ``step`` and ``plan`` (point keys :data:`PLACEMENT_KEYS`)."""
+    """``--megacore``, ``--spatial-ways K``, ``--remat`` and ``--quantization`` of ``step`` and ``plan`` (point keys :data:`PLACEMENT_KEYS`)."""
     from ..training.params import POINT_KEYS
 
     add_flag(parser, "--megacore",
@@ -111,8 +112,14 @@ def add_placement_options(parser):
                         help="cores each replica is spatially partitioned over: replicas = cores / K (default: the "
                              "MLPerf run's on that slice, else 1)")
     parser.add_argument("--remat", choices=POINT_KEYS["remat"].choices, default=POINT_KEYS["remat"].default,
-                        help="rematerialisation: none (keep every activation), layer (keep each layer's input, "
-                             "recompute it in backward) or full (every sqrt(L)-th layer's input); default none")
+                        help="rematerialisation: none (keep every activation), selective (keep each layer's input "
+                             "and matmul outputs, recompute elementwise and attention-score work), layer (keep each "
+                             "layer's input, recompute it in backward; MaxText's full) or full (every sqrt(L)-th "
+                             "layer's input); default none")
+    parser.add_argument("--quantization", choices=POINT_KEYS["quantization"].choices,
+                        default=POINT_KEYS["quantization"].default,
+                        help="matmul precision: none (bf16) or int8 (weight matmuls at the chip's int8 peak, as "
+                             "AQT-quantized training runs them); default none")
 
 
 @contextmanager

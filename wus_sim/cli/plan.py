@@ -79,7 +79,8 @@ def run(args):
 def build_report(args):
     """The plan report as a JSON-ready dict (what ``--json`` prints)."""
     from ..model.calibration import load_calibration
-    from ..model.compute import layer_times, memory_bound_time_s
+    from ..model.compute import layer_times, memory_bound_time_s, precision_line
+    from .options import placement_option_errors
     from ..inputs.errors import ConfigError
     from ..model.memory import memory_both
     from ..training.planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
@@ -126,7 +127,9 @@ def build_report(args):
     calibration = load_calibration(args.calibration)  # default: the shipped one, as every other command
     params = calibration.compute_params()
     memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat)
-    layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat)
+    with placement_option_errors():  # an int8 run on a chip without an int8 peak: named by --quantization
+        layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
+                             quantization=args.quantization)
     fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}
     for s in STRATEGIES:
@@ -145,7 +148,10 @@ def build_report(args):
                       "--global-batch" if args.global_batch is not None else
                       f"MLPerf v0.6 run on {topology.name}" if config else "workload default"),
         mlperf_config=vars(config).copy() if config else None,
-        compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict()},
+        compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict(), "remat": args.remat,
+                 "quantization": args.quantization,
+                 "quantization_note": None if args.quantization == "none" else
+                 precision_line(topology, args.quantization, params.mxu_efficiency, calibration.id)},
         calibration=calibration.id,
         multislice=None if multislice is None else multislice.to_dict(),
         strategies=strategies,
@@ -218,7 +224,10 @@ def _text(r):
                    f"in bucket {first['bucket']} after each reduce-scatter phase: {phases}")
     c = r["compute"]
     out.append(f"  compute per replica: forward {format_time(c['fwd_time_s'])}, backward "
-               f"{format_time(c['bwd_time_s'])} (MXU efficiency {c['params']['mxu_efficiency']:.3g}, calibration {r['calibration']})")
+               f"{format_time(c['bwd_time_s'])} (MXU efficiency {c['params']['mxu_efficiency']:.3g}, calibration {r['calibration']}"
+               f"; remat {c['remat']})")
+    if c["quantization_note"]:
+        out.append("  " + c["quantization_note"])
     out.append("")
     rows = [
         ("gradient collectives", lambda x: f"{x['grad_collectives']} ({format_bytes(x['grad_nbytes'])})"),

@@ -132,7 +132,7 @@ def run(args):
         steps=args.steps, bn_group_replicas=args.bn_group_replicas,
         small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        remat=args.remat, calibration=calibration,
+        remat=args.remat, quantization=args.quantization, calibration=calibration,
         compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)
@@ -172,6 +172,10 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
+    from ..model.compute import precision_line
+
+    report["quantization_note"] = None if options.quantization == "none" else precision_line(
+        topology, options.quantization, options.compute.mxu_efficiency, options.calibration_id)
     report.update(_if_fit_report(results))
     from ..training.small_allreduce import small_allreduce_report
 
@@ -333,6 +337,11 @@ def _text(rep, multislice=None):
              _checked_line(rep)]
     if multislice is not None:
         lines.append(_dcn_line(multislice))
+    p = rep.get("parameters") or {}
+    if p.get("remat", "none") != "none":
+        lines.append(f"  remat {p['remat']}: see docs/precision-and-remat.md for what it keeps and recomputes")
+    if rep.get("quantization_note"):
+        lines.append("  " + rep["quantization_note"])
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]

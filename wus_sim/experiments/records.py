@@ -161,6 +161,8 @@ def used_values(topology, options, plan, multislice=None):
         slices.update(slices=multislice.slices, dcn_GBps=multislice.dcn_Bps / GB,
                       dcn_latency_us=multislice.dcn_latency_s * 1e6)
 
+    if topology.chip.peak_int8_ops is not None:  # a chip without one leaves the column empty
+        slices["peak_int8_TOPs"] = topology.chip.peak_int8_ops / 1e12
     links = sorted(set(topology.axis_link_Bps))
     c = options.compute
     return {
@@ -168,7 +170,7 @@ def used_values(topology, options, plan, multislice=None):
         "hop_latency_us": topology.hop_latency_s * 1e6,
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
-        "cores_per_chip": topology.cores_per_chip, "remat": options.remat,
+        "cores_per_chip": topology.cores_per_chip, "remat": options.remat, "quantization": options.quantization,
         "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,
         "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),

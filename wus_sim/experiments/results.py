@@ -107,6 +107,9 @@ RESULT_COLUMNS = (
     _c("spatial_efficiency", "", "float64", "Matrix-unit speed-up per extra core of a spatially partitioned replica."),
     _c("backward_flops_ratio", "", "float64", "Backward FLOPs / forward FLOPs."),
     _c("peak_TFLOPs", "TFLOP/s", "float64", "Chip matrix-unit peak (bf16) from the chip datasheet figure."),
+    _c("peak_int8_TOPs", "TOP/s", "float64",
+       "Chip matrix-unit peak (int8) from the chip datasheet figure; the weight matmuls' peak under quantization "
+       "int8 (empty for a chip without one)."),
     _c("hbm_GBps", "GB/s", "float64", "Chip HBM bandwidth (10^9 B/s) from the chip datasheet figure."),
     _c("onchip_GBps", "GB/s", "float64", "Core-to-core on-chip bandwidth used (10^9 B/s)."),
     _c("mem_weights_bytes", "B", "float64", "Per-replica HBM for weights."),

@@ -28,5 +28,8 @@ class Chip:
     dcn_Bps: float = None
     """Data-center network bandwidth of one chip, one direction, bytes/s: a multislice's default
     (``None``: chips.yaml gives none; a multislice then takes an assumption and says so)."""
+    peak_int8_ops: float = None
+    """Matrix-unit peak of the whole chip in int8, operations/s (``None``: chips.yaml gives none,
+    and the chip cannot run ``quantization: int8``)."""
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     """Where each figure came from (key -> citation), for reports."""

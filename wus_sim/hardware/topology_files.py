@@ -40,6 +40,9 @@ CHIP_KEYS = KeyTable("chip", [
         "run says otherwise.", required=True, minimum=1),
     Key("peak_bf16_TFLOPs", "number", "Matrix-unit peak of the chip in bf16 (10^12 FLOP/s).", unit="TFLOP/s",
         required=True, positive=True),
+    Key("peak_int8_TOPs", "number", "Matrix-unit peak of the chip in int8 (10^12 operations/s): the weight matmuls' "
+        "peak under point key `quantization: int8` (cite it in `sources`).", unit="TOP/s", positive=True,
+        default_text="none: the chip cannot run quantization int8 (a one-line error)"),
     Key("hbm_GiB", "number", "HBM capacity of the chip (2^30 B), split evenly over its cores.", unit="GiB",
         required=True, positive=True),
     Key("hbm_GBps", "number", "HBM bandwidth of the chip (10^9 B/s), split evenly over its cores.", unit="GB/s",
@@ -155,6 +158,7 @@ def _chips_from_file(path):
             hop_latency_s=read("hop_latency_us") * US,
             onchip_Bps=read("onchip_GBps") * GB,
             dcn_Bps=read("dcn_GBps") * GB if "dcn_GBps" in sec else None,
+            peak_int8_ops=read("peak_int8_TOPs") * 1e12 if "peak_int8_TOPs" in sec else None,
             sources=_sources(sec),
         )
     return chips

@@ -203,11 +203,19 @@ POINT_KEYS = _table(
           meaning="Cores each replica is spatially partitioned over (replicas = cores / spatial_ways; must "
                   "divide the slice's cores); null = the MLPerf v0.6 run's on that slice, else 1. The row "
                   "holds the value used."),
-    Param("remat", "choice", default="none", nullable=False, choices=("none", "layer", "full"),
-          meaning="Rematerialisation: none keeps every activation for backward; layer keeps each layer's input "
-                  "and recomputes the layer in backward (per-layer checkpointing, Korthikanti et al. 2022); full "
-                  "keeps every ceil(sqrt(L))-th layer's input (Chen et al. 2016). Both add one forward pass of "
-                  "compute; only activation terms that declare their `layers` are recomputed."),
+    Param("remat", "choice", default="none", nullable=False, choices=("none", "selective", "layer", "full"),
+          meaning="Rematerialisation: none keeps every activation for backward; selective keeps each layer's input "
+                  "and its weight matmuls' outputs and recomputes the elementwise and attention-score work "
+                  "(MaxText's `minimal`; a term's `selective_bytes_per_element`); layer keeps each layer's input "
+                  "and recomputes the layer in backward (per-layer checkpointing, Korthikanti et al. 2022; "
+                  "MaxText's `full`); full keeps every ceil(sqrt(L))-th layer's input (Chen et al. 2016). Layer "
+                  "and full add one forward pass of compute, selective its attention matmuls and elementwise "
+                  "work; only activation terms that declare their `layers` are recomputed."),
+    Param("quantization", "choice", default="none", nullable=False, choices=("none", "int8"),
+          meaning="Matmul precision: none = bf16 at the chip's bf16 peak; int8 = the weight matmuls, forward and "
+                  "backward, at the chip's int8 peak (chips.yaml `peak_int8_TOPs`), as AQT-quantized training "
+                  "runs them (MaxText `quantization: int8`); attention-score matmuls, elementwise work, the "
+                  "optimizer and the collectives unchanged; the same mxu_efficiency applies."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
     Param("bidirectional", "bool",

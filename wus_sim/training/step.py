@@ -94,6 +94,9 @@ class StepOptions:
     remat: str = default_of("remat")
     """Rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what activations backward
     keeps, and whether it recomputes forward first."""
+    quantization: str = default_of("quantization")
+    """Matmul precision (:data:`wus_sim.model.compute.QUANTIZATIONS`): ``int8`` runs the weight
+    matmuls at the chip's int8 peak."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
@@ -212,7 +215,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     if multislice is None:
         _prefetch_collectives(work, topology, options)
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
-                         spatial_ways=plan.spatial_ways, remat=options.remat)
+                         spatial_ways=plan.spatial_ways, remat=options.remat, quantization=options.quantization)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
     bn = ()
     if options.bn_group_replicas > 1:
