@@ -280,7 +280,7 @@ def test_shipped_llms_are_what_the_importer_writes_from_their_public_configs(tmp
 
     tool = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tools" / "import_shipped_llms.py"))
     tool["main"](["--out", str(tmp_path)])
-    for name in ("llama3-8b", "llama3-70b"):
+    for name in ("llama3-8b", "llama3-70b", "gpt3-175b"):
         shipped = Path(load_workload(name).path)
         assert (tmp_path / f"{name}.yaml").read_text() == shipped.read_text(), name
     assert load_workload("llama3-8b").params == 8_030_261_248

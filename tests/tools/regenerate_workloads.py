@@ -375,7 +375,12 @@ def spec_bert(data):
         activations=[
             dict(what=f"encoder layers: {layers} x {seq} tokens x d {d}", elements=layers * seq * d, layers=layers,
                  bytes_per_element=34 + 5 * heads * seq // d,
-                 why=f"34 + 5*a*s/h with a={heads}, s={seq}, h={d} (Korthikanti et al. 2022)"),
+                 why=f"34 + 5*a*s/h with a={heads}, s={seq}, h={d} (Korthikanti et al. 2022)",
+                 # post-norm block: each layer norm differentiates the residual sum, recomputed from the
+                 # matmul output it adds, so the FFN's second matmul output is kept too
+                 selective_bytes_per_element=2 * (1 + 3 + 1 + 4 + 1),
+                 selective_why="remat selective, bf16 per token / h: input 1, Q K V 3, attention output 1, "
+                               "FFN up 4, FFN down 1 (post-norm)"),
             dict(what=f"MLM logits: {masked} masked positions x vocab {vocab}", elements=masked * vocab,
                  bytes_per_element=6, why="bf16 logits + fp32 log-softmax; 76 = MLPerf BERT max predictions "
                                           "per sequence (assumption, not in our reference files)"),
@@ -528,6 +533,9 @@ def render(spec, data):
                 f"    why: {q(term['why'])}"]
         if term.get("layers"):
             out.append(f"    layers: {term['layers']}               # identical layers: what remat keeps the input of")
+        if term.get("selective_bytes_per_element") is not None:
+            out.append(f"    selective_bytes_per_element: {term['selective_bytes_per_element']}   "
+                       f"# {term['selective_why']}")
     out += [
         "dtypes:                            # bf16 activations, fp32 master weights and slots (MLPerf v0.6 TPU)",
         "  weights: float32",

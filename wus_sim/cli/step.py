@@ -326,6 +326,15 @@ def _dcn_line(multislice):
             f"({src.get('dcn_latency_us', '')})")
 
 
+_REMAT_LINES = {
+    "selective": "each layer keeps its input and weight-matmul outputs; backward recomputes its norms, activation "
+                 "functions and attention (MaxText's minimal)",
+    "layer": "each layer keeps its input; backward recomputes its forward (MaxText's full)",
+    "full": "every ceil(sqrt(L))-th layer keeps its input; backward recomputes one forward (Chen et al. 2016)",
+}
+"""What each remat policy keeps and recomputes, one line for the text output."""
+
+
 def _text(rep, multislice=None):
     from ..inputs.units import format_bytes
 
@@ -339,7 +348,7 @@ def _text(rep, multislice=None):
         lines.append(_dcn_line(multislice))
     p = rep.get("parameters") or {}
     if p.get("remat", "none") != "none":
-        lines.append(f"  remat {p['remat']}: see docs/precision-and-remat.md for what it keeps and recomputes")
+        lines.append(f"  remat {p['remat']}: {_REMAT_LINES.get(p['remat'], '')}")
     if rep.get("quantization_note"):
         lines.append("  " + rep["quantization_note"])
     w = 26

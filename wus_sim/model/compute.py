@@ -297,7 +297,9 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
     """:class:`LayerTimes` of one replica: the per-layer roofline of the module docstring.
 
     With a *remat* policy that recomputes (:data:`wus_sim.model.workload.REMAT_MODES`), each
-    layer's backward first runs its forward again: backward time += forward time, layer by layer.
+    layer's backward first runs its forward again: backward time += forward time, layer by layer;
+    under ``selective`` only its attention score and context matmuls and its elementwise forward
+    work (the weight matmuls' outputs are kept).
 
     With ``elementwise_*_bytes = 0``, no overheads, compute-bound layers and one core per
     replica (or output maps whose rows divide over the cores), the sums equal
@@ -338,7 +340,12 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
         halo = halo_exchange_time_s(workload, topology, per_replica_batch)
         fwd_s = fwd_s + halo
         bwd_s = bwd_s + halo  # the halo of the activation gradient goes back the same way
-    if workload.rematerialises(remat):
+    if workload.rematerialises(remat) and remat == "selective":
+        # the attention matmuls (bf16 under int8 too) and the elementwise forward work, again
+        attention_s = (workload.layer_attention_flops * per_replica_batch * share
+                       / replica_peak_flops(topology, p, spatial_ways=ways))
+        bwd_s = bwd_s + attention_s + elem_fwd
+    elif workload.rematerialises(remat):
         bwd_s = bwd_s + fwd_s  # the recomputed forward, just before the layer's backward
     return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
 

@@ -318,11 +318,22 @@ def activation_terms(s, seq):
     else:
         parts.append(("fused attention: fp32 log-sum-exp 4 a", 4 * a))
     per_token = sum(b for _, b in parts)
+    # remat selective keeps the layer input and the weight matmuls' outputs backward needs: Q, K, V
+    # (attention is recomputed from them), the output projection's (the residual sum the second
+    # norm differentiates is recomputed from it) and the MLP's first matmuls' (the activation
+    # function is recomputed); not the MLP's last (no backward in the layer reads it)
+    up = (2 if s["gated"] else 1) * ff
+    kept = [("input 2h", 2 * h), ("Q, K, V 2 x (q_dim + 2 kv_dim)", 2 * (q + 2 * kv)),
+            ("output projection output 2h", 2 * h), (f"MLP up matmul outputs 2 x {up // ff} ff", 2 * up)]
+    kept_per_token = sum(b for _, b in kept)
     terms = [dict(what=f"transformer layers: {s['layers']} x {seq} tokens x d {h}", elements=s["layers"] * seq * h,
                   bytes_per_element=per_token / h,
                   why=f"{per_token} B per token per layer / h, bf16: "
                       + "; ".join(f"{what} = {b}" for what, b in parts)
-                      + " (Korthikanti et al. 2022, generalised; see sources)", layers=s["layers"])]
+                      + " (Korthikanti et al. 2022, generalised; see sources). Remat selective keeps "
+                      + f"{kept_per_token} B per token: " + "; ".join(f"{what} = {b}" for what, b in kept)
+                      + " (MaxText remat_policy minimal)",
+                  layers=s["layers"], selective_bytes_per_element=kept_per_token / h)]
     terms.append(dict(what=f"output logits: {s['predicted']} predicted positions x vocab {s['vocab']}",
                       elements=s["predicted"] * s["vocab"], bytes_per_element=6,
                       why="bf16 logits + fp32 log-softmax kept for the loss"))

@@ -33,10 +33,18 @@ __all__ = [
     "resolve_batch", "resolve_replicas", "REMAT_MODES",
 ]
 
-REMAT_MODES = ("none", "layer", "full")
+REMAT_MODES = ("none", "selective", "layer", "full")
 """Rematerialisation (activation recomputation) policies :meth:`Workload.activation_bytes_kept` knows:
 
 * ``none``: every activation term is kept for backward, as the file gives it;
+* ``selective``: each layer of a term keeps its input and the outputs of its weight matmuls that
+  backward needs (the term's ``selective_bytes_per_element``), and backward recomputes the rest:
+  norms, activation functions and the attention scores with their score and context matmuls
+  (JAX's ``checkpoint_dots_with_no_batch_dims``, MaxText's ``remat_policy: minimal``,
+  github.com/google/maxtext MaxText/layers/models.py; the attention part is Korthikanti et al.
+  2022's "selective activation recomputation", arXiv 2205.05198, sec. 5). Backward reruns the
+  layer's attention matmuls and elementwise forward work, not its weight matmuls
+  (:func:`wus_sim.model.compute.layer_times`);
 * ``layer``: each layer of a term that declares its ``layers`` keeps only its input (one
   activation-dtype element per element of the term's layer, e.g. the ``s x h`` input of a
   transformer layer) and backward recomputes that layer's forward from it, one layer at a time
@@ -46,7 +54,7 @@ REMAT_MODES = ("none", "layer", "full")
   one segment at a time, keeping its layer inputs while it runs (sublinear checkpointing, Chen
   et al. 2016, "Training Deep Nets with Sublinear Memory Cost", arXiv 1604.06174).
 
-Both recompute the forward of the rematerialised layers once: one more forward pass in backward
+``layer`` and ``full`` recompute the forward of the rematerialised layers once: one more forward pass in backward
 (:func:`wus_sim.model.compute.layer_times`). Terms without ``layers`` (a loss head's logits, the
 CNN profiles' totals) are kept whole under every policy."""
 
@@ -95,6 +103,9 @@ class ActivationTerm:
     layers: int = 0
     """Identical layers the term spans (``elements`` counts all of them; one layer's input is
     ``elements / layers`` activation elements); 0 = not per-layer, never rematerialised."""
+    selective_bytes_per_element: float = None
+    """Bytes per counted element each layer keeps under remat ``selective`` (its input and its weight
+    matmuls' outputs); ``None``: the workload does not say, and ``selective`` is an error."""
 
     @property
     def nbytes(self):
@@ -286,6 +297,15 @@ class Workload:
                 kept += t.nbytes
                 continue
             per_layer = t.elements / t.layers
+            if remat == "selective":
+                if t.selective_bytes_per_element is None:
+                    raise ConfigError(f"needs what each layer keeps, and workload {self.name}'s activation term "
+                                      f"'{t.what}' gives no selective_bytes_per_element", key_path="remat",
+                                      value=remat)
+                kept += t.elements * t.selective_bytes_per_element
+                # the recomputed rest of one layer lives while that layer's backward runs
+                working = max(working, per_layer * (t.bytes_per_element - t.selective_bytes_per_element))
+                continue
             inputs = t.layers
             if remat == "full":
                 k = math.ceil(math.sqrt(t.layers))

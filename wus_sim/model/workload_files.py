@@ -1,6 +1,7 @@
 """Reading workloads from YAML: the key tables, the search path (``WUS_SIM_WORKLOAD_PATH``)
 and the readers of tensors, layers, activation terms and MLPerf configs."""
 
+from dataclasses import replace
 from pathlib import Path
 import math
 import os
@@ -81,6 +82,11 @@ _ACTIVATION_KEYS = KeyTable("activation_memory entry", [
     Key("layers", "integer", "Identical layers the term spans (elements counts them all): rematerialisation "
         "(point key remat) keeps only each layer's input, elements / layers activation elements.", minimum=1,
         default_text="none: not per-layer; kept whole under every remat policy"),
+    Key("selective_bytes_per_element", "number", "Bytes per counted element each layer keeps under remat "
+        "`selective`: its input and its weight matmuls' outputs that backward needs (MaxText's `minimal` "
+        "policy); the rest (norms, activation functions, attention scores) is recomputed. Only with `layers`, "
+        "and at most bytes_per_element.", unit="B", minimum=0,
+        default_text="none: remat selective is a one-line error for this workload"),
 ], meaning="One term of the activation-memory estimate: elements x bytes_per_element bytes per example.")
 
 _DTYPE_KEYS = KeyTable("dtypes", [
@@ -310,9 +316,20 @@ def _read_activation_terms(doc):
     for i, row in enumerate(rows):
         sec = Section(row, file=doc.file, path=f"activation_memory[{i}]")
         _ACTIVATION_KEYS.check(sec)
-        terms.append(ActivationTerm(**{k: _ACTIVATION_KEYS.read(sec, k) for k in
-                                       ("what", "elements", "bytes_per_element", "why")},
-                                    layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0))
+        term = ActivationTerm(**{k: _ACTIVATION_KEYS.read(sec, k) for k in
+                                 ("what", "elements", "bytes_per_element", "why")},
+                              layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0)
+        if "selective_bytes_per_element" in sec:
+            selective = _ACTIVATION_KEYS.read(sec, "selective_bytes_per_element")
+            if not term.layers:
+                raise ConfigError("needs `layers`: only a per-layer term is rematerialised", file=doc.file,
+                                  key_path=f"activation_memory[{i}].selective_bytes_per_element", value=selective)
+            if selective > term.bytes_per_element:
+                raise ConfigError(f"must be at most bytes_per_element ({term.bytes_per_element:g}): selective "
+                                  "remat keeps part of what no remat keeps", file=doc.file,
+                                  key_path=f"activation_memory[{i}].selective_bytes_per_element", value=selective)
+            term = replace(term, selective_bytes_per_element=selective)
+        terms.append(term)
     return terms
 
 
