@@ -114,3 +114,27 @@ def test_step_cli_int8_says_which_work_and_which_efficiency():
     bad = _cli("step", "bert-large", "-t", "tpu-v3-8", "--quantization", "int8")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "--quantization" in bad.stderr and "tpu-v3" in bad.stderr
+
+
+def test_int8_lies_outside_the_validated_range():
+    """The calibration was measured on bf16 runs: an int8 point on a measured chip and workload
+    still lies outside, and says why."""
+    from wus_sim.model.calibration import load_calibration
+    from wus_sim.model.validated_range import point_validated_range
+    from wus_sim.training.step import StepOptions, simulate_strategies
+
+    cal = load_calibration(None)
+    topo = load_topology("tpu-v5p-8")
+    reasons = {}
+    for q in ("none", "int8"):
+        options = StepOptions(quantization=q, calibration=cal)
+        _, meta = simulate_strategies("bert-large", topo, None, ("sharded",), per_replica_batch=2, options=options)
+        reasons[q] = point_validated_range(cal, topo, meta, options)["outside"]
+    assert reasons["int8"] == reasons["none"] + ["quantization int8: checked on bf16 matmuls only"]
+
+
+def test_describe_topology_shows_the_int8_peak_and_its_source():
+    d = V5P.to_dict()
+    assert d["chip"]["peak_int8_TOPs"] == 918 and "Cloud TPU v5p docs" in d["sources"]["peak_int8_TOPs"]
+    v3 = load_topology("tpu-v3-8").to_dict()
+    assert v3["chip"]["peak_int8_TOPs"] is None and "peak_int8_TOPs" not in v3["sources"]

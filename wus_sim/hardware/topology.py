@@ -469,13 +469,16 @@ class Topology:
             sources[key] = source(key, own[key])
         for key in ("peak_bf16_TFLOPs", "hbm_GiB", "hbm_GBps"):
             sources[key] = source(key)
+        if chip.peak_int8_ops is not None:
+            sources["peak_int8_TOPs"] = source("peak_int8_TOPs")
         return {
             "name": self.name, "description": self.description, "kind": self.kind,
             "shape": list(self.dims), "dims": self.shape_str, "wraparound": list(self.wrap),
             "chips": self.num_chips, "cores_per_chip": self.cores_per_chip, "cores": self.num_cores,
             "replicas": self.num_replicas, "directed_links": self.num_links,
-            "chip": {"name": chip.name, "peak_bf16_TFLOPs": chip.peak_flops / 1e12, "hbm_GiB": chip.hbm_bytes / GiB,
-                     "hbm_GBps": chip.hbm_Bps / GB},
+            "chip": {"name": chip.name, "peak_bf16_TFLOPs": chip.peak_flops / 1e12,
+                     "peak_int8_TOPs": None if chip.peak_int8_ops is None else chip.peak_int8_ops / 1e12,
+                     "hbm_GiB": chip.hbm_bytes / GiB, "hbm_GBps": chip.hbm_Bps / GB},
             "link_GBps": link_GBps, "hop_latency_us": self.hop_latency_s / US,
             "onchip_GBps": self.onchip_Bps / GB,
             "sources": sources,

@@ -71,4 +71,6 @@ def point_validated_range(calibration, topology, run, options):
                                   cores=topology.num_cores, stack=options.software_stack)
     if (meta.get("slices") or 1) > 1:
         out.append(f"{meta['slices']} slices over the data-center network: checked on one slice")
+    if getattr(options, "quantization", "none") != "none":  # the measured runs all ran bf16 matmuls
+        out.append(f"quantization {options.quantization}: checked on bf16 matmuls only")
     return validated_range_record(not out, out)

@@ -42,9 +42,10 @@ def has_bands(calibration):
 
 
 def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_ways=1, ops=0, steps_per_loop=1,
-                  names=()):
+                  names=(), quantization="none"):
     """``{name: dT/dvalue}`` of one step for each compute value in *names* (seconds per unit).
-    *ops*: the ops the step runs (forward, backward and update)."""
+    *ops*: the ops the step runs (forward, backward and update); *quantization*: the matmul
+    precision the step ran at (int8 matrix time moves less with mxu_efficiency)."""
     out = {}
     base = None
     # a calibration that fits the forward elementwise bytes alone keeps backward at a fixed
@@ -54,7 +55,8 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
         key = name.split("@")[0]
         if key in _NUDGED:
             if base is None:
-                lt = layer_times(workload, topology, per_replica_batch, compute, spatial_ways=spatial_ways)
+                lt = layer_times(workload, topology, per_replica_batch, compute, spatial_ways=spatial_ways,
+                                 quantization=quantization)
                 base = lt.forward_total_s + lt.backward_total_s
             value = getattr(compute, key)
             h = max(abs(value) * 1e-4, 1e-9)
@@ -62,7 +64,8 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
             if key == "elementwise_fwd_bytes" and tied:
                 moved["elementwise_bwd_bytes"] = compute.elementwise_bwd_bytes * moved[key] / value
             nudged = replace(compute, **moved)
-            lt = layer_times(workload, topology, per_replica_batch, nudged, spatial_ways=spatial_ways)
+            lt = layer_times(workload, topology, per_replica_batch, nudged, spatial_ways=spatial_ways,
+                             quantization=quantization)
             delta = getattr(nudged, key) - value
             out[name] = (lt.forward_total_s + lt.backward_total_s - base) / delta
         elif key == "op_overhead_s":
@@ -158,7 +161,8 @@ def point_bands(calibration, topology, run, options, results=None):
             continue
         grads[s] = step_gradient(plan.workload, topology, meta["per_replica_batch"], options.compute,
                                  spatial_ways=meta["spatial_ways"], ops=sum(op_counts(plan.workload, r.work, options.compute)),
-                                 steps_per_loop=options.steps_per_loop, names=names)
+                                 steps_per_loop=options.steps_per_loop, names=names,
+                                 quantization=options.quantization)
         out["strategies"][s] = band(r.step_time_s, grads[s], calibration, stack)
     rep = results.get("replicated")
     for s, r in results.items():
