@@ -138,3 +138,12 @@ def test_describe_topology_shows_the_int8_peak_and_its_source():
     assert d["chip"]["peak_int8_TOPs"] == 918 and "Cloud TPU v5p docs" in d["sources"]["peak_int8_TOPs"]
     v3 = load_topology("tpu-v3-8").to_dict()
     assert v3["chip"]["peak_int8_TOPs"] is None and "peak_int8_TOPs" not in v3["sources"]
+
+
+def test_the_point_keys_choices_are_the_models():
+    from wus_sim.model.precision import QUANTIZATIONS
+    from wus_sim.model.workload import REMAT_MODES
+    from wus_sim.training.params import POINT_KEYS
+
+    assert POINT_KEYS["quantization"].choices == QUANTIZATIONS
+    assert POINT_KEYS["remat"].choices == REMAT_MODES

@@ -79,7 +79,8 @@ def run(args):
 def build_report(args):
     """The plan report as a JSON-ready dict (what ``--json`` prints)."""
     from ..model.calibration import load_calibration
-    from ..model.compute import layer_times, memory_bound_time_s, precision_line
+    from ..model.compute import layer_times, memory_bound_time_s
+    from ..model.precision import precision_line
     from .options import placement_option_errors
     from ..inputs.errors import ConfigError
     from ..model.memory import memory_both

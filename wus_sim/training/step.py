@@ -95,7 +95,7 @@ class StepOptions:
     """Rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what activations backward
     keeps, and whether it recomputes forward first."""
     quantization: str = default_of("quantization")
-    """Matmul precision (:data:`wus_sim.model.compute.QUANTIZATIONS`): ``int8`` runs the weight
+    """Matmul precision (:data:`wus_sim.model.precision.QUANTIZATIONS`): ``int8`` runs the weight
     matmuls at the chip's int8 peak."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
