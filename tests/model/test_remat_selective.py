@@ -122,3 +122,13 @@ def test_bad_selective_keys_are_one_line(tmp_path, kw, words):
     with pytest.raises(ConfigError, match=words) as err:
         _toy(tmp_path, **kw)
     assert err.value.key_path == "activation_memory[0].selective_bytes_per_element"
+
+
+def test_importer_keeps_the_mlp_output_of_a_post_norm_block(tmp_path):
+    """BERT closes each layer with a norm over the residual sum the MLP's output enters: that
+    output is kept too, 2 x (1 + 3 + 1 + 4 + 1) = 20 B per element, as the shipped bert-large says."""
+    bert = {"model_type": "bert", "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 32}
+    path = tmp_path / "bert.json"
+    path.write_text(json.dumps(bert))
+    assert workload_document(path)["activation_memory"][0]["selective_bytes_per_element"] == 20

@@ -291,7 +291,8 @@ def _bert(cfg, family, seq):
         m.add(ns, "cls.seq_relationship.bias", 2)
     shape = dict(h=h, heads=heads, head_dim=h // heads, q_dim=h, kv_dim=h, ff=ff, gated=False, layers=n_layers,
                  ctx=seq, attention_dropout=cfg.number("attention_probs_dropout_prob", 0.1) > 0,
-                 hidden_dropout=cfg.number("hidden_dropout_prob", 0.1) > 0, vocab=vocab, predicted=masked)
+                 hidden_dropout=cfg.number("hidden_dropout_prob", 0.1) > 0, vocab=vocab, predicted=masked,
+                 post_norm=True)
     return m, shape, dict(tied=True, window=None, masked=masked, architecture=arch)
 
 
@@ -321,10 +322,13 @@ def activation_terms(s, seq):
     # remat selective keeps the layer input and the weight matmuls' outputs backward needs: Q, K, V
     # (attention is recomputed from them), the output projection's (the residual sum the second
     # norm differentiates is recomputed from it) and the MLP's first matmuls' (the activation
-    # function is recomputed); not the MLP's last (no backward in the layer reads it)
+    # function is recomputed); not the MLP's last (no backward in the layer reads it) unless a
+    # norm closes the layer
     up = (2 if s["gated"] else 1) * ff
     kept = [("input 2h", 2 * h), ("Q, K, V 2 x (q_dim + 2 kv_dim)", 2 * (q + 2 * kv)),
             ("output projection output 2h", 2 * h), (f"MLP up matmul outputs 2 x {up // ff} ff", 2 * up)]
+    if s.get("post_norm"):  # BERT: the closing norm differentiates the sum the MLP's output enters
+        kept.append(("MLP down output 2h (post-norm)", 2 * h))
     kept_per_token = sum(b for _, b in kept)
     terms = [dict(what=f"transformer layers: {s['layers']} x {seq} tokens x d {h}", elements=s["layers"] * seq * h,
                   bytes_per_element=per_token / h,

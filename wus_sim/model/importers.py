@@ -34,7 +34,9 @@ What is counted, and why:
   attention dropout is > 0; without it the families' TPU training code uses fused (flash)
   attention, which keeps one fp32 log-sum-exp per head and token instead (Dao et al. 2022,
   arXiv 2205.14135, sec. 3.1). The loss keeps bf16 logits and their fp32 log-softmax (6 B) per
-  predicted position and vocabulary entry.
+  predicted position and vocabulary entry. Under remat ``selective`` (MaxText's ``minimal``) a
+  layer keeps its input, Q, K and V, the output projection's output and the MLP's first matmul
+  outputs (``selective_bytes_per_element``, :func:`wus_sim.model.hf_families.activation_terms`).
 * dtypes: mixed-precision training with fp32 master weights, gradients and optimizer slots and
   bf16 activations (the shipped profiles' choice); the checkpoint's storage dtype
   (``torch_dtype``) is recorded in ``sources``, not used.
