@@ -30,3 +30,17 @@ def test_bad_values_name_the_key(key, value):
 def test_int8_on_a_chip_without_an_int8_peak_names_the_chip():
     with pytest.raises(ConfigError, match="chip tpu-v3 gives none"):
         simulate_point({**POINT, "topology": "tpu-v3-8", "quantization": "int8"})
+
+
+def test_an_experiment_sweeps_quantization_and_remat():
+    from wus_sim.experiments.spec import parse_experiment
+
+    exp = parse_experiment({"name": "precision", "workloads": ["bert-large"], "topologies": ["tpu-v5p-8"],
+                            "strategies": ["sharded"], "base": {"per_replica_batch": 2},
+                            "sweep": {"quantization": ["none", "int8"], "remat": ["none", "selective"]}})
+    points = list(exp.points())
+    assert sorted((p["quantization"], p["remat"]) for p in points) == [
+        ("int8", "none"), ("int8", "selective"), ("none", "none"), ("none", "selective")]
+    with pytest.raises(ConfigError, match="quantization"):
+        parse_experiment({"name": "bad", "workloads": ["bert-large"], "topologies": ["tpu-v5p-8"],
+                          "sweep": {"quantization": ["int4"]}})
