@@ -232,6 +232,19 @@ def _megacore_cores(topo, cores_per_chip):
     return 1
 
 
+def megacore_hint(topo):
+    """The line ``step`` and ``plan`` print on a TPU v4/v5p slice run one replica per TensorCore
+    (the default): what a replica is and how to ask for one per chip; None elsewhere."""
+    from ..inputs.units import format_bytes
+
+    chip = topo.chip
+    if chip.name in MEGACORE_CHIPS_REFUSED or chip.cores_per_chip < 2 or topo.cores_per_chip != chip.cores_per_chip:
+        return None
+    return (f"a replica is one TensorCore ({topo.cores_per_chip} per {chip.name} chip, "
+            f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each); --megacore (point key megacore: true) runs "
+            f"one replica per chip over its {chip.cores_per_chip} TensorCores with all {format_bytes(chip.hbm_bytes)}")
+
+
 def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                   cores_per_chip=None, failed_links=None, slow_links=None, seed=None, megacore=False):
     """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.

@@ -87,5 +87,4 @@ def t5(cfg, family, seq):
                   attention_dropout=dropout, hidden_dropout=dropout, vocab=vocab)
     shapes = [dict(common, layers=n_enc, stack="encoder", predicted=0),
               dict(common, layers=n_dec, stack="decoder", predicted=s_out, attn_blocks=2, norms=3)]
-    return m, shapes, dict(tied=tied, window=None, units=units, example_unit="input-target pair",
-                           unit="token (input or target)")
+    return m, shapes, dict(tied=tied, window=None, units=units, example_unit="input-target pair")
