@@ -24,6 +24,7 @@ _LAZY = {
     "Topology": "hardware.topology", "load_topology": "hardware.topology_files",
     "known_topologies": "hardware.topology_files",
     "load_workload": "model.workload_files", "known_workloads": "model.workload_files",
+    "import_workload": "model.hf_import",
     "load_optimizer": "optimizers", "known_optimizers": "optimizers", "analyse": "optimizers",
     "plan": "training.planner", "memory_breakdown": "model.memory", "step_work": "training.strategies",
     "STRATEGIES": "training.strategies",
