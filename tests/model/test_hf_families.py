@@ -5,6 +5,7 @@ formula (never from the importer), and checked against the count published for t
 active experts only; refusals say why and what to do instead."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,8 @@ def test_moe_flops_per_token_count_the_active_experts():
 def test_vit_tokens_are_patches_and_t5_examples_are_input_target_pairs():
     doc = imported("vit-base-patch16-224.json")
     h, ff, L, tokens = 768, 3072, 12, 197
-    per_image = 2 * h * 3 * 16 * 16 * 196 + L * tokens * (2 * 4 * h * h + 4 * tokens * h + 2 * 2 * h * ff) + 2 * h * 1000
+    block = 2 * 4 * h * h + 4 * tokens * h + 2 * 2 * h * ff     # per token: q, k, v, o; scores; the MLP
+    per_image = 2 * h * 3 * 16 * 16 * 196 + L * tokens * block + 2 * h * 1000   # patches; blocks; classifier
     assert doc["fwd_flops"]["units_per_example"] == tokens and doc["fwd_flops"]["example_unit"] == "image"
     assert doc["fwd_flops"]["per_unit"] * tokens == pytest.approx(per_image, rel=1e-12)
     with pytest.raises(ConfigError, match="patches"):
@@ -156,3 +158,14 @@ def test_an_unknown_family_says_why_and_what_to_do(tmp_path):
         workload_document(path)
     text = str(exc.value)
     assert "tensor names" in text and "set model_type" in text and "by hand" in text
+
+
+def test_the_user_page_quotes_the_hand_derived_counts_and_the_default_tokens():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "importing-models.md").read_text()
+    rows = {m.group(1): (int(m.group(2).replace(",", "")), int(m.group(3).replace(",", "")))
+            for m in re.finditer(r"^\| `([\w.-]+\.json)` \| [^|]+ \| ([\d,]+) \| ([\d,]+) per", page, flags=re.M)}
+    assert len(rows) == len(HAND)
+    for model, (config, hand, published) in HAND.items():
+        hand = hand if hand is not None else FORMULAS[model]()
+        doc = imported(config)
+        assert rows[config] == (hand, doc["fwd_flops"]["units_per_example"]), config

@@ -12,7 +12,8 @@ from .hf_model import HFModel
 from .hf_t5 import t5
 from .hf_vit import vit, vit_tokens
 
-__all__ = ["FAMILIES", "BUILDERS", "CONFIG_KEYS", "HFConfig", "activation_terms", "bert_masked_positions", "default_sequence"]
+__all__ = ["FAMILIES", "BUILDERS", "CONFIG_KEYS", "DEFAULT_SEQUENCE_TOKENS", "HFConfig", "activation_terms",
+           "bert_masked_positions", "check_family", "default_sequence"]
 
 FAMILIES = ("llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "mixtral", "deepseek_v2", "gpt2", "gpt_neox",
             "bert", "t5", "vit")
@@ -73,7 +74,8 @@ def _gpt2(cfg, family, seq):
     vocab = cfg.int("vocab_size")
     positions = cfg.int("n_positions")
     if seq > positions:
-        raise cfg.error("n_positions", f"is below the sequence length {seq}", positions)
+        raise cfg.error("n_positions", f"is below the sequence length {seq}: the model has no position beyond "
+                        f"it; ask for --sequence-length {positions} or less", positions)
     m = _Model()
     emb = m.layer("transformer.wte")
     m.add(emb, "transformer.wte.weight", vocab, h)
@@ -170,7 +172,8 @@ def _bert(cfg, family, seq):
     positions = cfg.int("max_position_embeddings")
     types = cfg.int("type_vocab_size", default=2)
     if seq > positions:
-        raise cfg.error("max_position_embeddings", f"is below the sequence length {seq}", positions)
+        raise cfg.error("max_position_embeddings", f"is below the sequence length {seq}: the model has no "
+                        f"position beyond it; ask for --sequence-length {positions} or less", positions)
     arch = (cfg.doc.get("architectures") or ["BertForPreTraining"])[0]
     nsp = arch != "BertForMaskedLM"
     masked = bert_masked_positions(seq)
