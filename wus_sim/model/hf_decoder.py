@@ -93,12 +93,7 @@ def decoder(cfg, family, seq):
             m.gated_mlp(mlp, f"{p}.mlp", h, ff, mlp_bias)
         if family == "gemma2":
             m.add(mlp, f"{p}.post_feedforward_layernorm.weight", h)
-    head = m.layer("lm_head", 2 * h * vocab)
-    m.add(head, "model.norm.weight", h)
-    if tied:
-        m.tied["lm_head.weight"] = "model.embed_tokens.weight"
-    else:
-        m.add(head, "lm_head.weight", vocab, h)
+    m.lm_head(h, vocab, tied)
     ctx = [ctx_of(i) for i in range(n_layers)]
     if family == "gemma2":
         caps = [f"{k} {cfg.number(k, 0.0):g}" for k in ("attn_logit_softcapping", "final_logit_softcapping")

@@ -80,12 +80,7 @@ def deepseek_v2(cfg, family, seq):
                 m.gated_mlp(mlp, f"{p}.mlp.shared_experts", h, moe_ff * shared)
         else:
             m.gated_mlp(mlp, f"{p}.mlp", h, ff)
-    head = m.layer("lm_head", 2 * h * vocab)
-    m.add(head, "model.norm.weight", h)
-    if tied:
-        m.tied["lm_head.weight"] = "model.embed_tokens.weight"
-    else:
-        m.add(head, "lm_head.weight", vocab, h)
+    m.lm_head(h, vocab, tied)
     m.notes.append(f"multi-head latent attention: q {'through rank ' + str(q_rank) if q_rank else 'direct'}, keys "
                    f"and values through the rank-{kv_rank} latent plus a {rope}-wide rotary key; attention FLOPs "
                    f"4 s heads x {score_dim} (the mean of the {q_head}-wide scores and {v_dim}-wide values)")

@@ -8,7 +8,7 @@ from ..inputs.errors import ConfigError
 
 from .hf_decoder import decoder
 from .hf_deepseek import deepseek_v2
-from .hf_model import HFModel
+from .hf_model import HFModel, encoder_widths
 from .hf_t5 import t5
 from .hf_vit import vit, vit_tokens
 
@@ -109,12 +109,7 @@ def _gpt2(cfg, family, seq):
 
 def _gpt_neox(cfg, family, seq):
     """GPT-NeoX (Pythia): fused QKV with bias, LayerNorm with bias, GELU MLP, rotary positions."""
-    h = cfg.int("hidden_size")
-    n_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    if h % heads:
-        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h})", heads)
-    ff = cfg.int("intermediate_size")
+    h, n_layers, heads, ff = encoder_widths(cfg)
     vocab = cfg.int("vocab_size")
     tied = cfg.flag("tie_word_embeddings", False)
     bias = cfg.flag("attention_bias", True)
@@ -162,12 +157,7 @@ def bert_masked_positions(seq):
 def _bert(cfg, family, seq):
     """BERT with its pre-training heads (BertForPreTraining: masked LM tied to the word
     embedding, next-sentence prediction), or without NSP for BertForMaskedLM."""
-    h = cfg.int("hidden_size")
-    n_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    if h % heads:
-        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h})", heads)
-    ff = cfg.int("intermediate_size")
+    h, n_layers, heads, ff = encoder_widths(cfg)
     vocab = cfg.int("vocab_size")
     positions = cfg.int("max_position_embeddings")
     types = cfg.int("type_vocab_size", default=2)

@@ -4,7 +4,18 @@ token, every trainable tensor with its checkpoint name and shape, the attention 
 the tied copies a checkpoint may carry, and the notes the import prints (what is approximated).
 """
 
-__all__ = ["HFModel"]
+__all__ = ["HFModel", "encoder_widths"]
+
+
+def encoder_widths(cfg):
+    """``(hidden, layers, heads, intermediate)`` of a BERT-style config (``hidden_size``,
+    ``num_hidden_layers``, ``num_attention_heads``, ``intermediate_size``), heads dividing the width."""
+    h = cfg.int("hidden_size")
+    n_layers = cfg.int("num_hidden_layers")
+    heads = cfg.int("num_attention_heads")
+    if h % heads:
+        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h})", heads)
+    return h, n_layers, heads, cfg.int("intermediate_size")
 
 
 class HFModel:
@@ -35,6 +46,20 @@ class HFModel:
         self.add(layer, f"{name}.weight", rows, cols)
         if bias:
             self.add(layer, f"{name}.bias", rows)
+
+    def layer_norm(self, layer, name, width):
+        """A LayerNorm's ``weight`` and ``bias``."""
+        self.add(layer, f"{name}.weight", width)
+        self.add(layer, f"{name}.bias", width)
+
+    def lm_head(self, h, vocab, tied):
+        """The final RMSNorm and output head of the llama-style decoders (tied: no tensor of its own)."""
+        head = self.layer("lm_head", 2 * h * vocab)
+        self.add(head, "model.norm.weight", h)
+        if tied:
+            self.tied["lm_head.weight"] = "model.embed_tokens.weight"
+        else:
+            self.add(head, "lm_head.weight", vocab, h)
 
     def gated_mlp(self, layer, prefix, h, ff, bias=False):
         """A SwiGLU/GeGLU MLP's ``gate_proj``, ``up_proj`` and ``down_proj`` (llama's names)."""

@@ -7,7 +7,7 @@ classifier on the class token. Tensor names as in ``transformers``' ``modeling_v
 There is no vocabulary: the output is ``num_labels`` classes (``len(id2label)``).
 """
 
-from .hf_model import HFModel
+from .hf_model import HFModel, encoder_widths
 
 __all__ = ["vit", "vit_tokens"]
 
@@ -30,12 +30,7 @@ def _labels(cfg):
 
 
 def vit(cfg, family, seq):
-    h = cfg.int("hidden_size")
-    n_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    if h % heads:
-        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h})", heads)
-    ff = cfg.int("intermediate_size")
+    h, n_layers, heads, ff = encoder_widths(cfg)
     channels = cfg.int("num_channels", default=3)
     patch = cfg.int("patch_size")
     tokens = vit_tokens(cfg)
@@ -57,19 +52,16 @@ def vit(cfg, family, seq):
         p = f"vit.encoder.layer.{i}"
         attn = m.layer(f"{p}.attention", 2 * 4 * h * h + 4 * tokens * h)
         m.attend(attn, heads, h // heads, tokens, tokens)
-        m.add(attn, f"{p}.layernorm_before.weight", h)
-        m.add(attn, f"{p}.layernorm_before.bias", h)
+        m.layer_norm(attn, f"{p}.layernorm_before", h)
         for proj in ("query", "key", "value"):
             m.linear(attn, f"{p}.attention.attention.{proj}", h, h, bias)
         m.linear(attn, f"{p}.attention.output.dense", h, h, True)
         mlp = m.layer(f"{p}.mlp", 2 * 2 * h * ff)
-        m.add(mlp, f"{p}.layernorm_after.weight", h)
-        m.add(mlp, f"{p}.layernorm_after.bias", h)
+        m.layer_norm(mlp, f"{p}.layernorm_after", h)
         m.linear(mlp, f"{p}.intermediate.dense", ff, h, True)
         m.linear(mlp, f"{p}.output.dense", h, ff, True)
     head = m.layer("classifier", 2 * h * labels / tokens)  # on the class token, once per image
-    m.add(head, "vit.layernorm.weight", h)
-    m.add(head, "vit.layernorm.bias", h)
+    m.layer_norm(head, "vit.layernorm", h)
     m.linear(head, "classifier", labels, h, True)
     m.notes.append(f"patches as tokens: {patches} patches of {patch}x{patch} plus the class token, {tokens} "
                    f"tokens per image; no vocabulary: a {labels}-class head on the class token")
