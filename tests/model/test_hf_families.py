@@ -169,3 +169,34 @@ def test_the_user_page_quotes_the_hand_derived_counts_and_the_default_tokens():
         hand = hand if hand is not None else FORMULAS[model]()
         doc = imported(config)
         assert rows[config] == (hand, doc["fwd_flops"]["units_per_example"]), config
+
+
+def test_a_vit_checkpoint_with_a_pytorch_patch_kernel_matches(tmp_path):
+    from test_importers import safetensors   # tests/inputs/test_importers.py: header-only safetensors files
+
+    (tmp_path / "config.json").write_text((CONFIGS / "vit-base-patch16-224.json").read_text())
+    doc = workload_document(tmp_path / "config.json")
+    stored = {}
+    for name, shape, _ in doc["tensors"]:
+        if name.endswith("projection.weight"):
+            assert shape == [16, 16, 3, 768]          # the workload format's [kh, kw, cin, cout]
+            shape = [768, 3, 16, 16]                  # as PyTorch stores it
+        stored[name] = shape
+    safetensors(tmp_path / "model.safetensors", stored)
+    from_checkpoint = workload_document(tmp_path)
+    assert from_checkpoint["params"] == 86_567_656
+    assert "safetensors headers" in from_checkpoint["sources"]["tensors"]
+
+
+def test_deepseek_queries_through_their_lora_rank(tmp_path):
+    doc = json.loads((CONFIGS / "deepseek-v2-lite.json").read_text())
+    doc.update(q_lora_rank=64, num_hidden_layers=2)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    h, heads, q_head = 2048, 16, 192
+    direct = heads * q_head * h
+    through = 64 * h + 64 + heads * q_head * 64     # q_a_proj, q_a_layernorm, q_b_proj
+    doc["q_lora_rank"] = None
+    path2 = tmp_path / "direct.json"
+    path2.write_text(json.dumps(doc))
+    assert workload_document(path)["params"] - workload_document(path2)["params"] == 2 * (through - direct)
