@@ -8,7 +8,8 @@ so ``wus-sim collective`` does not pay for pandas, matplotlib or SimPy.
     >>> topo = wus_sim.load_topology("tpu-v3-2048")
     >>> wus_sim.collective_time(topo, "all-reduce", "2d", 64 * 2**20)   # seconds
     >>> run = wus_sim.simulate_strategies("transformer-big", topo, "adam")
-    >>> run.results["sharded"].step_time_s, run.replicas
+    >>> run.results["sharded"].step_time_s, run.speedups
+    >>> w = wus_sim.import_workload("path/to/config.json")   # a Hugging Face config (docs/importing-models.md)
 
 The README's "Python API" section is the guide (its example runs in the tests); the
 input formats are in ``docs/formats/``.
@@ -24,6 +25,7 @@ _LAZY = {
     "Topology": "hardware.topology", "load_topology": "hardware.topology_files",
     "known_topologies": "hardware.topology_files",
     "load_workload": "model.workload_files", "known_workloads": "model.workload_files",
+    "import_workload": "model.hf_import",
     "load_optimizer": "optimizers", "known_optimizers": "optimizers", "analyse": "optimizers",
     "plan": "training.planner", "memory_breakdown": "model.memory", "step_work": "training.strategies",
     "STRATEGIES": "training.strategies",

@@ -126,9 +126,9 @@ _INTRO = {
     "topology": "A topology file describes one TPU slice. `wus-sim step`, `plan`, `collective` and experiments "
                 "take its name (the file stem) when the file is in a directory on `WUS_SIM_TOPOLOGY_PATH` "
                 "(or shipped), or its path. `wus-sim describe topology NAME` shows what was read.",
-    "chips": "`chips.yaml` holds the chips' datasheet figures; a topology names its chip. A `chips.yaml` in a "
-             "directory on `WUS_SIM_TOPOLOGY_PATH` adds its chips to the shipped ones (a chip of a shipped "
-             "name replaces it, with a note on stderr).",
+    "chips": "`chips.yaml` holds the chips' datasheet figures; a topology names its chip. A `chips.yaml` in a dir "
+             "on `WUS_SIM_TOPOLOGY_PATH` adds its chips to the shipped ones (a chip of a shipped name replaces it, "
+             "noted on stderr). From a datasheet to these figures, a custom chip: [the chips guide](../chips.md).",
     "optimizer": "An optimizer file states the update as a small program over each tensor's elements; the "
                  "statement language is described in `wus_sim/data/optimizers/README.md` (inputs `w`, `g`, "
                  "`t`; any other name assigned is a slot or a temporary). Pass its path where an optimizer "

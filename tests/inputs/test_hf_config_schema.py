@@ -37,4 +37,4 @@ def test_a_missing_key_is_refused_by_the_schema_and_the_importer(tmp_path):
 
 def test_an_unknown_family_is_refused():
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"model_type": "t5"}, SCHEMA)
+        jsonschema.validate({"model_type": "gemma3"}, SCHEMA)

@@ -53,8 +53,8 @@ def test_llama3_8b_has_its_8_030_261_248_parameters_in_under_a_second(tmp_path):
     assert time.perf_counter() - t0 < 1.0
     assert w.params == expected and len(w.tensors) == 291 and w.num_layers == 2 * L + 2
     # forward FLOPs per token: 2 per weight of every matmul (all but the embedding lookup and the
-    # norms) plus attention's 4 s d per layer at s = 8192: 6N + 12 L d s for training, as PaLM counts
-    s = 8192
+    # norms) plus attention's 4 s d per layer at the default s = min(8192, 4096): 6N + 12 L d s as PaLM counts
+    s = 4096
     matmul_weights = expected - V * h - (2 * L + 1) * h
     assert w.fwd_flops_per_unit == 2 * matmul_weights + 4 * L * s * h
     assert w.units_per_example == s and w.fwd_flops_per_example == w.fwd_flops_per_unit * s
@@ -66,8 +66,10 @@ def test_llama3_8b_has_its_8_030_261_248_parameters_in_under_a_second(tmp_path):
 def test_sequence_length_sets_the_attention_flops(tmp_path):
     short = workload_document(write(tmp_path, LLAMA3_8B), sequence_length=2048)
     full = workload_document(write(tmp_path, LLAMA3_8B))
-    assert full["fwd_flops"]["per_unit"] - short["fwd_flops"]["per_unit"] == 4 * 32 * 4096 * (8192 - 2048)
-    assert short["fwd_flops"]["units_per_example"] == 2048
+    assert full["fwd_flops"]["per_unit"] - short["fwd_flops"]["per_unit"] == 4 * 32 * 4096 * (4096 - 2048)
+    assert short["fwd_flops"]["units_per_example"] == 2048 and full["fwd_flops"]["units_per_example"] == 4096
+    # the default is stated: min(the config's 8,192, 4,096)
+    assert "max_position_embeddings 8,192" in full["sources"]["sequence"] and "sequence" not in short["sources"]
 
 
 def test_gpt2_small_has_124_439_808_parameters_with_a_tied_head(tmp_path):
@@ -188,7 +190,8 @@ TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num
 
 
 def tiny_tensors():
-    from wus_sim.model.hf_families import _decoder, HFConfig as _Config
+    from wus_sim.model.hf_families import HFConfig as _Config
+    from wus_sim.model.hf_decoder import decoder as _decoder
     model, _, _ = _decoder(_Config(TINY, "x"), "llama", 128)
     return {n: s for n, s, _ in model.tensors}
 

@@ -16,12 +16,14 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "import-workload", help="write a workload file from a Hugging Face config.json or safetensors headers",
         description="Write a workload file (tensors, layers, FLOPs, activation terms, dtypes) from a Hugging "
-                    "Face config.json (model_type llama, mistral, qwen2, gemma, gpt2, gpt_neox or bert) or "
+                    "Face config.json (model_type llama, mistral, qwen2, gemma, gemma2, phi3, mixtral, deepseek_v2, gpt2, "
+                    "gpt_neox, bert, t5 or vit; docs/importing-models.md) or "
                     "from a safetensors file / model.safetensors.index.json with the config.json beside it "
                     "(headers only). Nothing is downloaded.")
     p.add_argument("path", metavar="PATH", help="config.json, .safetensors, model.safetensors.index.json or a folder")
     p.add_argument("--sequence-length", dest="sequence_length", type=int, default=None, metavar="N",
-                   help="tokens per sequence (default: the config's max_position_embeddings / n_positions)")
+                   help="tokens per sequence (default: min(the config's max_position_embeddings / n_positions, 4096); "
+                        "ViT: its patches + 1, set by the config)")
     p.add_argument("--name", default=None, help="workload name (default: the model's name or folder)")
     p.add_argument("--out", default=None, metavar="FILE", help="write the YAML here (default: stdout)")
     return p
@@ -48,5 +50,8 @@ def run(args):
     w = load_workload(args.out)  # what every other command will read
     print(f"wrote {args.out}: {w.name}, {w.params:,} parameters in {len(w.tensors)} tensors over "
           f"{w.num_layers} layers, {w.fwd_flops_per_unit / 1e9:.3g} GFLOP forward per token at "
-          f"{w.units_per_example} tokens per sequence", file=sys.stderr)
+          f"{w.units_per_example} {w.flops_unit}s per {w.example_unit}", file=sys.stderr)
+    for topic in ("sequence", "notes"):
+        if topic in w.sources:
+            print(f"  {topic}: {w.sources[topic]}", file=sys.stderr)
     return 0

@@ -73,7 +73,20 @@ def run(args):
         print(json.dumps(report, indent=1, default=float))
     else:
         print(_text(report))
+        hint = _megacore_line(args)
+        if hint:
+            print(hint)
     return 0
+
+
+def _megacore_line(args):
+    """The megacore hint (:func:`wus_sim.hardware.topology_files.megacore_hint`) for the slice run."""
+    from ..hardware.multislice import load_multislice
+    from ..hardware.topology_files import megacore_hint
+
+    topology, _ = load_multislice(args.topology, slices=args.slices, megacore=args.megacore)
+    hint = megacore_hint(topology)
+    return f"  note: {hint}" if hint else None
 
 
 def build_report(args):

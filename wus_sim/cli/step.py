@@ -194,7 +194,12 @@ def run(args):
         print(json.dumps(report, indent=1, default=_json_default))
     else:
         # the workload's name, not the path it was given by (--json keeps what was given)
-        print(_text({**report, "workload": meta["plan"].workload.name}, multislice))
+        from ..hardware.topology_files import megacore_hint
+
+        w = meta["plan"].workload
+        print(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
+                     "per_example": f"{w.units_per_example:,} {w.flops_unit}s per {w.example_unit}"
+                     if w.units_per_example > 1 else None}, multislice))
     return 0
 
 
@@ -342,7 +347,8 @@ def _text(rep, multislice=None):
     names = list(per)
     lines = [f"step: {rep['workload']} with {rep['optimizer']} on {rep['topology']}: {rep['replicas']} replicas, "
              f"per-replica batch {rep['per_replica_batch']} (global {rep['global_batch']}), "
-             f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}",
+             + (f"{rep['per_example']}, " if rep.get("per_example") else "")
+             + f"{rep['params']:,} parameters, {rep['algorithm']} collectives, calibration {rep['calibration']}",
              _checked_line(rep)]
     if multislice is not None:
         lines.append(_dcn_line(multislice))
@@ -351,6 +357,8 @@ def _text(rep, multislice=None):
         lines.append(f"  remat {p['remat']}: {_REMAT_LINES.get(p['remat'], '')}")
     if rep.get("quantization_note"):
         lines.append("  " + rep["quantization_note"])
+    if rep.get("megacore_hint"):
+        lines.append(f"  note: {rep['megacore_hint']}")
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]

@@ -34,24 +34,37 @@ to the shipped ones, and a file or chip of a shipped name overrides it (with a n
 # ====================================================================== file formats
 _SOURCES_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"}}
 
+LINK_MEANING = ("ICI bandwidth of one link in one direction (10^9 B/s). A datasheet's per-chip bidirectional "
+                "total is divided by the chip's links (2 per torus axis: 4 in 2-D, 6 in 3-D) and by 2 directions "
+                "(v5p: 1200 / 6 / 2 = 100); Gbps / 8 = GB/s. A bidirectional ring runs both directions, each at "
+                "this rate. See docs/chips.md.")
+HOP_MEANING = ("Fixed time per ICI hop besides bytes / link_GBps: the alpha of the alpha-beta cost, paid per ring "
+               "step and hop; it dominates small collectives (norms, batch-norm statistics). Rarely published "
+               "(about 1 us: the JAX scaling book's working figure).")
+ONCHIP_MEANING = ("Bandwidth between two cores of one chip, one direction (10^9 B/s): the first ring level of a "
+                  "collective when a chip runs one replica per core. Unused with one core or one replica per chip, "
+                  "but required (the link figure will do if none is known).")
+
 CHIP_KEYS = KeyTable("chip", [
     Key("description", "string", "One line on the chip.", default=""),
-    Key("cores_per_chip", "integer", "TensorCores per chip; one replica runs on each unless a topology or "
-        "run says otherwise.", required=True, minimum=1),
-    Key("peak_bf16_TFLOPs", "number", "Matrix-unit peak of the chip in bf16 (10^12 FLOP/s).", unit="TFLOP/s",
-        required=True, positive=True),
+    Key("cores_per_chip", "integer", "TensorCores per chip. One data-parallel replica runs on each core and gets "
+        "1/cores_per_chip of the chip's HBM, HBM bandwidth and peak, unless a topology's cores_per_chip or "
+        "--megacore (TPU v4/v5p) says one replica per chip.", required=True, minimum=1),
+    Key("peak_bf16_TFLOPs", "number", "Dense matrix-unit peak of the whole chip in bf16 (10^12 FLOP/s, not the "
+        "sparse figure); compute time is FLOPs / (a replica's share x the calibration's MXU efficiency).",
+        unit="TFLOP/s", required=True, positive=True),
     Key("peak_int8_TOPs", "number", "Matrix-unit peak of the chip in int8 (10^12 operations/s): the weight matmuls' "
         "peak under point key `quantization: int8` (cite it in `sources`).", unit="TOP/s", positive=True,
         default_text="none: the chip cannot run quantization int8 (a one-line error)"),
-    Key("hbm_GiB", "number", "HBM capacity of the chip (2^30 B), split evenly over its cores.", unit="GiB",
-        required=True, positive=True),
-    Key("hbm_GBps", "number", "HBM bandwidth of the chip (10^9 B/s), split evenly over its cores.", unit="GB/s",
-        required=True, positive=True),
-    Key("link_GBps", "number", "ICI bandwidth per link and direction (10^9 B/s).", unit="GB/s", required=True,
+    Key("hbm_GiB", "number", "HBM capacity of the whole chip (2^30 B; datasheets' HBM 'GB' are GiB), split "
+        "evenly over its cores: what a replica's weights, gradients, slots and activations must fit in.",
+        unit="GiB", required=True, positive=True),
+    Key("hbm_GBps", "number", "HBM bandwidth of the whole chip (10^9 B/s), split evenly over its cores: the speed "
+        "of memory-bound work (the optimizer update, elementwise ops).", unit="GB/s", required=True,
         positive=True),
-    Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", required=True, minimum=0),
-    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s",
-        required=True, positive=True),
+    Key("link_GBps", "number", LINK_MEANING, unit="GB/s", required=True, positive=True),
+    Key("hop_latency_us", "number", HOP_MEANING, unit="us", required=True, minimum=0),
+    Key("onchip_GBps", "number", ONCHIP_MEANING, unit="GB/s", required=True, positive=True),
     Key("dcn_GBps", "number", "Data-center network bandwidth per chip, one direction (10^9 B/s): the default of a "
         "multislice of this chip (cite it in `sources`).", unit="GB/s", positive=True,
         default_text="none: a multislice takes 6.25 GB/s, an assumption that step and describe print"),
@@ -82,13 +95,16 @@ TOPOLOGY_KEYS = KeyTable("topology file", [
                           {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}),
     Key("cores_per_chip", "integer", "Replicas per chip on this slice (e.g. 1 for TPU v4 megacore).",
         minimum=1, default_text="the chip's"),
-    Key("link_GBps", "number or list", "ICI bandwidth per link and direction (10^9 B/s).", unit="GB/s",
+    Key("link_GBps", "number or list", "ICI bandwidth of one link in one direction (10^9 B/s), as the chip's "
+        "link_GBps.", unit="GB/s",
         default_text="the chip's", rule=f"a number > 0, or a list of them, {_PER_AXIS}",
         schema={"oneOf": [{"type": "number", "exclusiveMinimum": 0},
                           {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0},
                            "minItems": 1, "maxItems": 3}]}),
-    Key("hop_latency_us", "number", "Latency of one ICI hop.", unit="us", minimum=0, default_text="the chip's"),
-    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip (10^9 B/s).", unit="GB/s", positive=True,
+    Key("hop_latency_us", "number", "Fixed time per ICI hop (the alpha), as the chip's hop_latency_us.", unit="us",
+        minimum=0, default_text="the chip's"),
+    Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip, one direction (10^9 B/s), as the chip's "
+        "onchip_GBps.", unit="GB/s", positive=True,
         default_text="the chip's"),
     Key("sources", "mapping", "Citation per figure or fact (shape, wraparound, link_GBps, ...).",
         schema=_SOURCES_SCHEMA),
@@ -234,6 +250,19 @@ def _megacore_cores(topo, cores_per_chip):
         raise ConfigError(f"needs a chip of several TensorCores; {chip.name} has {chip.cores_per_chip}",
                           key_path="megacore", value=True)
     return 1
+
+
+def megacore_hint(topo):
+    """The line ``step`` and ``plan`` print on a TPU v4/v5p slice run one replica per TensorCore
+    (the default): what a replica is and how to ask for one per chip; None elsewhere."""
+    from ..inputs.units import format_bytes
+
+    chip = topo.chip
+    if chip.name in MEGACORE_CHIPS_REFUSED or chip.cores_per_chip < 2 or topo.cores_per_chip != chip.cores_per_chip:
+        return None
+    return (f"a replica is one TensorCore ({topo.cores_per_chip} per {chip.name} chip, "
+            f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each); --megacore (point key megacore: true) runs "
+            f"one replica per chip over its {chip.cores_per_chip} TensorCores with all {format_bytes(chip.hbm_bytes)}")
 
 
 def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,

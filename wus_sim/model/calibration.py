@@ -71,6 +71,9 @@ class Calibration:
     default_stack: str = None
     """The stack a point runs on when it names none (the newest one measured)."""
 
+    def __repr__(self):
+        return f"<Calibration {self.id}: {len(self.params)} fitted values, {len(self.stacks)} stacks>"
+
     def compute_params(self, stack=None, **overrides):
         """:class:`ComputeParams` with the fitted values (the fixed cost per step of *stack*,
         default :attr:`default_stack`), then *overrides* (not None) on top."""

@@ -6,9 +6,17 @@ block widths the activation terms come from. What is counted and why: the import
 
 from ..inputs.errors import ConfigError
 
-__all__ = ["FAMILIES", "BUILDERS", "CONFIG_KEYS", "HFConfig", "activation_terms", "bert_masked_positions", "default_sequence"]
+from .hf_decoder import decoder
+from .hf_deepseek import deepseek_v2
+from .hf_model import HFModel, encoder_widths
+from .hf_t5 import t5
+from .hf_vit import vit, vit_tokens
 
-FAMILIES = ("llama", "mistral", "qwen2", "gemma", "gpt2", "gpt_neox", "bert")
+__all__ = ["FAMILIES", "BUILDERS", "CONFIG_KEYS", "DEFAULT_SEQUENCE_TOKENS", "HFConfig", "activation_terms",
+           "bert_masked_positions", "check_family", "default_sequence"]
+
+FAMILIES = ("llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "mixtral", "deepseek_v2", "gpt2", "gpt_neox",
+            "bert", "t5", "vit")
 """``model_type`` values the importer reads."""
 
 
@@ -51,87 +59,7 @@ class HFConfig:
 
 
 # ==================================================================== architectures
-class _Model:
-    """The tensors, layers, FLOPs and activation terms of one config, built by a family function."""
-
-    def __init__(self):
-        self.layers = []    # [name, fwd FLOPs per token]
-        self.tensors = []   # [name, shape, layer index]
-        self.tied = {}      # checkpoint name of a tied copy -> the tensor it copies
-        self.attention = []  # the workload file's attention entries: each attention layer's scores
-
-    def attend(self, layer, heads, head_dim, query_tokens, key_tokens):
-        """Layer *layer* attends: its FLOPs hold ``4 x key_tokens x heads x head_dim`` per token of
-        score and context matmuls, and its score matrix is ``heads x query x key`` per sequence."""
-        self.attention.append({"layer": self.layers[layer][0], "heads": heads, "head_dim": head_dim,
-                               "query_tokens": query_tokens, "key_tokens": key_tokens})
-
-    def layer(self, name, flops=0.0):
-        self.layers.append([name, float(flops)])
-        return len(self.layers) - 1
-
-    def add(self, layer, name, *shape):
-        self.tensors.append([name, list(shape), layer])
-
-
-def _decoder(cfg, family, seq):
-    """llama, mistral, qwen2, gemma: pre-norm blocks, rotary positions, gated MLP, RMSNorm."""
-    h = cfg.int("hidden_size")
-    n_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    kv = cfg.int("num_key_value_heads", default=heads)
-    if heads % kv:
-        raise cfg.error("num_key_value_heads", f"must divide num_attention_heads ({heads})", kv)
-    head_dim = cfg.int("head_dim", default=h // heads)
-    if "head_dim" not in cfg.doc and h % heads:
-        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h}) when head_dim is not given", heads)
-    ff = cfg.int("intermediate_size")
-    vocab = cfg.int("vocab_size")
-    tied = cfg.flag("tie_word_embeddings", family == "gemma")
-    qkv_bias = cfg.flag("attention_bias", False) or family == "qwen2"
-    o_bias = cfg.flag("attention_bias", False)
-    mlp_bias = cfg.flag("mlp_bias", False)
-    window = None
-    if family == "mistral" or (family == "qwen2" and cfg.flag("use_sliding_window", False)):
-        window = cfg.doc.get("sliding_window")
-        if window is not None:
-            window = cfg.int("sliding_window")
-    ctx = min(seq, window) if window else seq
-    q_dim, kv_dim = heads * head_dim, kv * head_dim
-
-    m = _Model()
-    emb = m.layer("embed_tokens")
-    m.add(emb, "model.embed_tokens.weight", vocab, h)
-    for i in range(n_layers):
-        p = f"model.layers.{i}"
-        attn = m.layer(f"{p}.self_attn", 2 * h * (2 * q_dim + 2 * kv_dim) + 4 * ctx * q_dim)
-        m.attend(attn, heads, head_dim, seq, ctx)
-        m.add(attn, f"{p}.input_layernorm.weight", h)
-        for proj, rows in (("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)):
-            m.add(attn, f"{p}.self_attn.{proj}.weight", rows, h)
-            if qkv_bias:
-                m.add(attn, f"{p}.self_attn.{proj}.bias", rows)
-        m.add(attn, f"{p}.self_attn.o_proj.weight", h, q_dim)
-        if o_bias:
-            m.add(attn, f"{p}.self_attn.o_proj.bias", h)
-        mlp = m.layer(f"{p}.mlp", 2 * 3 * h * ff)
-        m.add(mlp, f"{p}.post_attention_layernorm.weight", h)
-        for proj, shape in (("gate_proj", (ff, h)), ("up_proj", (ff, h)), ("down_proj", (h, ff))):
-            m.add(mlp, f"{p}.mlp.{proj}.weight", *shape)
-            if mlp_bias:
-                m.add(mlp, f"{p}.mlp.{proj}.bias", shape[0])
-    head = m.layer("lm_head", 2 * h * vocab)
-    m.add(head, "model.norm.weight", h)
-    if tied:
-        m.tied["lm_head.weight"] = "model.embed_tokens.weight"
-    else:
-        m.add(head, "lm_head.weight", vocab, h)
-    dropout = cfg.number("attention_dropout", 0.0)
-    shape = dict(h=h, heads=heads, head_dim=head_dim, q_dim=q_dim, kv_dim=kv_dim, ff=ff, gated=True,
-                 layers=n_layers, ctx=ctx, attention_dropout=dropout > 0, hidden_dropout=False,
-                 vocab=vocab, predicted=seq)
-    notes = dict(tied=tied, window=window)
-    return m, shape, notes
+_Model = HFModel
 
 
 def _gpt2(cfg, family, seq):
@@ -146,7 +74,8 @@ def _gpt2(cfg, family, seq):
     vocab = cfg.int("vocab_size")
     positions = cfg.int("n_positions")
     if seq > positions:
-        raise cfg.error("n_positions", f"is below the sequence length {seq}", positions)
+        raise cfg.error("n_positions", f"is below the sequence length {seq}: the model has no position beyond "
+                        f"it; ask for --sequence-length {positions} or less", positions)
     m = _Model()
     emb = m.layer("transformer.wte")
     m.add(emb, "transformer.wte.weight", vocab, h)
@@ -180,12 +109,7 @@ def _gpt2(cfg, family, seq):
 
 def _gpt_neox(cfg, family, seq):
     """GPT-NeoX (Pythia): fused QKV with bias, LayerNorm with bias, GELU MLP, rotary positions."""
-    h = cfg.int("hidden_size")
-    n_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    if h % heads:
-        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h})", heads)
-    ff = cfg.int("intermediate_size")
+    h, n_layers, heads, ff = encoder_widths(cfg)
     vocab = cfg.int("vocab_size")
     tied = cfg.flag("tie_word_embeddings", False)
     bias = cfg.flag("attention_bias", True)
@@ -233,17 +157,13 @@ def bert_masked_positions(seq):
 def _bert(cfg, family, seq):
     """BERT with its pre-training heads (BertForPreTraining: masked LM tied to the word
     embedding, next-sentence prediction), or without NSP for BertForMaskedLM."""
-    h = cfg.int("hidden_size")
-    n_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    if h % heads:
-        raise cfg.error("num_attention_heads", f"must divide hidden_size ({h})", heads)
-    ff = cfg.int("intermediate_size")
+    h, n_layers, heads, ff = encoder_widths(cfg)
     vocab = cfg.int("vocab_size")
     positions = cfg.int("max_position_embeddings")
     types = cfg.int("type_vocab_size", default=2)
     if seq > positions:
-        raise cfg.error("max_position_embeddings", f"is below the sequence length {seq}", positions)
+        raise cfg.error("max_position_embeddings", f"is below the sequence length {seq}: the model has no "
+                        f"position beyond it; ask for --sequence-length {positions} or less", positions)
     arch = (cfg.doc.get("architectures") or ["BertForPreTraining"])[0]
     nsp = arch != "BertForMaskedLM"
     masked = bert_masked_positions(seq)
@@ -296,28 +216,96 @@ def _bert(cfg, family, seq):
     return m, shape, dict(tied=True, window=None, masked=masked, architecture=arch)
 
 
-BUILDERS = {"llama": _decoder, "mistral": _decoder, "qwen2": _decoder, "gemma": _decoder,
-             "gpt2": _gpt2, "gpt_neox": _gpt_neox, "bert": _bert}
+BUILDERS = {"llama": decoder, "mistral": decoder, "qwen2": decoder, "gemma": decoder, "gemma2": decoder,
+            "phi3": decoder, "mixtral": decoder, "deepseek_v2": deepseek_v2, "gpt2": _gpt2, "gpt_neox": _gpt_neox,
+            "bert": _bert, "t5": t5, "vit": vit}
+
+DEFAULT_SEQUENCE_TOKENS = 4096
+"""The sequence length an import uses unless told: min(the config's context, 4,096). 4,096 is
+the pre-training context of Llama 2 (Touvron et al. 2023, arXiv 2307.09288, sec. 2.2) and
+Mistral 7B's attention window (Jiang et al. 2023, arXiv 2310.06825); configs state their longest
+context instead (Qwen2-7B: 131,072; DeepSeek-V2-Lite: 163,840), which pre-training reaches only
+in a short final stage if at all (Llama 3 pre-trains at 8,192 and extends the context at the end:
+Dubey et al. 2024, arXiv 2407.21783, sec. 3.4) and whose activations fill no accelerator's HBM at
+batch 1. ``--sequence-length`` asks for another."""
 
 
 def default_sequence(cfg, family):
-    return cfg.int("n_positions" if family == "gpt2" else "max_position_embeddings")
+    """``(tokens, why)``: the sequence length an import of *cfg* uses unless told."""
+    if family == "vit":
+        n = vit_tokens(cfg)
+        return n, f"{n - 1} patches + the class token (image_size / patch_size squared + 1)"
+    key = {"gpt2": "n_positions", "t5": "n_positions"}.get(family, "max_position_embeddings")
+    if family == "t5" and key not in cfg.doc:  # relative positions: no limit in the model
+        return 512, "T5's pre-training input length (Raffel et al. 2020, sec. 3.1.2); the config states none"
+    context = cfg.int(key)
+    n = min(context, DEFAULT_SEQUENCE_TOKENS)
+    return n, f"min({key} {context:,}, {DEFAULT_SEQUENCE_TOKENS:,}) (the importer's default; --sequence-length sets it)"
+
+
+# Config fields only one family has: a config that has them under another model_type would be
+# imported as that other family with its tensors silently dropped.
+_OWN_FIELDS = {
+    "gemma2": ("attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"),
+    "mixtral": ("num_local_experts",),
+    "deepseek_v2": ("kv_lora_rank", "n_routed_experts", "qk_rope_head_dim"),
+    "t5": ("d_kv", "relative_attention_num_buckets"),
+    "vit": ("patch_size", "image_size"),
+}
+_ARCHITECTURES = {"LlamaFor": "llama", "MistralFor": "mistral", "Qwen2For": "qwen2", "GemmaFor": "gemma",
+                  "Gemma2For": "gemma2", "Phi3For": "phi3", "MixtralFor": "mixtral", "DeepseekV2For": "deepseek_v2",
+                  "GPT2": "gpt2", "GPTNeoX": "gpt_neox", "BertFor": "bert", "T5For": "t5", "ViTFor": "vit"}
+
+
+def check_family(cfg, family):
+    """Refuse a config whose fields or architecture contradict its ``model_type`` (a Gemma-2 config
+    relabelled ``gemma`` would lose its extra norms), naming the fields and the type to use."""
+    for other, fields in _OWN_FIELDS.items():
+        found = [f for f in fields if cfg.doc.get(f) is not None]
+        if other != family and found:
+            raise cfg.error("model_type", f"contradicts the config's {', '.join(found)}, which only {other} "
+                                          f"configs have: importing it as {family} would drop what they describe; "
+                                          f"set model_type to {other!r}", family)
+    for arch in cfg.doc.get("architectures") or []:
+        if not isinstance(arch, str):
+            continue
+        other = next((t for prefix, t in _ARCHITECTURES.items() if arch.startswith(prefix)), None)
+        if other is not None and other != family:
+            raise cfg.error("model_type", f"contradicts architectures {arch!r}, a {other} model: set model_type "
+                                          f"to {other!r} (or fix architectures if the weights are {family}'s)",
+                            family)
 
 
 def activation_terms(s, seq):
-    """Activation terms per sequence of *seq* tokens from the block widths *s* (see the module
-    docstring): one for the layer stack, one for the loss."""
+    """Activation terms per example of *seq* tokens from the block widths *s* (see the module
+    docstring): one for the layer stack, one for the loss; a list of widths (an encoder and a
+    decoder) gives one term per stack and the loss of those that predict."""
+    if isinstance(s, list):
+        terms = [activation_terms(stack, seq) for stack in s]
+        return [t for stack_terms, w in zip(terms, s) for t in stack_terms[:1 if not w["predicted"] else 2]]
     h, q, kv, ff, a = s["h"], s["q_dim"], s["kv_dim"], s["ff"], s["heads"]
+    blocks, norms, copies = s.get("attn_blocks", 1), s.get("norms", 2), s.get("expert_copies", 1)
+    qkv, o_in = s.get("qkv", q + 2 * kv), s.get("o_in", q)
     hidden = (3 if s["gated"] else 2) * ff  # gate, up, their product | fc1 output, its GELU
-    parts = [("QKV and MLP inputs 2 x 2h", 4 * h), ("Q, K, V 2 x (q_dim + 2 kv_dim)", 2 * (q + 2 * kv)),
-             ("output projection input 2 q_dim", 2 * q),
-             (f"MLP hidden 2 x {hidden // ff} ff", 2 * hidden), ("two norm inputs 2 x 2h", 4 * h)]
+    each = "" if blocks == 1 else f"{blocks} attention blocks x "
+    parts = [("QKV and MLP inputs 2 x 2h" if blocks == 1 else f"QKV ({blocks}) and MLP inputs 2 x {blocks + 1}h",
+              2 * (blocks + 1) * h),
+             (f"{each}Q, K, V 2 x (q_dim + 2 kv_dim)" if "qkv" not in s else f"{each}Q, K, V and latents 2 x {qkv}",
+              2 * blocks * qkv),
+             (f"{each}output projection input 2 q_dim" if "o_in" not in s else f"{each}output projection input "
+              f"2 x {o_in}", 2 * blocks * o_in),
+             (f"MLP hidden 2 x {hidden // ff} ff" if copies == 1 else
+              f"MLP hidden of the {copies} active experts 2 x {hidden // ff} x {ff // copies}", 2 * hidden)]
+    if copies > 1:
+        parts.append((f"inputs dispatched to the {copies} active experts beyond the first 2 x {copies - 1}h",
+                      2 * (copies - 1) * h))
+    parts.append(("two norm inputs 2 x 2h" if norms == 2 else f"{norms} norm inputs 2 x {norms}h", 2 * norms * h))
     if s["hidden_dropout"]:
         parts.append(("two dropout masks 2 x h", 2 * h))
     if s["attention_dropout"]:
-        parts.append(("attention probabilities, dropout mask and dropped copy 5 a s", 5 * a * s["ctx"]))
+        parts.append((f"{each}attention probabilities, dropout mask and dropped copy 5 a s", 5 * blocks * a * s["ctx"]))
     else:
-        parts.append(("fused attention: fp32 log-sum-exp 4 a", 4 * a))
+        parts.append((f"{each}fused attention: fp32 log-sum-exp 4 a", 4 * blocks * a))
     per_token = sum(b for _, b in parts)
     # remat selective keeps the layer input and the weight matmuls' outputs backward needs: Q, K, V
     # (attention is recomputed from them), the output projection's (the residual sum the second
@@ -325,13 +313,16 @@ def activation_terms(s, seq):
     # function is recomputed); not the MLP's last (no backward in the layer reads it) unless a
     # norm closes the layer
     up = (2 if s["gated"] else 1) * ff
-    kept = [("input 2h", 2 * h), ("Q, K, V 2 x (q_dim + 2 kv_dim)", 2 * (q + 2 * kv)),
-            ("output projection output 2h", 2 * h), (f"MLP up matmul outputs 2 x {up // ff} ff", 2 * up)]
+    kept = [("input 2h", 2 * h),
+            (f"{each}Q, K, V 2 x (q_dim + 2 kv_dim)" if "qkv" not in s else f"{each}Q, K, V and latents 2 x {qkv}",
+             2 * blocks * qkv),
+            (f"{each}output projection output 2h", 2 * blocks * h), (f"MLP up matmul outputs 2 x {up // ff} ff", 2 * up)]
     if s.get("post_norm"):  # BERT: the closing norm differentiates the sum the MLP's output enters
         kept.append(("MLP down output 2h (post-norm)", 2 * h))
     kept_per_token = sum(b for _, b in kept)
-    terms = [dict(what=f"transformer layers: {s['layers']} x {seq} tokens x d {h}", elements=s["layers"] * seq * h,
-                  bytes_per_element=per_token / h,
+    stack = f"{s['stack']} " if s.get("stack") else ""
+    terms = [dict(what=f"{stack}transformer layers: {s['layers']} x {seq} tokens x d {h}",
+                  elements=s["layers"] * seq * h, bytes_per_element=per_token / h,
                   why=f"{per_token} B per token per layer / h, bf16: "
                       + "; ".join(f"{what} = {b}" for what, b in parts)
                       + " (Korthikanti et al. 2022, generalised; see sources). Remat selective keeps "
@@ -356,6 +347,20 @@ CONFIG_KEYS = {
     "qwen2": _DECODER_KEYS + (("tie_word_embeddings", "false"), ("use_sliding_window", "false"),
                               ("sliding_window", "used only with use_sliding_window")),
     "gemma": _DECODER_KEYS + (("tie_word_embeddings", "true"),),
+    "gemma2": _DECODER_KEYS + (("tie_word_embeddings", "true"), ("sliding_window", "none: full attention (on the "
+                                                                                 "even-numbered layers only)"),
+                               ("attn_logit_softcapping", "none (noted, not counted)"),
+                               ("final_logit_softcapping", "none (noted, not counted)")),
+    "phi3": _DECODER_KEYS + (("tie_word_embeddings", "false"), ("sliding_window", "none: full attention")),
+    "mixtral": _DECODER_KEYS + (("tie_word_embeddings", "false"), ("sliding_window", "none: full attention"),
+                                ("num_local_experts", None), ("num_experts_per_tok", "2")),
+    "deepseek_v2": (("hidden_size", None), ("intermediate_size", None), ("moe_intermediate_size", None),
+                    ("num_hidden_layers", None), ("num_attention_heads", None), ("vocab_size", None),
+                    ("max_position_embeddings", "needed only without --sequence-length"), ("kv_lora_rank", None),
+                    ("q_lora_rank", "none: queries projected directly"), ("qk_nope_head_dim", None),
+                    ("qk_rope_head_dim", None), ("v_head_dim", None), ("n_routed_experts", None),
+                    ("n_shared_experts", "0"), ("num_experts_per_tok", None), ("first_k_dense_replace", "0"),
+                    ("moe_layer_freq", "1"), ("tie_word_embeddings", "false"), ("attention_dropout", "0")),
     "gpt2": (("n_embd", None), ("n_layer", None), ("n_head", None), ("n_inner", "4 x n_embd"), ("vocab_size", None),
              ("n_positions", None), ("attn_pdrop", "0.1"), ("resid_pdrop", "0.1")),
     "gpt_neox": (("hidden_size", None), ("intermediate_size", None), ("num_hidden_layers", None),
@@ -368,6 +373,14 @@ CONFIG_KEYS = {
              ("type_vocab_size", "2"), ("architectures", "[BertForPreTraining]; BertForMaskedLM drops the pooler "
                                                          "and NSP head"),
              ("attention_probs_dropout_prob", "0.1"), ("hidden_dropout_prob", "0.1")),
+    "t5": (("d_model", None), ("d_kv", None), ("d_ff", None), ("num_heads", None), ("num_layers", None),
+           ("num_decoder_layers", "num_layers"), ("vocab_size", None), ("relative_attention_num_buckets", "32"),
+           ("feed_forward_proj", "relu (gated-gelu: T5 v1.1)"), ("tie_word_embeddings", "true"),
+           ("n_positions", "512: the default sequence length's cap"), ("dropout_rate", "0.1")),
+    "vit": (("hidden_size", None), ("intermediate_size", None), ("num_hidden_layers", None),
+            ("num_attention_heads", None), ("image_size", None), ("patch_size", None), ("num_channels", "3"),
+            ("qkv_bias", "true"), ("num_labels", "len(id2label), else 2"),
+            ("attention_probs_dropout_prob", "0"), ("hidden_dropout_prob", "0")),
 }
 """The config.json keys each family reads, with the default of an absent one (None: required).
 ``model_type`` picks the family; ``torch_dtype`` and ``_name_or_path`` are recorded when present.

@@ -2,8 +2,9 @@
 or a safetensors checkpoint's headers (nothing is downloaded).
 
 :func:`import_workload` reads a ``config.json`` of one of the families in :data:`FAMILIES`
-(decoders ``llama``, ``mistral``, ``qwen2``, ``gemma``, ``gpt2``, ``gpt_neox``; the encoder
-``bert``) and builds the workload file's document: every trainable tensor with the name and
+(decoders ``llama``, ``mistral``, ``qwen2``, ``gemma``, ``gemma2``, ``phi3``, ``gpt2``,
+``gpt_neox``; mixtures of experts ``mixtral`` and ``deepseek_v2``; the encoders ``bert`` and
+``vit``; the encoder-decoder ``t5``) and builds the workload file's document: every trainable tensor with the name and
 shape the family's Hugging Face ``transformers`` module gives it (``modeling_<type>.py``), in
 forward order, grouped into layers (embeddings; per block an attention and an MLP layer; the
 output head), forward FLOPs per token per layer, activation terms and dtypes.
@@ -49,7 +50,7 @@ from pathlib import Path
 
 from ..inputs.errors import ConfigError
 
-from .hf_families import BUILDERS, FAMILIES, HFConfig, activation_terms, default_sequence
+from .hf_families import BUILDERS, FAMILIES, HFConfig, activation_terms, check_family, default_sequence
 
 __all__ = ["FAMILIES", "import_workload", "workload_document", "workload_yaml", "read_safetensors_header"]
 
@@ -170,7 +171,9 @@ def _match_checkpoint(model, headers, config_path, summary):
             raise ConfigError(f"has no tensor {name!r}, which the config beside it ({config_path}) implies",
                               file=summary["files"][0])
         stored, dtype, stored_shape, file = found
-        if list(stored_shape) != shape:
+        # a conv kernel may be stored [cout, cin, kh, kw] (PyTorch) for the format's [kh, kw, cin, cout]
+        torch_conv = len(shape) == 4 and len(stored_shape) == 4 and [stored_shape[i] for i in (2, 3, 1, 0)] == shape
+        if list(stored_shape) != shape and not torch_conv:
             raise ConfigError(f"shape {list(stored_shape)} contradicts the config {config_path}, which "
                               f"implies {shape}", file=file, key_path=stored)
         out.append([stored, shape, layer])
@@ -209,14 +212,19 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     cfg = HFConfig(_read_json(config_path, "Hugging Face config"), config_path)
     family = cfg.doc.get("model_type")
     if family not in BUILDERS:
-        raise cfg.error("model_type", f"is not a family the importer reads; known: {', '.join(FAMILIES)}",
-                        family)
+        raise cfg.error("model_type", "is not a family the importer reads (it knows each family's tensor names "
+                                      f"and FLOP formula; known: {', '.join(FAMILIES)}): if the model shares one "
+                                      "of those architectures set model_type to it, else write the workload file "
+                                      "by hand (docs/formats/workload.md)", family)
+    check_family(cfg, family)
     if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(sequence_length, int)
                                         or sequence_length < 1 or sequence_length > 2**24):
         raise ConfigError("must be a whole number in [1, 16777216]", key_path="sequence_length",
                           value=sequence_length)
-    seq = sequence_length or default_sequence(cfg, family)
+    seq, seq_why = (sequence_length, "given") if sequence_length else default_sequence(cfg, family)
     model, widths, notes = BUILDERS[family](cfg, family, seq)
+    stacks = widths if isinstance(widths, list) else [widths]
+    units = notes.get("units", seq)
 
     sources = {"config": (source or config_path.name) + f", model_type {family}"
                          + (f", {cfg.doc['_name_or_path']}" if isinstance(cfg.doc.get("_name_or_path"), str) else ""),
@@ -224,6 +232,10 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
                "fwd_flops": CITE_FLOPS, "activations": CITE_ACTIVATIONS,
                "dtypes": "fp32 master weights, gradients and slots, bf16 activations (mixed-precision training); "
                          f"checkpoint dtype {cfg.doc.get('torch_dtype', 'not stated')}"}
+    if not sequence_length:  # a length asked for needs no reason
+        sources["sequence"] = f"{seq:,} tokens per sequence: {seq_why}"
+    if model.notes:
+        sources["notes"] = "; ".join(model.notes)
     if checkpoint is not None:
         headers, files = _checkpoint_tensors(checkpoint)
         summary = {"files": files, "buffers": 0, "tied_copies": 0, "dtypes": set()}
@@ -241,7 +253,7 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
         stem = config_path.resolve().parent.name if config_path.stem == "config" else config_path.stem
         name = (given if isinstance(given, str) and given.strip("/") else stem or family)
         name = name.rstrip("/").split("/")[-1].lower()
-    unit = "token"
+    unit = notes.get("unit", "token")
     counts = (f"matmuls (2 x MACs per token) and attention scores + weighted sum at sequence length {seq}"
               f"{window} (4 s heads head_dim per token per layer, not halved for causal masking); output head "
               f"{tied}")
@@ -249,13 +261,17 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
         counts += (f"; the MLM head on {notes['masked']} masked positions and the pooler / NSP head on one "
                    "token per sequence, spread per token")
     counts += "; norms, softmax, activations and embedding lookups not counted"
+    if model.notes:
+        counts += "; " + "; ".join(model.notes)
     doc = {
         "name": name,
-        "description": f"{family} from {config_path.name}: {widths['layers']} layers, d {widths['h']}, "
-                       f"{widths['heads']} heads, vocab {widths['vocab']}, sequence {seq} (imported)",
+        "description": f"{family} from {config_path.name}: {sum(w['layers'] for w in stacks)} layers, d "
+                       f"{stacks[0]['h']}, {stacks[0]['heads']} heads, "
+                       + (f"{notes['labels']} classes" if "labels" in notes else f"vocab {stacks[0]['vocab']}")
+                       + f", sequence {seq} (imported)",
         "params": params,
-        "fwd_flops": {"per_unit": per_token, "unit": unit, "units_per_example": seq, "example_unit": "sequence",
-                      "counts": counts},
+        "fwd_flops": {"per_unit": per_token, "unit": unit, "units_per_example": units,
+                      "example_unit": notes.get("example_unit", "sequence"), "counts": counts},
         "activation_memory": activation_terms(widths, seq),
         "dtypes": {"weights": "float32", "gradients": "float32", "slots": "float32", "activations": "bfloat16"},
         "default_optimizer": "lamb" if family == "bert" else "adamw",

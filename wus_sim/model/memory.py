@@ -87,6 +87,10 @@ class MemoryBreakdown:
     ``replicated_tensor_slots``, ``extra_reduction_buffers``; ``fully-sharded`` adds
     ``weight_shards``, ``gathered_weights`` and ``reducing_gradients``."""
 
+    def __repr__(self):
+        return (f"<MemoryBreakdown {self.strategy}: peak {format_bytes(self.peak)} of {format_bytes(self.capacity)} "
+                f"per replica ({'fits' if self.peak <= self.capacity else 'does not fit'})>")
+
     @property
     def fits(self):
         return self.peak <= self.capacity

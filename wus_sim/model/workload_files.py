@@ -17,7 +17,7 @@ from ..inputs.limits import MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
 from ..inputs.units import DTYPE_BYTES
 from .workload import ActivationTerm, AttentionScores, MLPerfConfig, Tensor, Workload
 
-__all__ = ["load_workload", "known_workloads", "workload_dirs", "WORKLOAD_KEYS"]
+__all__ = ["load_workload", "known_workloads", "workload_dirs", "workload_from_document", "WORKLOAD_KEYS"]
 
 
 WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
@@ -183,7 +183,13 @@ def _default_optimizer(doc):
 
 
 def _workload_from_file(path):
-    doc = Section(load_yaml(path), file=path)
+    return workload_from_document(load_yaml(path), path)
+
+
+def workload_from_document(raw, path):
+    """A :class:`Workload` from a workload file's document already read (*path* names it in
+    errors and becomes :attr:`Workload.path`; None for one built in memory)."""
+    doc = Section(raw, file=path)
     WORKLOAD_KEYS.check(doc)
 
     flops = doc.section("fwd_flops")
@@ -246,7 +252,7 @@ def _workload_from_file(path):
         default_per_replica_batch=default_batch,
         attention=tuple(attention),
         dense_layout=WORKLOAD_KEYS.read(doc, "dense_layout"),
-        path=str(path),
+        path=None if path is None else str(path),
     )
 
 

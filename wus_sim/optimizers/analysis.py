@@ -261,6 +261,9 @@ class OptimizerAnalysis:
     """Hyper-parameter defaults (the analysis does not depend on their values)."""
     sources: dict = field(default_factory=dict, compare=False)
 
+    def __repr__(self):
+        return f"<OptimizerAnalysis {self.name}: {len(self.cases)} case(s), {self.slot_bytes} B per slot element>"
+
     # --- the fields `describe optimizer --json` promises, from the primary case -------------------------------------
     @property
     def slots(self):

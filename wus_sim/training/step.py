@@ -35,7 +35,8 @@ from .small_allreduce import batch_norm_allreduce_s, small_allreduce
 from .speedups import fully_sharded_over_sharded, speedup, speedups, speedups_if_replicated_fit  # noqa: F401 (API)
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
-from ..inputs.units import MiB, grad_dtype_bytes
+from ..inputs.units import MiB, format_bytes, format_time, grad_dtype_bytes
+from .step_run import StepRun
 from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
@@ -170,6 +171,12 @@ class StepResult:
         rec["gather_comm_bytes"] = float(self.work.gather_nbytes)
         rec["update_bytes"] = float(self.work.update.bytes_moved)
         return rec
+
+    def __repr__(self):
+        m = self.memory
+        time = f"step {format_time(self.step_time_s).strip()}" if self.status == "ok" else self.status
+        return (f"<StepResult {self.strategy}: {time}, peak memory {format_bytes(m.peak)} of "
+                f"{format_bytes(m.capacity)} per replica>")
 
 
 def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None):
@@ -308,43 +315,6 @@ def bidirectional_for(options):
     if options.bidirectional is None:
         return options.algorithm not in EXCHANGE_ALGORITHMS
     return bool(options.bidirectional)
-
-
-@dataclass(frozen=True)
-class StepRun:
-    """What :func:`simulate_strategies` returns: each strategy's result and how the point was
-    resolved (replicas, batch, the sharding plan they share)."""
-
-    results: dict
-    """``{strategy: StepResult}``, in the order asked."""
-    plan: object
-    """The sharding plan (:class:`wus_sim.training.planner.Plan`) every strategy ran with."""
-    replicas: int
-    """Data-parallel replicas over every slice."""
-    spatial_ways: int
-    per_replica_batch: float
-    global_batch: float
-    params: int
-    optimizer: str
-    slices: int = 1
-    replicas_per_slice: int = None
-    multislice: object = None
-
-    def meta(self):
-        """The resolved values as a dict (everything but :attr:`results`)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
-
-    # ``results, meta = simulate_strategies(...)`` (and ``[0]``, ``[1]``): the 0.1 return
-    # shape, a ``(results, meta dict)`` pair, kept for one release
-    def __iter__(self):
-        yield self.results
-        yield self.meta()
-
-    def __getitem__(self, index):
-        return (self.results, self.meta())[index]
-
-    def __len__(self):
-        return 2
 
 
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,

@@ -104,6 +104,11 @@ class StepWork:
     """One per sharded bucket before its backward (fully-sharded, unless weights are kept from forward)."""
     notes: tuple = field(default=())
 
+    def __repr__(self):
+        return (f"<StepWork {self.strategy}: {len(self.grad_collectives)} gradient collectives "
+                f"({self.grad_nbytes / 2**30:.3g} GiB), {len(self.all_gathers)} weight all-gathers, update of "
+                f"{self.update.elements:,} elements>")
+
     @property
     def grad_nbytes(self):
         return sum(c.nbytes for c in self.grad_collectives)

@@ -155,6 +155,10 @@ class TimelineResult:
     step_starts_s: tuple
     """Simulated time at which each step's forward began."""
     events: int
+
+    def __repr__(self):
+        return (f"<TimelineResult step {self.step_time_s:.6g} s over {len(self.step_starts_s)} step(s), "
+                f"{len(self.intervals)} intervals, {self.events} events>")
     """SimPy events processed."""
 
 
