@@ -10,7 +10,7 @@ from .series import SeriesStyles, draw_series, label_no_value_band, strategy_var
 from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
-           "plot_lines", "heatmap_range", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
+           "plot_lines", "heatmap_range", "heatmap_title", "SPEEDUP_VALUES", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
 
 
 class AveragedCells(ValueError):
@@ -232,11 +232,14 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     import numpy as np
 
     xs, ys, grid, notes = _heatmap_grid(df, x, y, value, strategy, aggregate)
+    if_fit = _if_fit_cells(df, x, y, value, strategy, grid, notes)
+    for cell, v in if_fit.items():
+        grid[cell] = v
     finite = grid[np.isfinite(grid)]
     if not finite.size and not notes:
         return None  # no cell to colour nor to explain: nothing drawn
     if not finite.size:
-        return _empty_heatmap(ax, xs, ys, x, y, notes, value, title)
+        return _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy)
     if vrange is None and finite.size:
         vrange = (float(finite.min()), float(finite.max()))
     norm = _heatmap_norm(value, vrange)
@@ -249,20 +252,24 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
             continue
         r, g, b, _ = cmap_obj(image.norm(v))
         dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
-        ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=8, color="white" if dark else "black")
+        marked = (i, j) in if_fit  # an if-fit value is marked where it is drawn, and in the title
+        ax.text(j, i, format(v, fmt) + ("*" if marked else ""), ha="center", va="center", fontsize=8,
+                color="white" if dark else "black", fontstyle="italic" if marked else "normal")
     ax.set_xticks(range(len(xs)), [display_value(x, v) for v in xs])
     ax.set_yticks(range(len(ys)), [display_value(y, v) for v in ys])
     ax.grid(False)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, pad=0.02).set_label(heatmap_value_label(value))
-    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
-    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
+        ax.figure.colorbar(image, ax=ax, pad=0.02).set_label(heatmap_value_label(value, strategy))
+    heading = f"{heatmap_title(value, strategy)}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}"
+    if if_fit:
+        heading += "\n*: replicated does not fit in HBM; the speedup if it did (capacity ignored)"
+    ax.set_title(title or heading)
     return image
 
 
-def _empty_heatmap(ax, xs, ys, x, y, notes, value, title):
+def _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy="sharded"):
     """A heatmap none of whose cells has a value: its axes, and one line saying why (an all-grey
     grid under a colour bar from -0.1 to 0.1 read as a scale of something)."""
     from collections import Counter
@@ -276,22 +283,71 @@ def _empty_heatmap(ax, xs, ys, x, y, notes, value, title):
     ax.grid(False)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
-    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
-    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
+    ax.set_title(title or f"{heatmap_title(value, strategy)}\nby {_axis_label(x, unit=False)} and "
+                          f"{_axis_label(y, unit=False)}")
     return ax.text(0.5, 0.5, f"no cell has a value: of {len(xs) * len(ys)} cells, {why}", transform=ax.transAxes, ha="center", va="center",
                    fontsize=9, color=NOT_OK_COLOR, wrap=True)
 
 
-def heatmap_value_label(value):
-    """Colour-bar label of a heatmap of *value*."""
-    return "speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0]
+SPEEDUP_VALUES = ("speedup", "speedup_low", "speedup_high", "speedup_if_replicated_fit", "speedup_over_sharded")
+"""Results columns that are ratios of step times: a heatmap of one is coloured diverging around 1."""
+
+
+def heatmap_title(value, strategy="sharded"):
+    """What a heatmap of *value* over the rows of *strategy* shows, in words: the title follows
+    both (a fully-sharded speedup is not titled as the sharded one)."""
+    if value in ("speedup", "speedup_low", "speedup_high"):
+        bound = {"speedup_low": " (low end of the 95% band)", "speedup_high": " (high end of the 95% band)"}
+        return f"Speedup of {strategy or 'each strategy'} over replicated{bound.get(value, '')}"
+    if value == "speedup_if_replicated_fit":
+        return f"Speedup of {strategy or 'each strategy'} over replicated if replicated fit in HBM"
+    if value == "speedup_over_sharded":
+        return "Speedup of fully-sharded over sharded"
+    label = column_label(value)[0]
+    return f"{label[:1].upper()}{label[1:]}" + (f", {strategy}" if strategy else "")
+
+
+def heatmap_value_label(value, strategy="sharded"):
+    """Colour-bar label of a heatmap of *value* (over the rows of *strategy*)."""
+    if value in ("speedup", "speedup_low", "speedup_high", "speedup_if_replicated_fit"):
+        return f"speedup (replicated / {strategy or 'strategy'})"
+    if value == "speedup_over_sharded":
+        return "speedup (sharded / fully-sharded)"
+    return column_label(value)[0]
+
+
+def _if_fit_cells(df, x, y, value, strategy, grid, notes):
+    """``{(i, j): value}`` of the speedup cells left empty only because replicated does not fit
+    in HBM, from ``speedup_if_replicated_fit`` (drawn marked): a strategy that fits must not
+    be a blank cell on the LLM question, where replicated never fits."""
+    import math
+
+    if value != "speedup" or "speedup_if_replicated_fit" not in df.columns:
+        return {}
+    df = _with(df, [x, y, value])
+    xs, ys = _heatmap_axes(df, x, y, strategy)
+    rows = _ok(df if strategy is None else df[df["strategy"] == strategy]).dropna(subset=[x, y])
+    out = {}
+    for (yv, xv), v in rows.groupby([y, x])["speedup_if_replicated_fit"].mean().items():
+        cell = (ys.index(yv), xs.index(xv))
+        if not math.isfinite(grid[cell]) and cell not in notes and math.isfinite(v):
+            out[cell] = float(v)
+    return out
+
+
+def _heatmap_axes(df, x, y, strategy):
+    rows = df if strategy is None else df[df["strategy"] == strategy]
+    return (sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str),
+            sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str))
 
 
 def heatmap_range(df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded"):
     """``(lowest, highest)`` cell of :func:`plot_heatmap` over *df*, or None if it has no cell."""
     import numpy as np
 
-    _, _, grid, _ = _heatmap_grid(df, x, y, value, strategy, aggregate="mean")
+    _, _, grid, notes = _heatmap_grid(df, x, y, value, strategy, aggregate="mean")
+    for cell, v in _if_fit_cells(df, x, y, value, strategy, grid, notes).items():
+        grid[cell] = v
     finite = grid[np.isfinite(grid)]
     return (float(finite.min()), float(finite.max())) if finite.size else None
 
@@ -325,8 +381,7 @@ def _heatmap_grid(df, x, y, value, strategy, aggregate=None):
         names = ", ".join(f"{k} ({len(v)} values)" for k, v in over) or "rows that repeat a point"
         raise AveragedCells(f"each cell would average several points, over {names}: put it on x, y or facet, "
                             "pin it with where, or average it on purpose with aggregate: mean")
-    xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
-    ys = sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str)
+    xs, ys = _heatmap_axes(df, x, y, strategy)
     grid = np.full((len(ys), len(xs)), np.nan)
     for (yv, xv), v in _ok(rows).groupby([y, x])[value].mean().items():
         grid[ys.index(yv), xs.index(xv)] = v
@@ -346,7 +401,7 @@ def _heatmap_norm(value, vrange):
     if vrange is None:
         return None
     lo, hi = vrange
-    if value == "speedup":
+    if value in SPEEDUP_VALUES:  # diverging around 1: green faster, red slower, whatever the range
         spread = max(hi, 1.0 / lo if lo > 0 else hi, 1.001)
         return TwoSlopeNorm(vcenter=1.0, vmin=1.0 / spread, vmax=spread)
     return Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12)
