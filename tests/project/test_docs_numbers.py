@@ -61,3 +61,14 @@ def test_speed_is_quoted_from_the_committed_bench_run_with_its_machine():
     page = (ROOT / "docs" / "bench-results.md").read_text(encoding="utf-8")
     for line in text.strip().splitlines():
         assert line in page
+
+
+def test_no_inline_figure_starts_a_line(found):
+    """A line that starts with an HTML comment starts an HTML block in Markdown, which cuts the
+    paragraph in two: an inline figure never starts a line of prose."""
+    for path in numbers.pages():
+        text = path.read_text(encoding="utf-8")
+        for m in numbers.SPAN.finditer(text):
+            if "\n" not in m.group(2) and m.start() > 1 and text[m.start() - 1] == "\n" and text[m.start() - 2] != "\n":
+                line = text.count("\n", 0, m.start()) + 1
+                raise AssertionError(f"{path.relative_to(ROOT)}:{line}: {m.group(1)} starts a line of prose")
