@@ -17,7 +17,7 @@ from wus_sim.experiments.spec import load_experiment
 from wus_sim.plotting import default_plots, draw_figure
 from wus_sim.plotting.defaults import fit_default_plots
 
-from test_report import _browser, _chromium, _parse
+from test_report import _chromium, _parse, screenshot_drawn
 
 EXPERIMENT = """name: llm_v6e
 workloads: [llama3-8b]
@@ -128,13 +128,6 @@ def test_report_shows_the_strategy_that_fits_in_chromium(llm_run, tmp_path):
     page = _parse(out / "report.html")
     assert sorted(page.figures) == sorted(p.stem for p in out.glob("*.svg"))
     assert any("fully-sharded" in cells and "ok" in cells for cells in page.rows)
-    browser = _browser()
-    if browser is None:
-        pytest.skip("no headless Chromium on this machine (.ci/run installs Debian's 'chromium')")
-    shot = tmp_path / "page.png"
-    _chromium(browser, f"--screenshot={shot}", (out / "report.html").as_uri())
-    pixels = matplotlib.image.imread(shot)[..., :3]
-    ink = (pixels < 0.9).any(axis=-1).mean()
-    assert 0.02 < ink < 0.9, ink
+    browser = screenshot_drawn(out / "report.html", tmp_path)
     text = _chromium(browser, "--dump-dom", (out / "report.html").as_uri()).stdout
     assert re.search(r"fully-sharded", text) and "Speedup of fully-sharded" in text
