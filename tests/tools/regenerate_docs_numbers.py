@@ -107,6 +107,7 @@ def validation_numbers():
     return {
         "validation.table": "\n" + markdown_table(rows).strip() + "\n",
         "validation.by_benchmark": "\n" + "\n".join(by_benchmark) + "\n",
+        "validation.runs": str(len(rows)),
         "validation.fit_median": f"{100 * cal['median_abs_error']:.1f}",
         "validation.fit_worst": f"{100 * cal['worst_abs_error']:.1f}",
         "validation.fit_rows": str(cal["rows"]),
