@@ -131,3 +131,28 @@ def test_report_shows_the_strategy_that_fits_in_chromium(llm_run, tmp_path):
     browser = screenshot_drawn(out / "report.html", tmp_path)
     text = _chromium(browser, "--dump-dom", (out / "report.html").as_uri()).stdout
     assert re.search(r"fully-sharded", text) and "Speedup of fully-sharded" in text
+
+
+def test_a_large_sweep_shows_memory_of_every_strategy_against_hbm(tmp_path):
+    """Past the bar plots' size, the defaults draw peak memory per replica as lines: the strategy
+    that fits as a line, the ones that do not as hollow markers at what they would need (not
+    crosses), and the chip's HBM per replica as a dashed line between them."""
+    exp = tmp_path / "big.yaml"
+    exp.write_text(EXPERIMENT.replace("name: llm_v6e", "name: big")
+                   .replace("[tpu-v6e-64, tpu-v6e-256]", "[tpu-v6e-8, tpu-v6e-64, tpu-v6e-256]")
+                   .replace("[1, 2]", "[1, 2, 3, 4, 5]"))
+    out = tmp_path / "out"
+    assert main(["run", str(exp), "--out", str(out), "--jobs", "1", "-q"]) == 0
+    df = pd.read_csv(out / "results.csv")
+    assert (out / "memory_peak.png").exists() and not (out / "memory.png").exists()
+    plot = next(p for p in fit_default_plots(default_plots(load_experiment(exp)), df) if p.name == "memory_peak")
+    fig = draw_figure(plot, df)
+    ax = fig.axes[0]
+    hollow = [line for line in ax.lines if line.get_gid() == "does-not-fit"]
+    needs = df[df["status"] == "infeasible"]["mem_peak_bytes"] / 2**30
+    drawn = sorted(v for line in hollow for v in line.get_ydata())
+    assert drawn == pytest.approx(sorted(needs))  # every strategy that does not fit, at what it needs
+    hbm = df["hbm_bytes"].iloc[0] / 2**30
+    assert any(list(line.get_ydata()) == [hbm, hbm] for line in ax.lines)  # the capacity line
+    assert min(drawn) > hbm  # nothing drawn hollow fits
+    matplotlib.pyplot.close(fig)

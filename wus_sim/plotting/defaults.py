@@ -48,6 +48,11 @@ def default_plots(experiment):
                     if len(axis) > 1 and not set(axis.keys) & (placed | {"strategy", "topology"})}
             specs.append(("heatmap", {"x": numeric[1], "y": x, **({"facet": others[0]} if others else {}),
                                       **({"where": pins} if pins else {})}))
+    if numeric and experiment.count() > MAX_BAR_GROUPS:
+        # too many points for memory bars: each strategy's peak per replica as lines, what does not
+        # fit drawn hollow at what it would need, against the HBM line
+        specs.append(("memory_peak", {"kind": "lines", "x": numeric[0], "y": "mem_peak_bytes",
+                                      "hue": others + numeric[1:]}))
     if experiment.count() <= MAX_BAR_GROUPS:
         by = {"by": [k for k in swept if k != "strategy"]} if swept else {}
         specs.append(("breakdown", dict(by)))
@@ -80,7 +85,9 @@ def fit_default_plots(plots, df):
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
 
     def has(strategy, column):
-        rows = ok[ok["strategy"] == strategy] if "strategy" in ok.columns else ok
+        # memory has a value where it does not fit too: what the strategy would need
+        rows = df if column.startswith("mem_") else ok
+        rows = rows[rows["strategy"] == strategy] if "strategy" in rows.columns else rows
         return column in rows.columns and any(math.isfinite(v) for v in rows[column].astype(float))
 
     out = []

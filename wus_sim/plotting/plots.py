@@ -230,7 +230,8 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
         rows = rows[(rows["status"] != "ok") | rows[y].notna() | (y == "speedup")]
     else:
         rows = rows[rows[y].notna()]
-    rows = rows.reset_index(drop=True)
+    needs = _over_capacity_rows(rows, y)  # memory a strategy would need: a value, drawn apart
+    rows = rows.drop(index=needs.index).reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
     why = _speedup_reasons(df, rows, good) if y == "speedup" else None
     _, scale = column_label(y)
@@ -244,6 +245,7 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
         _plain_log_y(ax)
     if y == "speedup":
         entries.append(_no_gain(ax))
+    entries += _draw_over_capacity(ax, needs, x, y, keys, styles, variants, scale)
     fit_y_range(ax)
     label_no_value_band(ax)
     ax.set_xlabel(_axis_label(x))
@@ -251,6 +253,39 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
     _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _over_capacity_rows(rows, y):
+    """The rows of a memory column (``mem_*_bytes``) that did not fit in HBM but say what they
+    would need: on the LLM question they are most of the rows, and a cross would hide how far
+    over the chip they are."""
+    if not y.startswith("mem_") or "status" not in rows.columns:
+        return rows.iloc[:0]
+    return rows[(rows["status"] == "infeasible") & rows[y].notna()]
+
+
+def _draw_over_capacity(ax, needs, x, y, keys, styles, variants, scale):
+    """Hollow markers at what the rows of *needs* would need, in each series' colour and marker,
+    and a dashed line at each HBM capacity per replica; returns their legend entries."""
+    from matplotlib.lines import Line2D
+
+    if needs.empty or not _numeric(needs[x]):
+        return []
+    styles = styles or SeriesStyles()
+    groups = needs.groupby(list(keys), dropna=False, sort=False) if keys else [((), needs)]
+    for values, group in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        style = styles.style(keys, values)
+        ax.plot(group[x].astype(float), group[y].astype(float) * scale, linestyle="none", marker=style["marker"],
+                markersize=7, markerfacecolor="none", markeredgecolor=style["color"], markeredgewidth=1.4,
+                zorder=4, label="_does not fit", gid="does-not-fit")
+    entries = [("does not fit in HBM: what it would need", Line2D([], [], marker="o", linestyle="none",
+                                                                 markerfacecolor="none", markeredgecolor="0.15"))]
+    if "hbm_bytes" in needs.columns:
+        for hbm in sorted(needs["hbm_bytes"].dropna().unique()):
+            ax.axhline(float(hbm) * scale, color=NOT_OK_COLOR, linestyle="--", linewidth=1.0, zorder=1)
+        entries.append(("HBM per replica", Line2D([], [], color=NOT_OK_COLOR, linestyle="--", linewidth=1.0)))
+    return entries
 
 
 def _plain_log_y(ax):
