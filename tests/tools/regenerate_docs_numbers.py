@@ -249,11 +249,18 @@ SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper"
 """Key prefix -> the function that computes every key of that prefix."""
 
 
+_COMPUTED = {}
+"""Each source's values, once per process (the tests ask for them several times; the code
+does not change within a run)."""
+
+
 def compute(keys):
-    """``{key: text}`` for *keys*, running each source they need once."""
+    """``{key: text}`` for *keys*, running each source they need once per process."""
     values = {}
     for fn in dict.fromkeys(SOURCES[k.split(".")[0]] for k in keys if k.split(".")[0] in SOURCES):
-        values.update(fn())
+        if fn not in _COMPUTED:
+            _COMPUTED[fn] = fn()
+        values.update(_COMPUTED[fn])
     unknown = sorted(k for k in keys if k not in values)
     if unknown:
         raise KeyError(f"no generator writes {', '.join(unknown)} (tests/tools/regenerate_docs_numbers.py SOURCES)")
@@ -291,6 +298,7 @@ def rerun_bench():
     """`wus-sim bench` on this machine into :data:`BENCH_FILE` (several minutes)."""
     BENCH_FILE.parent.mkdir(parents=True, exist_ok=True)
     BENCH_FILE.write_text(_cli("bench"), encoding="utf-8")
+    _COMPUTED.pop(bench_numbers, None)
 
 
 def main(argv=None):
