@@ -11,8 +11,8 @@ so ``wus-sim collective`` does not pay for pandas, matplotlib or SimPy.
     >>> run.results["sharded"].step_time_s, run.speedups
     >>> w = wus_sim.import_workload("path/to/config.json")   # a Hugging Face config (docs/importing-models.md)
 
-The README's "Python API" section is the guide (its example runs in the tests); the
-input formats are in ``docs/formats/``.
+The guide is docs/api.md (its examples run in the tests, and its reference is
+generated from these docstrings); the input formats are in ``docs/formats/``.
 """
 
 from importlib import import_module

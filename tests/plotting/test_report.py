@@ -153,19 +153,25 @@ def _chromium(browser, *args, timeout=120):
                            "--window-size=1200,2000", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_page_renders_in_chromium_with_every_figure_sized(run_dir, tmp_path):
+def screenshot_drawn(page, tmp_path):
+    """Headless Chromium's screenshot of *page* is not blank (text and figures on a white page,
+    colours drawn); returns the browser (skips, saying why, where none is installed)."""
     browser = _browser()
     if browser is None:
         pytest.skip("no headless Chromium on this machine (.ci/run installs Debian's 'chromium')")
-    # the page as shipped: a screenshot that is not blank
     shot = tmp_path / "page.png"
-    _chromium(browser, f"--screenshot={shot}", (run_dir / "report.html").as_uri())
+    _chromium(browser, f"--screenshot={shot}", page.as_uri())
     import matplotlib.image
 
     pixels = matplotlib.image.imread(shot)[..., :3]
     ink = (pixels < 0.9).any(axis=-1).mean()
     assert 0.02 < ink < 0.9, ink  # text and figures on a white page
     assert len({tuple(p) for p in (pixels[::7, ::7] * 255).astype(int).reshape(-1, 3)}) > 50  # colours drawn
+    return browser
+
+
+def test_the_page_renders_in_chromium_with_every_figure_sized(run_dir, tmp_path):
+    browser = screenshot_drawn(run_dir / "report.html", tmp_path)  # the page as shipped
     # a copy with a measuring script (the page itself has none): each figure's size as laid out
     probe = tmp_path / "probe.html"
     probe.write_text((run_dir / "report.html").read_text().replace("</body>", _MEASURE))

@@ -1,5 +1,6 @@
-"""The README's Python API: every ```python block runs as written, from any directory, and every
-``wus_sim.NAME`` it uses (or mentions) is a curated public name."""
+"""The Python API guide (docs/api.md) and the README's example: every ```python block runs as
+written, from any directory, and every ``wus_sim.NAME`` it uses (or mentions) is a curated public
+name."""
 
 import contextlib
 import io
@@ -11,8 +12,9 @@ import pytest
 
 import wus_sim
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-TEXT = README.read_text()
+ROOT = Path(__file__).resolve().parents[2]
+API = (ROOT / "docs" / "api.md").read_text()
+TEXT = (ROOT / "README.md").read_text() + "\n" + API
 BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
 
 
@@ -25,7 +27,7 @@ def _run_blocks():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for i, block in enumerate(BLOCKS):
-            exec(compile(block, f"README.md python block {i}", "exec"), {"__name__": "__readme__"})
+            exec(compile(block, f"python block {i}", "exec"), {"__name__": "__readme__"})
     return out.getvalue()
 
 
@@ -41,7 +43,7 @@ def test_every_python_block_runs(tmp_path, monkeypatch):
 
 def test_every_name_the_readme_uses_is_exported():
     used = set(re.findall(r"wus_sim\.([A-Za-z_]+)\(", "\n".join(BLOCKS)))
-    mentioned = set(re.findall(r"`([a-z_]+)\(", TEXT[TEXT.index("## Python API"):TEXT.index("## What it says")]))
+    mentioned = set(re.findall(r"`([a-z_]+)\(", API[:API.index("## Reference")]))
     assert used and mentioned
     for name in used | mentioned:
         assert name in wus_sim.__all__, name

@@ -1,6 +1,7 @@
-"""Every wus-sim command the README shows runs: the commands table (each subcommand's help),
-every command in its code blocks and every complete command in its prose, and the plan
-example's printed output is what the command prints today.
+"""Every wus-sim command the README and the docs pages written for it show runs: the commands
+table (each subcommand's help, docs/commands.md), every command in their code blocks and every
+complete command in their prose, and the plan example's printed output is what the command
+prints today.
 
 Reduced where the full form is slow or timed: experiment runs use ``--reduced``, ``bench``
 its ``--quick`` set, ``calibrate`` its help (the full fit is the slow test in
@@ -15,7 +16,11 @@ import pytest
 
 from wus_sim.cli import main
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[2]
+# the README and the pages that took its sections (other pages test their own commands)
+PAGES = ["README.md", *(f"docs/{name}.md" for name in ("index", "llm", "model", "validation", "commands", "inputs",
+                                                      "api", "architecture", "bench-results"))]
+README = "\n".join((ROOT / page).read_text(encoding="utf-8") for page in PAGES)
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_]{1,}\b|\[|\||\.\.\.")
 
 

@@ -169,7 +169,7 @@ def run(args):
 
 def _one_way(algorithm, topo):
     """Say so when a ring algorithm runs one direction: ``step`` and experiments run both
-    directions of each link by default (README, "Defaults from evidence"), so the same
+    directions of each link by default (docs/validation.md, "Defaults from evidence"), so the same
     collective there takes less time than here."""
     from ..collectives import EXCHANGE_ALGORITHMS
 

@@ -65,6 +65,11 @@ def run(args):
 
     def draw(result):  # while the folder is still locked: plots belong to this run's results
         skips = []
+        nonlocal plots
+        if not experiment.plots:  # the defaults show what the results have values for (never an empty panel)
+            from ..plotting.defaults import fit_default_plots
+
+            plots = fit_default_plots(plots, result.frame)
         if plots and args.plots:
             from ..inputs.text import excerpt, short_repr
             from ..plotting import save_plots
@@ -217,9 +222,9 @@ def summary_table(frame, swept_keys, *, max_rows=40):
         for strategy, column in (("sharded", "speedup"), ("fully-sharded", "fully-sharded speedup")):
             if strategy == "fully-sharded" and not (group["strategy"] == strategy).any():
                 continue
-            speed = group.loc[group["strategy"] == strategy, "speedup"] if "speedup" in group else None
-            row[column] = (f"{float(speed.iloc[0]):.3f}" if speed is not None and len(speed)
-                           and pd.notna(speed.iloc[0]) else "-")
+            row[column] = _speedup_cell(group[group["strategy"] == strategy])
+        if "speedup_over_sharded" in group and group["speedup_over_sharded"].notna().any():
+            row["fully-sharded over sharded"] = f"{float(group['speedup_over_sharded'].dropna().iloc[0]):.3f}"
         lines.append(row)
     table = pd.DataFrame(lines)
     from ..plotting.labels import NAMED_KEYS, display_value
@@ -231,7 +236,24 @@ def summary_table(frame, swept_keys, *, max_rows=40):
     text = table.head(max_rows).to_string(index=False)
     if len(table) > max_rows:
         text += f"\n... {len(table) - max_rows} more points in results.csv"
+    if any(str(v).endswith("*") for column in table.columns if "speedup" in column for v in table[column]):
+        text += "\n* replicated does not fit in HBM: the speedup if it did (capacity ignored), as step prints it"
     return text
+
+
+def _speedup_cell(rows):
+    """The speedup column of one strategy's row: the speedup, else the speedup if replicated fit
+    in HBM, marked ``*`` (as ``step`` prints it), else ``-``."""
+    import pandas as pd
+
+    if rows.empty:
+        return "-"
+    row = rows.iloc[0]
+    if pd.notna(row.get("speedup")):
+        return f"{float(row['speedup']):.3f}"
+    if row.get("status") == "ok" and pd.notna(row.get("speedup_if_replicated_fit")):
+        return f"{float(row['speedup_if_replicated_fit']):.3f}*"
+    return "-"
 
 
 def _cell(value):

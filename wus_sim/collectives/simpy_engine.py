@@ -10,7 +10,7 @@ Cost per message is kept to a few Python calls: nodes are plain integers,
 dependencies are flat lists (a node's only child read directly, see
 :func:`_children`), and the network batches all events of one time into one
 SimPy event. Its speed is measured by ``wus-sim bench`` (SimPy
-reference cases) and reported in the README's "Speed" section, not here.
+reference cases) and reported in docs/bench-results.md, not here.
 """
 
 from dataclasses import dataclass

@@ -1,6 +1,6 @@
 """A run's output folder: created with clear errors, locked, and owned by one experiment.
 
-Rules (README, "Run folders"):
+Rules (docs/inputs.md, "Run folders"):
 
 * ``--out DIR`` is created if missing; a path that is a file, lies under a file, or
   cannot be written is a one-line error before any point runs.

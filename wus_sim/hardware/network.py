@@ -47,8 +47,8 @@ take the first of their waiting messages (which were ready strictly earlier);
 (4) this time's new requests, sorted by ``(rank, seq)``, take their link if it
 is idle or join its queue. Batching same-time events also keeps the cost per
 message hop near two list appends, which is what keeps the SimPy engine's cost
-per message hop near a microsecond (figures: ``wus-sim bench`` and the README's
-"Speed").
+per message hop near a microsecond (figures: ``wus-sim bench`` and
+docs/bench-results.md).
 
 A message that becomes ready at a time whose slot already ran (e.g. sent by
 a SimPy process resumed later at that same time) gets a new slot at that time;
@@ -94,7 +94,7 @@ engines' own functions and this module's :class:`Network` take store-and-forward
 reference mode, unless told). Cut-through: a link moves packets, so a chip forwards a message's head while its tail is
 still arriving; the whole-message store-and-forward of the first releases doubled every
 two-hop edge of a mesh's folded rings, and Google's MLPerf v0.6 Transformer runs on the
-v3-128 to v3-512 meshes ran faster than that allows (README, "Validation")."""
+v3-128 to v3-512 meshes ran faster than that allows (docs/validation.md)."""
 
 
 TIE_QUANTUM_S = 2.0 ** -40

@@ -119,7 +119,7 @@ class ComputeParams:
     matmul that does not shrink with the batch. 0 in the uncalibrated physics and in the
     shipped calibration, which fits the fixed cost per step instead (fitting this one in
     its place halves the calibration rows' error but raises the held-out error; see the
-    README, "Validation"); a calibration file may set it."""
+    docs/validation.md); a calibration file may set it."""
     step_overhead_s: float = 0.0
     """Fixed cost per training step that no part of the model explains: what remains of the
     software stack's per-step cost once the per-op costs (:attr:`op_overhead_s` x the ops the

@@ -7,11 +7,16 @@ two numeric keys make a speedup heatmap (faceted by the first other key, the res
 their first value: a cell must not average points unasked); the rest (workloads, optimizers, ...) are the
 series. A small sweep (at most :data:`MAX_BAR_GROUPS` points) also gets the step-time
 breakdown and the memory bars, which stop being readable past that.
+
+The defaults are chosen before the sweep runs, so they cannot know what will fit in HBM.
+:func:`fit_default_plots` fits them to the results: on the LLM question (Llama-3-8B on
+tpu-v6e-256, where only fully-sharded fits) the sharded speedup heatmap would be all blank,
+so it shows what has values instead, and a default plot with nothing at all is dropped.
 """
 
 from ..inputs.config import Section
 
-__all__ = ["default_plots", "MAX_BAR_GROUPS"]
+__all__ = ["default_plots", "fit_default_plots", "MAX_BAR_GROUPS"]
 
 MAX_BAR_GROUPS = 12
 """Largest sweep that also gets breakdown and memory bars (two bars a point)."""
@@ -43,6 +48,11 @@ def default_plots(experiment):
                     if len(axis) > 1 and not set(axis.keys) & (placed | {"strategy", "topology"})}
             specs.append(("heatmap", {"x": numeric[1], "y": x, **({"facet": others[0]} if others else {}),
                                       **({"where": pins} if pins else {})}))
+    if numeric and experiment.count() > MAX_BAR_GROUPS:
+        # too many points for memory bars: each strategy's peak per replica as lines, what does not
+        # fit drawn hollow at what it would need, against the HBM line
+        specs.append(("memory_peak", {"kind": "lines", "x": numeric[0], "y": "mem_peak_bytes",
+                                      "hue": others + numeric[1:]}))
     if experiment.count() <= MAX_BAR_GROUPS:
         by = {"by": [k for k in swept if k != "strategy"]} if swept else {}
         specs.append(("breakdown", dict(by)))
@@ -53,4 +63,49 @@ def default_plots(experiment):
         data = {"kind": kind, "name": name, **options}
         out.append(PlotSpec(kind=kind, name=name, options=options,
                             section=Section(data, file=experiment.file, path=f"plots (default '{name}')")))
+    return tuple(out)
+
+
+HEATMAP_CHOICES = (("sharded", "speedup"), ("fully-sharded", "speedup"), ("fully-sharded", "speedup_over_sharded"),
+                   ("sharded", "speedup_if_replicated_fit"), ("fully-sharded", "speedup_if_replicated_fit"),
+                   ("fully-sharded", "step_time_s"), ("sharded", "step_time_s"), ("replicated", "step_time_s"))
+"""What a default heatmap shows, the first of these with a value in some cell: the speedup of
+sharding, then fully sharding (over replicated, over sharded), then the speedups if replicated
+fit in HBM, then the step time of a strategy that fits."""
+
+
+def fit_default_plots(plots, df):
+    """*plots* (:func:`default_plots`) fitted to the results *df*: each default heatmap shows
+    the first of :data:`HEATMAP_CHOICES` that has a value, and a default plot with no value to
+    draw (no strategy fits; no speedup and no if-fit speedup) is left out, never an empty panel."""
+    import math
+
+    from ..experiments.spec import PlotSpec
+
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+
+    def has(strategy, column):
+        # memory has a value where it does not fit too: what the strategy would need
+        rows = df if column.startswith("mem_") else ok
+        rows = rows[rows["strategy"] == strategy] if "strategy" in rows.columns else rows
+        return column in rows.columns and any(math.isfinite(v) for v in rows[column].astype(float))
+
+    out = []
+    for plot in plots:
+        if plot.kind == "heatmap":
+            choice = next((c for c in HEATMAP_CHOICES if has(*c)), None)
+            if choice is None:
+                continue
+            strategy, value = choice
+            options = {**plot.options, "strategy": strategy, "value": value}
+            data = {"kind": plot.kind, "name": plot.name, **options}
+            plot = PlotSpec(kind=plot.kind, name=plot.name, options=options,
+                            section=Section(data, file=plot.section.file, path=plot.section.path))
+        elif plot.kind == "speedup" and not any(has(s, c) for s in ("sharded", "fully-sharded")
+                                                for c in ("speedup", "speedup_if_replicated_fit")):
+            continue
+        elif plot.kind == "lines" and not any(has(s, plot.options.get("y", "step_time_s"))
+                                              for s in ("replicated", "sharded", "fully-sharded")):
+            continue
+        out.append(plot)
     return tuple(out)

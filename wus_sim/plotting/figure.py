@@ -115,7 +115,7 @@ def draw_figure(plot, df, *, chosen=()):
                 images = [d for d in drawn if d is not None and hasattr(d, "norm")]  # not an empty panel's text
                 if images:
                     fig.colorbar(images[0], ax=used, pad=0.02).set_label(
-                        heatmap_value_label(opts.get("value", "speedup")))
+                        heatmap_value_label(opts.get("value", "speedup"), opts.get("strategy", "sharded")))
             else:
                 _share_y(used, ncols)
             fig.suptitle("\n".join(t for t in (title, fixed) if t), fontsize=11)

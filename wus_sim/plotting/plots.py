@@ -4,22 +4,15 @@ from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
-from .labels import _axis_label, display_value, _label_keys, _numeric, _ok, _varying, _with
+from .labels import _axis_label, _label_keys, _numeric, _varying, _with
 from .layout import fit_y_range
+from .heatmap import (AGGREGATES, SPEEDUP_VALUES, AveragedCells, heatmap_averaged,  # noqa: F401 -- re-exported
+                      heatmap_range, heatmap_title, heatmap_value_label, plot_heatmap)
 from .series import SeriesStyles, draw_series, label_no_value_band, strategy_variants
-from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _cmap, _legend_outside, _log2_axis, spans_octaves
+from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _legend_outside, _log2_axis, spans_octaves
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
-           "plot_lines", "heatmap_range", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
-
-
-class AveragedCells(ValueError):
-    """A heatmap whose cells would each average several points (a parameter that varies on none
-    of its axes), asked without ``aggregate: mean``: drawn, a cell reads as one point's value."""
-
-
-AGGREGATES = ("mean",)
-"""What a heatmap's ``aggregate`` option may ask for over the points of one cell."""
+           "plot_lines", "heatmap_range", "heatmap_title", "SPEEDUP_VALUES", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
 
 
 MEMORY_PARTS = tuple(f"mem_{part}_bytes" for part in _MEMORY_PART_NAMES)
@@ -216,142 +209,6 @@ def _hatch_not_ok(ax, positions, peaks, rows):
         named.add(label)
 
 
-def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded",
-                 title=None, fmt=".2f", cmap="RdYlGn", vrange=None, colorbar=True, aggregate=None):
-    """What-if heatmap: *value* over *x* and *y* (e.g. speedup over link bandwidth x slice size).
-
-    The colour scale is centred on 1 for speedups (green: sharding faster) and spans
-    *vrange* (default: this panel's values; a faceted figure passes one range to all its
-    panels, :func:`heatmap_range`, so equal colours mean equal values). A cell whose
-    rows could not run says so (``infeasible``, ``error``); a cell without rows says
-    ``n/a``. A cell holds one point: where several points share one (a parameter varies on
-    neither axis) it raises :class:`AveragedCells` unless *aggregate* is ``"mean"``. Without one
-    cell to colour, the panel says why in one line instead of a colour scale of nothing.
-    Returns the AxesImage (or that line's Text).
-    """
-    import numpy as np
-
-    xs, ys, grid, notes = _heatmap_grid(df, x, y, value, strategy, aggregate)
-    finite = grid[np.isfinite(grid)]
-    if not finite.size and not notes:
-        return None  # no cell to colour nor to explain: nothing drawn
-    if not finite.size:
-        return _empty_heatmap(ax, xs, ys, x, y, notes, value, title)
-    if vrange is None and finite.size:
-        vrange = (float(finite.min()), float(finite.max()))
-    norm = _heatmap_norm(value, vrange)
-    cmap_obj = _cmap(cmap).with_extremes(bad="#DDDDDD")
-    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap_obj, norm=norm)
-    for (i, j), v in np.ndenumerate(grid):
-        if not np.isfinite(v):
-            ax.text(j, i, notes.get((i, j), "n/a"), ha="center", va="center", fontsize=8,
-                    color=NOT_OK_COLOR if (i, j) in notes else "0.3")
-            continue
-        r, g, b, _ = cmap_obj(image.norm(v))
-        dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
-        ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    ax.set_xticks(range(len(xs)), [display_value(x, v) for v in xs])
-    ax.set_yticks(range(len(ys)), [display_value(y, v) for v in ys])
-    ax.grid(False)
-    ax.set_xlabel(_axis_label(x))
-    ax.set_ylabel(_axis_label(y))
-    if colorbar:
-        ax.figure.colorbar(image, ax=ax, pad=0.02).set_label(heatmap_value_label(value))
-    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
-    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
-    return image
-
-
-def _empty_heatmap(ax, xs, ys, x, y, notes, value, title):
-    """A heatmap none of whose cells has a value: its axes, and one line saying why (an all-grey
-    grid under a colour bar from -0.1 to 0.1 read as a scale of something)."""
-    from collections import Counter
-
-    counts = Counter("do not fit" if s == "infeasible" else f"failed ({s})" for s in notes.values())
-    why = ", ".join(f"{n} {s}" for s, n in counts.most_common())
-    ax.set_xlim(-0.5, len(xs) - 0.5)
-    ax.set_ylim(-0.5, len(ys) - 0.5)
-    ax.set_xticks(range(len(xs)), [display_value(x, v) for v in xs])
-    ax.set_yticks(range(len(ys)), [display_value(y, v) for v in ys])
-    ax.grid(False)
-    ax.set_xlabel(_axis_label(x))
-    ax.set_ylabel(_axis_label(y))
-    what = "Speedup of sharded over replicated" if value == "speedup" else column_label(value)[0]
-    ax.set_title(title or f"{what}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}")
-    return ax.text(0.5, 0.5, f"no cell has a value: of {len(xs) * len(ys)} cells, {why}", transform=ax.transAxes, ha="center", va="center",
-                   fontsize=9, color=NOT_OK_COLOR, wrap=True)
-
-
-def heatmap_value_label(value):
-    """Colour-bar label of a heatmap of *value*."""
-    return "speedup (replicated / sharded)" if value == "speedup" else column_label(value)[0]
-
-
-def heatmap_range(df, *, x="link_GBps", y="replicas", value="speedup", strategy="sharded"):
-    """``(lowest, highest)`` cell of :func:`plot_heatmap` over *df*, or None if it has no cell."""
-    import numpy as np
-
-    _, _, grid, _ = _heatmap_grid(df, x, y, value, strategy, aggregate="mean")
-    finite = grid[np.isfinite(grid)]
-    return (float(finite.min()), float(finite.max())) if finite.size else None
-
-
-def heatmap_averaged(df, *, x="link_GBps", y="replicas", strategy="sharded"):
-    """``[(column, values)]`` of the parameters that vary inside a cell of the heatmap of *df*:
-    what a cell of it averages over."""
-    from .labels import SLICE_KEYS
-
-    df = _with(df, [x, y])
-    rows = _ok(df if strategy is None else df[df["strategy"] == strategy]).dropna(subset=[x, y])
-    near = {x, y} | (set(SLICE_KEYS) if {x, y} & set(SLICE_KEYS) else set())
-    out = []
-    for key in _varying(rows, exclude=near | {"strategy"}):
-        if (rows.groupby([y, x])[key].nunique(dropna=False) > 1).any():
-            values = sorted(rows[key].dropna().unique(), key=float if _numeric(rows[key]) else str)
-            out.append((key, values))
-    return out
-
-
-def _heatmap_grid(df, x, y, value, strategy, aggregate=None):
-    """Sorted *x* and *y* values, the grid of *value* over ok rows (NaN: none; several rows in
-    a cell: their mean if *aggregate*, else :class:`AveragedCells`), and ``{(i, j): status}`` of
-    the cells whose rows all failed to run."""
-    import numpy as np
-
-    df = _with(df, [x, y, value])
-    rows = df if strategy is None else df[df["strategy"] == strategy]
-    if aggregate is None and (_ok(rows).dropna(subset=[x, y, value]).groupby([y, x]).size() > 1).any():
-        over = heatmap_averaged(df, x=x, y=y, strategy=strategy)
-        names = ", ".join(f"{k} ({len(v)} values)" for k, v in over) or "rows that repeat a point"
-        raise AveragedCells(f"each cell would average several points, over {names}: put it on x, y or facet, "
-                            "pin it with where, or average it on purpose with aggregate: mean")
-    xs = sorted(rows[x].dropna().unique(), key=float if _numeric(rows[x]) else str)
-    ys = sorted(rows[y].dropna().unique(), key=float if _numeric(rows[y]) else str)
-    grid = np.full((len(ys), len(xs)), np.nan)
-    for (yv, xv), v in _ok(rows).groupby([y, x])[value].mean().items():
-        grid[ys.index(yv), xs.index(xv)] = v
-    notes = {}
-    if "status" in rows.columns:
-        for (yv, xv), status in rows.dropna(subset=[x, y]).groupby([y, x])["status"]:
-            if not (status == "ok").any():
-                notes[(ys.index(yv), xs.index(xv))] = str(status.iloc[0])
-    return xs, ys, grid, notes
-
-
-def _heatmap_norm(value, vrange):
-    """Colour normalisation over *vrange*; for speedups, centred on 1 and symmetric in ratio
-    (x1.25 and x0.8 get equally strong colours)."""
-    from matplotlib.colors import Normalize, TwoSlopeNorm
-
-    if vrange is None:
-        return None
-    lo, hi = vrange
-    if value == "speedup":
-        spread = max(hi, 1.0 / lo if lo > 0 else hi, 1.001)
-        return TwoSlopeNorm(vcenter=1.0, vmin=1.0 / spread, vmax=spread)
-    return Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12)
-
-
 def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAMES, logx=None,
                logy=False, title=None, styles=None):
     """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded,
@@ -373,7 +230,8 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
         rows = rows[(rows["status"] != "ok") | rows[y].notna() | (y == "speedup")]
     else:
         rows = rows[rows[y].notna()]
-    rows = rows.reset_index(drop=True)
+    needs = _over_capacity_rows(rows, y)  # memory a strategy would need: a value, drawn apart
+    rows = rows.drop(index=needs.index).reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
     why = _speedup_reasons(df, rows, good) if y == "speedup" else None
     _, scale = column_label(y)
@@ -387,6 +245,7 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
         _plain_log_y(ax)
     if y == "speedup":
         entries.append(_no_gain(ax))
+    entries += _draw_over_capacity(ax, needs, x, y, keys, styles, variants, scale)
     fit_y_range(ax)
     label_no_value_band(ax)
     ax.set_xlabel(_axis_label(x))
@@ -394,6 +253,39 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
     _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _over_capacity_rows(rows, y):
+    """The rows of a memory column (``mem_*_bytes``) that did not fit in HBM but say what they
+    would need: on the LLM question they are most of the rows, and a cross would hide how far
+    over the chip they are."""
+    if not y.startswith("mem_") or "status" not in rows.columns:
+        return rows.iloc[:0]
+    return rows[(rows["status"] == "infeasible") & rows[y].notna()]
+
+
+def _draw_over_capacity(ax, needs, x, y, keys, styles, variants, scale):
+    """Hollow markers at what the rows of *needs* would need, in each series' colour and marker,
+    and a dashed line at each HBM capacity per replica; returns their legend entries."""
+    from matplotlib.lines import Line2D
+
+    if needs.empty or not _numeric(needs[x]):
+        return []
+    styles = styles or SeriesStyles()
+    groups = needs.groupby(list(keys), dropna=False, sort=False) if keys else [((), needs)]
+    for values, group in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        style = styles.style(keys, values)
+        ax.plot(group[x].astype(float), group[y].astype(float) * scale, linestyle="none", marker=style["marker"],
+                markersize=7, markerfacecolor="none", markeredgecolor=style["color"], markeredgewidth=1.4,
+                zorder=4, label="_does not fit", gid="does-not-fit")
+    entries = [("does not fit in HBM: what it would need", Line2D([], [], marker="o", linestyle="none",
+                                                                 markerfacecolor="none", markeredgecolor="0.15"))]
+    if "hbm_bytes" in needs.columns:
+        for hbm in sorted(needs["hbm_bytes"].dropna().unique()):
+            ax.axhline(float(hbm) * scale, color=NOT_OK_COLOR, linestyle="--", linewidth=1.0, zorder=1)
+        entries.append(("HBM per replica", Line2D([], [], color=NOT_OK_COLOR, linestyle="--", linewidth=1.0)))
+    return entries
 
 
 def _plain_log_y(ax):

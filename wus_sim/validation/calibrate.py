@@ -62,7 +62,7 @@ matrix unit's share from the memory's (SSD asked for 9.6 B per output element, R
 and fitting it predicted ResNet-50 from the others 25-43 % slow. With the scores counted
 (:class:`~wus_sim.model.workload.AttentionScores`: BERT-large's are 100 M elements per sequence,
 next to 113 M layer outputs), BERT's row pins the memory side too, and each benchmark left out is
-predicted within 20 % (README, "Validation")."""
+predicted within 20 % (docs/validation.md)."""
 
 MAX_FITTED = 8
 """At most this many values are fitted (a per-stack name counts once per stack)."""

@@ -3,7 +3,7 @@
 Where sources disagree on a network figure or nobody publishes it (link bandwidth,
 ring direction, sub-pod wraparound, per-hop latency, the algorithm of small all-reduces,
 routing),
-the shipped default follows the evidence in the README ("Defaults from evidence") and
+the shipped default follows the evidence in docs/validation.md ("Defaults from evidence") and
 this module reports how well each alternative fits the measured runs, under the same
 calibration: the table that ``wus-sim validate --choices`` prints.
 """

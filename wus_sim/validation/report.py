@@ -49,7 +49,7 @@ def text_report(rows, stats, *, table="Google's MLPerf v0.6 and v0.7 TPU-v3 runs
 
 
 def markdown_table(rows):
-    """The README's validation table: one line per measured run, both rounds."""
+    """The validation table of docs/validation.md: one line per measured run, both rounds."""
     out = ["| round | benchmark | slice | framework | batch / replica | kind | measured ms | simulated ms | error | "
            "leave-one-benchmark-out |",
            "|---|---|---|---|---|---|---|---|---|---|"]

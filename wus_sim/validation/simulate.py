@@ -19,7 +19,7 @@ NETWORK_DEFAULTS = {"algorithm": default_of("algorithm"), "bidirectional": defau
                     "routing": default_of("routing")}
 """Collective algorithms the validation runs: the shipped step defaults (``2d``, both
 ring directions on slices whose every axis wraps; the fastest algorithm for each
-latency-bound all-reduce; store-and-forward routing; see README, "Defaults from evidence")."""
+latency-bound all-reduce; store-and-forward routing; see docs/validation.md, "Defaults from evidence")."""
 
 
 NOT_EXPRESSIBLE = {

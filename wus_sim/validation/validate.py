@@ -5,7 +5,7 @@ with the shipped defaults (or the calibration given) and returns one
 :class:`ValidationRow` per run: the error, whether the row was used to fit the
 calibration (``role``), and for ``bound`` rows (eval inside the measured
 interval) whether the simulation stays within the bound. :func:`summary` gives
-the figures the README states: held-out median and worst |error| over the
+the figures docs/validation.md states: held-out median and worst |error| over the
 training-only rows, and every bound checked.
 """
 

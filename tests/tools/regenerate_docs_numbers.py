@@ -1,0 +1,324 @@
+"""Writes every number the README and the documentation site quote, by running the commands.
+
+    python3 tests/tools/regenerate_docs_numbers.py            # rewrite the marked spans in place
+    python3 tests/tools/regenerate_docs_numbers.py --check    # list stale spans, exit 1 if any
+    python3 tests/tools/regenerate_docs_numbers.py --bench    # rerun `wus-sim bench` first (minutes)
+
+A quoted figure sits between two HTML comments, invisible on GitHub and in the site:
+
+    <!-- num:llm.v5p.sharded_step -->2.738 s<!-- /num -->
+
+and the text between them is what :data:`SOURCES` prints for that key today. A span may hold a
+whole block (a table, a command's output). tests/project/test_docs_numbers.py fails when any
+committed span differs from what the code prints, so no quoted number can go stale.
+
+Speed figures depend on the machine: they are quoted from the committed output of `wus-sim bench`
+(:data:`BENCH_FILE`, which names the machine's core count) and checked against that file, never
+against a live run; `--bench` reruns it on this machine and rewrites the file.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+from pathlib import Path
+import re
+import shlex
+import sys
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_FILE = ROOT / "docs" / "data" / "bench.txt"
+SPAN = re.compile(r"<!-- num:([a-z0-9_.\-]+) -->(.*?)<!-- /num -->", re.S)
+
+
+def plain(text):
+    """*text* without the span markers: what a reader sees (tests that read a figure out of the
+    prose match this, not the markers)."""
+    return SPAN.sub(lambda m: m.group(2), text)
+
+
+def pages():
+    """The Markdown files whose marked spans are generated: the README and every docs page
+    (docs/formats/ is generated whole, by `python3 -m wus_sim.docs`)."""
+    docs = sorted(p for p in (ROOT / "docs").rglob("*.md") if "formats" not in p.relative_to(ROOT / "docs").parts)
+    return [ROOT / "README.md", *docs]
+
+
+def _cli(command):
+    """What `wus-sim COMMAND` prints (in-process), and its exit code."""
+    from wus_sim.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(shlex.split(command))
+    if code:
+        raise RuntimeError(f"wus-sim {command} exited {code}")
+    return out.getvalue()
+
+
+def _step(command):
+    return json.loads(_cli(f"step {command} --json"))
+
+
+def _x(v):
+    return f"{v:.2f}x"
+
+
+def _s(seconds):
+    return f"{seconds:.3f} s"
+
+
+def _ms(seconds):
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def _gib(nbytes):
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def _pct(fraction):
+    return f"{100 * abs(fraction):.1f} %"
+
+
+def validation_numbers():
+    """`wus-sim validate`: the table of every row and the summary figures."""
+    from wus_sim.validation.report import markdown_table
+    from wus_sim.validation.validate import summary, validate
+
+    rows = validate()
+    s = summary(rows)
+    worst = max(r.simulated_overhead_s / r.simulated_step_s for r in rows if not r.not_expressible)
+    by_benchmark = ["| benchmark | training-only rows | fit: median \\|error\\| | left out: errors | bound rows kept |",
+                    "|---|---|---|---|---|"]
+    for bench in sorted({r.benchmark for r in rows}):
+        mine = [r for r in rows if r.benchmark == bench and not r.not_expressible]
+        exact = [r for r in mine if r.kind == "exact"]
+        bounds = [r for r in mine if r.kind == "bound"]
+        if exact:
+            errors = sorted(abs(r.error) for r in exact)
+            fit = f"{100 * errors[len(errors) // 2]:.1f} %"
+            out = [100 * r.error_leave_one_benchmark_out for r in exact]
+            left = f"{min(out):+.1f} % to {max(out):+.1f} %"
+        else:
+            fit = left = "-"
+        kept = f"{sum(bool(r.within_bound) for r in bounds)} of {len(bounds)}" if bounds else "-"
+        by_benchmark.append(f"| {bench} | {len(exact)} | {fit} | {left} | {kept} |")
+    lobo, cal, bounds = s["leave_one_benchmark_out"], s["calibration"], s["bounds"]
+    return {
+        "validation.table": "\n" + markdown_table(rows).strip() + "\n",
+        "validation.by_benchmark": "\n" + "\n".join(by_benchmark) + "\n",
+        "validation.runs": str(len(rows)),
+        "validation.fit_median": f"{100 * cal['median_abs_error']:.1f}",
+        "validation.fit_worst": f"{100 * cal['worst_abs_error']:.1f}",
+        "validation.fit_rows": str(cal["rows"]),
+        "validation.lobo_median": f"{100 * lobo['median_abs_error']:.1f}",
+        "validation.lobo_worst": f"{100 * lobo['worst_abs_error']:.1f}",
+        "validation.lobo_rows": str(lobo["rows"]),
+        "validation.bounds_within": str(bounds["within"]),
+        "validation.bounds_rows": str(bounds["rows"]),
+        "validation.unexplained": f"{100 * worst:.1f}",
+    }
+
+
+def calibration_numbers():
+    """The shipped calibration's fitted values and their 95 % ranges."""
+    from wus_sim.model.calibration import load_calibration
+
+    cal = load_calibration()
+    ranges = cal.provenance["param_ranges"]
+    op = {stack: values["op_overhead_s"] for stack, values in cal.stacks.items()}
+    out = {
+        "cal.id": cal.id,
+        "cal.mxu": f"{cal.params['mxu_efficiency']:.3f}",
+        "cal.mxu_range": "{:.3f}-{:.3f}".format(*ranges["mxu_efficiency"]),
+        "cal.elementwise_fwd": f"{cal.params['elementwise_fwd_bytes']:.2f} B",
+        "cal.elementwise_bwd": f"{cal.params['elementwise_bwd_bytes']:.2f} B",
+        "cal.elementwise_range": "{:.2f}-{:.2f} B".format(*ranges["elementwise_fwd_bytes"]),
+    }
+    for stack, name in (("tf1-tpuestimator-2019", "v06"), ("tf-jax-2020", "v07")):
+        out[f"cal.op_{name}"] = f"{op[stack] * 1e6:.1f} us"
+        out[f"cal.op_{name}_range"] = "{:.1f}-{:.1f} us".format(*(1e6 * v for v in ranges[f"op_overhead_s@{stack}"]))
+    return out
+
+
+PAPER_POINTS = {  # key -> (workload, slice, global batch): experiments/paper_speedup.yaml's batches
+    "tfm_2048": ("transformer-big", "tpu-v3-2048", 2048),
+    "tfm_128": ("transformer-big", "tpu-v3-128", 2048),
+    "bert_2048": ("bert-large", "tpu-v3-2048", 2048),
+    "resnet_2048": ("resnet50", "tpu-v3-2048", 4096),
+    "resnet_1024": ("resnet50", "tpu-v3-1024", 4096),
+    "resnet_32": ("resnet50", "tpu-v3-32", 4096),
+}
+
+
+def paper_numbers():
+    """The headline: replicated over sharded step time of the paper experiment's points, with the
+    calibration's 95 % band."""
+    from wus_sim.experiments.records import simulate_point
+
+    out = {}
+    for key, (workload, topology, batch) in PAPER_POINTS.items():
+        rows = {r["strategy"]: r for r in simulate_point({"workload": workload, "topology": topology,
+                                                          "global_batch": batch, "strategy": "both"})}
+        shd = rows["sharded"]
+        out[f"paper.{key}"] = _x(rows["replicated"]["step_time_s"] / shd["step_time_s"])
+        out[f"paper.{key}_band"] = f"{shd['speedup_low']:.2f}-{shd['speedup_high']:.2f}x"
+    return out
+
+
+LLM_V5P = "llama3-8b -t tpu-v5p-128 --megacore --remat layer --strategy all --per-replica-batch {b}"
+LLM_V6E = "llama3-8b -t tpu-v6e-256 --remat layer --strategy all --per-replica-batch {b}"
+
+
+def llm_numbers():
+    """Llama-3-8B with AdamW: v5p-128 (megacore) and v6e-256, per-layer remat, all three strategies."""
+    out = {}
+    for chip, command in (("v5p", LLM_V5P), ("v6e", LLM_V6E)):
+        for b in (1, 2):
+            step = _step(command.format(b=b))
+            strategies = step["strategies"]
+            tag = f"llm.{chip}.b{b}"
+            for name, short in (("replicated", "rep"), ("sharded", "shd"), ("fully-sharded", "fsd")):
+                s = strategies[name]
+                out[f"{tag}.{short}_peak"] = _gib(s["memory_bytes"]["peak"])
+                out[f"{tag}.{short}_status"] = "fits" if s["status"] == "ok" else "does not fit"
+                if s["status"] == "ok":
+                    out[f"{tag}.{short}_step"] = _s(s["step_time_s"])
+            for name, short in (("sharded", "shd"), ("fully-sharded", "fsd")):
+                v = (step.get("speedup_if_replicated_fit") or {}).get(name)
+                if v is not None:
+                    out[f"{tag}.{short}_if_fit"] = _x(v)
+            if step.get("fully_sharded_over_sharded") is not None:
+                out[f"{tag}.fsd_over_shd"] = _x(step["fully_sharded_over_sharded"])
+    return {k: v for k, v in out.items() if v}
+
+
+def step_numbers():
+    """Examples of the model pages: BERT-large with per-layer remat; Transformer-big fully sharded."""
+    out = {}
+    bert = _step("bert-large --topology tpu-v3-32 --per-replica-batch 16 --remat layer")["strategies"]
+    out["bert.remat.rep_step"] = _ms(bert["replicated"]["step_time_s"])
+    out["bert.remat.shd_step"] = _ms(bert["sharded"]["step_time_s"])
+    out["bert.remat.speedup"] = f"{bert['replicated']['step_time_s'] / bert['sharded']['step_time_s']:.3f}x"
+    out["bert.remat.shd_peak"] = _gib(bert["sharded"]["memory_bytes"]["peak"])
+    plain = _step("bert-large --topology tpu-v3-32 --per-replica-batch 16")["strategies"]
+    out["bert.plain.shd_peak"] = _gib(plain["sharded"]["memory_bytes"]["peak"])
+    tfm = _step("transformer-big --topology tpu-v3-2048 --optimizer adam --strategy all")["strategies"]
+    for name, short in (("replicated", "rep"), ("sharded", "shd"), ("fully-sharded", "fsd")):
+        out[f"tfm.{short}_step"] = _ms(tfm[name]["step_time_s"])
+        out[f"tfm.{short}_peak"] = _gib(tfm[name]["memory_bytes"]["peak"])
+    return out
+
+
+PLAN_COMMAND = "plan transformer-big --topology tpu-v3-2048 --optimizer adam"
+
+
+def plan_numbers():
+    """The plan example: what `wus-sim plan` prints, whole."""
+    return {"plan.transformer": f"\n```text\n$ wus-sim {PLAN_COMMAND}\n{_cli(PLAN_COMMAND).rstrip()}\n```\n"}
+
+
+def bench_numbers():
+    """Speed: the committed output of `wus-sim bench` (its last line names the machine), quoted
+    as it is; never compared with a live run."""
+    text = BENCH_FILE.read_text(encoding="utf-8").rstrip()
+    return {"bench.table": f"\n```text\n$ wus-sim bench\n{text}\n```\n",
+            "bench.machine": text.splitlines()[-1].strip()}
+
+
+def api_numbers():
+    """The API reference: one mkdocstrings entry per public name of ``wus_sim`` (its ``__all__``),
+    where the name is defined, so a new public name cannot be missing from the page."""
+    import importlib
+
+    import wus_sim
+
+    lines = []
+    for name in wus_sim.__all__:
+        obj = getattr(wus_sim, name)
+        module = getattr(obj, "__module__", None) if not isinstance(obj, (tuple, list, dict)) else None
+        if module is None or not hasattr(importlib.import_module(module), name):
+            module = f"wus_sim.{wus_sim._LAZY[name]}" if name in wus_sim._LAZY else "wus_sim"
+        lines.append(f"::: {module}.{name}\n    options:\n      heading_level: 3\n")
+    return {"api.reference": "\n" + "\n".join(lines)}
+
+
+SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
+           "llm": llm_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
+           "bench": bench_numbers, "api": api_numbers}
+"""Key prefix -> the function that computes every key of that prefix."""
+
+
+_COMPUTED = {}
+"""Each source's values, once per process (the tests ask for them several times; the code
+does not change within a run)."""
+
+
+def compute(keys):
+    """``{key: text}`` for *keys*, running each source they need once per process."""
+    values = {}
+    for fn in dict.fromkeys(SOURCES[k.split(".")[0]] for k in keys if k.split(".")[0] in SOURCES):
+        if fn not in _COMPUTED:
+            _COMPUTED[fn] = fn()
+        values.update(_COMPUTED[fn])
+    unknown = sorted(k for k in keys if k not in values)
+    if unknown:
+        raise KeyError(f"no generator writes {', '.join(unknown)} (tests/tools/regenerate_docs_numbers.py SOURCES)")
+    return values
+
+
+def spans(files=None):
+    """``[(path, key, text)]`` of every marked span of *files* (default :func:`pages`)."""
+    return [(path, m.group(1), m.group(2)) for path in (files or pages())
+            for m in SPAN.finditer(path.read_text(encoding="utf-8"))]
+
+
+def stale(files=None):
+    """``[(path, key, committed, today)]`` of the spans whose text is not what the code prints."""
+    found = spans(files)
+    values = compute({key for _, key, _ in found})
+    return [(path, key, text, values[key]) for path, key, text in found if text != values[key]]
+
+
+def rewrite(files=None):
+    """Rewrite every marked span of *files* in place; return the paths changed."""
+    files = files or pages()
+    values = compute({key for _, key, _ in spans(files)})
+    changed = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        new = SPAN.sub(lambda m: f"<!-- num:{m.group(1)} -->{values[m.group(1)]}<!-- /num -->", text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
+def rerun_bench():
+    """`wus-sim bench` on this machine into :data:`BENCH_FILE` (several minutes)."""
+    BENCH_FILE.parent.mkdir(parents=True, exist_ok=True)
+    BENCH_FILE.write_text(_cli("bench"), encoding="utf-8")
+    _COMPUTED.pop(bench_numbers, None)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="list stale spans; exit 1 if any, change nothing")
+    ap.add_argument("--bench", action="store_true", help="rerun `wus-sim bench` into docs/data/bench.txt first")
+    args = ap.parse_args(argv)
+    if args.bench:
+        rerun_bench()
+    if args.check:
+        bad = stale()
+        for path, key, committed, today in bad:
+            print(f"{path.relative_to(ROOT)}: {key}: committed {committed.strip()[:60]!r}, "
+                  f"the code prints {today.strip()[:60]!r}")
+        return 1 if bad else 0
+    for path in rewrite():
+        print(f"rewrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
