@@ -97,6 +97,20 @@ def fault_option_errors():
         raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None
 
 
+def add_software_stack_option(parser):
+    """``--software-stack NAME`` of ``step`` and ``plan`` (point key ``software_stack``)."""
+    parser.add_argument("--software-stack", dest="software_stack", default=None, metavar="NAME",
+                        help="software stack whose fitted fixed costs (per op, per step) apply, e.g. "
+                             "tf1-tpuestimator-2019 (default: the calibration's default stack); a stack the "
+                             "calibration never measured runs at the default's costs with an extrapolated band")
+
+
+def software_stack_value(args):
+    """The checked ``--software-stack`` (errors name the option), or None."""
+    value = getattr(args, "software_stack", None)
+    return None if value is None else check_point_value("software_stack", value, key_path="--software-stack")
+
+
 PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat")
 """Point keys of how a run places replicas and keeps activations: ``--megacore``, ``--spatial-ways``, ``--remat``."""
 

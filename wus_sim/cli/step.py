@@ -29,8 +29,8 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, fault_option_errors,
-                      fault_values, placement_option_errors)
+from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, add_software_stack_option,
+                      fault_option_errors, fault_values, placement_option_errors, software_stack_value)
 
 __all__ = ["add_parser", "run"]
 
@@ -93,6 +93,7 @@ def add_parser(subparsers):
                    help="fraction of matrix-unit peak reached (default: the calibration's)")
     p.add_argument("--calibration", metavar="C",
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
+    add_software_stack_option(p)
     p.add_argument("--bn-group-replicas", type=int, default=default_of("bn_group_replicas"), metavar="K",
                    help="cross-replica batch norm over groups of K replicas (default 1: local)")
     p.add_argument("--small-allreduce-algorithm", default=default_of("small_allreduce_algorithm"), metavar="A",
@@ -120,6 +121,7 @@ def run(args):
                                                hop_latency_us=args.hop_latency_us, megacore=args.megacore,
                                                **fault_values(args))
     calibration = load_calibration(args.calibration)
+    stack = software_stack_value(args)
     if args.trace:  # before the simulation: a trace file that cannot be written is known now
         from ..inputs.files import check_writable_file
 
@@ -132,8 +134,8 @@ def run(args):
         steps=args.steps, bn_group_replicas=args.bn_group_replicas,
         small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        remat=args.remat, calibration=calibration,
-        compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
+        remat=args.remat, calibration=calibration, software_stack=stack,
+        compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)
     with placement_option_errors():

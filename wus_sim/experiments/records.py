@@ -89,7 +89,7 @@ def simulate_point(point):
         **given,
         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
         calibration=calibration,
-        compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
+        compute=calibration.compute_params(stack=p.get("software_stack"), mxu_efficiency=p.get("mxu_efficiency")),
     )
     strategies = strategies_named(p.get("strategy") or default_of("strategy"))
 
