@@ -278,6 +278,8 @@ def _add_bands(report, bands):
     def num(x):
         return None if x is None or not math.isfinite(x) else float(x)
 
+    if bands:
+        report["band"] = {"kind": bands["kind"], "why": list(bands["why"])}
     for s, per in report["strategies"].items():
         low, high = (bands or {}).get("strategies", {}).get(s, (None, None))
         per["step_time_s_low"], per["step_time_s_high"] = num(low), num(high)
@@ -349,7 +351,11 @@ def _text(rep, multislice=None):
             lo, hi = p["step_time_s_low"], p["step_time_s_high"]
             scale, unit = (1, "s") if hi >= 1 else (1e3, "ms") if hi >= 1e-3 else (1e6, "us")
             return f"{lo * scale:.3g}-{hi * scale:.3g} {unit}"   # one unit: fits the 16-wide column
-        lines.append("  " + "  95% band (calibration)".ljust(w) + "".join(rng(per[n]).rjust(16) for n in names))
+        kind = (rep.get("band") or {}).get("kind", "calibration")
+        lines.append("  " + f"  95% band ({kind})".ljust(w) + "".join(rng(per[n]).rjust(16) for n in names))
+        if kind == "extrapolated":
+            lines.append("    extrapolated: " + "; ".join(rep["band"]["why"]) + " (values fitted elsewhere moved "
+                         "over their declared ranges; docs/model-error.md)")
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
               "exposed_comm_s": "exposed comm",
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",

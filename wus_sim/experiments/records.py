@@ -144,6 +144,8 @@ def simulate_point(point):
             "step_time_s_high": bands["strategies"].get(s, (math.nan, math.nan))[1],
             "speedup_low": bands["speedups"].get(s, (math.nan, math.nan))[0],
             "speedup_high": bands["speedups"].get(s, (math.nan, math.nan))[1],
+            "band_kind": bands.get("kind", ""),
+            "band_why": "; ".join(bands.get("why", ())),
             "inside_validated_range": checked["inside"],
             "outside_validated_range": "; ".join(checked["outside"]),
         })
