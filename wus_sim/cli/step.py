@@ -70,7 +70,8 @@ def add_parser(subparsers):
                         "the end of the step)")
     p.add_argument("--gather-prefetch", type=int, default=default_of("gather_prefetch"), dest="gather_prefetch",
                    metavar="K",
-                   help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default 1)")
+                   help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default: a "
+                        "layer ahead, the buckets that issue the next layer's gathers when a layer starts)")
     add_flag(p, "--keep-gathered-weights",
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")

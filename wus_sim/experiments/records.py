@@ -14,6 +14,7 @@ from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, check_param, check_point_value, default_of
+from ..model.memory import resolve_gather_prefetch
 from ..training.planner import DEFAULT_BUCKET_BYTES
 from ..model.validated_range import point_validated_range
 from ..training.bands import point_bands
@@ -177,7 +178,7 @@ def used_values(topology, options, plan, multislice=None):
         "bucket_MiB": options.bucket_bytes / MiB,
         "mxu_efficiency": c.mxu_efficiency,
         "bn_group_replicas": options.bn_group_replicas, "small_allreduce_algorithm": options.small_allreduce_algorithm,
-        "gather_prefetch": options.gather_prefetch, "keep_gathered_weights": options.keep_gathered_weights,
+        "gather_prefetch": resolve_gather_prefetch(plan, options.gather_prefetch), "keep_gathered_weights": options.keep_gathered_weights,
         "calibration": options.calibration_id,
         "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,
         "elementwise_fwd_bytes": c.elementwise_fwd_bytes, "elementwise_bwd_bytes": c.elementwise_bwd_bytes,

@@ -56,7 +56,8 @@ from .compute import spatial_activation_share
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
 from ..inputs.units import format_bytes
 
-__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PAPER_PAIR",
+__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "layer_ahead_prefetch",
+           "resolve_gather_prefetch", "STRATEGY_NAMES", "PAPER_PAIR",
            "PARTS"]
 
 STRATEGY_NAMES = ("replicated", "sharded", "fully-sharded")
@@ -101,6 +102,28 @@ class MemoryBreakdown:
                 for f in fields(self)} | {"fits": self.fits}
 
 
+def layer_ahead_prefetch(plan):
+    """Buckets of prefetch that keep fully-sharded gathers a layer ahead (``gather_prefetch`` null):
+    while a layer computes from its first bucket, the rest of its buckets and every bucket of the
+    next layer are issued, ``max over consecutive layers (buckets of one - 1 + buckets of the next)``.
+    PyTorch FSDP prefetches the next wrapped module's all-gather (``forward_prefetch``,
+    ``BackwardPrefetch.BACKWARD_PRE``; pytorch.org/docs/stable/fsdp.html); a layer that shares one
+    bucket with its neighbours gives 1, the bucket-ahead prefetch."""
+    counts = {}
+    for b in plan.buckets:
+        if b.kind == "sharded":
+            for layer in b.layers:
+                counts[layer] = counts.get(layer, 0) + 1
+    layers = sorted(counts)
+    pairs = [counts[a] - 1 + counts[b] for a, b in zip(layers, layers[1:])]
+    return max(pairs, default=1) or 1
+
+
+def resolve_gather_prefetch(plan, gather_prefetch):
+    """*gather_prefetch* as given, or :func:`layer_ahead_prefetch` where it is None."""
+    return layer_ahead_prefetch(plan) if gather_prefetch is None else gather_prefetch
+
+
 def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
     """``(elements, padding elements)`` of the sharded buckets whose full weights one replica
     holds at once under ``fully-sharded`` (see the module doc): the consecutive run of ``k``
@@ -133,6 +156,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
+    gather_prefetch = resolve_gather_prefetch(plan, gather_prefetch)
     if isinstance(gather_prefetch, bool) or not isinstance(gather_prefetch, int) or gather_prefetch < 0:
         raise ConfigError("must be an integer >= 0", key_path="gather_prefetch", value=gather_prefetch)
     if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:

@@ -226,9 +226,11 @@ POINT_KEYS = _table(
     Param("overlap_all_gather", "bool", default=True, nullable=False,
           meaning="Sharded: overlap the weight all-gather with the next step's forward "
                   "(false: at the end of the step)."),
-    Param("gather_prefetch", "int", default=1, minimum=0, maximum=2**20, nullable=False, unit="buckets",
+    Param("gather_prefetch", "int", default=None, minimum=0, maximum=2**20, unit="buckets",
           meaning="Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each gather "
-                  "waits until its bucket is needed); each one more holds one more bucket of full weights."),
+                  "waits until its bucket is needed); each one more holds one more bucket of full weights. "
+                  "null = a layer ahead, as PyTorch FSDP prefetches the next module: enough buckets that the "
+                  "next layer's gathers are all issued when the current layer starts."),
     Param("keep_gathered_weights", "bool", default=False, nullable=False,
           meaning="Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one "
                   "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),
