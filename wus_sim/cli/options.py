@@ -124,6 +124,10 @@ def add_placement_options(parser):
     parser.add_argument("--spatial-ways", type=int, dest="spatial_ways", default=None, metavar="K",
                         help="cores each replica is spatially partitioned over: replicas = cores / K (default: the "
                              "MLPerf run's on that slice, else 1)")
+    parser.add_argument("--activation-model", dest="activation_model", choices=POINT_KEYS["activation_model"].choices,
+                        default=POINT_KEYS["activation_model"].default,
+                        help="activation memory: xla (default: what the TPU compiler keeps after fusion) or "
+                             "unfused (every elementwise output kept, Korthikanti et al. 2022's GPU count)")
     parser.add_argument("--remat", choices=POINT_KEYS["remat"].choices, default=POINT_KEYS["remat"].default,
                         help="rematerialisation: none (keep every activation), layer (keep each layer's input, "
                              "recompute it in backward) or full (every sqrt(L)-th layer's input); default none")

@@ -129,7 +129,8 @@ def build_report(args):
 
     stack = software_stack_value(args)
     params = calibration.compute_params(stack=stack)
-    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat)
+    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat,
+                         activation_model=args.activation_model)
     layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat)
     fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}

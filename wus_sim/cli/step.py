@@ -135,7 +135,7 @@ def run(args):
         steps=args.steps, bn_group_replicas=args.bn_group_replicas,
         small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        remat=args.remat, calibration=calibration, software_stack=stack,
+        remat=args.remat, activation_model=args.activation_model, calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)

@@ -8,9 +8,14 @@ part                replicated                                   sharded
 ==================  ===========================================  ==============================================
 weights             P x weight bytes                             formatted (padded) buffers x weight bytes: the
                                                                  all-gather leaves full weights on every replica
-gradients           P x grad bytes (backward's output, all-      formatted buffers x grad bytes (backward's
-                    reduced bucket by bucket)                    output) + the reduce-scattered shards
-                                                                 (padded/N x grad bytes), kept for the update
+gradients           P x grad bytes (backward's output, all-      the reduce-scattered shards (padded/N x grad
+                    reduced bucket by bucket; the update reads   bytes, kept for the update) + replicated
+                    every element after the last bucket, so      tensors' whole gradients + the largest
+                    the whole gradient stays)                    sharded bucket's full gradient, waiting for
+                                                                 its reduce-scatter (ZeRO stage 2,
+                                                                 Rajbhandari et al. 2020: each bucket is freed
+                                                                 once reduce-scattered); every bucket with
+                                                                 ``overlap_grad_reduce`` off
 slots               every tensor's slots                         each sharded tensor's shard slots (1/N of the
                                                                  padded buffer, plus any vector the layout keeps
                                                                  whole) + replicated tensors' full slots
@@ -143,8 +148,22 @@ def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
     return sum(b.padded_elements for b in best), sum(b.padded_elements - b.elements for b in best)
 
 
+def _reducing_buckets(plan, overlap_grad_reduce):
+    """``(elements, padding elements)`` of the sharded buckets' full gradients held at once: the
+    largest one when backward hands each bucket to its reduce-scatter (assumes the reduce-scatters
+    keep up with backward), every one when they wait for the end of backward."""
+    sharded = [b for b in plan.buckets if b.kind == "sharded"]
+    if not sharded:
+        return 0, 0
+    if not overlap_grad_reduce:
+        return sum(b.padded_elements for b in sharded), sum(b.padded_elements - b.elements for b in sharded)
+    biggest = max(sharded, key=lambda b: b.padded_elements)
+    return biggest.padded_elements, biggest.padded_elements - biggest.elements
+
+
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
-                     gather_prefetch=1, keep_gathered_weights=False, remat="none"):
+                     gather_prefetch=None, keep_gathered_weights=False, remat="none", overlap_grad_reduce=True,
+                     activation_model="xla"):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
@@ -152,7 +171,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     :class:`InfeasibleError` naming the parts and the excess. *gather_prefetch* (buckets
     gathered ahead of the compute) and *keep_gathered_weights* matter to ``fully-sharded`` only.
     *remat* is the rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what
-    activations backward keeps.
+    activations backward keeps. *overlap_grad_reduce*: backward hands each bucket to its collective
+    (``sharded`` then holds the buckets in flight, not the whole gradient). *activation_model*:
+    :data:`wus_sim.model.workload.ACTIVATION_MODELS`.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
@@ -167,7 +188,8 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
-    activations = (per_replica_batch * w.activation_bytes_kept(remat) * activation_scale / plan.spatial_ways
+    activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model) * activation_scale
+                   / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)
 
@@ -212,15 +234,21 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         pad = plan.padding_elements
         shards = sharded_padded / n * gb
         weights = padded * wb
-        gradients = padded * gb + shards
+        # ZeRO stage 2 (Rajbhandari et al. 2020, arXiv 1910.02054, sec. 5.2): each bucket's full
+        # gradient is freed once its reduce-scatter has consumed it, so what stays is the shards,
+        # the replicated tensors' whole (all-reduced) gradients and the buckets in flight; without
+        # the overlap every bucket waits for the end of backward, whole
+        reducing, reducing_pad = _reducing_buckets(plan, overlap_grad_reduce)
+        gradients = shards + plan.replicated_elements * gb + reducing * gb
         repl_slots = sum(t.slot_elements for t in plan.replicated_tensors) * sb
         slots = sum(t.shard_slot_elements for t in plan.sharded_tensors) * sb + repl_slots
         slot_pad = sum(t.slot_padding_elements for t in plan.sharded_tensors) * sb
         extra = sum(r.nbytes for r in plan.extra_reductions)
         collective = largest_ar(("replicated",)) + extra
-        details = {"weight_padding": pad * wb, "grad_padding": pad * gb + pad / n * gb,
+        details = {"weight_padding": pad * wb, "grad_padding": (reducing_pad + pad / n) * gb,
                    "slot_padding": slot_pad, "grad_shards": shards,
-                   "replicated_tensor_slots": repl_slots, "extra_reduction_buffers": extra}
+                   "replicated_tensor_slots": repl_slots, "extra_reduction_buffers": extra,
+                   "reducing_gradients": reducing * gb}
         padding = details["weight_padding"] + details["grad_padding"] + slot_pad
 
     peak = weights + gradients + slots + activations + collective

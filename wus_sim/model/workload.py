@@ -30,8 +30,24 @@ from ..inputs.errors import ConfigError
 
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm", "AttentionScores", "SMALL_TENSOR_ELEMENTS",
+    "ACTIVATION_MODELS",
     "resolve_batch", "resolve_replicas", "REMAT_MODES",
 ]
+
+ACTIVATION_MODELS = ("xla", "unfused")
+"""How activation memory is counted (point key ``activation_model``):
+
+* ``xla`` (the default): what the TPU compiler keeps for backward after fusion, each term's
+  ``compiled_bytes_per_element`` where its file states one: the inputs of matmuls and of ops XLA
+  does not fuse (softmax outputs, layer-norm inputs, dropout masks); elementwise chains (a norm's
+  output, an activation function's output, a dropped copy) are fused into their consumer and
+  recomputed in backward instead of stored (XLA's operator fusion, openxla.org/xla; the same split
+  as JAX's ``checkpoint_dots`` policy, which saves matmul results and recomputes the rest,
+  docs.jax.dev "Gradient checkpointing with jax.checkpoint");
+* ``unfused``: every term's ``bytes_per_element`` as its file gives it, e.g. Korthikanti et al.
+  2022's count for transformer layers (arXiv 2205.05198, sec. 4.1), which keeps every
+  elementwise output as a GPU framework without fusion does.
+"""
 
 REMAT_MODES = ("none", "layer", "full")
 """Rematerialisation (activation recomputation) policies :meth:`Workload.activation_bytes_kept` knows:
@@ -95,10 +111,20 @@ class ActivationTerm:
     layers: int = 0
     """Identical layers the term spans (``elements`` counts all of them; one layer's input is
     ``elements / layers`` activation elements); 0 = not per-layer, never rematerialised."""
+    compiled_bytes_per_element: float = None
+    """Bytes per element the TPU compiler keeps after fusion (:data:`ACTIVATION_MODELS` ``xla``);
+    ``None`` = :attr:`bytes_per_element` (no fusion claimed for this term)."""
+    compiled_why: str = ""
 
     @property
     def nbytes(self):
         return self.elements * self.bytes_per_element
+
+    def bytes_per_element_under(self, model="xla"):
+        """Bytes kept per element under the activation *model* (:data:`ACTIVATION_MODELS`)."""
+        if model == "xla" and self.compiled_bytes_per_element is not None:
+            return self.compiled_bytes_per_element
+        return self.bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -274,16 +300,22 @@ class Workload:
                 main[t.layer] = t
         return main
 
-    def activation_bytes_kept(self, remat="none"):
-        """Activation bytes kept for backward per example under *remat* (:data:`REMAT_MODES`)."""
+    def activation_bytes_kept(self, remat="none", model="xla"):
+        """Activation bytes kept for backward per example under *remat* (:data:`REMAT_MODES`) and
+        the activation *model* (:data:`ACTIVATION_MODELS`)."""
         if remat not in REMAT_MODES:
             raise ConfigError(f"must be one of {', '.join(REMAT_MODES)}", key_path="remat", value=remat)
-        if remat == "none":
+        if model not in ACTIVATION_MODELS:
+            raise ConfigError(f"must be one of {', '.join(ACTIVATION_MODELS)}", key_path="activation_model",
+                              value=model)
+        if not self.activation_terms:
             return float(self.activation_bytes_per_example)
+        if remat == "none":
+            return float(sum(t.elements * t.bytes_per_element_under(model) for t in self.activation_terms))
         kept, working = 0.0, 0.0
         for t in self.activation_terms:
             if not t.layers:
-                kept += t.nbytes
+                kept += t.elements * t.bytes_per_element_under(model)
                 continue
             per_layer = t.elements / t.layers
             inputs = t.layers
@@ -291,7 +323,7 @@ class Workload:
                 k = math.ceil(math.sqrt(t.layers))
                 inputs = math.ceil(t.layers / k) + k  # segment boundaries + one segment's inputs
             kept += inputs * per_layer * self.activation_bytes
-            working = max(working, per_layer * t.bytes_per_element)  # one layer recomputed at a time
+            working = max(working, per_layer * t.bytes_per_element_under(model))  # one layer recomputed at a time
         return float(kept + working)
 
     def rematerialises(self, remat):

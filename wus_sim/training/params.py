@@ -208,6 +208,10 @@ POINT_KEYS = _table(
                   "and recomputes the layer in backward (per-layer checkpointing, Korthikanti et al. 2022); full "
                   "keeps every ceil(sqrt(L))-th layer's input (Chen et al. 2016). Both add one forward pass of "
                   "compute; only activation terms that declare their `layers` are recomputed."),
+    Param("activation_model", "choice", default="xla", nullable=False, choices=("xla", "unfused"),
+          meaning="How activation memory is counted: xla = what the TPU compiler keeps for backward after "
+                  "fusion (matmul and non-fusable op inputs; elementwise chains recomputed); unfused = every "
+                  "elementwise output kept (Korthikanti et al. 2022's GPU count). See docs/model-error.md."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
     Param("bidirectional", "bool",

@@ -94,6 +94,8 @@ class StepOptions:
     remat: str = default_of("remat")
     """Rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what activations backward
     keeps, and whether it recomputes forward first."""
+    activation_model: str = default_of("activation_model")
+    """How activation memory is counted (:data:`wus_sim.model.workload.ACTIVATION_MODELS`)."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
@@ -114,7 +116,8 @@ class StepOptions:
         # defined, by the collectives, the network and the planner, with the known names listed;
         # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
-            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat"):
+            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat",
+                                                                            "activation_model"):
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
@@ -399,7 +402,8 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
                          grad_bytes=grad_bytes)
     results = {}
     gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights,
-                  remat=options.remat)
+                  remat=options.remat, overlap_grad_reduce=options.overlap_grad_reduce,
+                  activation_model=options.activation_model)
     for strategy in strategies:
         work = step_work(plan, strategy, keep_gathered_weights=options.keep_gathered_weights)
         try:
