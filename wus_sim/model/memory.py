@@ -48,6 +48,23 @@ slots               as sharded
 collective buffers  as sharded
 ==================  ==============================================================================
 
+The basis of each part (docs/model-error.md, "Memory"):
+
+* weights, slots: elements from the plan (:mod:`wus_sim.training.planner`) x the workload file's
+  dtypes (fp32 master weights and slots in Google's MLPerf TPU runs); the slots per element from
+  the optimizer's analysis (:mod:`wus_sim.optimizers`);
+* gradients: replicated, the whole gradient, since the update reads every element after the
+  last bucket's all-reduce; sharded, ZeRO stage 2 (Rajbhandari et al. 2020, "ZeRO", arXiv
+  1910.02054, sec. 5.2: each bucket's gradient is reduce-scattered and freed as backward
+  produces it) on the weight-update sharding of Xu et al. 2020 (arXiv 2004.13336);
+  fully-sharded, the same plus PyTorch FSDP's unsharded flat-parameter buffers for the gathered
+  weights (Zhao et al. 2023, "PyTorch FSDP", arXiv 2304.11277, sec. 3);
+* activations: what XLA keeps after fusion (:data:`wus_sim.model.workload.ACTIVATION_MODELS`,
+  each term's ``compiled_why``), or Korthikanti et al. 2022's unfused count
+  (``activation_model: unfused``);
+* collective buffers: XLA's all-reduce writes a new output buffer (not in place), one bucket
+  at a time in flight.
+
 ``padding`` is the part of weights, gradients and slots that is padding (it is
 included in them, not added again). ``peak`` = weights + gradients + slots +
 activations + collective buffers: a conservative upper bound that assumes every
