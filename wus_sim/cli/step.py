@@ -390,7 +390,8 @@ def _text(rep, multislice=None):
             lines.append(f"  {n}: {per[n]['status']}: {per[n]['error']}")
     for s, up in (rep.get("speedups") or {}).items():
         if up is not None:
-            band = (f" (95% band {rep['speedup_low']:.3f}-{rep['speedup_high']:.3f}x)"
+            kind = "" if (rep.get("band") or {}).get("kind") != "extrapolated" else ", extrapolated"
+            band = (f" (95% band{kind} {rep['speedup_low']:.3f}-{rep['speedup_high']:.3f}x)"
                     if s == "sharded" and rep.get("speedup_low") is not None else "")
             lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x{band}")
     for s, up in (rep.get("speedup_if_replicated_fit") or {}).items():
