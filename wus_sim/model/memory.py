@@ -59,7 +59,7 @@ The basis of each part (docs/model-error.md, "Memory"):
   produces it) on the weight-update sharding of Xu et al. 2020 (arXiv 2004.13336);
   fully-sharded, the same plus PyTorch FSDP's unsharded flat-parameter buffers for the gathered
   weights (Zhao et al. 2023, "PyTorch FSDP", arXiv 2304.11277, sec. 3);
-* activations: what XLA keeps after fusion (:data:`wus_sim.model.workload.ACTIVATION_MODELS`,
+* activations: what XLA keeps after fusion (:data:`wus_sim.model.activations.ACTIVATION_MODELS`,
   each term's ``compiled_why``), or Korthikanti et al. 2022's unfused count
   (``activation_model: unfused``);
 * collective buffers: XLA's all-reduce writes a new output buffer (not in place), one bucket
@@ -190,7 +190,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     *remat* is the rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what
     activations backward keeps. *overlap_grad_reduce*: backward hands each bucket to its collective
     (``sharded`` then holds the buckets in flight, not the whole gradient). *activation_model*:
-    :data:`wus_sim.model.workload.ACTIVATION_MODELS`.
+    :data:`wus_sim.model.activations.ACTIVATION_MODELS`.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)

@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..inputs.errors import ConfigError
+from .activations import ACTIVATION_MODELS, ActivationTerm  # noqa: F401 (API: wus_sim.model.workload names them)
 # the dtype tables live in units (light, so the command line builds its choices from them)
 
 __all__ = [
@@ -33,21 +34,6 @@ __all__ = [
     "ACTIVATION_MODELS",
     "resolve_batch", "resolve_replicas", "REMAT_MODES",
 ]
-
-ACTIVATION_MODELS = ("xla", "unfused")
-"""How activation memory is counted (point key ``activation_model``):
-
-* ``xla`` (the default): what the TPU compiler keeps for backward after fusion, each term's
-  ``compiled_bytes_per_element`` where its file states one: the inputs of matmuls and of ops XLA
-  does not fuse (softmax outputs, layer-norm inputs, dropout masks); elementwise chains (a norm's
-  output, an activation function's output, a dropped copy) are fused into their consumer and
-  recomputed in backward instead of stored (XLA's operator fusion, openxla.org/xla; the same split
-  as JAX's ``checkpoint_dots`` policy, which saves matmul results and recomputes the rest,
-  docs.jax.dev "Gradient checkpointing with jax.checkpoint");
-* ``unfused``: every term's ``bytes_per_element`` as its file gives it, e.g. Korthikanti et al.
-  2022's count for transformer layers (arXiv 2205.05198, sec. 4.1), which keeps every
-  elementwise output as a GPU framework without fusion does.
-"""
 
 REMAT_MODES = ("none", "layer", "full")
 """Rematerialisation (activation recomputation) policies :meth:`Workload.activation_bytes_kept` knows:
@@ -97,34 +83,6 @@ class MLPerfConfig:
     spatial_ways: int
     per_replica_batch: int
     note: str = ""
-
-
-@dataclass(frozen=True)
-class ActivationTerm:
-    """One part of the activation-memory estimate: ``elements x bytes_per_element`` per example."""
-
-    what: str
-    elements: int
-    bytes_per_element: float
-    """The factor: bytes kept for backward per counted element (a parameter; ``why`` says where it comes from)."""
-    why: str = ""
-    layers: int = 0
-    """Identical layers the term spans (``elements`` counts all of them; one layer's input is
-    ``elements / layers`` activation elements); 0 = not per-layer, never rematerialised."""
-    compiled_bytes_per_element: float = None
-    """Bytes per element the TPU compiler keeps after fusion (:data:`ACTIVATION_MODELS` ``xla``);
-    ``None`` = :attr:`bytes_per_element` (no fusion claimed for this term)."""
-    compiled_why: str = ""
-
-    @property
-    def nbytes(self):
-        return self.elements * self.bytes_per_element
-
-    def bytes_per_element_under(self, model="xla"):
-        """Bytes kept per element under the activation *model* (:data:`ACTIVATION_MODELS`)."""
-        if model == "xla" and self.compiled_bytes_per_element is not None:
-            return self.compiled_bytes_per_element
-        return self.bytes_per_element
 
 
 @dataclass(frozen=True)

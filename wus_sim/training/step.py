@@ -95,7 +95,7 @@ class StepOptions:
     """Rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what activations backward
     keeps, and whether it recomputes forward first."""
     activation_model: str = default_of("activation_model")
-    """How activation memory is counted (:data:`wus_sim.model.workload.ACTIVATION_MODELS`)."""
+    """How activation memory is counted (:data:`wus_sim.model.activations.ACTIVATION_MODELS`)."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
