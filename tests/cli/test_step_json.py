@@ -104,7 +104,7 @@ def test_aliases_copy_what_they_say(outputs, strategy):
 
 
 def test_an_infeasible_step_validates_with_nulls(capsys):
-    d = step_json(capsys, "transformer-big", "-t", "tpu-v3-32", "--per-replica-batch", "64")
+    d = step_json(capsys, "transformer-big", "-t", "tpu-v3-32", "--per-replica-batch", "128")
     jsonschema.Draft202012Validator(SCHEMA).validate(d)
     assert {p["status"] for p in d["strategies"].values()} == {"infeasible"}
     assert d["speedup"] is None and d["step_time_s"] is None

@@ -163,7 +163,7 @@ def test_gather_options_default_and_reach_the_point():
     p = parse({"base": {"gather_prefetch": 3, "keep_gathered_weights": True}}).points()[0]
     assert (p["gather_prefetch"], p["keep_gathered_weights"]) == (3, True)
     q = parse({}).points()[0]
-    assert (q["gather_prefetch"], q["keep_gathered_weights"]) == (1, False)
+    assert (q["gather_prefetch"], q["keep_gathered_weights"]) == (None, False)  # None: a layer ahead
 
 
 def test_reduce_filters_points_and_is_checked():

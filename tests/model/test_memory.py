@@ -110,17 +110,26 @@ def test_bf16_gradients_halve_gradient_memory():
 def test_over_capacity_raises_naming_the_parts_and_excess():
     w = load_workload("bert-large")
     p = plan(w, load_topology("tpu-v3-512"), "lamb")
-    ok = memory_breakdown(p, "replicated", 16)          # check=False: a row, not a crash
+    ok = memory_breakdown(p, "replicated", 16, activation_model="unfused")  # check=False: a row, not a crash
     assert not ok.fits and ok.headroom < 0
     with pytest.raises(InfeasibleError) as err:
-        memory_breakdown(p, "replicated", 16, check=True)
+        memory_breakdown(p, "replicated", 16, check=True, activation_model="unfused")
     e = err.value
     assert e.what == "hbm" and e.need == ok.peak and e.have == ok.capacity
     text = str(e)
     assert "replicated" in text and "over by" in text and "activations" in text
-    # sharding saves LAMB's slots but activations alone (14 GiB) keep it over
-    sharded = memory_breakdown(p, "sharded", 16)
-    assert sharded.peak < ok.peak and not sharded.fits
+    # sharding saves LAMB's slots and (ZeRO stage 2) frees each bucket's full gradient once it is
+    # reduce-scattered: it fits beside the unfused 14 GiB of activations
+    sharded = memory_breakdown(p, "sharded", 16, activation_model="unfused")
+    assert sharded.peak < ok.peak and sharded.fits
+    # by hand: the 1/N shards + the replicated tensors' whole gradients + the largest sharded bucket
+    shards = sum(t.padded_size for t in p.sharded_tensors) / p.replicas
+    repl = sum(t.size for t in p.replicated_tensors)
+    largest = max(b.padded_elements for b in p.buckets if b.kind == "sharded")
+    assert sharded.gradients == pytest.approx((shards + repl + largest) * 4)
+    whole = memory_breakdown(p, "sharded", 16, activation_model="unfused", overlap_grad_reduce=False)
+    assert whole.gradients == pytest.approx((shards + repl + sum(t.padded_size for t in p.sharded_tensors)) * 4)
+    assert not whole.fits  # every bucket waiting for the end of backward: over
 
 
 def test_activation_scale_and_bad_inputs():

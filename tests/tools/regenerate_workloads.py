@@ -187,6 +187,10 @@ def cfg(topology, global_batch, replicas, ways, per_replica, note=None):
     return d
 
 
+XLA_ENCODER_WHY = "XLA after fusion, per token and layer in units of h (bf16): Q and K 4, V 2, attention-output projection input 2, its dropout mask 1; MLP activation-function input 8 (4h), its dropout mask 1; two layer-norm inputs 4; per head and key: softmax output 2 and dropout mask 1 (3*a*s/h). Not kept: the layer-norm outputs (QKV and MLP inputs), the activation function's output and the dropped probabilities, which fuse into the matmuls that read them and are recomputed in backward; Korthikanti et al. 2022's per-tensor count less those (docs/model-error.md)"
+"""What the TPU compiler keeps of a transformer encoder layer (the activation model xla)."""
+
+
 def spec_resnet50(data):
     t = data["resnet50_v1.5"]
     return dict(
@@ -320,11 +324,16 @@ def spec_transformer(data):
         activations=[
             dict(what=f"encoder layers: {n_enc} x {seq} tokens x d {d}", elements=n_enc * seq * d, layers=n_enc,
                  bytes_per_element=34 + 5 * heads * seq // d,
-                 why=f"34 + 5*a*s/h with a={heads}, s={seq}, h={d} (Korthikanti et al. 2022)"),
+                 why=f"34 + 5*a*s/h with a={heads}, s={seq}, h={d} (Korthikanti et al. 2022)",
+                 compiled_bytes_per_element=22 + 3 * heads * seq // d,
+                 compiled_why=f"22 + 3*a*s/h: " + XLA_ENCODER_WHY),
             dict(what=f"decoder layers: {n_dec} x {seq} tokens x d {d}", elements=n_dec * seq * d, layers=n_dec,
                  bytes_per_element=47 + 10 * heads * seq // d,
                  why="self + cross attention (2 x (11 + 5*a*s/h)), MLP 19, three layer norms 6 "
-                     "(Korthikanti et al. 2022 per-block counts)"),
+                     "(Korthikanti et al. 2022 per-block counts)",
+                 compiled_bytes_per_element=33 + 6 * heads * seq // d,
+                 compiled_why="self + cross attention 2 x (9 + 3*a*s/h), MLP 9, three layer-norm inputs 6, "
+                              "as the encoder layer's XLA count"),
             dict(what=f"output logits: {seq} tokens x vocab {vocab}", elements=seq * vocab,
                  bytes_per_element=6, why="bf16 logits + fp32 log-softmax kept for the loss"),
         ],
@@ -380,7 +389,9 @@ def spec_bert(data):
                  # matmul output it adds, so the FFN's second matmul output is kept too
                  selective_bytes_per_element=2 * (1 + 3 + 1 + 4 + 1),
                  selective_why="remat selective, bf16 per token / h: input 1, Q K V 3, attention output 1, "
-                               "FFN up 4, FFN down 1 (post-norm)"),
+                               "FFN up 4, FFN down 1 (post-norm)",
+                 compiled_bytes_per_element=22 + 3 * heads * seq // d,
+                 compiled_why=f"22 + 3*a*s/h: " + XLA_ENCODER_WHY),
             dict(what=f"MLM logits: {masked} masked positions x vocab {vocab}", elements=masked * vocab,
                  bytes_per_element=6, why="bf16 logits + fp32 log-softmax; 76 = MLPerf BERT max predictions "
                                           "per sequence (assumption, not in our reference files)"),
@@ -536,6 +547,9 @@ def render(spec, data):
         if term.get("selective_bytes_per_element") is not None:
             out.append(f"    selective_bytes_per_element: {term['selective_bytes_per_element']}   "
                        f"# {term['selective_why']}")
+        if term.get("compiled_bytes_per_element") is not None:
+            out += [f"    compiled_bytes_per_element: {term['compiled_bytes_per_element']}   # what XLA keeps after fusion",
+                    f"    compiled_why: {q(term['compiled_why'])}"]
     out += [
         "dtypes:                            # bf16 activations, fp32 master weights and slots (MLPerf v0.6 TPU)",
         "  weights: float32",

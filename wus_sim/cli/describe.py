@@ -126,9 +126,10 @@ def workload_text(w):
             (f"  attention scores: {len(w.attention)} layers, {w.layer_score_elements.sum():,.0f} score elements "
              f"per {w.example_unit} (softmax and dropout work, next to {w.layer_output_elements.sum():,.0f} "
              "layer outputs)") if w.attention else "",
-            f"  activation memory: {format_bytes(w.activation_bytes_per_example)} per {w.example_unit} "
-            "(estimate; terms below)"]
+            f"  activation memory: {format_bytes(w.activation_bytes_kept())} per {w.example_unit} as XLA keeps "
+            f"it, {format_bytes(w.activation_bytes_per_example)} unfused (estimate; terms below)"]
     out += [f"    {t.what}: {t.elements:,} x {t.bytes_per_element:g} B" + (f" ({t.why})" if t.why else "")
+            + (f"; XLA keeps {t.compiled_bytes_per_element:g} B" if t.compiled_bytes_per_element is not None else "")
             for t in w.activation_terms]
     out.append(f"  dtypes: weights {w.weight_bytes} B, gradients {w.grad_bytes} B, slots {w.slot_bytes} B, "
                f"activations {w.activation_bytes} B")

@@ -97,6 +97,20 @@ def fault_option_errors():
         raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None
 
 
+def add_software_stack_option(parser):
+    """``--software-stack NAME`` of ``step`` and ``plan`` (point key ``software_stack``)."""
+    parser.add_argument("--software-stack", dest="software_stack", default=None, metavar="NAME",
+                        help="software stack whose fitted fixed costs (per op, per step) apply, e.g. "
+                             "tf1-tpuestimator-2019 (default: the calibration's default stack); a stack the "
+                             "calibration never measured runs at the default's costs with an extrapolated band")
+
+
+def software_stack_value(args):
+    """The checked ``--software-stack`` (errors name the option), or None."""
+    value = getattr(args, "software_stack", None)
+    return None if value is None else check_point_value("software_stack", value, key_path="--software-stack")
+
+
 PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization")
 """Point keys of how a run places replicas, keeps activations and multiplies: ``--megacore``,
 ``--spatial-ways``, ``--remat``, ``--quantization``."""
@@ -111,6 +125,10 @@ def add_placement_options(parser):
     parser.add_argument("--spatial-ways", type=int, dest="spatial_ways", default=None, metavar="K",
                         help="cores each replica is spatially partitioned over: replicas = cores / K (default: the "
                              "MLPerf run's on that slice, else 1)")
+    parser.add_argument("--activation-model", dest="activation_model", choices=POINT_KEYS["activation_model"].choices,
+                        default=POINT_KEYS["activation_model"].default,
+                        help="activation memory: xla (default: what the TPU compiler keeps after fusion) or "
+                             "unfused (every elementwise output kept, Korthikanti et al. 2022's GPU count)")
     parser.add_argument("--remat", choices=POINT_KEYS["remat"].choices, default=POINT_KEYS["remat"].default,
                         help="rematerialisation: none (keep every activation), selective (keep each layer's input "
                              "and matmul outputs, recompute elementwise and attention-score work), layer (keep each "

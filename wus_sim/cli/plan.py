@@ -49,9 +49,10 @@ def add_parser(subparsers):
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
     p.add_argument("--replicas", type=int, metavar="N",
                    help="data-parallel replicas per slice (default: the MLPerf run's, else one per core)")
-    from .options import add_placement_options
+    from .options import add_placement_options, add_software_stack_option
 
     add_placement_options(p)
+    add_software_stack_option(p)
     p.add_argument("--bucket-MiB", type=float, metavar="F", dest="bucket_MiB",
                    help="gradient bytes at which a fused bucket closes, MiB (default 25)")
     p.add_argument("--replicate-below", type=int, metavar="E",
@@ -139,8 +140,12 @@ def build_report(args):
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
 
     calibration = load_calibration(args.calibration)  # default: the shipped one, as every other command
-    params = calibration.compute_params()
-    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat)
+    from .options import software_stack_value
+
+    stack = software_stack_value(args)
+    params = calibration.compute_params(stack=stack)
+    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat,
+                         activation_model=args.activation_model)
     with placement_option_errors():  # an int8 run on a chip without an int8 peak: named by --quantization
         layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
                              quantization=args.quantization)
@@ -167,6 +172,7 @@ def build_report(args):
                  "quantization_note": None if args.quantization == "none" else
                  precision_line(topology, args.quantization, params.mxu_efficiency, calibration.id)},
         calibration=calibration.id,
+        software_stack=stack or calibration.default_stack,
         multislice=None if multislice is None else multislice.to_dict(),
         strategies=strategies,
         memory_bytes={s: _memory_bytes(m.to_dict()) for s, m in memory.items()},

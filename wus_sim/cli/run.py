@@ -109,7 +109,7 @@ def run(args):
         print()
         print(f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
               f"in {result.wall_s:.1f} s -> {out_dir}/")
-        for line in _model_error_lines(experiment, reduced=args.reduced, limit=args.limit):
+        for line in _model_error_lines(experiment, result.frame, reduced=args.reduced, limit=args.limit):
             print(line)
         if result.num_stale:
             print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
@@ -140,12 +140,15 @@ def _write_report(args, experiment, plots, result, out_dir, written, skips):
     return write_report(out_dir / REPORT_NAME, experiment, result.frame, figures=figures,
                         skipped=[(plot.name, why) for plot, why in skips],
                         resolved=resolved.read_text(encoding="utf-8") if resolved.is_file() else None,
-                        calibration_lines=_model_error_lines(experiment, reduced=args.reduced, limit=args.limit),
+                        calibration_lines=_model_error_lines(experiment, result.frame, reduced=args.reduced,
+                                                             limit=args.limit),
                         command=command, summary=summary, version=wus_sim.__version__)
 
 
-def _model_error_lines(experiment, *, reduced, limit):
-    """One line per calibration the points ran with: the error its numbers were checked to."""
+def _model_error_lines(experiment, frame, *, reduced, limit):
+    """One line per calibration the points ran with: the error its numbers were checked to, stated
+    only for the rows inside its validated range (the error was measured there and nowhere else);
+    where no row is inside, why instead."""
     from ..model.calibration import load_calibration
     from ..validation.calibrate import model_error_line
 
@@ -155,11 +158,30 @@ def _model_error_lines(experiment, *, reduced, limit):
     for name in sorted(names, key=str):
         cal = load_calibration(name)
         checked = cal.provenance.get("validation") if cal.provenance else None
-        lines.append("  " + model_error_line(checked if isinstance(checked, dict) else None, cal.id,
-                                             name_calibration=True))
+        line = model_error_line(checked if isinstance(checked, dict) else None, cal.id, name_calibration=True)
+        rows = _rows_of(frame, cal.id)
+        inside = [r for r in rows if r.get("inside_validated_range") is True]
+        if isinstance(checked, dict) and rows and not inside:
+            reasons = sorted({why for r in rows for why in str(r.get("outside_validated_range") or "").split("; ")
+                              if why})
+            line = (f"model error (calibration {cal.id}): none stated: none of the {len(rows)} rows lies inside "
+                    f"the range it was checked on ({'; '.join(reasons[:3])}"
+                    + (f"; {len(reasons) - 3} more reasons" if len(reasons) > 3 else "") + ")")
+        elif isinstance(checked, dict) and len(inside) < len(rows):
+            line += (f" -- applies to the {len(inside)} of {len(rows)} rows inside the range it was checked on "
+                     "(inside_validated_range); the others are outside it (outside_validated_range says why)")
+        lines.append("  " + line)
     if any(p.get("mxu_efficiency") is not None for p in points):
         lines.append("  points that set mxu_efficiency override a fitted value: the error above does not apply to them")
     return lines
+
+
+def _rows_of(frame, calibration_id):
+    """The simulated rows (status ok) of *frame* that ran with *calibration_id*, as dicts."""
+    if frame is None or frame.empty or "calibration" not in frame.columns:
+        return []
+    ok = frame[(frame["calibration"] == calibration_id) & (frame["status"] == "ok")]
+    return ok.to_dict("records")
 
 
 def _quote(text):

@@ -29,8 +29,8 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, fault_option_errors,
-                      fault_values, placement_option_errors)
+from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, add_software_stack_option,
+                      fault_option_errors, fault_values, placement_option_errors, software_stack_value)
 
 __all__ = ["add_parser", "run"]
 
@@ -70,7 +70,8 @@ def add_parser(subparsers):
                         "the end of the step)")
     p.add_argument("--gather-prefetch", type=int, default=default_of("gather_prefetch"), dest="gather_prefetch",
                    metavar="K",
-                   help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default 1)")
+                   help="fully-sharded: buckets whose weight all-gather may run ahead of the compute (default: a "
+                        "layer ahead, the buckets that issue the next layer's gathers when a layer starts)")
     add_flag(p, "--keep-gathered-weights",
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")
@@ -93,6 +94,7 @@ def add_parser(subparsers):
                    help="fraction of matrix-unit peak reached (default: the calibration's)")
     p.add_argument("--calibration", metavar="C",
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
+    add_software_stack_option(p)
     p.add_argument("--bn-group-replicas", type=int, default=default_of("bn_group_replicas"), metavar="K",
                    help="cross-replica batch norm over groups of K replicas (default 1: local)")
     p.add_argument("--small-allreduce-algorithm", default=default_of("small_allreduce_algorithm"), metavar="A",
@@ -120,6 +122,7 @@ def run(args):
                                                hop_latency_us=args.hop_latency_us, megacore=args.megacore,
                                                **fault_values(args))
     calibration = load_calibration(args.calibration)
+    stack = software_stack_value(args)
     if args.trace:  # before the simulation: a trace file that cannot be written is known now
         from ..inputs.files import check_writable_file
 
@@ -132,8 +135,9 @@ def run(args):
         steps=args.steps, bn_group_replicas=args.bn_group_replicas,
         small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        remat=args.remat, quantization=args.quantization, calibration=calibration,
-        compute=calibration.compute_params(mxu_efficiency=args.mxu_efficiency),
+        remat=args.remat, quantization=args.quantization, activation_model=args.activation_model,
+        calibration=calibration, software_stack=stack,
+        compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )
     strategies = strategies_named(args.strategy)
     with placement_option_errors():
@@ -285,6 +289,8 @@ def _add_bands(report, bands):
     def num(x):
         return None if x is None or not math.isfinite(x) else float(x)
 
+    if bands:
+        report["band"] = {"kind": bands["kind"], "why": list(bands["why"])}
     for s, per in report["strategies"].items():
         low, high = (bands or {}).get("strategies", {}).get(s, (None, None))
         per["step_time_s_low"], per["step_time_s_high"] = num(low), num(high)
@@ -373,7 +379,11 @@ def _text(rep, multislice=None):
             lo, hi = p["step_time_s_low"], p["step_time_s_high"]
             scale, unit = (1, "s") if hi >= 1 else (1e3, "ms") if hi >= 1e-3 else (1e6, "us")
             return f"{lo * scale:.3g}-{hi * scale:.3g} {unit}"   # one unit: fits the 16-wide column
-        lines.append("  " + "  95% band (calibration)".ljust(w) + "".join(rng(per[n]).rjust(16) for n in names))
+        kind = (rep.get("band") or {}).get("kind", "calibration")
+        lines.append("  " + f"  95% band ({kind})".ljust(w) + "".join(rng(per[n]).rjust(16) for n in names))
+        if kind == "extrapolated":
+            lines.append("    extrapolated: " + "; ".join(rep["band"]["why"]) + " (values fitted elsewhere moved "
+                         "over their declared ranges; docs/model-error.md)")
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
               "exposed_comm_s": "exposed comm",
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
@@ -407,7 +417,8 @@ def _text(rep, multislice=None):
             lines.append(f"  {n}: {per[n]['status']}: {per[n]['error']}")
     for s, up in (rep.get("speedups") or {}).items():
         if up is not None:
-            band = (f" (95% band {rep['speedup_low']:.3f}-{rep['speedup_high']:.3f}x)"
+            kind = "" if (rep.get("band") or {}).get("kind") != "extrapolated" else ", extrapolated"
+            band = (f" (95% band{kind} {rep['speedup_low']:.3f}-{rep['speedup_high']:.3f}x)"
                     if s == "sharded" and rep.get("speedup_low") is not None else "")
             lines.append(f"  speedup of the {s} update over replicated: {up:.3f}x{band}")
     for s, up in (rep.get("speedup_if_replicated_fit") or {}).items():

@@ -14,6 +14,7 @@ from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, check_param, check_point_value, default_of
+from ..model.memory import resolve_gather_prefetch
 from ..training.planner import DEFAULT_BUCKET_BYTES
 from ..model.validated_range import point_validated_range
 from ..training.bands import point_bands
@@ -89,7 +90,7 @@ def simulate_point(point):
         **given,
         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
         calibration=calibration,
-        compute=calibration.compute_params(mxu_efficiency=p.get("mxu_efficiency")),
+        compute=calibration.compute_params(stack=p.get("software_stack"), mxu_efficiency=p.get("mxu_efficiency")),
     )
     strategies = strategies_named(p.get("strategy") or default_of("strategy"))
 
@@ -144,6 +145,8 @@ def simulate_point(point):
             "step_time_s_high": bands["strategies"].get(s, (math.nan, math.nan))[1],
             "speedup_low": bands["speedups"].get(s, (math.nan, math.nan))[0],
             "speedup_high": bands["speedups"].get(s, (math.nan, math.nan))[1],
+            "band_kind": bands.get("kind", ""),
+            "band_why": "; ".join(bands.get("why", ())),
             "inside_validated_range": checked["inside"],
             "outside_validated_range": "; ".join(checked["outside"]),
         })
@@ -171,13 +174,14 @@ def used_values(topology, options, plan, multislice=None):
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
         "cores_per_chip": topology.cores_per_chip, "remat": options.remat, "quantization": options.quantization,
+        "activation_model": options.activation_model,
         "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,
         "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),
         "bucket_MiB": options.bucket_bytes / MiB,
         "mxu_efficiency": c.mxu_efficiency,
         "bn_group_replicas": options.bn_group_replicas, "small_allreduce_algorithm": options.small_allreduce_algorithm,
-        "gather_prefetch": options.gather_prefetch, "keep_gathered_weights": options.keep_gathered_weights,
+        "gather_prefetch": resolve_gather_prefetch(plan, options.gather_prefetch), "keep_gathered_weights": options.keep_gathered_weights,
         "calibration": options.calibration_id,
         "op_overhead_s": c.op_overhead_s, "step_overhead_s": c.step_overhead_s,
         "elementwise_fwd_bytes": c.elementwise_fwd_bytes, "elementwise_bwd_bytes": c.elementwise_bwd_bytes,

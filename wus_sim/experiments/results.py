@@ -73,6 +73,11 @@ RESULT_COLUMNS = (
        "values' ranges, to first order through the step's parts (null where the calibration states no "
        "uncertainty)."),
     _c("step_time_s_high", "s", "float64", "High end of the step time's 95 % band (see step_time_s_low)."),
+    _c("band_kind", "", "string",
+       "What the band covers: 'calibration' (chip measured, stack fitted: the fit's uncertainty) or "
+       "'extrapolated' (a chip never measured or a stack without fitted costs: every value fitted on another "
+       "chip or stack moved over its declared range; docs/model-error.md); empty where there is no band."),
+    _c("band_why", "", "string", "Why the band is extrapolated ('; '-separated; empty otherwise)."),
     _c("fwd_s", "s", "float64", "Forward compute in the step."),
     _c("bwd_s", "s", "float64", "Backward compute in the step."),
     _c("batch_norm_s", "s", "float64",

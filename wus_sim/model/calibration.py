@@ -75,21 +75,34 @@ class Calibration:
         return f"<Calibration {self.id}: {len(self.params)} fitted values, {len(self.stacks)} stacks>"
 
     def compute_params(self, stack=None, **overrides):
-        """:class:`ComputeParams` with the fitted values (the fixed cost per step of *stack*,
-        default :attr:`default_stack`), then *overrides* (not None) on top."""
+        """:class:`ComputeParams` with the fitted values (the fixed costs of *stack*, default
+        :attr:`default_stack`), then *overrides* (not None) on top. A stack the calibration has no
+        fitted values for (one the user names) runs at the default stack's values: its band moves
+        them over :meth:`stack_cost_ranges` (:mod:`wus_sim.training.bands`) and says so."""
         params = dict(self.params)
-        checked = ((self.provenance or {}).get("validated_range") or {}).get("software_stacks") or []
-        if stack is not None and not self.stacks and checked and stack not in checked:
-            raise ConfigError(f"is not a software stack of calibration {self.id}, which has one fixed cost per "
-                              f"step, fitted on {', '.join(checked)}", key_path="software_stack", value=stack)
         if self.stacks:
-            stack = stack or self.default_stack
-            if stack not in self.stacks:
-                raise ConfigError(f"is not a software stack of calibration {self.id}; known: "
-                                  f"{', '.join(sorted(self.stacks))}", key_path="software_stack", value=stack)
-            params.update(self.stacks[stack])
+            params.update(self.stacks.get(stack) or self.stacks[self.default_stack])
         given = {k: v for k, v in overrides.items() if v is not None}
         return ComputeParams(**{**params, **given})
+
+    def has_stack(self, stack):
+        """Whether *stack* (``None``: the default one) has fitted fixed costs here."""
+        if stack is None:
+            return True
+        checked = ((self.provenance or {}).get("validated_range") or {}).get("software_stacks") or []
+        return stack in self.stacks or (not self.stacks and stack in checked)
+
+    def stack_cost_ranges(self):
+        """``{name: (low, high)}`` for each of :data:`STACK_PARAMS`: the declared range of a fixed
+        cost on a stack or chip the calibration has no fitted value for, from 0 (a stack that
+        removes it) to the largest value fitted on any measured stack (the slowest
+        stack measured; the per-op and per-step costs trade against each other in the fit, so their
+        own 95 % ranges are not added on top)."""
+        out = {}
+        for name in STACK_PARAMS:
+            values = [float(own.get(name, 0.0)) for own in self.stacks.values()] + [float(self.params.get(name, 0.0))]
+            out[name] = (0.0, max(values))
+        return out
 
 
 def calibration_path(name):

@@ -8,9 +8,14 @@ part                replicated                                   sharded
 ==================  ===========================================  ==============================================
 weights             P x weight bytes                             formatted (padded) buffers x weight bytes: the
                                                                  all-gather leaves full weights on every replica
-gradients           P x grad bytes (backward's output, all-      formatted buffers x grad bytes (backward's
-                    reduced bucket by bucket)                    output) + the reduce-scattered shards
-                                                                 (padded/N x grad bytes), kept for the update
+gradients           P x grad bytes (backward's output, all-      the reduce-scattered shards (padded/N x grad
+                    reduced bucket by bucket; the update reads   bytes, kept for the update) + replicated
+                    every element after the last bucket, so      tensors' whole gradients + the largest
+                    the whole gradient stays)                    sharded bucket's full gradient, waiting for
+                                                                 its reduce-scatter (ZeRO stage 2,
+                                                                 Rajbhandari et al. 2020: each bucket is freed
+                                                                 once reduce-scattered); every bucket with
+                                                                 ``overlap_grad_reduce`` off
 slots               every tensor's slots                         each sharded tensor's shard slots (1/N of the
                                                                  padded buffer, plus any vector the layout keeps
                                                                  whole) + replicated tensors' full slots
@@ -43,6 +48,23 @@ slots               as sharded
 collective buffers  as sharded
 ==================  ==============================================================================
 
+The basis of each part (docs/model-error.md, "Memory"):
+
+* weights, slots: elements from the plan (:mod:`wus_sim.training.planner`) x the workload file's
+  dtypes (fp32 master weights and slots in Google's MLPerf TPU runs); the slots per element from
+  the optimizer's analysis (:mod:`wus_sim.optimizers`);
+* gradients: replicated, the whole gradient, since the update reads every element after the
+  last bucket's all-reduce; sharded, ZeRO stage 2 (Rajbhandari et al. 2020, "ZeRO", arXiv
+  1910.02054, sec. 5.2: each bucket's gradient is reduce-scattered and freed as backward
+  produces it) on the weight-update sharding of Xu et al. 2020 (arXiv 2004.13336);
+  fully-sharded, the same plus PyTorch FSDP's unsharded flat-parameter buffers for the gathered
+  weights (Zhao et al. 2023, "PyTorch FSDP", arXiv 2304.11277, sec. 3);
+* activations: what XLA keeps after fusion (:data:`wus_sim.model.activations.ACTIVATION_MODELS`,
+  each term's ``compiled_why``), or Korthikanti et al. 2022's unfused count
+  (``activation_model: unfused``);
+* collective buffers: XLA's all-reduce writes a new output buffer (not in place), one bucket
+  at a time in flight.
+
 ``padding`` is the part of weights, gradients and slots that is padding (it is
 included in them, not added again). ``peak`` = weights + gradients + slots +
 activations + collective buffers: a conservative upper bound that assumes every
@@ -56,7 +78,8 @@ from .compute import spatial_activation_share
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
 from ..inputs.units import format_bytes
 
-__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PAPER_PAIR",
+__all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "layer_ahead_prefetch",
+           "resolve_gather_prefetch", "STRATEGY_NAMES", "PAPER_PAIR",
            "PARTS"]
 
 STRATEGY_NAMES = ("replicated", "sharded", "fully-sharded")
@@ -105,6 +128,28 @@ class MemoryBreakdown:
                 for f in fields(self)} | {"fits": self.fits}
 
 
+def layer_ahead_prefetch(plan):
+    """Buckets of prefetch that keep fully-sharded gathers a layer ahead (``gather_prefetch`` null):
+    while a layer computes from its first bucket, the rest of its buckets and every bucket of the
+    next layer are issued, ``max over consecutive layers (buckets of one - 1 + buckets of the next)``.
+    PyTorch FSDP prefetches the next wrapped module's all-gather (``forward_prefetch``,
+    ``BackwardPrefetch.BACKWARD_PRE``; pytorch.org/docs/stable/fsdp.html); a layer that shares one
+    bucket with its neighbours gives 1, the bucket-ahead prefetch."""
+    counts = {}
+    for b in plan.buckets:
+        if b.kind == "sharded":
+            for layer in b.layers:
+                counts[layer] = counts.get(layer, 0) + 1
+    layers = sorted(counts)
+    pairs = [counts[a] - 1 + counts[b] for a, b in zip(layers, layers[1:])]
+    return max(pairs, default=1) or 1
+
+
+def resolve_gather_prefetch(plan, gather_prefetch):
+    """*gather_prefetch* as given, or :func:`layer_ahead_prefetch` where it is None."""
+    return layer_ahead_prefetch(plan) if gather_prefetch is None else gather_prefetch
+
+
 def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
     """``(elements, padding elements)`` of the sharded buckets whose full weights one replica
     holds at once under ``fully-sharded`` (see the module doc): the consecutive run of ``k``
@@ -124,8 +169,22 @@ def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
     return sum(b.padded_elements for b in best), sum(b.padded_elements - b.elements for b in best)
 
 
+def _reducing_buckets(plan, overlap_grad_reduce):
+    """``(elements, padding elements)`` of the sharded buckets' full gradients held at once: the
+    largest one when backward hands each bucket to its reduce-scatter (assumes the reduce-scatters
+    keep up with backward), every one when they wait for the end of backward."""
+    sharded = [b for b in plan.buckets if b.kind == "sharded"]
+    if not sharded:
+        return 0, 0
+    if not overlap_grad_reduce:
+        return sum(b.padded_elements for b in sharded), sum(b.padded_elements - b.elements for b in sharded)
+    biggest = max(sharded, key=lambda b: b.padded_elements)
+    return biggest.padded_elements, biggest.padded_elements - biggest.elements
+
+
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
-                     gather_prefetch=1, keep_gathered_weights=False, remat="none"):
+                     gather_prefetch=None, keep_gathered_weights=False, remat="none", overlap_grad_reduce=True,
+                     activation_model="xla"):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
@@ -133,10 +192,13 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     :class:`InfeasibleError` naming the parts and the excess. *gather_prefetch* (buckets
     gathered ahead of the compute) and *keep_gathered_weights* matter to ``fully-sharded`` only.
     *remat* is the rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what
-    activations backward keeps.
+    activations backward keeps. *overlap_grad_reduce*: backward hands each bucket to its collective
+    (``sharded`` then holds the buckets in flight, not the whole gradient). *activation_model*:
+    :data:`wus_sim.model.activations.ACTIVATION_MODELS`.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
+    gather_prefetch = resolve_gather_prefetch(plan, gather_prefetch)
     if isinstance(gather_prefetch, bool) or not isinstance(gather_prefetch, int) or gather_prefetch < 0:
         raise ConfigError("must be an integer >= 0", key_path="gather_prefetch", value=gather_prefetch)
     if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
@@ -147,7 +209,8 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
-    activations = (per_replica_batch * w.activation_bytes_kept(remat) * activation_scale / plan.spatial_ways
+    activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model) * activation_scale
+                   / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)
 
@@ -192,15 +255,21 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         pad = plan.padding_elements
         shards = sharded_padded / n * gb
         weights = padded * wb
-        gradients = padded * gb + shards
+        # ZeRO stage 2 (Rajbhandari et al. 2020, arXiv 1910.02054, sec. 5.2): each bucket's full
+        # gradient is freed once its reduce-scatter has consumed it, so what stays is the shards,
+        # the replicated tensors' whole (all-reduced) gradients and the buckets in flight; without
+        # the overlap every bucket waits for the end of backward, whole
+        reducing, reducing_pad = _reducing_buckets(plan, overlap_grad_reduce)
+        gradients = shards + plan.replicated_elements * gb + reducing * gb
         repl_slots = sum(t.slot_elements for t in plan.replicated_tensors) * sb
         slots = sum(t.shard_slot_elements for t in plan.sharded_tensors) * sb + repl_slots
         slot_pad = sum(t.slot_padding_elements for t in plan.sharded_tensors) * sb
         extra = sum(r.nbytes for r in plan.extra_reductions)
         collective = largest_ar(("replicated",)) + extra
-        details = {"weight_padding": pad * wb, "grad_padding": pad * gb + pad / n * gb,
+        details = {"weight_padding": pad * wb, "grad_padding": (reducing_pad + pad / n) * gb,
                    "slot_padding": slot_pad, "grad_shards": shards,
-                   "replicated_tensor_slots": repl_slots, "extra_reduction_buffers": extra}
+                   "replicated_tensor_slots": repl_slots, "extra_reduction_buffers": extra,
+                   "reducing_gradients": reducing * gb}
         padding = details["weight_padding"] + details["grad_padding"] + slot_pad
 
     peak = weights + gradients + slots + activations + collective

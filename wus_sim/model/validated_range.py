@@ -9,8 +9,9 @@ A calibration file states the measured runs its fitted values were checked again
       workloads:
         resnet50: {examples_per_core: [16, 128], cores: [32, 2048], kinds: [exact]}
 
-A point is inside when its chip, software stack and workload were measured and its examples
-per core and slice size lie within that workload's measured span. Outside, each dimension
+A point is inside when its chip, software stack and workload were measured (as an exact step
+time: a workload whose rows are all upper bounds, ``kinds: [bound]``, is outside, since a bound
+states no error) and its examples per core and slice size lie within that workload's measured span. Outside, each dimension
 that is outside gives one short reason; a step prints them instead of the model error its
 calibration states, which was measured only inside.
 """
@@ -49,6 +50,9 @@ def outside_validated_range(calibration, *, chip, workload, examples_per_core, c
     if w is None:
         out.append(f"workload {workload}: not measured (measured: {', '.join(sorted(workloads))})")
         return out
+    if w.get("kinds") and "exact" not in w["kinds"]:
+        # an upper bound says the model is not too slow, not how far off it is: no error was measured
+        out.append(f"workload {workload}: only upper bounds measured (eval inside every timed interval)")
     lo, hi = w["examples_per_core"]
     if not lo <= examples_per_core <= hi:
         out.append(f"{examples_per_core:g} examples per core: {workload} was checked at {_span((lo, hi))}")

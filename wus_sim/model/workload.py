@@ -26,10 +26,12 @@ import math
 import numpy as np
 
 from ..inputs.errors import ConfigError
+from .activations import ACTIVATION_MODELS, ActivationTerm  # noqa: F401 (API: wus_sim.model.workload names them)
 # the dtype tables live in units (light, so the command line builds its choices from them)
 
 __all__ = [
     "Tensor", "Workload", "MLPerfConfig", "ActivationTerm", "AttentionScores", "SMALL_TENSOR_ELEMENTS",
+    "ACTIVATION_MODELS",
     "resolve_batch", "resolve_replicas", "REMAT_MODES",
 ]
 
@@ -89,27 +91,6 @@ class MLPerfConfig:
     spatial_ways: int
     per_replica_batch: int
     note: str = ""
-
-
-@dataclass(frozen=True)
-class ActivationTerm:
-    """One part of the activation-memory estimate: ``elements x bytes_per_element`` per example."""
-
-    what: str
-    elements: int
-    bytes_per_element: float
-    """The factor: bytes kept for backward per counted element (a parameter; ``why`` says where it comes from)."""
-    why: str = ""
-    layers: int = 0
-    """Identical layers the term spans (``elements`` counts all of them; one layer's input is
-    ``elements / layers`` activation elements); 0 = not per-layer, never rematerialised."""
-    selective_bytes_per_element: float = None
-    """Bytes per counted element each layer keeps under remat ``selective`` (its input and its weight
-    matmuls' outputs); ``None``: the workload does not say, and ``selective`` is an error."""
-
-    @property
-    def nbytes(self):
-        return self.elements * self.bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -285,16 +266,22 @@ class Workload:
                 main[t.layer] = t
         return main
 
-    def activation_bytes_kept(self, remat="none"):
-        """Activation bytes kept for backward per example under *remat* (:data:`REMAT_MODES`)."""
+    def activation_bytes_kept(self, remat="none", model="xla"):
+        """Activation bytes kept for backward per example under *remat* (:data:`REMAT_MODES`) and
+        the activation *model* (:data:`ACTIVATION_MODELS`)."""
         if remat not in REMAT_MODES:
             raise ConfigError(f"must be one of {', '.join(REMAT_MODES)}", key_path="remat", value=remat)
-        if remat == "none":
+        if model not in ACTIVATION_MODELS:
+            raise ConfigError(f"must be one of {', '.join(ACTIVATION_MODELS)}", key_path="activation_model",
+                              value=model)
+        if not self.activation_terms:
             return float(self.activation_bytes_per_example)
+        if remat == "none":
+            return float(sum(t.elements * t.bytes_per_element_under(model) for t in self.activation_terms))
         kept, working = 0.0, 0.0
         for t in self.activation_terms:
             if not t.layers:
-                kept += t.nbytes
+                kept += t.elements * t.bytes_per_element_under(model)
                 continue
             per_layer = t.elements / t.layers
             if remat == "selective":
@@ -304,14 +291,14 @@ class Workload:
                                       value=remat)
                 kept += t.elements * t.selective_bytes_per_element
                 # the recomputed rest of one layer lives while that layer's backward runs
-                working = max(working, per_layer * (t.bytes_per_element - t.selective_bytes_per_element))
+                working = max(working, per_layer * max(t.bytes_per_element_under(model) - t.selective_bytes_per_element, 0.0))
                 continue
             inputs = t.layers
             if remat == "full":
                 k = math.ceil(math.sqrt(t.layers))
                 inputs = math.ceil(t.layers / k) + k  # segment boundaries + one segment's inputs
             kept += inputs * per_layer * self.activation_bytes
-            working = max(working, per_layer * t.bytes_per_element)  # one layer recomputed at a time
+            working = max(working, per_layer * t.bytes_per_element_under(model))  # one layer recomputed at a time
         return float(kept + working)
 
     def rematerialises(self, remat):

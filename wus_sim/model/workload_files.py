@@ -87,6 +87,10 @@ _ACTIVATION_KEYS = KeyTable("activation_memory entry", [
         "policy); the rest (norms, activation functions, attention scores) is recomputed. Only with `layers`, "
         "and at most bytes_per_element.", unit="B", minimum=0,
         default_text="none: remat selective is a one-line error for this workload"),
+    Key("compiled_bytes_per_element", "number", "Bytes per element the TPU compiler (XLA) keeps after fusion: "
+        "the inputs of matmuls and non-fusable ops, elementwise chains recomputed (point key activation_model "
+        "xla, the default).", unit="B", minimum=0, default_text="bytes_per_element"),
+    Key("compiled_why", "string", "How compiled_bytes_per_element is derived.", default=""),
 ], meaning="One term of the activation-memory estimate: elements x bytes_per_element bytes per example.")
 
 _DTYPE_KEYS = KeyTable("dtypes", [
@@ -324,7 +328,10 @@ def _read_activation_terms(doc):
         _ACTIVATION_KEYS.check(sec)
         term = ActivationTerm(**{k: _ACTIVATION_KEYS.read(sec, k) for k in
                                  ("what", "elements", "bytes_per_element", "why")},
-                              layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0)
+                              layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0,
+                              compiled_bytes_per_element=(_ACTIVATION_KEYS.read(sec, "compiled_bytes_per_element")
+                                                          if "compiled_bytes_per_element" in sec else None),
+                              compiled_why=_ACTIVATION_KEYS.read(sec, "compiled_why"))
         if "selective_bytes_per_element" in sec:
             selective = _ACTIVATION_KEYS.read(sec, "selective_bytes_per_element")
             if not term.layers:

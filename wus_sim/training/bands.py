@@ -1,4 +1,18 @@
-"""Bands on a simulated step: the range its calibration's uncertainty gives.
+"""Bands on a simulated step: the range its calibration's uncertainty gives, and, off what the
+calibration measured, the range of what it did not fit.
+
+Two kinds (:func:`band_kind`):
+
+* ``calibration`` (the point's chip was measured, its software stack fitted): the fit's
+  uncertainty, as below;
+* ``extrapolated`` (a chip never measured, or a stack with no fitted fixed costs): every value
+  fitted on another chip or stack is moved over its declared range (:func:`extrapolated_ranges`):
+  the matrix-unit efficiency and the elementwise bytes (fitted per chip generation) when the chip
+  was not measured, the per-op and per-step fixed costs (fitted per stack, on one chip) when the
+  chip or the stack was not measured. The step is re-timed at every corner of those ranges (its
+  forward and backward from :func:`~wus_sim.model.compute.layer_times` at the corner's values,
+  the fixed costs exactly), and the band spans the corners, widened by what the remaining fitted
+  values' covariance and the declared values' ranges give.
 
 A calibration states how far each fitted value may move (``provenance.param_covariance``:
 the fit's covariance, and ``provenance.param_ranges``: the 95 % range of each value) and the
@@ -27,10 +41,26 @@ import numpy as np
 
 from ..model.compute import layer_times
 
-__all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names", "point_bands"]
+__all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names", "point_bands", "band_kind",
+           "extrapolated_ranges", "UNMEASURED_CHIP_MXU_EFFICIENCY", "ELEMENTWISE_BYTES_RANGE"]
 
 Z_95 = 1.959963984540054
 """Half-width of a two-sided 95 % normal interval, in standard deviations."""
+
+UNMEASURED_CHIP_MXU_EFFICIENCY = (0.3, 1.0)
+"""Declared range of the matrix-unit efficiency on a chip generation the calibration never measured.
+The high end is the peak itself. The low end lies below the whole-step model-FLOPs utilisation
+reported for large TPU training runs outside MLPerf (Gopher on TPU v3: 32.5 %; PaLM on TPU v4:
+46.2 %; Chowdhery et al. 2022, "PaLM", arXiv 2204.02311, Table 3): a whole step's utilisation
+counts its non-matmul work too, so the matmuls alone run at least that fast on such runs; 0.3
+leaves room for smaller models that do worse. Not fitted, not read from any MLPerf result."""
+
+ELEMENTWISE_BYTES_RANGE = (3.0, 6.0)
+"""Declared range of the forward elementwise HBM bytes per layer-output element on an unmeasured
+chip (backward moves with it in proportion): 6 is the unfused count of
+:attr:`~wus_sim.model.compute.ComputeParams.elementwise_fwd_bytes` (read twice, write once, bf16),
+3 a fused read and write with the statistics pass kept in registers. Used where the calibration
+states no bounds of its own (``provenance.bounds``)."""
 
 _NUDGED = ("mxu_efficiency", "elementwise_fwd_bytes", "elementwise_bwd_bytes")
 
@@ -79,9 +109,11 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
     return out
 
 
-def _spread(gradient, calibration, stack):
+def _spread(gradient, calibration, stack, exclude=()):
     """``(half-width from the fitted values, low shift, high shift)`` for *gradient* (keys are
-    calibration parameter names; a stack's own values are ``name@stack``)."""
+    calibration parameter names; a stack's own values are ``name@stack``); names in *exclude*
+    (moved over their extrapolated range instead) take no part."""
+    gradient = {k: v for k, v in gradient.items() if k not in exclude}
     prov = calibration.provenance or {}
     cov = prov["param_covariance"]
     names = cov["names"]
@@ -90,7 +122,7 @@ def _spread(gradient, calibration, stack):
     half = Z_95 * math.sqrt(max(float(g @ matrix @ g), 0.0))
     lo = hi = 0.0
     for name, (low, high) in (prov.get("declared_ranges") or {}).items():
-        if not _applies(name, stack):
+        if not _applies(name, stack) or _local(name, stack) in exclude:
             continue
         base = _local(name, stack)
         d = gradient.get(base, 0.0)
@@ -117,15 +149,16 @@ def band_names(calibration):
     return sorted(names | {n.split("@")[0] for n in prov.get("declared_ranges") or {}})
 
 
-def band(step_time_s, gradient, calibration, stack):
-    """``(low, high)`` of a step time whose *gradient* is :func:`step_gradient`'s."""
+def band(step_time_s, gradient, calibration, stack, exclude=()):
+    """``(low, high)`` of a step time whose *gradient* is :func:`step_gradient`'s (*exclude*: as
+    :func:`_spread`)."""
     if not math.isfinite(step_time_s):
         return (math.nan, math.nan)
-    half, lo, hi = _spread(gradient, calibration, stack)
+    half, lo, hi = _spread(gradient, calibration, stack, exclude)
     return (max(step_time_s - half + lo, 0.0), step_time_s + half + hi)
 
 
-def speedup_band(replicated_s, sharded_s, g_replicated, g_sharded, calibration, stack):
+def speedup_band(replicated_s, sharded_s, g_replicated, g_sharded, calibration, stack, exclude=()):
     """``(low, high)`` of ``replicated_s / sharded_s``: the gradient of the ratio, so that what
     both steps share cancels."""
     if not (math.isfinite(replicated_s) and math.isfinite(sharded_s)) or sharded_s <= 0:
@@ -134,8 +167,70 @@ def speedup_band(replicated_s, sharded_s, g_replicated, g_sharded, calibration, 
     keys = set(g_replicated) | set(g_sharded)
     g = {k: (g_replicated.get(k, 0.0) * sharded_s - replicated_s * g_sharded.get(k, 0.0)) / sharded_s ** 2
          for k in keys}
-    half, lo, hi = _spread(g, calibration, stack)
+    half, lo, hi = _spread(g, calibration, stack, exclude)
     return (s - half + lo, s + half + hi)
+
+
+def band_kind(calibration, chip, stack):
+    """``(kind, why)``: ``'calibration'`` and no reasons where *chip* was measured and *stack*
+    (``None``: the default) has fitted costs; else ``'extrapolated'`` and why."""
+    record = (calibration.provenance or {}).get("validated_range") or {}
+    chips = record.get("chips") or []
+    why = []
+    if chip not in chips:
+        why.append(f"chip {chip} never measured (fitted on {', '.join(chips) or 'none'})")
+    if not calibration.has_stack(stack):
+        why.append(f"software stack {stack} has no fitted fixed costs")
+    return ("extrapolated" if why else "calibration"), why
+
+
+def extrapolated_ranges(calibration, chip, stack):
+    """``{name: (low, high)}``: the values fitted on another chip or stack that a point on
+    *chip* and *stack* moves over their declared range (empty inside what was measured)."""
+    record = (calibration.provenance or {}).get("validated_range") or {}
+    out = {}
+    if chip not in (record.get("chips") or []):
+        out["mxu_efficiency"] = UNMEASURED_CHIP_MXU_EFFICIENCY
+        bounds = (calibration.provenance or {}).get("bounds") or {}
+        out["elementwise_fwd_bytes"] = tuple(bounds.get("elementwise_fwd_bytes") or ELEMENTWISE_BYTES_RANGE)
+    if out or not calibration.has_stack(stack):
+        out.update(calibration.stack_cost_ranges())
+    return out
+
+
+def _corner_times(workload, topology, batch, compute, ranges, *, spatial_ways, remat):
+    """``[(d compute s, {fixed cost: value})]`` at every corner of *ranges* (forward + backward
+    change from :func:`layer_times`; the fixed costs' values, applied per strategy)."""
+    import itertools
+
+    def compute_s(c):
+        lt = layer_times(workload, topology, batch, c, spatial_ways=spatial_ways, remat=remat)
+        return lt.forward_total_s + lt.backward_total_s
+
+    base = compute_s(compute)
+    axes = []
+    if "mxu_efficiency" in ranges:
+        axes.append([{"mxu_efficiency": v} for v in ranges["mxu_efficiency"]])
+    if "elementwise_fwd_bytes" in ranges:
+        per_fwd = compute.elementwise_bwd_bytes / compute.elementwise_fwd_bytes if compute.elementwise_fwd_bytes else 0
+        axes.append([{"elementwise_fwd_bytes": v, "elementwise_bwd_bytes": v * per_fwd}
+                     for v in ranges["elementwise_fwd_bytes"]])
+    fixed = [n for n in ("op_overhead_s", "step_overhead_s") if n in ranges]
+    if fixed:  # both ends together: one stack's costs, both low or both high
+        axes.append([{n: ranges[n][i] for n in fixed} for i in (0, 1)])
+    out = []
+    for combo in itertools.product(*axes):
+        values = {k: v for part in combo for k, v in part.items()}
+        moved = {k: v for k, v in values.items() if k not in fixed}
+        d = compute_s(replace(compute, **moved)) - base if moved else 0.0
+        out.append((d, {k: values[k] for k in fixed}))
+    return out
+
+
+def _at_corner(step_s, ops, compute, corner):
+    d, fixed = corner
+    return (step_s + d + ops * (fixed.get("op_overhead_s", compute.op_overhead_s) - compute.op_overhead_s)
+            + fixed.get("step_overhead_s", compute.step_overhead_s) - compute.step_overhead_s)
 
 
 def point_bands(calibration, topology, run, options, results=None):
@@ -154,23 +249,38 @@ def point_bands(calibration, topology, run, options, results=None):
     stack = options.software_stack or calibration.default_stack
     plan = meta["plan"]
     names = band_names(calibration)
-    grads, out = {}, {"strategies": {}, "speedups": {}}
+    kind, why = band_kind(calibration, topology.chip.name, options.software_stack)
+    ranges = extrapolated_ranges(calibration, topology.chip.name, options.software_stack)
+    corners = _corner_times(plan.workload, topology, meta["per_replica_batch"], options.compute, ranges,
+                            spatial_ways=meta["spatial_ways"], remat=options.remat) if ranges else []
+    grads, ops, out = {}, {}, {"strategies": {}, "speedups": {}, "kind": kind, "why": why}
     for s, r in results.items():
         if r.status != "ok":
             out["strategies"][s] = (math.nan, math.nan)
             continue
+        ops[s] = sum(op_counts(plan.workload, r.work, options.compute))
         grads[s] = step_gradient(plan.workload, topology, meta["per_replica_batch"], options.compute,
-                                 spatial_ways=meta["spatial_ways"], ops=sum(op_counts(plan.workload, r.work, options.compute)),
+                                 spatial_ways=meta["spatial_ways"], ops=ops[s],
                                  steps_per_loop=options.steps_per_loop, names=names,
                                  quantization=options.quantization)
-        out["strategies"][s] = band(r.step_time_s, grads[s], calibration, stack)
+        low, high = band(r.step_time_s, grads[s], calibration, stack, exclude=ranges)
+        if corners:
+            at = [_at_corner(r.step_time_s, ops[s], options.compute, c) for c in corners]
+            low, high = max(low + min(at) - r.step_time_s, 0.0), high + max(at) - r.step_time_s
+        out["strategies"][s] = (low, high)
     rep = results.get("replicated")
     for s, r in results.items():
         if s == "replicated" or rep is None:
             continue
         if s in grads and "replicated" in grads:
-            out["speedups"][s] = speedup_band(rep.step_time_s, r.step_time_s, grads["replicated"], grads[s],
-                                              calibration, stack)
+            low, high = speedup_band(rep.step_time_s, r.step_time_s, grads["replicated"], grads[s],
+                                     calibration, stack, exclude=ranges)
+            if corners:
+                up = rep.step_time_s / r.step_time_s
+                at = [_at_corner(rep.step_time_s, ops["replicated"], options.compute, c)
+                      / _at_corner(r.step_time_s, ops[s], options.compute, c) for c in corners]
+                low, high = low + min(at) - up, high + max(at) - up
+            out["speedups"][s] = (low, high)
         else:
             out["speedups"][s] = (math.nan, math.nan)
     return out

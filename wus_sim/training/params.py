@@ -216,6 +216,10 @@ POINT_KEYS = _table(
                   "backward, at the chip's int8 peak (chips.yaml `peak_int8_TOPs`), as AQT-quantized training "
                   "runs them (MaxText `quantization: int8`); attention-score matmuls, elementwise work, the "
                   "optimizer and the collectives unchanged; the same mxu_efficiency applies."),
+    Param("activation_model", "choice", default="xla", nullable=False, choices=("xla", "unfused"),
+          meaning="How activation memory is counted: xla = what the TPU compiler keeps for backward after "
+                  "fusion (matmul and non-fusable op inputs; elementwise chains recomputed); unfused = every "
+                  "elementwise output kept (Korthikanti et al. 2022's GPU count). See docs/model-error.md."),
     Param("algorithm", "choice", default="2d", nullable=False, choices=_algorithms,
           meaning="Collective algorithm of the gradient reduction and weight all-gather."),
     Param("bidirectional", "bool",
@@ -234,9 +238,11 @@ POINT_KEYS = _table(
     Param("overlap_all_gather", "bool", default=True, nullable=False,
           meaning="Sharded: overlap the weight all-gather with the next step's forward "
                   "(false: at the end of the step)."),
-    Param("gather_prefetch", "int", default=1, minimum=0, maximum=2**20, nullable=False, unit="buckets",
+    Param("gather_prefetch", "int", default=None, minimum=0, maximum=2**20, unit="buckets",
           meaning="Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each gather "
-                  "waits until its bucket is needed); each one more holds one more bucket of full weights."),
+                  "waits until its bucket is needed); each one more holds one more bucket of full weights. "
+                  "null = a layer ahead, as PyTorch FSDP prefetches the next module: enough buckets that the "
+                  "next layer's gathers are all issued when the current layer starts."),
     Param("keep_gathered_weights", "bool", default=False, nullable=False,
           meaning="Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one "
                   "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),

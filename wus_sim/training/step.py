@@ -27,7 +27,7 @@ from ..model.calibration import load_calibration
 from ..collectives import EXCHANGE_ALGORITHMS
 from ..model.compute import ComputeParams, layer_times, memory_bound_time_s
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
-from ..model.memory import memory_breakdown
+from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
@@ -78,9 +78,9 @@ class StepOptions:
     the calibration's default stack (ignored when :attr:`compute` is given)."""
     gather_prefetch: int = default_of("gather_prefetch")
     """Fully-sharded: buckets whose weight all-gather may run ahead of the compute (0 = each
-    gather is issued when its bucket is needed). 1 is PyTorch FSDP's prefetch of one bucket
-    (``forward_prefetch``/``backward_prefetch``); each step of depth holds one more bucket of
-    full weights (:mod:`wus_sim.model.memory`)."""
+    gather is issued when its bucket is needed); each step of depth holds one more bucket of full
+    weights (:mod:`wus_sim.model.memory`). ``None`` (the default) = a layer ahead, as PyTorch FSDP
+    prefetches the next module (:func:`~wus_sim.model.memory.layer_ahead_prefetch`)."""
     keep_gathered_weights: bool = default_of("keep_gathered_weights")
     """Fully-sharded: keep each bucket's gathered weights from its forward to its backward (one
     all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."""
@@ -98,6 +98,8 @@ class StepOptions:
     quantization: str = default_of("quantization")
     """Matmul precision (:data:`wus_sim.model.precision.QUANTIZATIONS`): ``int8`` runs the weight
     matmuls at the chip's int8 peak."""
+    activation_model: str = default_of("activation_model")
+    """How activation memory is counted (:data:`wus_sim.model.activations.ACTIVATION_MODELS`)."""
     shard_across_slices: bool = default_of("shard_across_slices")
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
@@ -118,7 +120,8 @@ class StepOptions:
         # defined, by the collectives, the network and the planner, with the known names listed;
         # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
-            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat"):
+            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat",
+                                                                            "activation_model"):
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
@@ -257,7 +260,8 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
         step_overhead_s=options.compute.step_overhead_s,
         host_loop_s=options.compute.host_loop_s / options.steps_per_loop, layer_names=tuple(plan.workload.layer_names),
-        gather_prefetch=options.gather_prefetch, fwd_batch_norm_s=bn, bwd_batch_norm_s=bn,
+        gather_prefetch=resolve_gather_prefetch(plan, options.gather_prefetch), fwd_batch_norm_s=bn,
+        bwd_batch_norm_s=bn,
     )
 
 
@@ -371,7 +375,8 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
                          grad_bytes=grad_bytes)
     results = {}
     gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights,
-                  remat=options.remat)
+                  remat=options.remat, overlap_grad_reduce=options.overlap_grad_reduce,
+                  activation_model=options.activation_model)
     for strategy in strategies:
         work = step_work(plan, strategy, keep_gathered_weights=options.keep_gathered_weights)
         try:
