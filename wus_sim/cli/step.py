@@ -29,8 +29,8 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, fault_option_errors,
-                      fault_values, placement_option_errors)
+from .options import (add_fault_options, add_flag, add_json_option, add_mesh_options, add_placement_options,
+                      fault_option_errors, fault_values, mesh_placement, placement_option_errors)
 
 __all__ = ["add_parser", "run"]
 
@@ -75,6 +75,7 @@ def add_parser(subparsers):
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")
     add_placement_options(p)
+    add_mesh_options(p)
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
     p.add_argument("--slices", type=int, metavar="N",
@@ -114,8 +115,9 @@ def run(args):
     from ..inputs.units import MiB
     from ..inputs.units import grad_dtype_short
 
+    placement = mesh_placement(args)
     with fault_option_errors(), placement_option_errors():
-        topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
+        topology, multislice = load_multislice(args.topology, slices=placement.slices, dcn_GBps=args.dcn_GBps,
                                                dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
                                                hop_latency_us=args.hop_latency_us, megacore=args.megacore,
                                                **fault_values(args))
@@ -137,9 +139,19 @@ def run(args):
     )
     strategies = strategies_named(args.strategy)
     with placement_option_errors():
-        results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
-                                            per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
-                                            options=options, spatial_ways=args.spatial_ways)
+        if placement.mesh is not None or placement.dcn_mesh is not None:
+            from ..training.mesh_step import simulate_mesh
+
+            with _mesh_option_errors():
+                results, meta = simulate_mesh(args.workload, multislice or topology, args.optimizer, strategies,
+                                              mesh=placement.mesh, dcn_mesh=placement.dcn_mesh,
+                                              per_replica_batch=args.per_replica_batch,
+                                              global_batch=args.global_batch, options=options)
+        else:
+            results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
+                                                per_replica_batch=args.per_replica_batch,
+                                                global_batch=args.global_batch, options=options,
+                                                spatial_ways=args.spatial_ways)
     if args.trace:
         from ..training.trace import write_trace
 
@@ -163,6 +175,8 @@ def run(args):
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
+    if meta.get("mesh") is not None:
+        report["mesh"] = meta["mesh"].to_dict(topology)
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
     from ..model.validated_range import point_validated_range
     from ..training.bands import point_bands
@@ -192,6 +206,24 @@ def run(args):
         # the workload's name, not the path it was given by (--json keeps what was given)
         print(_text({**report, "workload": meta["plan"].workload.name}, multislice))
     return 0
+
+
+def _mesh_option_errors():
+    """Re-raise a mesh key's ConfigError under its option's name (``--mesh``, ``--dcn-mesh``)."""
+    from contextlib import contextmanager
+
+    from ..inputs.errors import ConfigError
+
+    @contextmanager
+    def errors():
+        try:
+            yield
+        except ConfigError as exc:
+            if exc.key_path not in ("mesh", "dcn_mesh") or exc.file:
+                raise
+            raise ConfigError(exc.rule, key_path="--" + exc.key_path.replace("_", "-"), value=exc.value) from None
+
+    return errors()
 
 
 def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
@@ -322,6 +354,29 @@ def _dcn_line(multislice):
             f"({src.get('dcn_latency_us', '')})")
 
 
+def _mesh_lines(mesh):
+    """The mesh, where its axes lie, which devices form group 0 of each axis, and per-axis traffic."""
+    m = mesh["mesh"]
+    dcn = mesh.get("dcn_mesh")
+    lines = ["  mesh " + " x ".join(f"{a}={m[a]}" for a in ("data", "fsdp", "tensor"))
+             + (f", across slices " + " x ".join(f"{a}={dcn[a]}" for a in dcn) if dcn else "")
+             + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
+    lines.append("    on the torus: " + "; ".join(mesh["layout"]))
+    device = mesh.get("device", "device")
+    for axis in ("tensor", "fsdp"):
+        g = mesh.get("groups", {}).get(axis) or []
+        if len(g) > 1:
+            shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
+            lines.append(f"    one {axis} group: {device}s {shown}")
+    for axis, c in mesh["comm"].items():
+        if c["collectives"]:
+            from ..inputs.units import format_bytes
+
+            busy = "" if c["busy_s"] is None else f", {_fmt_t(c['busy_s']).strip()} busy"
+            lines.append(f"    {axis} collectives: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
+    return lines
+
+
 def _text(rep, multislice=None):
     from ..inputs.units import format_bytes
 
@@ -333,6 +388,8 @@ def _text(rep, multislice=None):
              _checked_line(rep)]
     if multislice is not None:
         lines.append(_dcn_line(multislice))
+    if rep.get("mesh"):
+        lines += _mesh_lines(rep["mesh"])
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]
@@ -352,6 +409,9 @@ def _text(rep, multislice=None):
               "exposed_comm_s": "exposed comm",
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
               "host_loop_s": "host loop share", "overhead_s": "step overhead"}
+    if rep.get("mesh"):
+        labels.update({"tensor_comm_s": "tensor-parallel comm", "fsdp_comm_s": "  of exposed: fsdp",
+                       "data_comm_s": "  of exposed: data"})
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))

@@ -76,8 +76,12 @@ def simulate_point(point):
     p = _check_keys(point)
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)
+    from ..hardware.mesh import Placement
+
+    placement = Placement(megacore=megacore, spatial_ways=p.get("spatial_ways"), slices=p.get("slices"),
+                          mesh=p.get("mesh"), dcn_mesh=p.get("dcn_mesh"))
     topology, multislice = load_multislice(
-        p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
+        p["topology"], slices=placement.slices, dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
         wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"), megacore=megacore,
         failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
@@ -94,6 +98,12 @@ def simulate_point(point):
     strategies = strategies_named(p.get("strategy") or default_of("strategy"))
 
     def simulate(which):
+        if p.get("mesh") is not None or p.get("dcn_mesh") is not None:
+            from ..training.mesh_step import simulate_mesh
+
+            return simulate_mesh(p["workload"], multislice or topology, p.get("optimizer"), which, mesh=p.get("mesh"),
+                                 dcn_mesh=p.get("dcn_mesh"), per_replica_batch=p.get("per_replica_batch"),
+                                 global_batch=p.get("global_batch"), options=options)
         return simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), which,
                                    per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
                                    options=options, spatial_ways=p.get("spatial_ways"))
@@ -129,6 +139,9 @@ def simulate_point(point):
         res = results[s]
         rec = dict(p)
         rec.update(res.to_record())
+        if run.mesh is not None:
+            rec.update({part: res.breakdown.get(part, math.nan) for part in ("tensor_comm_s", "fsdp_comm_s",
+                                                                             "data_comm_s")})
         rec.update(slice_columns(topology))
         rec.update({
             "per_replica_batch": run.per_replica_batch, "global_batch": run.global_batch,

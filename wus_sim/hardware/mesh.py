@@ -160,13 +160,13 @@ def layout(topology, mesh, *, key_path="mesh"):
     devices = topology.num_replicas
     if mesh.size != devices:
         raise ConfigError(f"multiplies to {mesh.size} devices; {topology.name} has {devices} "
-                          f"({_device_word(topology)}); meshes that fit: {_suggest(topology)}",
+                          f"({_device_word(topology)}); meshes that fit: {_suggest(topology, mesh)}",
                           key_path=key_path, value=str(mesh))
     parts = _assign(topology, mesh)
     if parts is None:
         raise ConfigError(f"cannot be laid on {topology.name}'s axes "
                           f"({' x '.join(str(d) for _, d in _physical_axes(topology))}): an axis straddles a "
-                          f"physical axis it does not divide; meshes that fit: {_suggest(topology)}",
+                          f"physical axis it does not divide; meshes that fit: {_suggest(topology, mesh)}",
                           key_path=key_path, value=str(mesh))
     return MeshLayout(mesh, parts, topology.name, {a: d for a, d in _physical_axes(topology)})
 
@@ -215,9 +215,15 @@ def factorisations(topology, axes=MESH_AXES):
     return out
 
 
-def _suggest(topology, most=6):
+def _suggest(topology, asked=None, most=6):
+    """The meshes that fit, nearest the one *asked* first (by its tensor size, then fsdp)."""
     fits = factorisations(topology)
-    shown = ", ".join(f"--mesh {m}" for m in sorted(fits, key=lambda m: (m.tensor, m.data))[:most])
+    asked = asked or Mesh()
+
+    def distance(m):
+        return (abs(math.log(m.tensor / asked.tensor)), abs(math.log(m.fsdp / asked.fsdp)), m.tensor, m.data)
+
+    shown = ", ".join(f"--mesh {m}" for m in sorted(fits, key=distance)[:most])
     more = f" (and {len(fits) - most} more)" if len(fits) > most else ""
     return shown + more
 

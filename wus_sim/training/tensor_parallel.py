@@ -53,7 +53,7 @@ def split_workload(workload, ways):
     attention = tuple(replace(a, heads=math.ceil(a.heads / ways)) for a in workload.attention)
     terms = tuple(replace(t, elements=t.elements / ways) for t in workload.activation_terms)
     return replace(
-        workload, name=f"{workload.name} (1/{ways} tensor-parallel)", tensors=tensors,
+        workload, tensors=tensors,
         params=int(sum(math.prod(t.shape) for t in tensors)),
         fwd_flops_per_example=workload.fwd_flops_per_example / ways,
         fwd_flops_per_unit=workload.fwd_flops_per_unit / ways,
