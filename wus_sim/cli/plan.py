@@ -64,16 +64,49 @@ def add_parser(subparsers):
                    help="replica whose shard ownership is shown (default 1)")
     add_flag(p, "--check",
                    help="exit with an error if a strategy does not fit in HBM")
+    from .options import add_mesh_options
+
+    add_mesh_options(p)
+    add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
+                                 "slices' data x fsdp) x update strategy x remat none|layer|full and rank them by "
+                                 "step time; infeasible ones counted with their reason (docs/mesh.md)")
     return p
 
 
 def run(args):
+    from .options import mesh_placement
+
+    placement = mesh_placement(args)
+    if args.search:
+        from .plan_search import run_search
+
+        return run_search(args, placement)
+    if placement.dcn_mesh is not None:
+        args.slices = placement.slices
     report = build_report(args)
+    if placement.mesh is not None:
+        report["mesh"] = _mesh_report(args, placement)
     if args.json:
         print(json.dumps(report, indent=1, default=float))
     else:
         print(_text(report))
     return 0
+
+
+def _mesh_report(args, placement):
+    """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
+    from ..hardware.mesh import layout
+    from ..hardware.topology_files import load_topology
+    from ..inputs.errors import ConfigError
+
+    topology = load_topology(args.topology, megacore=args.megacore)
+    try:
+        lay = layout(topology, placement.mesh)
+    except ConfigError as exc:
+        raise ConfigError(exc.rule, key_path="--mesh", value=exc.value) from None
+    return {"mesh": placement.mesh.to_dict(), "layout": lay.describe(),
+            "groups": {a: lay.members(a) for a in ("tensor", "fsdp", "data")},
+            "device": "TensorCore" if topology.cores_per_chip > 1 else "chip"}
 
 
 def build_report(args):
@@ -250,4 +283,14 @@ def _text(r):
                f"{format_time(c['fwd_time_s'] + c['bwd_time_s'])}) and peak memory by {format_bytes(saved)}.")
     for note in r.get("notes", []):
         out.append(f"  note: {note}")
+    if r.get("mesh"):
+        mesh = r["mesh"]
+        out.append("  mesh " + ",".join(f"{a}={v}" for a, v in mesh["mesh"].items()) + " on the torus: "
+                   + "; ".join(mesh["layout"]))
+        for axis in ("tensor", "fsdp", "data"):
+            g = mesh["groups"][axis]
+            if len(g) > 1:
+                out.append(f"    one {axis} group: {mesh['device']}s " + ", ".join(map(str, g[:32]))
+                           + (", ..." if len(g) > 32 else ""))
+        out.append("  (the plan above is pure data parallelism's; `step --mesh` simulates the mesh)")
     return "\n".join(out)

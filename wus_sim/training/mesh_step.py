@@ -38,7 +38,7 @@ import math
 from ..hardware.mesh import Mesh, layout, parse_mesh
 from ..hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
 from ..hardware.topology import Topology
-from ..inputs.errors import ConfigError, InfeasibleError
+from ..inputs.errors import ConfigError
 from ..model.compute import layer_times, memory_bound_time_s
 from ..model.memory import memory_breakdown
 from ..model.workload import resolve_batch
@@ -203,7 +203,8 @@ class _MeshStep:
             plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
             results[strategy] = self._one(strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
-                              next(iter(results.values())).comm_summary, "mesh")
+                              next((r for r in results.values() if r.result.status == "ok"),
+                                   next(iter(results.values()))).comm_summary, "mesh")
         results = {s: r.result for s, r in results.items()}
         return StepRun(results=results, plan=plan, replicas=groups, spatial_ways=1, per_replica_batch=batch,
                        global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
@@ -231,20 +232,22 @@ class _MeshStep:
         data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
         data_n = self.mesh.data * self.dcn.data
         gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat)
-        try:
-            memory = memory_breakdown(plan, mem_strategy, batch, check=False, **gather)
-        except InfeasibleError:
-            raise
+        memory = memory_breakdown(plan, mem_strategy, batch, **gather)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
+        if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
+            nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
+            return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
+                                       error=_oom_text(memory, self.mesh, batch)), _no_comm())
         layers = layer_times(self.split, self.topology, batch, o.compute, spatial_ways=1, remat=o.remat)
         fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
         bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
-        comm = {"tensor": {"collectives": tp_count, "nbytes": float(tp_nbytes),
-                           "busy_s": float(sum(tp_fwd) + sum(tp_bwd))},
-                "fsdp": {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0},
-                "data": {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0}}
-        fsdp_axis = "fsdp" if "fsdp" in gather_axes else "data"
+        comm = _no_comm()
+        comm["tensor"] = {"collectives": tp_count, "nbytes": float(tp_nbytes), "busy_s": float(sum(tp_fwd) + sum(tp_bwd))}
+        # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
+        # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
+        # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
+        sharded_weights = mem_strategy == "fully-sharded"
 
         def count(axis, nbytes, t):
             comm[axis]["collectives"] += 1
@@ -255,21 +258,25 @@ class _MeshStep:
         def gathered(g):
             if g is None:
                 return 0.0, 0.0
-            return g.nbytes, count(fsdp_axis, g.nbytes, self.coll_s("all-gather", g.nbytes, gather_axes))
+            axis = "fsdp" if sharded_weights else "data"
+            return g.nbytes, count(axis, g.nbytes, self.coll_s("all-gather", g.nbytes, gather_axes))
 
         from .step import _bucket_gathers
 
-        buckets = []
+        buckets, data_part = [], []  # data_part: each bucket's gradient seconds on the data axis
         for c in work.grad_collectives:
             after, fwd_g, bwd_g = (gathered(g) for g in _bucket_gathers(work, c.bucket))
             if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
                 t = count("fsdp", c.nbytes, self.coll_s("reduce-scatter", c.nbytes, ("fsdp",)))
                 part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
                 ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
-                t += sum(count("data", part, self.coll_s(op, part, ("data",))) for op in ops)
+                on_data = sum(count("data", part, self.coll_s(op, part, ("data",))) for op in ops)
+                t += on_data
             else:
-                axis = "fsdp" if (c.op == "reduce-scatter" and "fsdp" in shard_axes) else "data"
+                axis = "fsdp" if (sharded_weights and c.op == "reduce-scatter") else "data"
                 t = count(axis, c.nbytes, self.coll_s(c.op, c.nbytes, shard_axes))
+                on_data = t if axis == "data" else 0.0
+            data_part.append(on_data)
             buckets.append(TimelineBucket(
                 name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
                 grad_nbytes=c.nbytes, grad_time_s=t, gather_nbytes=after[0], gather_time_s=after[1],
@@ -299,23 +306,19 @@ class _MeshStep:
         fwd_tp = float(sum(tp_fwd))
         breakdown["fwd_s"] -= fwd_tp
         breakdown["bwd_s"] -= tensor_s - fwd_tp
-        free = [replace(b, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0,
-                        grad_time_s=b.grad_time_s if fsdp_axis == "data" else 0.0) for b in buckets]
-        if "fsdp" in shard_axes and fsdp_axis == "fsdp":
+        fsdp_s = 0.0
+        if sharded_weights:  # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives
+            free = [replace(b, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0, grad_time_s=d)
+                    for b, d in zip(buckets, data_part)]
             without = run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
-            fsdp_s = max(0.0, breakdown["exposed_comm_s"] - without)
-        else:
-            fsdp_s = 0.0
+            fsdp_s = min(max(0.0, breakdown["exposed_comm_s"] - without), breakdown["exposed_comm_s"])
         breakdown["fsdp_comm_s"] = fsdp_s
         breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s
-        label = strategy
-        status, error, step_s, timeline = "ok", "", tl.step_time_s, tl
-        if not memory.fits:
-            status, error = "infeasible", _oom_text(memory, self.mesh, batch)
-            step_s, timeline = math.nan, None
-            breakdown = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
-        result = StepResult(label, status, step_s, breakdown, memory, work, timeline, error=error)
-        return _Outcome(result, comm)
+        return _Outcome(StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl), comm)
+
+
+def _no_comm():
+    return {a: {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
 
 
 def _today_parts(result):
