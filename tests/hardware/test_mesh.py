@@ -62,7 +62,7 @@ def test_split_axis_parts_on_v5p_shape():
     assert {c[3] for c in tensor0} == {0} and {c[2] for c in tensor0} == {0, 1}  # same z, y in 0..1
     assert {c[1] for c in tensor0} == {0, 1, 2, 3}  # the whole x axis
     # the whole slice's group: adjacent parts of one axis merge back into the whole axis
-    assert lay.group("data", "fsdp", "tensor").parts == ((0, 1, 4), (1, 1, 8), (2, 1, 8))
+    assert lay.group_parts("data", "fsdp", "tensor") == ((0, 1, 4), (1, 1, 8), (2, 1, 8))
 
 
 def test_impossible_meshes_are_one_line_with_ones_that_fit():

@@ -141,8 +141,9 @@ def run(args):
     with placement_option_errors():
         if placement.mesh is not None or placement.dcn_mesh is not None:
             from ..training.mesh_step import simulate_mesh
+            from .step_mesh import mesh_option_errors
 
-            with _mesh_option_errors():
+            with mesh_option_errors():
                 results, meta = simulate_mesh(args.workload, multislice or topology, args.optimizer, strategies,
                                               mesh=placement.mesh, dcn_mesh=placement.dcn_mesh,
                                               per_replica_batch=args.per_replica_batch,
@@ -206,24 +207,6 @@ def run(args):
         # the workload's name, not the path it was given by (--json keeps what was given)
         print(_text({**report, "workload": meta["plan"].workload.name}, multislice))
     return 0
-
-
-def _mesh_option_errors():
-    """Re-raise a mesh key's ConfigError under its option's name (``--mesh``, ``--dcn-mesh``)."""
-    from contextlib import contextmanager
-
-    from ..inputs.errors import ConfigError
-
-    @contextmanager
-    def errors():
-        try:
-            yield
-        except ConfigError as exc:
-            if exc.key_path not in ("mesh", "dcn_mesh") or exc.file:
-                raise
-            raise ConfigError(exc.rule, key_path="--" + exc.key_path.replace("_", "-"), value=exc.value) from None
-
-    return errors()
 
 
 def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
@@ -354,29 +337,6 @@ def _dcn_line(multislice):
             f"({src.get('dcn_latency_us', '')})")
 
 
-def _mesh_lines(mesh):
-    """The mesh, where its axes lie, which devices form group 0 of each axis, and per-axis traffic."""
-    m = mesh["mesh"]
-    dcn = mesh.get("dcn_mesh")
-    lines = ["  mesh " + " x ".join(f"{a}={m[a]}" for a in ("data", "fsdp", "tensor"))
-             + (f", across slices " + " x ".join(f"{a}={dcn[a]}" for a in dcn) if dcn else "")
-             + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
-    lines.append("    on the torus: " + "; ".join(mesh["layout"]))
-    device = mesh.get("device", "device")
-    for axis in ("tensor", "fsdp"):
-        g = mesh.get("groups", {}).get(axis) or []
-        if len(g) > 1:
-            shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
-            lines.append(f"    one {axis} group: {device}s {shown}")
-    for axis, c in mesh["comm"].items():
-        if c["collectives"]:
-            from ..inputs.units import format_bytes
-
-            busy = "" if c["busy_s"] is None else f", {_fmt_t(c['busy_s']).strip()} busy"
-            lines.append(f"    {axis} collectives: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
-    return lines
-
-
 def _text(rep, multislice=None):
     from ..inputs.units import format_bytes
 
@@ -389,7 +349,9 @@ def _text(rep, multislice=None):
     if multislice is not None:
         lines.append(_dcn_line(multislice))
     if rep.get("mesh"):
-        lines += _mesh_lines(rep["mesh"])
+        from .step_mesh import mesh_lines
+
+        lines += mesh_lines(rep["mesh"])
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..inputs.errors import ConfigError
 
-__all__ = ["Group", "resolve_group", "group_key"]
+__all__ = ["Group", "resolve_group", "group_key", "mesh_group"]
 
 _AXIS_NAMES = {"x": 0, "y": 1, "z": 2}
 
@@ -61,6 +61,16 @@ def resolve_group(topology, group):
         raise ConfigError(f"must hold replica ids 0..{topology.num_replicas - 1}", key_path="group",
                           value=replicas)
     return Group("list", replicas=tuple(replicas), size=len(replicas))
+
+
+def mesh_group(layout, *axes):
+    """The :class:`Group` of the mesh axes *axes* of *layout* (a
+    :class:`wus_sim.hardware.mesh.MeshLayout`) together: every group of them at once."""
+    parts = tuple(layout.group_parts(*axes))
+    size = 1
+    for _, _, length in parts:
+        size *= length
+    return Group("mesh", parts=parts, size=size)
 
 
 def _check_parts(topology, group):

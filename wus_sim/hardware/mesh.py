@@ -18,7 +18,7 @@ whole physical axes or a contiguous part of one (a *part*: ``(axis, stride, leng
 ``-1`` being the cores of a chip); a size that would straddle a physical axis without
 dividing it has no such layout and is refused, with the factorisations that have one.
 Each axis's collectives run on rings over its parts
-(:class:`wus_sim.collectives.groups.Group` kind ``"mesh"``).
+(:func:`wus_sim.collectives.groups.mesh_group`).
 """
 
 from dataclasses import dataclass
@@ -104,14 +104,10 @@ class MeshLayout:
     dims: dict = None
     """``{physical axis: length}`` of the slice (axis -1: cores per chip)."""
 
-    def group(self, *names):
-        """The collective group of the named mesh axes together (``None`` when they span the
-        whole slice, the step's usual group)."""
-        from ..collectives.groups import Group
-
-        parts = _merge(sorted(p for n in MESH_AXES[::-1] if n in names for p in self.parts[n]))
-        size = math.prod(p[2] for p in parts)
-        return Group("mesh", parts=parts, size=size)
+    def group_parts(self, *names):
+        """The physical parts the named mesh axes span together, sorted, adjacent parts of one
+        axis merged (what :func:`wus_sim.collectives.groups.mesh_group` takes)."""
+        return _merge(sorted(p for n in MESH_AXES[::-1] if n in names for p in self.parts[n]))
 
     def members(self, name, index=0, cores_per_chip=1):
         """Device ids of group *index* of axis *name*, in mesh-coordinate order."""

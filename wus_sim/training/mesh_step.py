@@ -35,6 +35,7 @@ sharding group, activations / T, the gathered buckets of fsdp.
 from dataclasses import dataclass, replace
 import math
 
+from ..collectives.groups import mesh_group
 from ..hardware.mesh import Mesh, layout, parse_mesh
 from ..hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
 from ..hardware.topology import Topology
@@ -156,7 +157,7 @@ class _MeshStep:
 
         if nbytes <= 0:
             return 0.0
-        group = self.lay.group(*axes)
+        group = mesh_group(self.lay, *axes)
         bidir = bidirectional_for(self.options)
 
         def ici(phase_op, n):
