@@ -84,3 +84,19 @@ def test_placement_sets_slices_from_dcn_mesh():
         Placement(dcn_mesh="data=2", slices=3)
     with pytest.raises(ConfigError, match="not both"):
         Placement(mesh="data=8", spatial_ways=2)
+
+
+def test_wrapped_axes_first_and_members_are_device_ids():
+    # x a mesh line, y a ring: the tensor axis's chips come from y, so data's strided part of y
+    # is a torus ring (v3-8192's 128 x 32 with tensor=4 over a replica's cores is this shape)
+    topo = make((8, 4), (False, True), cores=2)
+    lay = layout(topo, Mesh(data=16, tensor=4))
+    assert lay.parts["tensor"] == ((-1, 1, 2), (1, 1, 2))
+    assert lay.parts["data"] == ((1, 2, 2), (0, 1, 8))
+    coords = device_coords(topo)
+    group = [coords[d] for d in lay.members("tensor", 0)]
+    assert group == [(0, 0, 0), (1, 0, 0), (0, 0, 1), (1, 0, 1)]  # both cores of chips (0,0) and (0,1)
+    for axis in ("data", "tensor"):
+        size = getattr(lay.mesh, axis)
+        ids = sorted(d for i in range(topo.num_replicas // size) for d in lay.members(axis, i))
+        assert ids == list(range(topo.num_replicas))

@@ -163,7 +163,7 @@ def axis_rings(topology, axis, reverse=False):
     return around_failures(topology, RingEmbedding(np.ascontiguousarray(members), links, hops))
 
 
-def part_rings(topology, axis, stride, length, reverse=False):
+def part_rings(topology, axis, stride, length, reverse=False, alternate=False):
     """One ring per group of a mesh-axis part (all groups at once), chips as members: along
     *axis*, position ``inner + stride * (k + length * outer)`` for ``k = 0..length-1``.
 
@@ -171,20 +171,24 @@ def part_rings(topology, axis, stride, length, reverse=False):
     whole wrapped axis read at its stride (``stride * length`` = the axis), folded otherwise
     (a contiguous part of a torus axis has no wraparound link of its own); each of its hops
     is ``stride`` links along the axis. With ``stride == 1`` and the whole axis this is
-    :func:`axis_rings`. Parts of stride > 1 share links between their groups (the ``stride``
-    groups interleaved on a line): the plan's contention says so and the engines run it."""
+    :func:`axis_rings`. *alternate*: groups of odd ``inner`` run the other way round, so
+    that at stride 2 the two interleaved groups of a line use opposite link directions and
+    share no link (at stride > 2 each direction still carries ``stride / 2`` groups' edges:
+    the plan's contention says so and the engines run it)."""
     d = topology.dims[axis]
     if stride == 1 and length == d:
         return axis_rings(topology, axis, reverse)
     lines = topology.axis_rings(axis)  # (num_lines, d), coordinate order
-    order, edges = line_ring_pattern(length, topology.wrap[axis] and stride * length == d, reverse)
+    wrapped = topology.wrap[axis] and stride * length == d
     groups = [(inner, outer) for outer in range(d // (stride * length)) for inner in range(stride)]
+    patterns = {rev: line_ring_pattern(length, wrapped, rev) for rev in (False, True)}
     num = lines.shape[0] * len(groups)
     members = np.empty((num, length), dtype=np.int64)
-    max_hops = max([len(e) for e in edges] + [1]) * stride
+    max_hops = max([len(e) for _, edges in patterns.values() for e in edges] + [1]) * stride
     links = np.full((num, length, max_hops), -1, dtype=np.int64)
     hops = np.zeros((num, length), dtype=np.int64)
     for g, (inner, outer) in enumerate(groups):
+        order, edges = patterns[bool(reverse) != (alternate and inner % 2 == 1)]
         rows = slice(g * lines.shape[0], (g + 1) * lines.shape[0])
         base = inner + stride * length * outer
         members[rows] = lines[:, [base + stride * k for k in order]]

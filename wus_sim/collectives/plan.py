@@ -301,7 +301,9 @@ def _mesh_plan(topology, op, algorithm, g, kind, directions):
     """A mesh-axis group's plan (:mod:`wus_sim.hardware.mesh`): every group at once, the ``2d``
     schedule over its parts instead of whole axes: on-chip passes when it holds a chip's cores,
     then one ring pass per chip-level part (reduce-scatter inner part first, the last part's
-    ring all-reduce, all-gathers in reverse). A group without the cores of a chip has ``c``
+    ring all-reduce, all-gathers in reverse). A part at stride > 1 interleaves its groups on
+    each line: they run one direction each, alternating, so that at stride 2 they share no
+    link (:func:`.embedding.part_rings`). A group without the cores of a chip has ``c``
     groups per chip whose rings share the chip's links: each chip-level member then carries
     ``c`` buffers (fraction ``c``). Ring and 2d algorithms only: the exchange algorithms pair
     members by XOR over whole slices."""
@@ -320,10 +322,13 @@ def _mesh_plan(topology, op, algorithm, g, kind, directions):
     frac = 1.0 if (with_cores or c == 1) else float(c)
     levels = []
     for axis, stride, length in (p for p in g.parts if p[0] >= 0 and p[2] > 1):
-        full = stride == 1 and length == topology.dims[axis]
-        dirs = directions if (topology.wrap[axis] and (full or stride * length == topology.dims[axis])) \
-            or algorithm == "bidir-ring" else directions[:1]
-        rings = tuple(part_rings(topology, axis, stride, length, reverse=rev) for rev in dirs)
+        if stride > 1:  # interleaved groups: one direction each, alternating (see part_rings)
+            dirs = directions[:1]
+            rings = (part_rings(topology, axis, stride, length, alternate=True),)
+        else:
+            full = length == topology.dims[axis]
+            dirs = directions if (topology.wrap[axis] and full) or algorithm == "bidir-ring" else directions[:1]
+            rings = tuple(part_rings(topology, axis, stride, length, reverse=rev) for rev in dirs)
         levels.append((axis, rings, frac / len(dirs), ("chip", axis, stride)))
         frac /= length
     last = len(levels) - 1

@@ -126,6 +126,8 @@ def simulate_point(point):
             raise
     run = runs[0]
     results = {s: r for one in runs for s, r in one.results.items()}
+    if run.mesh is not None:  # a mesh without a data axis runs fully-sharded, whatever was asked
+        strategies = tuple(dict.fromkeys(list(results) + list(failed)))
     up = speedups(results)
     if_fit = speedups_if_replicated_fit(results)
     checked = point_validated_range(calibration, topology, run, options)

@@ -11,7 +11,8 @@ names how the slices split the same work.
 
 Layout (:func:`layout`): devices are numbered in the order JAX lists them, the cores of a
 chip fastest, then the torus axes x, y, z (``replica = chip * cores + core``, chip ids row
-major, x fastest), and the mesh ``(data, fsdp, tensor)`` is that sequence reshaped row-major,
+major, x fastest; wrapped axes before unwrapped ones, see :func:`_physical_axes`), and the
+mesh ``(data, fsdp, tensor)`` is that sequence reshaped row-major,
 so ``tensor`` is innermost (fastest varying) as in ``jax.experimental.mesh_utils.
 create_device_mesh``: tensor groups are the nearest devices. Each mesh axis then occupies
 whole physical axes or a contiguous part of one (a *part*: ``(axis, stride, length)``, axis
@@ -87,9 +88,17 @@ def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
 
 
 def _physical_axes(topology):
-    """Physical axes innermost first: ``(axis, length)``, axis -1 the cores of a chip."""
+    """Physical axes innermost first: ``(axis, length)``, axis -1 the cores of a chip, then the
+    wrapped torus axes in axis order, then the unwrapped (mesh-line) ones. Why wrapped first:
+    an axis split between two mesh axes leaves a strided part, and on a wrapped axis its
+    interleaved groups run contention-free rings (one direction each, see
+    :func:`wus_sim.collectives.embedding.part_rings`), while on a line they would share every
+    link. JAX's ``create_device_mesh`` likewise picks which physical axes each mesh axis takes
+    rather than reshaping blindly; on slices whose every axis wraps (v4, v5p, v6e) the order
+    is plain x, y, z."""
     axes = [(-1, topology.cores_per_chip)] if topology.cores_per_chip > 1 else []
-    return axes + [(a, d) for a, d in enumerate(topology.dims) if d > 1]
+    chip = [(a, d) for a, d in enumerate(topology.dims) if d > 1]
+    return axes + sorted(chip, key=lambda ad: not topology.wrap[ad[0]])
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,8 @@ class MeshLayout:
     topology_name: str = ""
     dims: dict = None
     """``{physical axis: length}`` of the slice (axis -1: cores per chip)."""
+    order: tuple = ()
+    """The physical axes ``(axis, length)`` in the order the mesh is laid on them, innermost first."""
 
     def group_parts(self, *names):
         """The physical parts the named mesh axes span together, sorted, adjacent parts of one
@@ -120,7 +131,21 @@ class MeshLayout:
             coords[a] = rest % sizes[a]
             rest //= sizes[a]
         base = sum(coords[a] * strides[a] for a in others)
-        return [base + k * strides[name] for k in range(sizes[name])]
+        return [self.device(base + k * strides[name]) for k in range(sizes[name])]
+
+    def device(self, position):
+        """Device id (``chip * cores + core``, chips row-major, x fastest) at *position* of the
+        sequence the mesh reshapes (:attr:`order`, innermost first)."""
+        coord = {}
+        for axis, length in self.order:
+            coord[axis] = position % length
+            position //= length
+        cores = self.dims.get(-1, 1)
+        chip, stride = 0, 1
+        for axis in sorted(a for a in self.dims if a >= 0):
+            chip += coord.get(axis, 0) * stride
+            stride *= self.dims[axis]
+        return chip * cores + coord.get(-1, 0)
 
     def describe(self):
         """Lines naming each axis's physical parts."""
@@ -164,7 +189,8 @@ def layout(topology, mesh, *, key_path="mesh"):
                           f"({' x '.join(str(d) for _, d in _physical_axes(topology))}): an axis straddles a "
                           f"physical axis it does not divide; meshes that fit: {_suggest(topology, mesh)}",
                           key_path=key_path, value=str(mesh))
-    return MeshLayout(mesh, parts, topology.name, {a: d for a, d in _physical_axes(topology)})
+    order = tuple(_physical_axes(topology))
+    return MeshLayout(mesh, parts, topology.name, dict(order), order)
 
 
 def _device_word(topology):

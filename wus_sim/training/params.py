@@ -96,6 +96,8 @@ class Param:
     """``check(value, base_dir) -> value`` for names; raises ConfigError/UnknownNameError."""
     rule_text: str = None
     """The rule in words of a ``'name'`` parameter that is not a name (``failed_links``)."""
+    value_schema: dict = field(default=None, compare=False)
+    """JSON Schema of a value where the kind's own does not say it (a mesh: text or a mapping)."""
 
     def rule(self, *, option=False):
         """The rule in words, for error messages and columns.md."""
@@ -146,6 +148,8 @@ class Param:
         elif self.kind == "wrap":
             out = {"oneOf": [{"type": "boolean"},
                              {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}
+        elif self.value_schema is not None:
+            out = dict(self.value_schema)
         elif self.rule_text:  # a count or a list in words (failed_links: 2 or "12+x,40-y")
             out = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]}
         else:
@@ -173,6 +177,14 @@ def _check_mesh(value, base_dir=None, *, axes=("data", "fsdp", "tensor"), key_pa
 
 def _check_dcn_mesh(value, base_dir=None):
     return _check_mesh(value, base_dir, axes=("data", "fsdp"), key_path="dcn_mesh")
+
+
+def _mesh_schema(axes):
+    names = "|".join(axes)
+    return {"anyOf": [
+        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
+        {"type": "object", "additionalProperties": False, "minProperties": 1,
+         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}
 
 
 def _table(*params):
@@ -269,11 +281,11 @@ POINT_KEYS = _table(
                   "tensor (each layer split, Megatron-LM); their product is the slice's devices (chips with "
                   "megacore, TensorCores otherwise), missing axes 1; null = data over every device (today's "
                   "data parallelism). See docs/mesh.md.",
-          check=_check_mesh),
+          check=_check_mesh, value_schema=_mesh_schema(("data", "fsdp", "tensor"))),
     Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp (e.g. data=4), or a mapping",
           meaning="Mesh across slices (MaxText's dcn_*_parallelism): data and/or fsdp over the data-center "
                   "network; its product is the number of slices (it sets `slices`); null = data over the slices.",
-          check=_check_dcn_mesh),
+          check=_check_dcn_mesh, value_schema=_mesh_schema(("data", "fsdp"))),
     Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
                   "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
