@@ -96,3 +96,14 @@ def test_plan_search_ranks_every_candidate():
     assert times == sorted(times)
     assert doc["feasible"] + sum(doc["infeasible"].values()) == len(cands)
     assert all(c["reason"] in ("memory", "batch") for c in cands if c["status"] != "ok")
+
+
+def test_describe_topology_mesh_names_the_replica_cores():
+    # the v0.7 Transformer's mesh: both cores of two chips per replica (y wraps, x does not)
+    rc, out, _ = run("describe", "topology", "tpu-v3-8192", "--mesh", "data=2048,tensor=4", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("describe-topology", doc)
+    assert doc["mesh"]["groups"]["tensor"] == [0, 1, 256, 257]  # chips 0 and 128 (y=1 of a 128 x 32 slice)
+    rc, _, err = run("describe", "topology", "tpu-v3-8192", "--mesh", "tensor=0")
+    assert rc == 2 and err.startswith("wus-sim describe: error: --mesh.tensor:")

@@ -95,18 +95,10 @@ def run(args):
 
 def _mesh_report(args, placement):
     """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
-    from ..hardware.mesh import layout
     from ..hardware.topology_files import load_topology
-    from ..inputs.errors import ConfigError
+    from .step_mesh import layout_report
 
-    topology = load_topology(args.topology, megacore=args.megacore)
-    try:
-        lay = layout(topology, placement.mesh)
-    except ConfigError as exc:
-        raise ConfigError(exc.rule, key_path="--mesh", value=exc.value) from None
-    return {"mesh": placement.mesh.to_dict(), "layout": lay.describe(),
-            "groups": {a: lay.members(a) for a in ("tensor", "fsdp", "data")},
-            "device": "TensorCore" if topology.cores_per_chip > 1 else "chip"}
+    return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
 
 
 def build_report(args):
@@ -284,13 +276,8 @@ def _text(r):
     for note in r.get("notes", []):
         out.append(f"  note: {note}")
     if r.get("mesh"):
-        mesh = r["mesh"]
-        out.append("  mesh " + ",".join(f"{a}={v}" for a, v in mesh["mesh"].items()) + " on the torus: "
-                   + "; ".join(mesh["layout"]))
-        for axis in ("tensor", "fsdp", "data"):
-            g = mesh["groups"][axis]
-            if len(g) > 1:
-                out.append(f"    one {axis} group: {mesh['device']}s " + ", ".join(map(str, g[:32]))
-                           + (", ..." if len(g) > 32 else ""))
+        from .step_mesh import layout_lines
+
+        out += layout_lines(r["mesh"])
         out.append("  (the plan above is pure data parallelism's; `step --mesh` simulates the mesh)")
     return "\n".join(out)

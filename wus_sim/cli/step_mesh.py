@@ -1,9 +1,10 @@
-"""The mesh parts of ``wus-sim step``: the text lines of ``--mesh``/``--dcn-mesh`` (the mesh, where
-its axes lie on the torus, which devices form one group, each axis's traffic) and their errors."""
+"""The mesh parts of ``step``, ``plan`` and ``describe topology``: the text lines of
+``--mesh``/``--dcn-mesh`` (the mesh, where its axes lie on the torus, which devices form one
+group, each axis's traffic) and their errors."""
 
 from ..inputs.units import format_bytes, format_time
 
-__all__ = ["mesh_lines", "mesh_option_errors"]
+__all__ = ["mesh_lines", "mesh_option_errors", "layout_report", "layout_lines"]
 
 
 def mesh_option_errors():
@@ -42,4 +43,31 @@ def mesh_lines(mesh):
         if c["collectives"]:
             busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
             lines.append(f"    {axis} collectives: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
+    return lines
+
+
+def layout_report(topology, mesh):
+    """Where each axis of *mesh* lies on *topology* and the devices of group 0 of each axis, as
+    JSON-ready data (errors name ``--mesh``)."""
+    from ..hardware.mesh import layout
+    from ..inputs.errors import ConfigError
+
+    try:
+        lay = layout(topology, mesh)
+    except ConfigError as exc:
+        raise ConfigError(exc.rule, key_path="--mesh", value=exc.value) from None
+    return {"mesh": mesh.to_dict(), "layout": lay.describe(),
+            "groups": {a: lay.members(a) for a in ("tensor", "fsdp", "data")},
+            "device": "TensorCore" if topology.cores_per_chip > 1 else "chip"}
+
+
+def layout_lines(report, most=32):
+    """Text lines of :func:`layout_report`."""
+    lines = ["  mesh " + ",".join(f"{a}={v}" for a, v in report["mesh"].items()) + " on the torus: "
+             + "; ".join(report["layout"])]
+    for axis in ("tensor", "fsdp", "data"):
+        g = report["groups"][axis]
+        if len(g) > 1:
+            lines.append(f"    one {axis} group: {report['device']}s " + ", ".join(map(str, g[:most]))
+                         + (", ..." if len(g) > most else ""))
     return lines
