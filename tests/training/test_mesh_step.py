@@ -132,3 +132,13 @@ def test_every_axis_combination_runs_reduced(spec, dcn, kw):
     for mesh in ("data=2,fsdp=2,tensor=4", "tensor=16"):
         check_parts(simulate_mesh("bert-large", ms or topology, None, STRATEGIES, mesh=mesh, dcn_mesh=dcn,
                                   global_batch=16 * (ms.slices if ms else 1), options=OPTIONS))
+
+
+def test_one_placement_value_gives_the_same_step():
+    from wus_sim import Placement
+
+    by_options = simulate_mesh("llama3-8b", load_topology("tpu-v5p-128", megacore=True), None, ("sharded",),
+                               mesh="data=8,fsdp=2,tensor=4", global_batch=64, options=OPTIONS)
+    by_placement = simulate_mesh("llama3-8b", "tpu-v5p-128", None, ("sharded",), global_batch=64, options=OPTIONS,
+                                 placement=Placement(megacore=True, mesh="data=8,fsdp=2,tensor=4"))
+    assert by_placement.results["sharded"].step_time_s == by_options.results["sharded"].step_time_s

@@ -108,16 +108,28 @@ def _today(mesh, dcn, strategies, options):
 
 
 def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=None, dcn_mesh=None,
-                  per_replica_batch=None, global_batch=None, options=None):
+                  per_replica_batch=None, global_batch=None, options=None, placement=None):
     """Simulate each of *strategies* (what the data axis does) on *mesh* (a
     :class:`~wus_sim.hardware.mesh.Mesh`, ``"fsdp=16,tensor=4"`` or a mapping; ``None`` = pure
     data parallelism) and *dcn_mesh* (across the slices of *topology*, a multislice); returns a
     :class:`~wus_sim.training.step.StepRun` whose ``mesh`` is a :class:`MeshSummary`.
     *per_replica_batch* is the batch of one data-parallel group (the T devices of a tensor
-    group share it)."""
+    group share it).
+
+    *placement* (a :class:`~wus_sim.hardware.mesh.Placement`) says megacore, slices and both
+    meshes in one value instead: a *topology* given by name is then loaded with its megacore and
+    slices, and its meshes are used (give it or *mesh*/*dcn_mesh*, not both)."""
     options = options or StepOptions()
     if isinstance(workload, str):
         workload = load_workload(workload)
+    if placement is not None:
+        if mesh is not None or dcn_mesh is not None:
+            raise ConfigError("give a placement or mesh/dcn_mesh, not both", key_path="placement",
+                              value=placement, show_value=False)
+        mesh, dcn_mesh = placement.mesh, placement.dcn_mesh
+        if isinstance(topology, str):
+            topology = load_multislice(topology, slices=placement.slices, megacore=placement.megacore)
+            topology = topology[1] or topology[0]
     topology, ms = load_multislice(topology)
     slices = 1 if ms is None else ms.slices
     dcn = parse_mesh(dcn_mesh, key_path="dcn_mesh", axes=("data", "fsdp"))
