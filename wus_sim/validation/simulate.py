@@ -10,7 +10,7 @@ from ..inputs.errors import ConfigError, UnknownNameError, WusError
 from ..training.params import default_of
 from ..training.step import StepOptions, simulate_strategies
 from ..hardware.topology_files import load_topology
-from .measured import COLUMNS, software_stack
+from .measured import COLUMNS, run_key, software_stack
 
 __all__ = ["NOT_EXPRESSIBLE", "TENSOR_PARALLEL", "NOT_FITTED", "NETWORK_DEFAULTS", "run_options", "simulate_run",
            "run_topology", "strategy_of"]
@@ -78,9 +78,7 @@ def simulate_run(run, calibration=None, *, compute=None, network=None, topology=
     try:
         options = run_options(run, calibration, compute=compute, network=network)
         strategy = strategy_of(run)
-        from .validate import row_key  # validate imports this module
-
-        ways = TENSOR_PARALLEL.get(row_key(run))
+        ways = TENSOR_PARALLEL.get(run_key(run))
         if ways:
             from ..training.mesh_step import simulate_mesh
 
