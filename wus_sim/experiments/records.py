@@ -55,13 +55,13 @@ def _check_keys(point):
     out = dict(point)
     for name, value in point.items():
         param = POINT_KEYS[name]
-        if param.kind == "name" and name not in ("failed_links", "slow_links"):
+        if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh"):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"must be {param.rule()}", key_path=name, value=value)
             continue
         checked = check_param(param, value, key_path=name)
-        if param.kind == "int" and checked is not None:
-            out[name] = checked
+        if (param.kind == "int" or name in ("mesh", "dcn_mesh")) and checked is not None:
+            out[name] = checked  # a mesh mapping as its text: the row's column
     return out
 
 
