@@ -32,6 +32,8 @@ _LAZY = {
     "simulate_collective": "collectives", "analytic_time": "collectives", "collective_time": "collectives",
     "simulate_step": "training.step", "simulate_strategies": "training.step", "simulate_point": "experiments.records",
     "StepOptions": "training.step",
+    "simulate_mesh": "training.mesh_step", "search_meshes": "training.mesh_search", "Mesh": "hardware.mesh",
+    "Placement": "hardware.mesh",
     "load_experiment": "experiments", "run_experiment": "experiments.runner", "read_results": "experiments",
     "ComputeParams": "model.compute", "load_calibration": "model.calibration",
     "draw_figure": "plotting", "save_plots": "plotting", "default_plots": "plotting",

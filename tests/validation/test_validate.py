@@ -16,7 +16,7 @@ from wus_sim.cli import main
 from wus_sim.model.compute import ComputeParams
 from wus_sim.experiments.records import simulate_point
 from wus_sim.training.step import StepOptions
-from wus_sim.validation.calibrate import CALIBRATION_ROWS, FIT_PARAMS, NOT_EXPRESSIBLE
+from wus_sim.validation.calibrate import CALIBRATION_ROWS, FIT_PARAMS, NOT_FITTED
 from wus_sim.validation.measured import SHIPPED_MEASURED, load_measured
 from wus_sim.validation.validate import COLUMNS, row_key, summary, validate
 
@@ -87,7 +87,8 @@ def test_calibration_fits_every_expressible_row_twice_as_many_as_its_values():
     cal = load_calibration()
     prov = cal.provenance
     runs = {row_key(r): r for r in load_measured()}
-    assert set(prov["rows"]) == set(runs) - set(NOT_EXPRESSIBLE)
+    # the tensor-parallel v0.7 Transformer row is checked, not fitted (validation/simulate.py, NOT_FITTED)
+    assert set(prov["rows"]) == set(runs) - set(NOT_FITTED)
     exact = [k for k in prov["rows"] if runs[k].kind == "exact"]
     assert len(exact) >= 2 * len(prov["fitted"])
     assert {runs[k].round for k in prov["rows"]} == {"v0.6", "v0.7"}   # later rounds are kept for checking

@@ -13,7 +13,7 @@ are listed.
 import json
 
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import add_json_option
+from .options import add_flag, add_json_option
 
 __all__ = [
     "add_parser", "run", "workload_text", "topology_text", "TOPOLOGY_JSON_SCHEMA_VERSION",
@@ -39,6 +39,10 @@ def add_parser(subparsers):
     add_json_option(p)
     p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, default=None,
                    help="gradient dtype (default: the workload's; optimizer: float32)")
+    p.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T",
+                   help="topology: where this device mesh's axes lie and which devices form one group of each "
+                        "(docs/mesh.md)")
+    add_flag(p, "--megacore", help="topology: one device per chip over both TensorCores (v4, v5p)")
     return p
 
 
@@ -59,12 +63,28 @@ def _topology(args):
         return 0
     # Through the multislice loader, so a file's multislice section is checked and shown (the
     # slice alone would say 256 replicas where a step on tpu-v5e-256x2 runs 512).
-    topology, multislice = load_multislice(args.name)
+    topology, multislice = load_multislice(args.name, megacore=args.megacore)
     d = {**topology.to_dict(), "multislice": None if multislice is None else multislice.to_dict()}
+    mesh = None
+    if args.mesh is not None:
+        from ..hardware.mesh import parse_mesh
+        from ..inputs.errors import ConfigError
+        from .step_mesh import layout_report
+
+        try:
+            asked = parse_mesh(args.mesh)
+        except ConfigError as exc:  # mesh or mesh.AXIS
+            raise ConfigError(exc.rule, key_path="--" + (exc.key_path or "mesh"), value=exc.value) from None
+        mesh = layout_report(topology, asked)
     if args.json:
-        print(json.dumps({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d}, indent=1))
+        print(json.dumps({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d,
+                          **({"mesh": mesh} if mesh else {})}, indent=1))
     else:
         print(topology_text(d))
+        if mesh:
+            from .step_mesh import layout_lines
+
+            print("\n".join(layout_lines(mesh)))
     return 0
 
 

@@ -17,7 +17,7 @@ from ..inputs.limits import MAX_CHUNKS
 __all__ = [
     "OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values",
     "fault_option_errors", "JSON_HELP", "add_json_option", "add_flag",
-    "PLACEMENT_KEYS", "add_placement_options", "placement_option_errors",
+    "PLACEMENT_KEYS", "add_placement_options", "placement_option_errors", "add_mesh_options", "mesh_placement",
 ]
 
 OPTION_PARAMS = {p.name: p for p in (
@@ -149,3 +149,30 @@ def placement_option_errors():
         if exc.key_path not in PLACEMENT_KEYS or exc.file:
             raise
         raise ConfigError(exc.rule, key_path=_option(exc.key_path), value=exc.value) from None
+
+
+def add_mesh_options(parser):
+    """``--mesh`` and ``--dcn-mesh`` of ``step`` and ``plan`` (point keys ``mesh``, ``dcn_mesh``)."""
+    parser.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T",
+                        help="device mesh in a slice: data, fsdp and tensor axis sizes whose product is the "
+                             "slice's devices (chips with --megacore, TensorCores otherwise); missing axes are 1 "
+                             "(default: data over every device). See docs/mesh.md")
+    parser.add_argument("--dcn-mesh", dest="dcn_mesh", default=None, metavar="data=S[,fsdp=S2]",
+                        help="mesh across slices over the data-center network; its product is the number of "
+                             "slices (sets --slices)")
+
+
+def mesh_placement(args):
+    """The :class:`~wus_sim.hardware.mesh.Placement` of *args* (errors name the options)."""
+    from ..hardware.mesh import Placement
+
+    try:
+        return Placement(megacore=bool(getattr(args, "megacore", False)), spatial_ways=args.spatial_ways,
+                         slices=getattr(args, "slices", None), mesh=args.mesh, dcn_mesh=args.dcn_mesh)
+    except ConfigError as exc:
+        path = exc.key_path or ""
+        head, _, rest = path.partition(".")
+        if head in ("mesh", "dcn_mesh", "spatial_ways", "slices") and not exc.file:
+            raise ConfigError(exc.rule, key_path=_option(head) + (f".{rest}" if rest else ""),
+                              value=exc.value) from None
+        raise

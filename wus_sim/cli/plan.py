@@ -65,11 +65,28 @@ def add_parser(subparsers):
                    help="replica whose shard ownership is shown (default 1)")
     add_flag(p, "--check",
                    help="exit with an error if a strategy does not fit in HBM")
+    from .options import add_mesh_options
+
+    add_mesh_options(p)
+    add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
+                                 "slices' data x fsdp) x update strategy x remat none|layer|full and rank them by "
+                                 "step time; infeasible ones counted with their reason (docs/mesh.md)")
     return p
 
 
 def run(args):
+    from .options import mesh_placement
+
+    placement = mesh_placement(args)
+    if args.search:
+        from .plan_search import run_search
+
+        return run_search(args, placement)
+    if placement.dcn_mesh is not None:
+        args.slices = placement.slices
     report = build_report(args)
+    if placement.mesh is not None:
+        report["mesh"] = _mesh_report(args, placement)
     if args.json:
         print(json.dumps(report, indent=1, default=float))
     else:
@@ -90,6 +107,14 @@ def _megacore_line(args):
     return f"  note: {hint}" if hint else None
 
 
+def _mesh_report(args, placement):
+    """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
+    from ..hardware.topology_files import load_topology
+    from .step_mesh import layout_report
+
+    return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
+
+
 def build_report(args):
     """The plan report as a JSON-ready dict (what ``--json`` prints)."""
     from ..model.calibration import load_calibration
@@ -105,8 +130,6 @@ def build_report(args):
     from ..inputs.units import grad_dtype_bytes
     from ..model.workload import resolve_batch, resolve_replicas
     from ..model.workload_files import load_workload
-
-    from .options import placement_option_errors
 
     workload = load_workload(args.workload)
     with placement_option_errors():
@@ -279,4 +302,9 @@ def _text(r):
                f"{format_time(c['fwd_time_s'] + c['bwd_time_s'])}) and peak memory by {format_bytes(saved)}.")
     for note in r.get("notes", []):
         out.append(f"  note: {note}")
+    if r.get("mesh"):
+        from .step_mesh import layout_lines
+
+        out += layout_lines(r["mesh"])
+        out.append("  (the plan above is pure data parallelism's; `step --mesh` simulates the mesh)")
     return "\n".join(out)

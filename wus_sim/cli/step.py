@@ -29,8 +29,9 @@ import sys
 
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
-from .options import (add_fault_options, add_flag, add_json_option, add_placement_options, add_software_stack_option,
-                      fault_option_errors, fault_values, placement_option_errors, software_stack_value)
+from .options import (add_fault_options, add_flag, add_json_option, add_mesh_options, add_placement_options,
+                      add_software_stack_option, fault_option_errors, fault_values, mesh_placement,
+                      placement_option_errors, software_stack_value)
 
 __all__ = ["add_parser", "run"]
 
@@ -76,6 +77,7 @@ def add_parser(subparsers):
                    help="fully-sharded: keep forward's gathered weights for backward (one gather per bucket, "
                         "more memory)")
     add_placement_options(p)
+    add_mesh_options(p)
     p.add_argument("--link-GBps", type=float, dest="link_GBps", metavar="F", help="ICI link bandwidth, GB/s")
     p.add_argument("--hop-latency-us", type=float, dest="hop_latency_us", metavar="F", help="per-hop latency, us")
     p.add_argument("--slices", type=int, metavar="N",
@@ -116,8 +118,9 @@ def run(args):
     from ..inputs.units import MiB
     from ..inputs.units import grad_dtype_short
 
+    placement = mesh_placement(args)
     with fault_option_errors(), placement_option_errors():
-        topology, multislice = load_multislice(args.topology, slices=args.slices, dcn_GBps=args.dcn_GBps,
+        topology, multislice = load_multislice(args.topology, slices=placement.slices, dcn_GBps=args.dcn_GBps,
                                                dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
                                                hop_latency_us=args.hop_latency_us, megacore=args.megacore,
                                                **fault_values(args))
@@ -141,9 +144,20 @@ def run(args):
     )
     strategies = strategies_named(args.strategy)
     with placement_option_errors():
-        results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
-                                            per_replica_batch=args.per_replica_batch, global_batch=args.global_batch,
-                                            options=options, spatial_ways=args.spatial_ways)
+        if placement.mesh is not None or placement.dcn_mesh is not None:
+            from ..training.mesh_step import simulate_mesh
+            from .step_mesh import mesh_option_errors
+
+            with mesh_option_errors():
+                results, meta = simulate_mesh(args.workload, multislice or topology, args.optimizer, strategies,
+                                              mesh=placement.mesh, dcn_mesh=placement.dcn_mesh,
+                                              per_replica_batch=args.per_replica_batch,
+                                              global_batch=args.global_batch, options=options)
+        else:
+            results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
+                                                per_replica_batch=args.per_replica_batch,
+                                                global_batch=args.global_batch, options=options,
+                                                spatial_ways=args.spatial_ways)
     if args.trace:
         from ..training.trace import write_trace
 
@@ -167,6 +181,8 @@ def run(args):
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
+    if meta.get("mesh") is not None:
+        report["mesh"] = meta["mesh"].to_dict(topology)
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
     from ..model.validated_range import point_validated_range
     from ..training.bands import point_bands
@@ -365,6 +381,10 @@ def _text(rep, multislice=None):
         lines.append("  " + rep["quantization_note"])
     if rep.get("megacore_hint"):
         lines.append(f"  note: {rep['megacore_hint']}")
+    if rep.get("mesh"):
+        from .step_mesh import mesh_lines
+
+        lines += mesh_lines(rep["mesh"])
     w = 26
     if "fully-sharded" in per:
         p = rep["parameters"]
@@ -388,6 +408,9 @@ def _text(rep, multislice=None):
               "exposed_comm_s": "exposed comm",
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
               "host_loop_s": "host loop share", "overhead_s": "step overhead"}
+    if rep.get("mesh"):
+        labels.update({"tensor_comm_s": "tensor-parallel comm", "fsdp_comm_s": "  of exposed: fsdp",
+                       "data_comm_s": "  of exposed: data"})
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))

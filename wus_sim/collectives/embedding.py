@@ -55,7 +55,7 @@ from ..hardware.network import onchip_link_key, replica_route
 
 __all__ = [
     "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
-    "sequence_ring", "onchip_rings", "active_axes", "routes", "around_failures",
+    "sequence_ring", "onchip_rings", "active_axes", "routes", "around_failures", "part_rings",
 ]
 
 
@@ -161,6 +161,47 @@ def axis_rings(topology, axis, reverse=False):
             links[:, i, j] = topology.link_id(lines[:, pos], axis, direction)
         hops[:, i] = len(edge)
     return around_failures(topology, RingEmbedding(np.ascontiguousarray(members), links, hops))
+
+
+def part_rings(topology, axis, stride, length, reverse=False, alternate=False):
+    """One ring per group of a mesh-axis part (all groups at once), chips as members: along
+    *axis*, position ``inner + stride * (k + length * outer)`` for ``k = 0..length-1``.
+
+    The ring over ``k`` is :func:`line_ring_pattern`'s, wrapped only when the part is the
+    whole wrapped axis read at its stride (``stride * length`` = the axis), folded otherwise
+    (a contiguous part of a torus axis has no wraparound link of its own); each of its hops
+    is ``stride`` links along the axis. With ``stride == 1`` and the whole axis this is
+    :func:`axis_rings`. *alternate*: groups of odd ``inner`` run the other way round, so
+    that at stride 2 the two interleaved groups of a line use opposite link directions and
+    share no link (at stride > 2 each direction still carries ``stride / 2`` groups' edges:
+    the plan's contention says so and the engines run it)."""
+    d = topology.dims[axis]
+    if stride == 1 and length == d:
+        return axis_rings(topology, axis, reverse)
+    lines = topology.axis_rings(axis)  # (num_lines, d), coordinate order
+    wrapped = topology.wrap[axis] and stride * length == d
+    groups = [(inner, outer) for outer in range(d // (stride * length)) for inner in range(stride)]
+    patterns = {rev: line_ring_pattern(length, wrapped, rev) for rev in (False, True)}
+    num = lines.shape[0] * len(groups)
+    members = np.empty((num, length), dtype=np.int64)
+    max_hops = max([len(e) for _, edges in patterns.values() for e in edges] + [1]) * stride
+    links = np.full((num, length, max_hops), -1, dtype=np.int64)
+    hops = np.zeros((num, length), dtype=np.int64)
+    for g, (inner, outer) in enumerate(groups):
+        order, edges = patterns[bool(reverse) != (alternate and inner % 2 == 1)]
+        rows = slice(g * lines.shape[0], (g + 1) * lines.shape[0])
+        base = inner + stride * length * outer
+        members[rows] = lines[:, [base + stride * k for k in order]]
+        for i, edge in enumerate(edges):
+            j = 0
+            for k, direction in edge:
+                pos = base + stride * k
+                for _ in range(stride):
+                    links[rows, i, j] = topology.link_id(lines[:, pos % d], axis, direction)
+                    pos += direction
+                    j += 1
+            hops[rows, i] = j
+    return around_failures(topology, RingEmbedding(members, links, hops))
 
 
 # ---------------------------------------------------------------- whole slice

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..inputs.errors import ConfigError, UnknownNameError
-from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, sequence_ring, slice_ring
+from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, part_rings, sequence_ring, slice_ring
 from .groups import Group, resolve_group
 
 __all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
@@ -224,6 +224,9 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         passes = [p for p in passes if p.size > 1]
         return CollectivePlan(topology, op, algorithm, g, bidir, halves=(tuple(passes),), level_sizes=(sizes,))
 
+    if g.kind == "mesh":
+        return _mesh_plan(topology, op, algorithm, g, kind, directions)
+
     axes = [g.axis] if g.kind == "axis" else active_axes(topology)
     axes = [a for a in axes if topology.dims[a] > 1]
     pre = post = ()
@@ -292,6 +295,55 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         level_sizes.append(tuple((len(dirs_of[a]), topology.dims[a]) for a in order))
     return CollectivePlan(topology, op, algorithm, g, bidir, pre=pre, halves=tuple(halves), post=post,
                 level_sizes=tuple(level_sizes), split_time_separated=split_separated)
+
+
+def _mesh_plan(topology, op, algorithm, g, kind, directions):
+    """A mesh-axis group's plan (:mod:`wus_sim.hardware.mesh`): every group at once, the ``2d``
+    schedule over its parts instead of whole axes: on-chip passes when it holds a chip's cores,
+    then one ring pass per chip-level part (reduce-scatter inner part first, the last part's
+    ring all-reduce, all-gathers in reverse). A part at stride > 1 interleaves its groups on
+    each line: they run one direction each, alternating, so that at stride 2 they share no
+    link (:func:`.embedding.part_rings`). A group without the cores of a chip has ``c``
+    groups per chip whose rings share the chip's links: each chip-level member then carries
+    ``c`` buffers (fraction ``c``). Ring and 2d algorithms only: the exchange algorithms pair
+    members by XOR over whole slices."""
+    if algorithm in _EXCHANGE_PATTERN:
+        raise ConfigError(f"{algorithm} runs over a whole slice or axis; a mesh axis's collectives use ring "
+                          "or 2d algorithms", key_path="algorithm", value=algorithm, show_value=False)
+    c = topology.cores_per_chip
+    with_cores = any(a == -1 for a, _, _ in g.parts)
+    pre = post = ()
+    if with_cores:
+        ring = onchip_rings(topology)
+        if kind != "ag":
+            pre = (Pass("core", "rs", "ring", (ring,), 1.0, stream=("core",)),)
+        if kind != "rs":
+            post = (Pass("core", "ag", "ring", (ring,), 1.0, stream=("core",)),)
+    frac = 1.0 if (with_cores or c == 1) else float(c)
+    levels = []
+    for axis, stride, length in (p for p in g.parts if p[0] >= 0 and p[2] > 1):
+        if stride > 1:  # interleaved groups: one direction each, alternating (see part_rings)
+            dirs = directions[:1]
+            rings = (part_rings(topology, axis, stride, length, alternate=True),)
+        else:
+            full = length == topology.dims[axis]
+            dirs = directions if (topology.wrap[axis] and full) or algorithm == "bidir-ring" else directions[:1]
+            rings = tuple(part_rings(topology, axis, stride, length, reverse=rev) for rev in dirs)
+        levels.append((axis, rings, frac / len(dirs), ("chip", axis, stride)))
+        frac /= length
+    last = len(levels) - 1
+    if kind == "rs":
+        passes = [Pass("chip", "rs", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels)]
+    elif kind == "ag":
+        passes = [Pass("chip", "ag", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels)][::-1]
+    else:
+        passes = [Pass("chip", "rs", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels[:-1])]
+        if levels:
+            a, r, f, s = levels[-1]
+            passes.append(Pass("chip", "ar", "ring", r, f, 0, last, s, a))
+        passes += [Pass("chip", "ag", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels[:-1])][::-1]
+    return CollectivePlan(topology, op, algorithm, g, len(directions) > 1, pre=pre, halves=(tuple(passes),),
+                          post=post, level_sizes=(tuple((len(lv[1]), lv[1][0].size) for lv in levels),))
 
 
 def _line_Bps(topology, axis, num_directions):

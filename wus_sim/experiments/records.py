@@ -56,13 +56,13 @@ def _check_keys(point):
     out = dict(point)
     for name, value in point.items():
         param = POINT_KEYS[name]
-        if param.kind == "name" and name not in ("failed_links", "slow_links"):
+        if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh"):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"must be {param.rule()}", key_path=name, value=value)
             continue
         checked = check_param(param, value, key_path=name)
-        if param.kind == "int" and checked is not None:
-            out[name] = checked
+        if (param.kind == "int" or name in ("mesh", "dcn_mesh")) and checked is not None:
+            out[name] = checked  # a mesh mapping as its text: the row's column
     return out
 
 
@@ -77,8 +77,12 @@ def simulate_point(point):
     p = _check_keys(point)
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)
+    from ..hardware.mesh import Placement
+
+    placement = Placement(megacore=megacore, spatial_ways=p.get("spatial_ways"), slices=p.get("slices"),
+                          mesh=p.get("mesh"), dcn_mesh=p.get("dcn_mesh"))
     topology, multislice = load_multislice(
-        p["topology"], slices=p.get("slices"), dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
+        p["topology"], slices=placement.slices, dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),
         wraparound=p.get("wraparound"), cores_per_chip=p.get("cores_per_chip"), megacore=megacore,
         failed_links=p.get("failed_links"), slow_links=p.get("slow_links"), seed=p.get("seed"))
@@ -95,6 +99,12 @@ def simulate_point(point):
     strategies = strategies_named(p.get("strategy") or default_of("strategy"))
 
     def simulate(which):
+        if p.get("mesh") is not None or p.get("dcn_mesh") is not None:
+            from ..training.mesh_step import simulate_mesh
+
+            return simulate_mesh(p["workload"], multislice or topology, p.get("optimizer"), which, mesh=p.get("mesh"),
+                                 dcn_mesh=p.get("dcn_mesh"), per_replica_batch=p.get("per_replica_batch"),
+                                 global_batch=p.get("global_batch"), options=options)
         return simulate_strategies(p["workload"], multislice or topology, p.get("optimizer"), which,
                                    per_replica_batch=p.get("per_replica_batch"), global_batch=p.get("global_batch"),
                                    options=options, spatial_ways=p.get("spatial_ways"))
@@ -117,6 +127,8 @@ def simulate_point(point):
             raise
     run = runs[0]
     results = {s: r for one in runs for s, r in one.results.items()}
+    if run.mesh is not None:  # a mesh without a data axis runs fully-sharded, whatever was asked
+        strategies = tuple(dict.fromkeys(list(results) + list(failed)))
     up = speedups(results)
     if_fit = speedups_if_replicated_fit(results)
     checked = point_validated_range(calibration, topology, run, options)
@@ -130,6 +142,9 @@ def simulate_point(point):
         res = results[s]
         rec = dict(p)
         rec.update(res.to_record())
+        if run.mesh is not None:
+            rec.update({part: res.breakdown.get(part, math.nan) for part in ("tensor_comm_s", "fsdp_comm_s",
+                                                                             "data_comm_s")})
         rec.update(slice_columns(topology))
         rec.update({
             "per_replica_batch": run.per_replica_batch, "global_batch": run.global_batch,

@@ -85,6 +85,14 @@ RESULT_COLUMNS = (
        "forward and their gradients in backward; 0 without distributed batch norm)."),
     _c("exposed_comm_s", "s", "float64",
        "Time the core waits on gradient or weight collectives (not hidden behind compute)."),
+    _c("tensor_comm_s", "s", "float64",
+       "Device mesh: time the layers wait on their tensor-parallel collectives (counted apart from fwd_s and "
+       "bwd_s; 0 without a tensor axis; empty without a mesh)."),
+    _c("fsdp_comm_s", "s", "float64",
+       "Device mesh: the part of exposed_comm_s spent waiting on fsdp weight gathers and gradient "
+       "reduce-scatters (empty without a mesh)."),
+    _c("data_comm_s", "s", "float64",
+       "Device mesh: the rest of exposed_comm_s, waiting on the data axis's collectives (empty without a mesh)."),
     _c("update_s", "s", "float64", "Weight update (optimizer) compute: all weights replicated, 1/N sharded."),
     _c("extra_reduction_s", "s", "float64",
        "Time the core waits on the optimizer's small cross-replica all-reduces (LARS/LAMB norms, clipping)."),

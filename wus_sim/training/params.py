@@ -96,6 +96,8 @@ class Param:
     """``check(value, base_dir) -> value`` for names; raises ConfigError/UnknownNameError."""
     rule_text: str = None
     """The rule in words of a ``'name'`` parameter that is not a name (``failed_links``)."""
+    value_schema: dict = field(default=None, compare=False)
+    """JSON Schema of a value where the kind's own does not say it (a mesh: text or a mapping)."""
 
     def rule(self, *, option=False):
         """The rule in words, for error messages and columns.md."""
@@ -146,6 +148,8 @@ class Param:
         elif self.kind == "wrap":
             out = {"oneOf": [{"type": "boolean"},
                              {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3}]}
+        elif self.value_schema is not None:
+            out = dict(self.value_schema)
         elif self.rule_text:  # a count or a list in words (failed_links: 2 or "12+x,40-y")
             out = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]}
         else:
@@ -161,6 +165,26 @@ def _bound(x):
     if float(x).is_integer() and abs(x) >= 1e16 and int(x) & (int(x) - 1) == 0:
         return f"2^{int(x).bit_length() - 1}"  # a guard against absurd values, e.g. --limit's 2^62
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _check_mesh(value, base_dir=None, *, axes=("data", "fsdp", "tensor"), key_path="mesh"):
+    """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
+    ``axis=size`` text or a mapping (:func:`wus_sim.hardware.mesh.parse_mesh`)."""
+    from ..hardware.mesh import parse_mesh
+
+    return str(parse_mesh(value, key_path=key_path, axes=axes))
+
+
+def _check_dcn_mesh(value, base_dir=None):
+    return _check_mesh(value, base_dir, axes=("data", "fsdp"), key_path="dcn_mesh")
+
+
+def _mesh_schema(axes):
+    names = "|".join(axes)
+    return {"anyOf": [
+        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
+        {"type": "object", "additionalProperties": False, "minProperties": 1,
+         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}
 
 
 def _table(*params):
@@ -265,6 +289,17 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
+    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor (e.g. fsdp=64,tensor=4), or a mapping",
+          meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
+                  "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer) and "
+                  "tensor (each layer split, Megatron-LM); their product is the slice's devices (chips with "
+                  "megacore, TensorCores otherwise), missing axes 1; null = data over every device (today's "
+                  "data parallelism). See docs/mesh.md.",
+          check=_check_mesh, value_schema=_mesh_schema(("data", "fsdp", "tensor"))),
+    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp (e.g. data=4), or a mapping",
+          meaning="Mesh across slices (MaxText's dcn_*_parallelism): data and/or fsdp over the data-center "
+                  "network; its product is the number of slices (it sets `slices`); null = data over the slices.",
+          check=_check_dcn_mesh, value_schema=_mesh_schema(("data", "fsdp"))),
     Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
                   "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "

@@ -30,6 +30,8 @@ class StepRun:
     slices: int = 1
     replicas_per_slice: int = None
     multislice: object = None
+    mesh: object = None
+    """A device-mesh run's :class:`~wus_sim.training.mesh_step.MeshSummary` (``None`` without a mesh)."""
 
     @property
     def speedups(self):
@@ -54,7 +56,10 @@ class StepRun:
 
     def meta(self):
         """The resolved values as a dict (everything but :attr:`results`)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
+        if self.mesh is None:  # the 0.1 keys exactly, without a mesh
+            del out["mesh"]
+        return out
 
     # ``results, meta = simulate_strategies(...)`` (and ``[0]``, ``[1]``): the 0.1 return
     # shape, a ``(results, meta dict)`` pair, kept for one release

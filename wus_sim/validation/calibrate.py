@@ -6,7 +6,7 @@ on (``name@stack``, :data:`STACK_PARAMS`); what is declared instead, each with i
 range (:data:`DECLARED_PARAMS`, :data:`DECLARED_STACK_PARAMS`, :data:`DECLARED_RANGES`): the host
 loop and the per-step cost no part of the model explains. What it is fitted to: every training-only
 row of the shipped v0.6 and v0.7 tables, and every bound row as an inequality, except the rows
-the simulator cannot express (:data:`~wus_sim.validation.simulate.NOT_EXPRESSIBLE`); at least
+the calibration is not fitted to (:data:`~wus_sim.validation.simulate.NOT_FITTED`); at least
 twice as many training-only rows as fitted values. The least-squares fit itself is
 :mod:`wus_sim.validation.fit`.
 
@@ -32,11 +32,11 @@ from ..inputs.errors import ConfigError
 from ..training.bands import Z_95
 from .measured import load_measured, software_stack, table_identity
 from .fit import BOUND_MARGIN, ELEMENTWISE_BWD_PER_FWD, Fitter, expand, stack_order, validated_range
-from .simulate import NOT_EXPRESSIBLE, run_topology
+from .simulate import NOT_EXPRESSIBLE, NOT_FITTED, run_topology
 from .validate import row_key, summary, validate
 
 __all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "MAX_RUN_SPREAD", "rule_rows",
-           "NOT_EXPRESSIBLE", "DECLARED_PARAMS", "DECLARED_RANGES", "ELEMENTWISE_BWD_PER_FWD", "validated_range",
+           "NOT_EXPRESSIBLE", "NOT_FITTED", "DECLARED_PARAMS", "DECLARED_RANGES", "ELEMENTWISE_BWD_PER_FWD", "validated_range",
            "calibrate", "write_calibration",
            "validation_line", "model_error_line"]
 
@@ -203,7 +203,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     data = table_identity(table)
     declared = rows is None and shipped
     if rows is None:
-        keys = [row_key(r) for r in runs if row_key(r) not in NOT_EXPRESSIBLE]
+        keys = [row_key(r) for r in runs if row_key(r) not in NOT_FITTED]
         used = _rows(runs, keys, 0, allow_bounds=True)
     else:
         used = _rows(runs, rows, 0)
@@ -304,7 +304,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         provenance["validation"].update(
             leave_one_benchmark_out_rows=lobo["rows"], leave_one_benchmark_out_median_abs=lobo["median_abs"],
             leave_one_benchmark_out_worst_abs=lobo["worst_abs"])
-    provenance["validated_range"] = validated_range([r for r in runs if row_key(r) not in NOT_EXPRESSIBLE])
+    provenance["validated_range"] = validated_range([r for r in runs if row_key(r) not in NOT_FITTED])
     return cal
 
 

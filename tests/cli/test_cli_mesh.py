@@ -1,0 +1,109 @@
+"""`step --mesh/--dcn-mesh` and `plan --mesh/--search` on the command line: today's numbers
+where the mesh is today's, strict JSON valid against the shipped schemas, one-line errors."""
+
+import contextlib
+import io
+import json
+
+import jsonschema
+import pytest
+
+from wus_sim.cli import main
+from wus_sim.inputs.shipped import schema_path
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(argv))
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def valid(name, doc):
+    jsonschema.Draft202012Validator(json.loads(schema_path(name, 1).read_text())).validate(doc)
+
+
+BASE = ("step", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", "--global-batch", "64", "--remat", "layer", "--json")
+
+
+def test_step_mesh_data_n_keeps_every_strategy_value():
+    rc, out, _ = run(*BASE, "--strategy", "all")
+    rc2, out2, _ = run(*BASE, "--strategy", "all", "--mesh", "data=64")
+    assert rc == rc2 == 0
+    a, b = json.loads(out), json.loads(out2)
+    valid("step", b)
+    for s, per in a["strategies"].items():
+        assert b["strategies"][s]["step_time_s"] == per["step_time_s"]
+        assert {k: b["strategies"][s]["breakdown"][k] for k in per["breakdown"]} == per["breakdown"]
+        assert b["strategies"][s]["memory_bytes"] == per["memory_bytes"]
+    assert "mesh" not in a and b["mesh"]["path"] == "today"
+
+
+def test_step_mesh_json_has_the_three_collective_parts():
+    rc, out, _ = run(*BASE, "--mesh", "data=2,fsdp=8,tensor=4", "--strategy", "sharded")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("step", doc)
+    b = doc["strategies"]["sharded"]["breakdown"]
+    assert b["tensor_comm_s"] > 0 and b["fsdp_comm_s"] >= 0 and b["data_comm_s"] >= 0
+    assert set(doc["mesh"]["comm"]) == {"tensor", "fsdp", "data"}
+    assert doc["mesh"]["groups"]["tensor"] == [0, 1, 2, 3]
+    assert doc["mesh"]["comm"]["data"]["collectives"] > 0 and doc["mesh"]["comm"]["fsdp"]["collectives"] > 0
+
+
+def test_step_two_slices_over_the_dcn():
+    rc, out, _ = run("step", "llama3-8b", "-t", "tpu-v5e-256", "--dcn-mesh", "data=2", "--mesh", "fsdp=16,tensor=16",
+                     "--global-batch", "64", "--remat", "layer", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("step", doc)
+    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 1}
+
+
+@pytest.mark.parametrize("argv,says", [
+    (("--mesh", "tensor=3"), "multiplies to 3 devices"),
+    (("--mesh", "pipeline=2"), "unknown axis"),
+    (("--dcn-mesh", "tensor=2"), "unknown axis"),
+    (("--dcn-mesh", "data=2", "--slices", "4"), "slices is 4"),
+])
+def test_mesh_errors_are_one_line_exit_2(argv, says):
+    rc, out, err = run("step", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", *argv)
+    assert rc == 2 and out == ""
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_plan_mesh_shows_the_groups():
+    rc, out, _ = run("plan", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", "--mesh", "fsdp=16,tensor=4")
+    assert rc == 0 and "one tensor group: chips 0, 1, 2, 3" in out and "one fsdp group: chips 0, 4, 8" in out
+    rc, out, _ = run("plan", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", "--mesh", "fsdp=16,tensor=4", "--json")
+    doc = json.loads(out)
+    valid("plan", doc)
+    assert doc["mesh"]["layout"][0] == "tensor=4: x"
+
+
+def test_plan_search_ranks_every_candidate():
+    rc, out, _ = run("plan", "llama3-8b", "-t", "torus:2x2", "--search", "--global-batch", "4", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("plan-search", doc)
+    cands = doc["candidates"]
+    # 4 devices: meshes (d, f, t) with d f t = 4: 6; strategies 3 where data > 1 (3 meshes), else 1
+    assert len(cands) == (3 * 3 + 3 * 1) * 3
+    times = [c["step_time_s"] for c in cands if c["status"] == "ok"]
+    assert times == sorted(times)
+    assert doc["feasible"] + sum(doc["infeasible"].values()) == len(cands)
+    assert all(c["reason"] in ("memory", "batch") for c in cands if c["status"] != "ok")
+
+
+def test_describe_topology_mesh_names_the_replica_cores():
+    # the v0.7 Transformer's mesh: both cores of two chips per replica (y wraps, x does not)
+    rc, out, _ = run("describe", "topology", "tpu-v3-8192", "--mesh", "data=2048,tensor=4", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("describe-topology", doc)
+    assert doc["mesh"]["groups"]["tensor"] == [0, 1, 256, 257]  # chips 0 and 128 (y=1 of a 128 x 32 slice)
+    rc, _, err = run("describe", "topology", "tpu-v3-8192", "--mesh", "tensor=0")
+    assert rc == 2 and err.startswith("wus-sim describe: error: --mesh.tensor:")

@@ -1,0 +1,62 @@
+"""docs/mesh.md's numbers are what the tool prints: the Llama-3-8B on v5p-512 answer and the
+Done-when commands (llama3-70b until gpt3-175b ships)."""
+
+import contextlib
+import io
+import json
+from pathlib import Path
+import re
+
+import pytest
+
+from wus_sim.cli import main
+from wus_sim.inputs.units import format_bytes, format_time
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "mesh.md").read_text(encoding="utf-8")
+
+
+def step(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["step", *argv, "--json"]) == 0
+    doc = json.loads(out.getvalue())
+    (per,) = doc["strategies"].values()
+    return per
+
+
+V5P = ("llama3-8b", "-t", "tpu-v5p-512", "--megacore", "--global-batch", "256")
+
+
+@pytest.mark.parametrize("mesh,strategy,remat,where", [
+    ("data=128,tensor=2", "sharded", "none", "1 data=128,tensor=2"),
+    ("data=64,tensor=4", "sharded", "none", "2 data=64,tensor=4"),
+])
+def test_the_search_rows_the_doc_shows(mesh, strategy, remat, where):
+    per = step(*V5P, "--mesh", mesh, "--strategy", strategy, "--remat", remat)
+    line = next(l for l in DOC.splitlines() if l.strip().startswith(where))
+    assert format_time(per["step_time_s"]) in line
+    assert format_bytes(per["memory_bytes"]["peak"]) in line
+
+
+def test_the_pure_data_parallel_figures():
+    sharded = step(*V5P, "--mesh", "data=256", "--strategy", "sharded", "--remat", "layer")
+    fsdp = step(*V5P, "--mesh", "fsdp=256", "--remat", "none")
+    best = step(*V5P, "--mesh", "data=128,tensor=2", "--strategy", "sharded", "--remat", "none")
+    assert f"(`data=256 sharded layer`: {format_time(sharded['step_time_s'])}" in DOC
+    assert f"(`fsdp=256`, {format_bytes(fsdp['memory_bytes']['peak'])})" in DOC
+    assert f"{sharded['step_time_s'] / best['step_time_s']:.2f}x faster than the sharded update with remat" in DOC
+    assert f"{fsdp['step_time_s'] / best['step_time_s']:.2f}x faster than fully-sharded" in DOC
+
+
+def test_the_done_when_commands():
+    base = ("llama3-70b", "-t", "tpu-v5p-1024", "--megacore", "--global-batch", "2048", "--optimizer", "adam",
+            "--remat", "full")
+    tp = step(*base, "--mesh", "fsdp=64,tensor=8")
+    fsdp = step(*base, "--mesh", "fsdp=512")
+    assert tp["status"] == "ok" and tp["breakdown"]["tensor_comm_s"] > 0
+    said = re.search(r"fsdp=64,tensor=8 .*\n.*# feasible: ([\d.]+) s, ([\d.]+) GiB", DOC)
+    assert said and said.group(1) == f"{tp['step_time_s']:.1f}"
+    assert said.group(2) == f"{tp['memory_bytes']['peak'] / 2**30:.1f}"
+    said = re.search(r"fsdp=512 .*\n.*# ([\d.]+) s, ([\d.]+) GiB", DOC)
+    assert said and said.group(1) == f"{fsdp['step_time_s']:.1f}"
+    assert said.group(2) == f"{fsdp['memory_bytes']['peak'] / 2**30:.1f}"

@@ -1,0 +1,73 @@
+"""The mesh parts of ``step``, ``plan`` and ``describe topology``: the text lines of
+``--mesh``/``--dcn-mesh`` (the mesh, where its axes lie on the torus, which devices form one
+group, each axis's traffic) and their errors."""
+
+from ..inputs.units import format_bytes, format_time
+
+__all__ = ["mesh_lines", "mesh_option_errors", "layout_report", "layout_lines"]
+
+
+def mesh_option_errors():
+    """Re-raise a mesh key's ConfigError under its option's name (``--mesh``, ``--dcn-mesh``)."""
+    from contextlib import contextmanager
+
+    from ..inputs.errors import ConfigError
+
+    @contextmanager
+    def errors():
+        try:
+            yield
+        except ConfigError as exc:
+            if exc.key_path not in ("mesh", "dcn_mesh") or exc.file:
+                raise
+            raise ConfigError(exc.rule, key_path="--" + exc.key_path.replace("_", "-"), value=exc.value) from None
+
+    return errors()
+
+
+def mesh_lines(mesh):
+    """The mesh, where its axes lie, which devices form group 0 of each axis, and per-axis traffic."""
+    m = mesh["mesh"]
+    dcn = mesh.get("dcn_mesh")
+    lines = ["  mesh " + " x ".join(f"{a}={m[a]}" for a in ("data", "fsdp", "tensor"))
+             + (f", across slices " + " x ".join(f"{a}={dcn[a]}" for a in dcn) if dcn else "")
+             + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
+    lines.append("    on the torus: " + "; ".join(mesh["layout"]))
+    device = mesh.get("device", "device")
+    for axis in ("tensor", "fsdp"):
+        g = mesh.get("groups", {}).get(axis) or []
+        if len(g) > 1:
+            shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
+            lines.append(f"    one {axis} group: {device}s {shown}")
+    for axis, c in mesh["comm"].items():
+        if c["collectives"]:
+            busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
+            lines.append(f"    {axis} collectives: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
+    return lines
+
+
+def layout_report(topology, mesh):
+    """Where each axis of *mesh* lies on *topology* and the devices of group 0 of each axis, as
+    JSON-ready data (errors name ``--mesh``)."""
+    from ..hardware.mesh import layout
+    from ..inputs.errors import ConfigError
+
+    try:
+        lay = layout(topology, mesh)
+    except ConfigError as exc:
+        raise ConfigError(exc.rule, key_path="--mesh", value=exc.value) from None
+    return {"mesh": mesh.to_dict(), "layout": lay.describe(),
+            "groups": {a: lay.members(a) for a in ("tensor", "fsdp", "data")},
+            "device": "TensorCore" if topology.cores_per_chip > 1 else "chip"}
+
+
+def layout_lines(report, most=32):
+    """Text lines of :func:`layout_report`."""
+    lines = ["  mesh " + ",".join(f"{a}={v}" for a, v in report["mesh"].items()) + " on the torus: "
+             + "; ".join(report["layout"])]
+    for axis in ("tensor", "fsdp", "data"):
+        g = report["groups"][axis]
+        if len(g) > 1:
+            lines.append(f"    one {axis} group: {report['device']}s " + ", ".join(map(str, g[:most]))
+                         + (", ..." if len(g) > most else ""))
+    return lines

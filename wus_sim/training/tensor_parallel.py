@@ -1,0 +1,98 @@
+"""Tensor parallelism: one device's share of a layer split T ways, and the activation
+collectives the split costs, Megatron-LM's way (Shoeybi et al. 2019, "Megatron-LM: Training
+Multi-Billion Parameter Language Models Using Model Parallelism", arXiv 1909.08053, sec. 3).
+
+The split: attention by heads, the MLP by its hidden width, the embedding and the output head
+by vocabulary; each matrix of a layer is cut along one dimension, so every device holds
+``1/T`` of its elements and runs ``1/T`` of its FLOPs (attention scores included: its heads).
+Vectors (norm scales, biases of the row-parallel matmuls) stay whole on every device, as in
+Megatron-LM.
+
+The collectives: a transformer block's attention and its MLP each end in a row-parallel
+matmul whose partial outputs are summed over the T devices: one all-reduce of the layer output
+(batch x sequence x hidden activations) in forward per sub-layer, two per block, and two more in
+backward for the gradients of the column-parallel inputs (the ``f``/``g`` operators of sec. 3).
+The embedding's vocabulary-parallel lookup adds one forward all-reduce, the vocabulary-parallel
+head one backward all-reduce. With sequence parallelism (Korthikanti et al. 2022, "Reducing
+Activation Recomputation in Large Transformer Models", arXiv 2205.05198, sec. 4.2.2; what
+MaxText does: a reduce-scatter after the row-parallel matmul, github.com/AI-Hypercomputer/
+maxtext, docs sharding guide) each all-reduce is a reduce-scatter then an all-gather of the same
+total bytes, and every activation between them is sharded T ways: activation memory per device
+is then ``1/T`` of the layer's, which is what :func:`split_workload` charges.
+
+Where a layer's collectives sit: they are on its critical path (the next matmul needs the summed
+activations), so the step adds them to the layer's forward and backward time and counts them
+apart (``tensor_comm_s``).
+"""
+
+from dataclasses import replace
+import math
+
+import numpy as np
+
+__all__ = ["split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes"]
+
+
+def _split_shape(shape, ways):
+    """*shape* with the dimension Megatron-LM cuts divided (rounded up): the largest one (the
+    vocabulary of an embedding, the hidden width of an MLP matrix, the heads x head width of
+    an attention matrix), the first of equal ones. Vectors stay whole."""
+    if ways == 1 or len(shape) < 2:
+        return tuple(shape)
+    cut = int(np.argmax(shape))
+    return tuple(math.ceil(d / ways) if i == cut else d for i, d in enumerate(shape))
+
+
+def split_workload(workload, ways):
+    """The part of *workload* one of *ways* tensor-parallel devices holds and runs: matrices
+    cut ``1/ways`` (:func:`_split_shape`), FLOPs and attention heads ``/ ways``, activations
+    ``/ ways`` (sequence parallelism). ``ways == 1`` returns *workload* itself."""
+    if ways == 1:
+        return workload
+    tensors = tuple(replace(t, shape=_split_shape(t.shape, ways)) for t in workload.tensors)
+    attention = tuple(replace(a, heads=math.ceil(a.heads / ways)) for a in workload.attention)
+    terms = tuple(replace(t, elements=t.elements / ways) for t in workload.activation_terms)
+    return replace(
+        workload, tensors=tensors,
+        params=int(sum(math.prod(t.shape) for t in tensors)),
+        fwd_flops_per_example=workload.fwd_flops_per_example / ways,
+        fwd_flops_per_unit=workload.fwd_flops_per_unit / ways,
+        layer_fwd_flops=tuple(f / ways for f in workload.layer_fwd_flops),
+        activation_bytes_per_example=workload.activation_bytes_per_example / ways,
+        activation_terms=terms, attention=attention)
+
+
+def model_width(workload):
+    """The hidden width ``h`` of a transformer workload: the smaller dimension of its token
+    embedding (the largest matrix with "embed" in its name), else of its largest matrix."""
+    mats = [t for t in workload.tensors if len(t.shape) == 2]
+    if not mats:
+        return 0
+    embeds = [t for t in mats if "embed" in t.name.lower()] or mats
+    return int(min(max(embeds, key=lambda t: math.prod(t.shape)).shape))
+
+
+def tensor_collective_layers(workload):
+    """Per layer, ``(forward, backward)`` all-reduces (or reduce-scatter + all-gather pairs) of
+    the layer output that a T-way split costs: one each way for a layer of matrices, forward only
+    for the vocabulary-parallel embedding lookup (no FLOPs: a gather), backward only for the
+    vocabulary-parallel head (the layer whose matrix has the embedding's vocabulary)."""
+    vocab = max((max(t.shape) for t in workload.tensors if len(t.shape) == 2 and "embed" in t.name.lower()),
+                default=None)
+    has_matrix = np.zeros(workload.num_layers, dtype=bool)
+    is_vocab = np.zeros(workload.num_layers, dtype=bool)
+    for t in workload.tensors:
+        if len(t.shape) >= 2:
+            has_matrix[t.layer] = True
+            if vocab is not None and max(t.shape) == vocab:
+                is_vocab[t.layer] = True
+    flops = np.asarray(workload.layer_fwd_flops, dtype=float)
+    fwd = has_matrix & ~(is_vocab & (flops > 0))  # the head's logits stay split: no forward sum
+    bwd = has_matrix & ~(is_vocab & (flops <= 0))  # a lookup has no input gradient to sum
+    return [(int(f), int(b)) for f, b in zip(fwd, bwd)]
+
+
+def tensor_collective_nbytes(workload, per_device_batch):
+    """Bytes of one tensor-parallel collective (the full buffer per device, the collectives'
+    size convention): the layer output, batch x tokens x hidden x activation bytes."""
+    return per_device_batch * workload.units_per_example * model_width(workload) * workload.activation_bytes
