@@ -41,7 +41,7 @@ from ..hardware.multislice import dcn_time_s, hierarchical_phases, load_multisli
 from ..hardware.topology import Topology
 from ..inputs.errors import ConfigError
 from ..model.compute import layer_times, memory_bound_time_s
-from ..model.memory import memory_breakdown
+from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..model.workload import resolve_batch
 from ..model.workload_files import load_workload
 from .planner import plan as make_plan
@@ -232,7 +232,8 @@ class _MeshStep:
         nbytes = tensor_collective_nbytes(self.workload, batch)
         one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
         per_layer = tensor_collective_layers(self.workload)
-        remat = self.split.rematerialises(self.options.remat)  # backward runs the forward's again
+        # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
+        remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
         fwd = [f * one for f, _ in per_layer]
         bwd = [(b + (f if remat else 0)) * one for f, b in per_layer]
         count = 2 * sum(f + b + (f if remat else 0) for f, b in per_layer)
@@ -244,7 +245,8 @@ class _MeshStep:
         work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
         data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
         data_n = self.mesh.data * self.dcn.data
-        gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat)
+        gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
+                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model)
         memory = memory_breakdown(plan, mem_strategy, batch, **gather)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
@@ -252,7 +254,8 @@ class _MeshStep:
             nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
             return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
                                        error=_oom_text(memory, self.mesh, batch)), _no_comm())
-        layers = layer_times(self.split, self.topology, batch, o.compute, spatial_ways=1, remat=o.remat)
+        layers = layer_times(self.split, self.topology, batch, o.compute, spatial_ways=1, remat=o.remat,
+                             quantization=o.quantization)
         fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
         bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
         comm = _no_comm()
@@ -310,7 +313,8 @@ class _MeshStep:
                 update_s=update_s, extra_reduction_s=extra, overlap_grad_reduce=o.overlap_grad_reduce,
                 overlap_all_gather=o.overlap_all_gather and mem_strategy == "sharded",
                 step_overhead_s=o.compute.step_overhead_s, host_loop_s=o.compute.host_loop_s / o.steps_per_loop,
-                layer_names=tuple(self.workload.layer_names), gather_prefetch=o.gather_prefetch)
+                layer_names=tuple(self.workload.layer_names),
+                gather_prefetch=resolve_gather_prefetch(plan, o.gather_prefetch))
 
         tl = run_timeline(program(buckets), steps=o.steps)
         breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
