@@ -90,8 +90,9 @@ def test_plan_search_ranks_every_candidate():
     doc = json.loads(out)
     valid("plan-search", doc)
     cands = doc["candidates"]
-    # 4 devices: meshes (d, f, t) with d f t = 4: 6; strategies 3 where data > 1 (3 meshes), else 1
-    assert len(cands) == (3 * 3 + 3 * 1) * 3
+    # 4 devices: meshes (d, f, t) with d f t = 4: 6; strategies 3 where data > 1 (3 meshes), else 1;
+    # remat none, selective, layer, full
+    assert len(cands) == (3 * 3 + 3 * 1) * 4
     times = [c["step_time_s"] for c in cands if c["status"] == "ok"]
     assert times == sorted(times)
     assert doc["feasible"] + sum(doc["infeasible"].values()) == len(cands)

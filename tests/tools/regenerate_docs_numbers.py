@@ -193,6 +193,20 @@ def llm_numbers():
     return {k: v for k, v in out.items() if v}
 
 
+MESH_V5P = "llama3-8b -t tpu-v5p-512 --megacore --global-batch 256 --remat none --mesh {mesh}"
+
+
+def mesh_numbers():
+    """Llama-3-8B on v5p-512 at 256 sequences: pure data parallelism with the sharded update, and
+    fully sharded (`plan --search` ranks them first; docs/mesh.md shows its rows)."""
+    out = {}
+    for tag, mesh, strategy in (("shd", "data=256", "sharded"), ("fsd", "fsdp=256", "fully-sharded")):
+        (s,) = _step(MESH_V5P.format(mesh=mesh) + f" --strategy {strategy}")["strategies"].values()
+        out[f"mesh.v5p.{tag}_step"] = _s(s["step_time_s"])
+        out[f"mesh.v5p.{tag}_peak"] = _gib(s["memory_bytes"]["peak"])
+    return out
+
+
 def step_numbers():
     """Examples of the model pages: BERT-large with per-layer remat; Transformer-big fully sharded."""
     out = {}
@@ -244,7 +258,7 @@ def api_numbers():
 
 
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
-           "llm": llm_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
+           "llm": llm_numbers, "mesh": mesh_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
            "bench": bench_numbers, "api": api_numbers}
 """Key prefix -> the function that computes every key of that prefix."""
 

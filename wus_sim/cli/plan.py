@@ -69,7 +69,7 @@ def add_parser(subparsers):
 
     add_mesh_options(p)
     add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
-                                 "slices' data x fsdp) x update strategy x remat none|layer|full and rank them by "
+                                 "slices' data x fsdp) x update strategy x remat none|selective|layer|full and rank them by "
                                  "step time; infeasible ones counted with their reason (docs/mesh.md)")
     return p
 

@@ -55,7 +55,7 @@ def _text(r):
     lines = [f"plan --search: {r['workload']} on {r['topology']}{where}: {r['devices_per_slice']} {r['device']}s a "
              f"slice, global batch {r['global_batch'] or 'default'}; {n} candidates (mesh x strategy x remat), "
              f"{r['feasible']} fit, fastest first (calibration {r['calibration']})",
-             f"  {'#':>4} {'mesh':<24} {'dcn':<14} {'strategy':<14} {'remat':<6} {'step':>10} {'compute':>10} "
+             f"  {'#':>4} {'mesh':<24} {'dcn':<14} {'strategy':<14} {'remat':<9} {'step':>10} {'compute':>10} "
              f"{'tensor':>10} {'fsdp':>10} {'data':>10} {'peak/device':>12}"]
     rank = 0
     for c in r["candidates"]:
@@ -65,7 +65,7 @@ def _text(r):
         b = c["breakdown"]
         t = lambda k: format_time(b.get(k) or 0.0)  # noqa: E731
         compute = (b.get("fwd_s") or 0) + (b.get("bwd_s") or 0)
-        lines.append(f"  {rank:>4} {c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} {c['remat']:<6} "
+        lines.append(f"  {rank:>4} {c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} {c['remat']:<9} "
                      f"{format_time(c['step_time_s']):>10} {format_time(compute):>10} {t('tensor_comm_s'):>10} "
                      f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}")
     if r["infeasible"]:
@@ -76,7 +76,7 @@ def _text(r):
             if c["status"] != "ok":
                 need = format_bytes(c["mem_peak_bytes"]) if c["reason"] == "memory" else "-"
                 lines.append(f"       {c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} "
-                             f"{c['remat']:<6} {c['reason']}: needs {need}")
+                             f"{c['remat']:<9} {c['reason']}: needs {need}")
     lines.append("  step = compute (forward + backward) + tensor-parallel comm + exposed fsdp and data comm + "
                  "update and fixed costs; tensor/fsdp/data as in `step --mesh` (docs/mesh.md)")
     return "\n".join(lines)
