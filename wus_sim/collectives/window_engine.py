@@ -39,10 +39,17 @@ A window costs a few dozen numpy calls whatever it holds, so :func:`run_schedule
 sizes of one plan (a step's buckets) together, each in its own window, as copies that share
 no node and no link: the calls are paid once per window for all of them.
 
-Limits: store-and-forward only (under cut-through a head moves on as its hop starts, so the
-lookahead would be the latency alone, zero on on-chip links); and a window must hold
-something, which fails only when a hop plus its latency is shorter than the tie quantum
-(:class:`WindowTooSmall`). The api runs SimPy in both cases.
+Cut-through routing (``routing="cut-through"``, the network's rule): a hop also carries the
+time the message's tail reaches it, ``end = max(start + nbytes / bw, tail)``, and the head
+requests the next hop at ``start + lat`` (the tail following at ``end + lat``); a last hop
+delivers at ``end + lat``. So the lookahead of a request that is not a last hop is
+``r + lat`` (its head can reach the next link no earlier), of a last hop still
+``r + o + lat``: windows are shorter, the rule the same.
+
+Limit: a window must hold something, which fails only when a hop plus its latency is
+shorter than the tie quantum (store-and-forward), or a multi-hop message crosses a link of
+no latency (cut-through: on-chip links, or a slice declared with zero hop latency)
+(:class:`WindowTooSmall`). The api runs SimPy then.
 """
 
 from dataclasses import dataclass
@@ -50,7 +57,7 @@ import time
 
 import numpy as np
 
-from ..hardware.network import link_key_Bps, link_key_latency_s, tie_key
+from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
 from .window_tables import clean_units_of, graph_of, link_counters
 
@@ -87,15 +94,16 @@ class WindowOutcome:
     """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
 
 
-def run_schedule(sched, *, clean_rings=True):
-    """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) store-and-forward;
-    the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
+def run_schedule(sched, *, clean_rings=True, routing="store-and-forward"):
+    """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) with *routing*
+    (``"store-and-forward"`` or ``"cut-through"``); the same times as
+    :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
     *clean_rings*: run the rings no contention reaches as whole units (:mod:`.clean_rings`)
     instead of event by event; the times are the same."""
-    return run_schedules([sched], clean_rings=clean_rings)[0]
+    return run_schedules([sched], clean_rings=clean_rings, routing=routing)[0]
 
 
-def run_schedules(scheds, *, clean_rings=True):
+def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     """:func:`run_schedule` of every schedule in *scheds*, in one run: a :class:`WindowOutcome`
     per schedule, each the same as that schedule's run alone (times to the last bit, events,
     link counters, windows). The schedules must share one structure (one plan and chunks,
@@ -115,6 +123,7 @@ def run_schedules(scheds, *, clean_rings=True):
     t0 = time.perf_counter()
     if not len(scheds):
         return []
+    cut = check_routing(routing) == "cut-through"
     sched = scheds[0]
     C = len(scheds)
     if C > 1 and any(s.structure is None or s.structure is not sched.structure for s in scheds):
@@ -155,7 +164,7 @@ def run_schedules(scheds, *, clean_rings=True):
         startable = []  # clean units whose members have all started, not run yet
         earliest = np.full(C, np.inf)  # per copy: no event a startable unit hands back is earlier
 
-    def request(nodes, t, hop=None):
+    def request(nodes, t, hop=None, tail=None):
         if units is not None and hop is None:
             u = units.start_unit[copies.local(nodes)]
             mine = u >= 0
@@ -173,7 +182,8 @@ def run_schedules(scheds, *, clean_rings=True):
                     else:
                         np.minimum.at(earliest, full // U, bound)
                 nodes, t = nodes[~mine], t[~mine]
-        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t))
+        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t,
+                    np.full(len(nodes), -np.inf) if tail is None else tail))
 
     def settle(events, t):
         _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
@@ -184,7 +194,8 @@ def run_schedules(scheds, *, clean_rings=True):
         startable.clear()
         earliest[:] = np.inf
         settle(*run_units(units, which, sched.structure.layouts, start_t, nbytes=nbytes, rho=rho, bw=bw, lat=lat,
-                          path_links=path_links, path_len=path_len, H=H, link_free=link_free, copies=C))
+                          path_links=path_links, path_len=path_len, H=H, link_free=link_free, copies=C,
+                          routing=routing))
 
     roots = g.roots if C == 1 else (g.roots[None, :] + n * np.arange(C)[:, None]).ravel()
     t_roots = 0.0 + rho[roots]
@@ -195,12 +206,15 @@ def run_schedules(scheds, *, clean_rings=True):
 
     empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
     pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+    pv = empty_f  # per pending request: when its tail reaches the hop (cut-through; -inf on hop 0)
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
         if new:
-            nodes = np.concatenate([pn] + [a for a, _, _ in new])
-            hop = np.concatenate([ph] + [b for _, b, _ in new])
-            t = np.concatenate([pt] + [c for _, _, c in new])
+            nodes = np.concatenate([pn] + [a for a, _, _, _ in new])
+            hop = np.concatenate([ph] + [b for _, b, _, _ in new])
+            t = np.concatenate([pt] + [c for _, _, c, _ in new])
+            if cut:
+                pv = np.concatenate([pv] + [v for _, _, _, v in new])
             k = len(pn)
             fresh = nodes[k:]
             links = path_links[copies.local(fresh) * H + hop[k:]]
@@ -211,7 +225,11 @@ def run_schedules(scheds, *, clean_rings=True):
             pl = np.concatenate([pl, links])
             po = np.concatenate([po, occ])
             pk = np.concatenate([pk, tie_key(t[k:])])
-            pe = np.concatenate([pe, t[k:] + occ + lat[links]])
+            if cut:  # a head moves on a latency after its hop starts; only a last hop waits for its tail
+                last = hop[k:] + 1 == path_len[copies.local(fresh)]
+                pe = np.concatenate([pe, np.where(last, t[k:] + occ, t[k:]) + lat[links]])
+            else:
+                pe = np.concatenate([pe, t[k:] + occ + lat[links]])
             new.clear()
         if C == 1:
             E = pe.min() if len(pn) else np.inf
@@ -235,20 +253,26 @@ def run_schedules(scheds, *, clean_rings=True):
             windows += E < np.inf
             sel = pk < tie_key(E)[pc]
         if sel.all():
-            sn, sh, st, sl, so, sk = pn, ph, pt, pl, po, pk
-            pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+            sn, sh, st, sl, so, sk, sv = pn, ph, pt, pl, po, pk, pv
+            pn, ph, pt, pl, po, pk, pe, pv = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f, empty_f
         else:
             if not sel.any() or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
                 raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
             sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
+            sv = pv[sel] if cut else None
             keep = ~sel
             pn, ph, pt, pl, po, pk, pe = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep], pe[keep]
-        end = _serve(sn, st, sl, so, sk, rank, copies, link_free, owner, on_busy_link)
-        arrival = end + lat[sl]
+            if cut:
+                pv = pv[keep]
+        start, end = _serve(sn, st, sl, so, sk, sv if cut else None, rank, copies, link_free, owner,
+                            on_busy_link)
+        arrival = end + lat[sl]  # the tail's (store-and-forward: the whole message's) arrival
         nh = sh + 1
         more = nh < path_len[copies.local(sn)]
         if more.any():
-            request(sn[more], arrival[more], nh[more])
+            # cut-through: the head moves on a latency after the hop starts, the tail follows
+            request(sn[more], (start[more] + lat[sl[more]]) if cut else arrival[more], nh[more],
+                    tail=arrival[more] if cut else None)
             done = ~more
             settle(copies.delivered(sn[done]), arrival[done])
         else:
@@ -382,31 +406,38 @@ def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho
         request(np.array(new_nodes, np.int64), np.array(new_times))
 
 
-def _serve(nodes, ready, links, occ, keys, rank, copies, link_free, owner, on_busy_link):
-    """End times of one window's requests, each link serving in ``(tie key, rank, seq)`` order;
-    *link_free* updated in place (*rank*: per node of the structure; *nodes* global, see
-    :class:`_Copies`: a link never carries two copies' requests, so the global node orders
-    like the local).
-    *owner* and *on_busy_link* are scratch arrays."""
+def _hop(ready, free, occ, tail):
+    """Start and end of hops the network's way: ``start = max(ready, free)``, ``end = start + occ``
+    (cut-through, *tail* not ``None``: no earlier than the tail's arrival, ``max(start + occ, tail)``)."""
+    start = np.maximum(ready, free)
+    end = start + occ
+    return start, (end if tail is None else np.maximum(end, tail))
+
+
+def _serve(nodes, ready, links, occ, keys, tail, rank, copies, link_free, owner, on_busy_link):
+    """Start and end times of one window's requests, each link serving in ``(tie key, rank,
+    seq)`` order; *link_free* updated in place (*tail*: per request, when its tail reaches
+    the hop under cut-through, else ``None``; *rank*: per node of the structure; *nodes*
+    global, see :class:`_Copies`: a link never carries two copies' requests, so the global
+    node orders like the local). *owner* and *on_busy_link* are scratch arrays."""
     m = len(nodes)
     pos = np.arange(m)
     owner[links] = pos
     shared = owner[links] != pos  # not the last request on its link: the link has several
     if not shared.any():
-        start = np.maximum(ready, link_free[links])
-        end = start + occ
+        start, end = _hop(ready, link_free[links], occ, tail)
         link_free[links] = end
-        return end
+        return start, end
     on_busy_link[links[shared]] = True
     many = on_busy_link[links]
     on_busy_link[links] = False
-    end = np.empty(m)
+    start, end = np.empty(m), np.empty(m)
     one = ~many
     if one.any():
         li = links[one]
-        e = np.maximum(ready[one], link_free[li]) + occ[one]
+        s, e = _hop(ready[one], link_free[li], occ[one], None if tail is None else tail[one])
         link_free[li] = e
-        end[one] = e
+        start[one], end[one] = s, e
     # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
     idx = np.flatnonzero(many)
     idx = idx[np.lexsort((nodes[idx], rank[copies.local(nodes[idx])], keys[idx], links[idx]))]
@@ -417,7 +448,7 @@ def _serve(nodes, ready, links, occ, keys, rank, copies, link_free, owner, on_bu
     for i in range(int(rank_in_link.max()) + 1):
         at = idx[rank_in_link == i]
         la = links[at]
-        e = np.maximum(ready[at], link_free[la]) + occ[at]
+        s, e = _hop(ready[at], link_free[la], occ[at], None if tail is None else tail[at])
         link_free[la] = e
-        end[at] = e
-    return end
+        start[at], end[at] = s, e
+    return start, end
