@@ -145,17 +145,17 @@ def test_each_window_serves_only_what_cannot_be_overtaken():
     plan = plan_collective(topo, "all-reduce", "2d", bidirectional=True)
     sched = compile_messages(plan, 2e6, chunks=2)
     seen = []
-    real = window_engine._serve
+    real = window_engine.serve
 
     def spy(nodes, ready, links, occ, keys, *rest):
         seen.append(ready.copy())
         return real(nodes, ready, links, occ, keys, *rest)
 
-    window_engine._serve = spy
+    window_engine.serve = spy
     try:
         w = _same(sched)
     finally:
-        window_engine._serve = real
+        window_engine.serve = real
     assert len(seen) == w.windows > 1
     # windows serve ready times in nondecreasing blocks: each window's earliest request is no
     # earlier than the previous window's latest (up to the tie quantum)

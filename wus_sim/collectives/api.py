@@ -37,7 +37,7 @@ from ..hardware.network import ROUTINGS, check_routing
 from ..hardware.topology import Topology
 from ..hardware.topology_files import load_topology
 from ..inputs.units import GB, parse_size
-from . import fast_engine, window_engine
+from . import fast_engine
 from .analytic import is_exact, plan_time
 from .groups import group_key
 from .loads import contention
@@ -242,6 +242,8 @@ def _run(plan, S, K, red, routing, engine):
     if engine in ("auto", "fast") and why is None:
         out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+    from . import window_engine  # contended schedules only: a short command does not load it
+
     sched = _schedule(plan, S, K, red)
     out = None
     if engine in ("auto", "window"):
@@ -328,6 +330,8 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     # second pass over the links), uncontended ones the fast engine: only the rest batch
     if len(todo) > 1 and not is_exact(plan, chunks=K, reduce_Bps=red, routing=routing) \
             and contention(plan) is not None:
+        from . import window_engine
+
         for i in range(0, len(todo), MAX_BATCH):
             batch = todo[i:i + MAX_BATCH]
             try:
