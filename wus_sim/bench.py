@@ -136,12 +136,15 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
 
 def cli_case(name, argv, *, quick=False, full=True, problem=""):
     """A case timing a whole ``wus-sim ...`` command in a fresh interpreter (imports
-    included); *argv* must include ``--json`` so the simulated time can be read back."""
+    included); *argv* includes ``--json`` so the simulated time can be read back, or is a
+    command that prints no JSON (``--version``: no simulated time, no events)."""
 
     def run(_):
         out = subprocess.run([sys.executable, "-m", "wus_sim", *argv], capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"wus-sim {' '.join(argv)} failed: {out.stderr.strip()}")
+        if "--json" not in argv:
+            return Measurement(None, 0)
         doc = json.loads(out.stdout)
         return Measurement(float(doc["time_s"]), int(doc.get("events", 0)))
 
@@ -204,13 +207,15 @@ def point_case(name, point, *, quick=False, full=True):
 
 def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
     """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
-    included); events are the points simulated, simulated time is not applicable."""
+    included); events are the points simulated, simulated time is not applicable. *path*: a
+    file, or a callable that writes one and returns its path (the bench's own sweeps)."""
     def setup():
-        if not os.path.isfile(path):
-            raise Unavailable(f"{path} not found (run the benchmark from a source checkout)")
-        return None
+        where = path() if callable(path) else path
+        if not os.path.isfile(where):
+            raise Unavailable(f"{where} not found (run the benchmark from a source checkout)")
+        return where
 
-    def run(_):
+    def run(path):
         import csv
         import tempfile
 
@@ -225,8 +230,34 @@ def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
                 points = len({row["point_hash"] for row in csv.DictReader(fh)})
         return Measurement(None, points)
 
-    return BenchCase(name, "run", setup, run, quick=quick, full=full, problem=f"experiment {path}",
-                measure_memory=False)
+    return BenchCase(name, "run", setup, run, quick=quick, full=full,
+                     problem=f"experiment {name if callable(path) else path}", measure_memory=False)
+
+
+WHATIF_SWEEP = {
+    "name": "bench_whatif_sweep",
+    "description": "The issue-34 what-if grid: 5 workloads x 4 TPU-v3 slices x 5 optimizers x 20 link "
+                   "bandwidths x 50 per-replica batches = 100,000 points, both strategies.",
+    "workloads": ["resnet50", "transformer-big", "bert-large", "gnmt", "ssd-resnet34"],
+    "topologies": ["tpu-v3-32", "tpu-v3-128", "tpu-v3-512", "tpu-v3-2048"],
+    "optimizers": ["adam", "sgd", "momentum", "lars", "lamb"],
+    "strategies": ["replicated", "sharded"],
+    "sweep": {"link_GBps": list(range(10, 201, 10)), "per_replica_batch": list(range(1, 51))},
+}
+"""The what-if sweep of issue 34 (100,000 points); the bench runs a prefix of it (``--limit``)."""
+
+
+def _whatif_sweep_file():
+    """:data:`WHATIF_SWEEP` as an experiment file in the temporary directory (the same file
+    each time), its path."""
+    import tempfile
+
+    import yaml
+
+    path = os.path.join(tempfile.gettempdir(), "wus-bench-whatif-sweep.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump({**WHATIF_SWEEP, "plots": []}, fh, sort_keys=False)
+    return path
 
 
 # ======================================================================= cases
@@ -243,6 +274,12 @@ register(collective_case("halving-doubling all-reduce 64MiB torus:32x32 (window 
 register(collective_case("ring all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce", "ring", _S))
 register(collective_case("2d all-reduce 64MiB tpu-v3-2048 (api, engine auto)", "tpu-v3-2048", "all-reduce",
                          "2d", _S, engine="auto"))
+# issue 34: start-up of short commands (a fresh interpreter each run: Python, numpy, wus-sim)
+register(cli_case("wus-sim --version (whole command)", ["--version"]))
+register(cli_case("wus-sim collective torus:32x32 2d all-reduce 64MiB (whole command)",
+                  ["collective", "-t", "torus:32x32", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+                   "--link-GBps", "100", "--hop-latency-us", "1", "--json"],
+                  problem=collective_problem("torus:32x32", "all-reduce", "2d", _S) + " cut-through"))
 register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole command)",
                   ["collective", "-t", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
                    "--json"],
@@ -278,8 +315,8 @@ register(step_case("step: transformer-big adam 2 slices of tpu-v3-2048 over the 
                    "transformer-big", "tpu-v3-2048", "adam", slices=2))
 register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, both strategies", "transformer-big",
                    "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0}))
-# under the default cut-through routing the detours' contended schedules run on SimPy; the window
-# engine runs them under store-and-forward (--routing store-and-forward)
+# issue 34: the detours' contended schedules run on the window engine under both routings (the
+# default cut-through above, and store-and-forward here); SimPy stays the reference
 register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, store-and-forward", "transformer-big",
                    "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0},
                    options={"routing": "store-and-forward"}))
@@ -287,6 +324,8 @@ register(step_case("step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, bo
                    "tpu-v3-2048", options={"bn_group_replicas": 8}))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
+register(experiment_case("what-if sweep: first 1,000 of the 100,000-point grid, --jobs 2 (whole command)",
+                         _whatif_sweep_file, extra=("--limit", "1000", "--no-plots")))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
 register(step_case("quick: step resnet50 tpu-v3-32, batch norm over 8 cores", "resnet50", "tpu-v3-32",
                    quick=True, full=False, options={"bn_group_replicas": 8}))
@@ -346,7 +385,19 @@ def machine_info():
 
     return {"python": platform.python_version(), "numpy": numpy.__version__, "machine": platform.machine(),
             "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "system": platform.system()}
+            "system": platform.system(), "load_average": _load_average(),
+            # without cached bytecode (PYTHONDONTWRITEBYTECODE) every whole-command case compiles
+            # wus-sim's sources again: its start-up is then far above an installed copy's
+            "bytecode_cached": not sys.flags.dont_write_bytecode}
+
+
+def _load_average():
+    """The 1-, 5- and 15-minute load averages when the bench finished (``None`` where the system
+    has none): figures from a shared machine are slower by about ``load / cpus``."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
 
 
 def _rate(x):
