@@ -41,11 +41,13 @@ model, the sharding rules and the layout choice read the same dataflow facts.
 """
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 import math
 
 from .dataflow import flow
 from .language import COLS, FULL, REDUCTIONS, ROWS, SCALAR, kind_name, render
 from .registry import load_optimizer
+from ..inputs.memo import IdentityMemo
 
 __all__ = ["Reduction", "ShardOption", "CaseAnalysis", "OptimizerAnalysis", "analyse",
            "LAYOUTS", "matrix_view"]
@@ -59,6 +61,11 @@ _SPLIT = {"flat": {FULL}, "rows": {FULL, ROWS}, "cols": {FULL, COLS}}
 
 def matrix_view(shape):
     """``(size, rows, cols)`` of a tensor shape; rows/cols are ``None`` below rank 2."""
+    return _matrix_view(tuple(shape))
+
+
+@lru_cache(maxsize=4096)  # a sweep asks for the same few hundred shapes at every point
+def _matrix_view(shape):
     shape = tuple(int(d) for d in shape)
     size = math.prod(shape)
     if len(shape) < 2:
@@ -408,6 +415,15 @@ def analyse(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4, reduction_
     """
     opt = load_optimizer(optimizer)
     sizes = dict(weight_bytes=int(weight_bytes), grad_bytes=int(grad_bytes), slot_bytes=int(slot_bytes))
+    # the same program (load_optimizer keeps it while its file is unchanged) and sizes: the same analysis
+    return _ANALYSED.get((opt,), (tuple(sizes.values()), int(reduction_bytes)),
+                         lambda: _analyse(opt, sizes, int(reduction_bytes)))
+
+
+_ANALYSED = IdentityMemo()
+
+
+def _analyse(opt, sizes, reduction_bytes):
     cases = tuple(_analyse_case(opt, c, sizes, int(reduction_bytes)) for c in opt.cases)
     primary = cases[opt.cases.index(opt.primary_case)]
     return OptimizerAnalysis(name=opt.name, description=opt.description, cases=cases, primary=primary,
