@@ -183,8 +183,9 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                     else:
                         np.minimum.at(earliest, full // U, bound)
                 nodes, t = nodes[~mine], t[~mine]
-        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t,
-                    np.full(len(nodes), -np.inf) if tail is None else tail))
+        if cut and tail is None:  # a first hop: no tail to wait for
+            tail = np.full(len(nodes), -np.inf)
+        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t, tail))
 
     def settle_events(events, t):
         settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
