@@ -290,6 +290,15 @@ register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (api, 
                          "all-reduce", "2d", _S, engine="auto", faults={"failed_links": 1, "seed": 0}))
 register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (SimPy reference)", "tpu-v3-2048",
                          "all-reduce", "2d", _S, engine="simpy", faults={"failed_links": 1, "seed": 0}))
+# issue 34: the same contended schedules under cut-through, the commands' default routing: the
+# window engine, not SimPy, runs them (SimPy remains the reference: same problem, same time)
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable, cut-through (api, engine auto)",
+                         "tpu-v3-2048", "all-reduce", "2d", _S, engine="auto", faults={"failed_links": 1, "seed": 0},
+                         routing="cut-through"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32, cut-through (api, engine auto)",
+                         "torus:32x32", "all-reduce", "halving-doubling", _S, engine="auto", routing="cut-through"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32, cut-through (SimPy reference)",
+                         "torus:32x32", "all-reduce", "halving-doubling", _S, engine="simpy", routing="cut-through"))
 # the reduced set run by tests: small, one problem on both engines
 register(collective_case("quick: 2d all-reduce 1MiB torus:8x8", "torus:8x8", "all-reduce", "2d", MiB,
                          quick=True, full=False))
@@ -301,6 +310,12 @@ register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable", 
                          engine="auto", quick=True, full=False, faults={"failed_links": "27+x"}))
 register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable (SimPy)", "torus:8x8", "all-reduce",
                          "2d", MiB, engine="simpy", quick=True, full=False, faults={"failed_links": "27+x"}))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable, cut-through", "torus:8x8", "all-reduce",
+                         "2d", MiB, engine="auto", quick=True, full=False, faults={"failed_links": "27+x"},
+                         routing="cut-through"))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable, cut-through (SimPy)", "torus:8x8",
+                         "all-reduce", "2d", MiB, engine="simpy", quick=True, full=False,
+                         faults={"failed_links": "27+x"}, routing="cut-through"))
 # issue 4: what-if sweeps run thousands of points
 _EXPERIMENTS = str(shipped_dir("experiments"))
 register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
