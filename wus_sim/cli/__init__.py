@@ -67,7 +67,7 @@ def main(argv=None):
         print(f"wus-sim {wus_sim.__version__}")
         _flush_stdout()
         signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
-        return 0
+        raise SystemExit(0)  # as argparse's version action does
     try:
         try:
             parser = build_parser(_command_of(words))

@@ -267,7 +267,7 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
             else:
                 path = _find_file(spec)
             st = check_file(path, what="topology file", named_by="topology")
-            topo = _LOADED.get((), (str(Path(path).resolve()), st.st_mtime_ns, st.st_size),
+            topo = _LOADED.get((), (str(Path(path).resolve()), st.st_mtime_ns, st.st_size, _chips_state()),
                                lambda: _topology_from_file(path))
     changes = {}
     if link_GBps is not None:
@@ -290,8 +290,22 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
 
 
 _LOADED = IdentityMemo(maxsize=64)
-"""Slices by file and modification time (an edited file is read again): a sweep's points load
-the same few (a Topology is frozen; the point's overrides are applied to a copy)."""
+"""Slices by file and modification time, and those of the chips files they read (an edited
+file, or another WUS_SIM_TOPOLOGY_PATH, is read again): a sweep's points load the same few (a
+Topology is frozen; the point's overrides are applied to a copy)."""
+
+
+def _chips_state():
+    """Which chips files :func:`load_chips` reads now, with their modification times and sizes."""
+    out = []
+    for d in topology_dirs():
+        p = d / "chips.yaml"
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append((str(p), st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 OVERRIDE_RANGES = {"link_GBps": (False, 1e6, False), "hop_latency_us": (True, 1e6, False),
