@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..inputs.units import format_bytes
 
@@ -19,8 +19,7 @@ class Unavailable(Exception):
     """Raised by a case's setup when the case cannot run here (see the module docstring)."""
 
 
-@dataclass(frozen=True)
-class Measurement:
+class Measurement(NamedTuple):
     """What a timed run reports."""
 
     sim_time_s: float
