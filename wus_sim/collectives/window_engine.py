@@ -10,10 +10,11 @@ conservative rule of parallel discrete-event simulation (the *lookahead* of Chan
 Misra, 1979; the *bounded lag* of Lubachevsky, 1989):
 
 A hop requested at time ``r`` on a link that it occupies for ``o`` seconds, with latency
-``lat``, reaches the next chip (store-and-forward) no earlier than ``r + o + lat``, and
-everything that arrival causes (the next hop, a delivery, the messages a delivery makes
-ready, a reduction) happens no earlier. So with ``E`` the least ``r + o + lat`` over every
-pending request, no request that is not yet known can be ready before ``E``, and every
+``lat``, starts no earlier than ``max(r, link_free)`` (the link's free time now, which only
+grows) and so reaches the next chip (store-and-forward) no earlier than ``max(r, link_free) +
+o + lat``, and everything that arrival causes (the next hop, a delivery, the messages a
+delivery makes ready, a reduction) happens no earlier. So with ``E`` the least such bound over
+every pending request, no request that is not yet known can be ready before ``E``, and every
 pending request with ``tie_key(r) < tie_key(E)`` can be served now. A window serves them
 on each link in the network's order ``(tie_key(r), rank, seq)`` (see
 :mod:`wus_sim.hardware.network`) with the network's float operations::
@@ -43,8 +44,8 @@ Cut-through routing (``routing="cut-through"``, the network's rule): a hop also 
 time the message's tail reaches it, ``end = max(start + nbytes / bw, tail)``, and the head
 requests the next hop at ``start + lat`` (the tail following at ``end + lat``); a last hop
 delivers at ``end + lat``. So the lookahead of a request that is not a last hop is
-``r + lat`` (its head can reach the next link no earlier), of a last hop still
-``r + o + lat``: windows are shorter, the rule the same.
+``max(r, link_free) + lat`` (its head can reach the next link no earlier), of a last hop still
+``max(r, link_free) + o + lat``: windows are shorter, the rule the same.
 
 Limit: a window must hold something, which fails only when a hop plus its latency is
 shorter than the tie quantum (store-and-forward), or a multi-hop message crosses a link of
@@ -207,8 +208,11 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
            np.concatenate([t_roots, t_roots[~msg]]))
 
     empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
-    pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+    pn, ph, pt, pl, po, pk = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f
     pv = empty_f  # per pending request: when its tail reaches the hop (cut-through; -inf on hop 0)
+    # per pending request, what its hop adds to its start before anything it causes can happen:
+    # pw (its occupancy, or 0 for a cut-through head that moves on) then pa (the latency)
+    pw, pa = empty_f, empty_f
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
         if new:
@@ -229,10 +233,15 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             pk = np.concatenate([pk, tie_key(t[k:])])
             if cut:  # a head moves on a latency after its hop starts; only a last hop waits for its tail
                 last = hop[k:] + 1 == path_len[copies.local(fresh)]
-                pe = np.concatenate([pe, np.where(last, t[k:] + occ, t[k:]) + lat[links]])
+                pw = np.concatenate([pw, np.where(last, occ, 0.0)])
             else:
-                pe = np.concatenate([pe, t[k:] + occ + lat[links]])
+                pw = np.concatenate([pw, occ])
+            pa = np.concatenate([pa, lat[links]])
             new.clear()
+        # The lookahead: a pending hop starts no earlier than its ready time and its link's free
+        # time now (which only grows), so nothing it causes comes before (that + pw) + pa, with the
+        # network's float operations in their order (monotone, so no rounding crosses the bound).
+        pe = (np.maximum(pt, link_free[pl]) + pw) + pa
         if C == 1:
             E = pe.min() if len(pn) else np.inf
             run_units_now = units is not None and startable and earliest[0] <= E
@@ -256,14 +265,16 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             sel = pk < tie_key(E)[pc]
         if sel.all():
             sn, sh, st, sl, so, sk, sv = pn, ph, pt, pl, po, pk, pv
-            pn, ph, pt, pl, po, pk, pe, pv = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f, empty_f
+            pn, ph, pt, pl, po, pk, pv, pw, pa = (empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f,
+                                                  empty_f, empty_f)
         else:
             if not sel.any() or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
                 raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
             sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
             sv = pv[sel] if cut else None
             keep = ~sel
-            pn, ph, pt, pl, po, pk, pe = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep], pe[keep]
+            pn, ph, pt, pl, po, pk = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep]
+            pw, pa = pw[keep], pa[keep]
             if cut:
                 pv = pv[keep]
         start, end = serve(sn, st, sl, so, sk, sv if cut else None, rank, copies, link_free, owner,
