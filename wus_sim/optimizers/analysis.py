@@ -47,7 +47,6 @@ import math
 from .dataflow import flow
 from .language import COLS, FULL, REDUCTIONS, ROWS, SCALAR, kind_name, render
 from .registry import load_optimizer
-from ..inputs.memo import IdentityMemo
 
 __all__ = ["Reduction", "ShardOption", "CaseAnalysis", "OptimizerAnalysis", "analyse",
            "LAYOUTS", "matrix_view"]
@@ -415,15 +414,6 @@ def analyse(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4, reduction_
     """
     opt = load_optimizer(optimizer)
     sizes = dict(weight_bytes=int(weight_bytes), grad_bytes=int(grad_bytes), slot_bytes=int(slot_bytes))
-    # the same program (load_optimizer keeps it while its file is unchanged) and sizes: the same analysis
-    return _ANALYSED.get((opt,), (tuple(sizes.values()), int(reduction_bytes)),
-                         lambda: _analyse(opt, sizes, int(reduction_bytes)))
-
-
-_ANALYSED = IdentityMemo()
-
-
-def _analyse(opt, sizes, reduction_bytes):
     cases = tuple(_analyse_case(opt, c, sizes, int(reduction_bytes)) for c in opt.cases)
     primary = cases[opt.cases.index(opt.primary_case)]
     return OptimizerAnalysis(name=opt.name, description=opt.description, cases=cases, primary=primary,

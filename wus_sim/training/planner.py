@@ -68,14 +68,20 @@ _FORMAT_RANK = {f: i for i, f in enumerate(FORMATS)}
 # ========================================================================== planning
 def resolve_analysis(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4):
     """An optimizer analysis from an analysis, an Optimizer program, or a name/path."""
-    from ..optimizers import OptimizerAnalysis, analyse  # same layer; imported here so workloads-only users skip it
+    from ..optimizers import OptimizerAnalysis, analyse, load_optimizer  # imported here so workloads-only users skip it
 
     if isinstance(optimizer, OptimizerAnalysis):
         if (optimizer.weight_bytes, optimizer.grad_bytes, optimizer.slot_bytes) == (weight_bytes, grad_bytes,
                                                                                      slot_bytes):
             return optimizer
         optimizer = optimizer.name  # re-derive with this workload's dtypes
-    return analyse(optimizer, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes)
+    # the same program (load_optimizer keeps it while its file is unchanged) and sizes: the same analysis
+    program = load_optimizer(optimizer)
+    return _ANALYSED.get((program,), (weight_bytes, grad_bytes, slot_bytes), lambda: analyse(
+        program, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes))
+
+
+_ANALYSED = IdentityMemo()
 
 
 def _value_bytes(value, default, key):
