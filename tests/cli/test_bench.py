@@ -112,3 +112,25 @@ def test_experiment_case_leaves_no_output_directory(tmp_path, monkeypatch):
     rec = bench.run_case(case, repeat=1)
     assert rec["status"] == "ok" and rec["events"] >= 1, rec
     assert not list(tmp_path.iterdir())
+
+
+def test_issue_34_cases_and_the_machine_they_ran_on(quick_run):
+    """The cases issue 34 asks for are registered; the machine record says its cores and load."""
+    names = " | ".join(c.name for c in bench.CASES.values() if c.full)
+    for text in ("--version (whole command)", "collective torus:32x32", "1 failed cable, both strategies",
+                 "batch norm over 8 cores", "torus:256x256", "100,000-point grid"):
+        assert text in names
+    machine = quick_run["machine"]
+    assert machine["cpus"] >= 1 and "load_average" in machine and "bytecode_cached" in machine
+
+
+def test_out_writes_the_json_document(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--case", "ring all-reduce", "--repeat", "1", "--no-memory",
+                 "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [r["case"] for r in doc["cases"]] == ["quick: ring all-reduce 1MiB torus:4x4"]
+    assert doc["cases"][0]["status"] == "ok" and doc["machine"]["cpus"] >= 1
+    assert "ring all-reduce" in capsys.readouterr().out  # the table still goes to stdout
+    assert main(["bench", "--quick", "--case", "ring", "--repeat", "1", "--out", str(tmp_path / "no" / "x")]) == 2
+    assert "--out" in capsys.readouterr().err

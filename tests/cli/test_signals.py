@@ -29,7 +29,7 @@ def interrupt():
     os.kill(os.getpid(), signal.SIGINT)
 if where == "parser":          # before any subcommand module is imported
     build = cli.build_parser
-    cli.build_parser = lambda: (interrupt(), build())[1]
+    cli.build_parser = lambda *a: (interrupt(), build(*a))[1]
 elif where == "imports":       # while the subcommand modules are imported
     real = importlib.import_module
     def import_module(name, *a):

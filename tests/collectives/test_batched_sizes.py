@@ -17,17 +17,18 @@ from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.simpy_engine import run_schedule as simpy_run
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.hardware.link_faults import with_link_faults
+from wus_sim.hardware.network import ROUTINGS
 
 from test_window_engine import drawn_plan, faulty_slices
 
 US = 1e-6
 
 
-def _alone_and_batched(plan, sizes, chunks, red):
+def _alone_and_batched(plan, sizes, chunks, red, routing="store-and-forward"):
     """``(alone, batched)`` outcomes of *sizes* of *plan*: one run each, and one run for all."""
     scheds = [compile_messages(plan, S, chunks=chunks, reduce_Bps=red) for S in sizes]
-    alone = [window_engine.run_schedule(s) for s in scheds]
-    return alone, window_engine.run_schedules(scheds)
+    alone = [window_engine.run_schedule(s, routing=routing) for s in scheds]
+    return alone, window_engine.run_schedules(scheds, routing=routing)
 
 
 def _assert_same(a, b):
@@ -44,14 +45,14 @@ def _assert_same(a, b):
 @given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
        chunks=st.integers(1, 2), red=st.sampled_from([None, 30e9]),
        sizes=st.lists(st.sampled_from([64.0, 1e5, 3 * 2**20 + 7, 5e7, 1.3e8]), min_size=1, max_size=3),
-       order=st.randoms(use_true_random=False))
-def test_every_size_of_a_batch_is_its_run_alone(topo, op, alg, bidir, chunks, red, sizes, order):
+       order=st.randoms(use_true_random=False), routing=st.sampled_from(ROUTINGS))
+def test_every_size_of_a_batch_is_its_run_alone(topo, op, alg, bidir, chunks, red, sizes, order, routing):
     """2-4 sizes, one of them repeated, one tiny (64 B: hops of picoseconds, the latency alone)."""
     plan = drawn_plan(topo, op, alg, bidir)
     sizes = sizes + [sizes[0], 64.0]
     order.shuffle(sizes)
     try:
-        alone, batched = _alone_and_batched(plan, sizes, chunks, red)
+        alone, batched = _alone_and_batched(plan, sizes, chunks, red, routing)
     except window_engine.WindowTooSmall:
         assume(False)
     assert len(batched) == len(sizes)
@@ -60,18 +61,19 @@ def test_every_size_of_a_batch_is_its_run_alone(topo, op, alg, bidir, chunks, re
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), bidir=st.booleans(), red=st.sampled_from([None, 30e9]))
-def test_a_batch_agrees_with_simpy(topo, op, bidir, red):
+@given(topo=faulty_slices(), op=st.sampled_from(OPS), bidir=st.booleans(), red=st.sampled_from([None, 30e9]),
+       routing=st.sampled_from(ROUTINGS))
+def test_a_batch_agrees_with_simpy(topo, op, bidir, red, routing):
     """Against the reference that shares no code with the window engine (to the last bits but
     for ties between equal keys, as tests/collectives/test_window_engine.py explains)."""
     plan = plan_collective(topo, op, "ring", bidirectional=bidir)
     scheds = [compile_messages(plan, S, reduce_Bps=red) for S in (2e6, 64.0, 7e7)]
     try:
-        batched = window_engine.run_schedules(scheds)
+        batched = window_engine.run_schedules(scheds, routing=routing)
     except window_engine.WindowTooSmall:
         assume(False)
     for s, b in zip(scheds, batched):
-        ref = simpy_run(s)
+        ref = simpy_run(s, routing=routing)
         assert b.time_s == pytest.approx(ref.time_s, rel=1e-12, abs=0)
         assert np.array_equal(b.link_messages, ref.link_messages)
         assert np.allclose(b.link_bytes, ref.link_bytes, rtol=1e-12, atol=0)

@@ -8,7 +8,8 @@ all-reduce every replica must hold the whole buffer. Then: shards partition the
 buffer into equal parts, each member sends what it receives, the links carry exactly
 the schedule's bytes, the time is at least the closed form (and equal where that is
 exact), the fast engine agrees wherever it runs, and the window engine agrees with SimPy
-on every case (the same float operations in the same order, so to the last bits).
+on every case (the same float operations in the same order, so to the last bits); all of it
+under both routings (store-and-forward and cut-through).
 """
 
 from dataclasses import replace
@@ -25,7 +26,7 @@ from wus_sim.collectives.plan import plan_collective
 from wus_sim.collectives.replay import replay_data
 from wus_sim.collectives.simpy_engine import run_schedule
 from wus_sim.inputs.errors import ConfigError, UnknownNameError
-from wus_sim.hardware.network import num_link_keys
+from wus_sim.hardware.network import ROUTINGS, num_link_keys
 from wus_sim.inputs.units import MiB
 
 from make_topology import make
@@ -47,10 +48,10 @@ VARIANTS = [  # (chunks, reduce_Bps, group, bidirectional)
 ]
 
 
-def run_case(topo, op, alg, S, chunks, red, group, bidir):
+def run_case(topo, op, alg, S, chunks, red, group, bidir, routing="store-and-forward"):
     plan = plan_collective(topo, op, alg, group=group, bidirectional=bidir)
     sched = compile_messages(plan, S, chunks=chunks, reduce_Bps=red, track=True)
-    out = run_schedule(sched, record=True)
+    out = run_schedule(sched, record=True, routing=routing)
     return plan, sched, out
 
 
@@ -72,10 +73,11 @@ def sent_equals_received(sched):
     return sent.keys() == got.keys() and all(np.isclose(sent[k], got[k], rtol=1e-12) for k in sent)
 
 
+@pytest.mark.parametrize("routing", ROUTINGS)
 @pytest.mark.parametrize("topo_name", list(TOPOLOGIES))
 @pytest.mark.parametrize("alg", ALGORITHMS)
 @pytest.mark.parametrize("op", OPS)
-def test_contract(op, alg, topo_name):
+def test_contract(op, alg, topo_name, routing):
     base = TOPOLOGIES[topo_name]
     if alg == "recursive-doubling" and op != "all-reduce":
         with pytest.raises(ConfigError, match="all-reduce algorithm.*halving-doubling"):
@@ -90,7 +92,7 @@ def test_contract(op, alg, topo_name):
                 plan_collective(base, op, alg, bidirectional=True)
             continue
         S = 3 * MiB + 7  # not divisible by the group size nor by the chunks: bytes are exact floats
-        plan, sched, out = run_case(base, op, alg, S, chunks, red, group, bidir)
+        plan, sched, out = run_case(base, op, alg, S, chunks, red, group, bidir, routing)
         checked += 1
         # the data: every replica ends with the right chunk set
         rep = replay_data(sched, out.ready_t, out.deliver_t)
@@ -107,19 +109,21 @@ def test_contract(op, alg, topo_name):
         assert len(out.link_bytes) == num_link_keys(base)
         assert out.events == sched.num_hops
         # time vs closed form: never below it, equal where it is exact
-        a = plan_time(plan, S, chunks=chunks, reduce_Bps=red)
+        a = plan_time(plan, S, chunks=chunks, reduce_Bps=red, routing=routing)
         assert out.time_s >= a * (1 - REL)
-        if is_exact(plan, chunks=chunks, reduce_Bps=red):
+        if is_exact(plan, chunks=chunks, reduce_Bps=red, routing=routing):
             assert out.time_s == pytest.approx(a, rel=REL)
-        # the window engine runs every case: the same times and counters as SimPy
-        w = window_engine.run_schedule(sched)
+        # the window engine runs every case (these slices' hops all have latency): the same
+        # times and counters as SimPy
+        w = window_engine.run_schedule(sched, routing=routing)
         assert w.time_s == pytest.approx(out.time_s, rel=1e-12, abs=0) and w.events == out.events
         assert np.array_equal(w.link_messages, out.link_messages)
         assert np.allclose(w.link_bytes, out.link_bytes, rtol=1e-12, atol=0)
         assert np.allclose(w.link_busy_s, out.link_busy_s, rtol=1e-12, atol=0)
         # engines agree where both run
         if fast_engine.supports(base, op, alg, group=group, bidirectional=bidir, chunks=chunks):
-            f = fast_engine.run(base, op, alg, S, group=group, bidirectional=bidir, chunks=chunks, reduce_Bps=red)
+            f = fast_engine.run(base, op, alg, S, group=group, bidirectional=bidir, chunks=chunks, reduce_Bps=red,
+                                routing=routing)
             assert f.time_s == pytest.approx(out.time_s, rel=REL)
             assert f.events == out.events
     assert checked
@@ -191,11 +195,9 @@ def test_result_fields_and_bandwidth_conventions():
 
 def test_engine_dispatch():
     topo = make((4, 4), True)
-    # contended: the window engine under store-and-forward, SimPy under cut-through
+    # contended: the window engine under both routings
     assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB).engine == "window"
-    assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB, routing="cut-through").engine == "simpy"
-    with pytest.raises(ConfigError, match="engine"):
-        simulate_collective(topo, "all-reduce", "halving-doubling", MiB, engine="window", routing="cut-through")
+    assert simulate_collective(topo, "all-reduce", "halving-doubling", MiB, routing="cut-through").engine == "window"
     hd = [simulate_collective(topo, "all-reduce", "halving-doubling", MiB, engine=e) for e in ("window", "simpy")]
     assert [r.engine for r in hd] == ["window", "simpy"] and hd[0].time_s == pytest.approx(hd[1].time_s, rel=1e-12)
     assert simulate_collective(topo, "all-reduce", "2d", MiB, engine="window").engine == "window"

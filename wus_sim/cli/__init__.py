@@ -19,7 +19,10 @@ SUBCOMMANDS = ("collective", "describe", "list", "plan", "step", "run", "validat
 command ``import-workload``)."""
 
 
-def build_parser():
+def build_parser(only=None):
+    """The parser of every subcommand; with *only* (a command name such as ``"step"``), of that
+    one alone: a short command then imports one subcommand module, not all eleven (their
+    imports are most of a short command's start-up)."""
     import wus_sim  # the package itself (its __version__), not a layer
 
     from .parser import Parser
@@ -33,7 +36,7 @@ def build_parser():
     sub.required = True
     parser.commands = {}
     """Each subcommand's parser, by command name (for the closest option to an unknown one)."""
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only.replace("-", "_"),):
         module = importlib.import_module(f"wus_sim.cli.{name}")
         sub_parser = module.add_parser(sub)
         sub_parser.set_defaults(_module=module)
@@ -56,9 +59,18 @@ def main(argv=None):
 
     caller_handler = signal.signal(signal.SIGINT, _raise_interrupt)
     command = None
+    _one_blas_thread()
+    words = sys.argv[1:] if argv is None else [*argv]  # (the name list is the list subcommand here)
+    if words == ["--version"]:  # asked by scripts and installers: no parser, no imports
+        import wus_sim
+
+        print(f"wus-sim {wus_sim.__version__}")
+        _flush_stdout()
+        signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
+        raise SystemExit(0)  # as argparse's version action does
     try:
         try:
-            parser = build_parser()
+            parser = build_parser(_command_of(words))
             args, extras = parser.parse_known_args(argv)
             command = args.command
             if extras:
@@ -80,6 +92,32 @@ def main(argv=None):
         code = 1
     signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
     return code
+
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""What numpy's BLAS reads, once, when numpy loads."""
+
+
+def _one_blas_thread():
+    """One BLAS thread, unless the user set a number: the simulation does no linear algebra
+    worth a thread pool (element-wise array work), starting the pool costs every short
+    command start-up time, and ``--jobs N`` workers (forked, so they inherit it) would
+    otherwise each start a pool on cores the other workers need. Only before numpy loads
+    (the variables are read then); a process that loaded it already (tests calling
+    :func:`main`) keeps its pool and its environment."""
+    import os
+
+    if "numpy" not in sys.modules:
+        for name in BLAS_THREAD_VARIABLES:
+            os.environ.setdefault(name, "1")
+
+
+def _command_of(words):
+    """The subcommand *words* name first, if they start with one (a bare option first, e.g.
+    ``--help``, or an unknown word: ``None``, and the full parser answers)."""
+    if words and words[0].replace("-", "_") in SUBCOMMANDS and words[0] != "import_workload":
+        return words[0]
+    return None
 
 
 def _unrecognized(parser, command, extras):

@@ -21,6 +21,9 @@ def add_parser(subparsers):
     add_flag(p, "--memory", default=True,
              help="measure each case's peak memory in one extra tracemalloc run (--no-memory: skip it)")
     add_flag(p, "--list", help="list the cases and exit")
+    p.add_argument("--out", metavar="FILE", default=None,
+                   help="also write the --json document to FILE (figures that docs quote are generated, "
+                        "not typed)")
     return p
 
 
@@ -43,12 +46,22 @@ def run(args):
     if args.cases and not records:
         raise ConfigError("matches no benchmark case (see wus-sim bench --list)", key_path="--case",
                           value=args.cases)
+    info = machine_info()
+    doc = json.dumps({"schema_version": 1, "machine": info, "repeat": args.repeat, "quick": args.quick,
+                      "cases": records}, indent=1)
+    if args.out:
+        try:
+            with open(args.out, "w") as fh:
+                fh.write(doc + "\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot be written: {exc.strerror or type(exc).__name__}", key_path="--out",
+                              value=args.out) from None
     if args.json:
-        print(json.dumps({"schema_version": 1, "machine": machine_info(), "repeat": args.repeat, "quick": args.quick,
-                          "cases": records}, indent=1))
+        print(doc)
     else:
-        info = machine_info()
+        load = info["load_average"]
         print(format_table(records))
         print(f"\n{args.repeat} runs per case, median wall time; Python {info['python']}, numpy {info['numpy']}, "
-              f"{info['cpus']} CPUs ({info['processor']})")
+              f"{info['cpus']} CPUs ({info['processor']})"
+              + (f", load average {load[0]:g} {load[1]:g} {load[2]:g}" if load else ""))
     return 0

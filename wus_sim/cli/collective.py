@@ -42,13 +42,12 @@ def add_parser(subparsers):
                   "direction, the default here; step and experiments run both by default)")
     p.add_argument("--chunks", type=int, default=1, metavar="K", help="pipelined pieces per step (default 1)")
     p.add_argument("--engine", default="auto", metavar="NAME",
-                   help="auto (default: the fast engine where no link is contended, else SimPy under "
-                        "cut-through, the window engine under store-and-forward), fast, window or simpy")
+                   help="auto (default: the fast engine where no link is contended, else the window engine; "
+                        "SimPy where a cut-through message crosses a link of zero latency), fast, window or simpy")
     p.add_argument("--routing", default=default_of("routing"), metavar="R",
                    help="cut-through (default: the head moves on at once, as packets do) or "
-                        "store-and-forward (every hop receives the whole message before sending it on; "
-                        "contended schedules then run on the faster window engine); they differ only on "
-                        "multi-hop edges such as a mesh's folded rings")
+                        "store-and-forward (every hop receives the whole message before sending it on); "
+                        "they differ only on multi-hop edges such as a mesh's folded rings")
     p.add_argument("--group", default="all", metavar="G",
                    help="all (default), x, y, z (every line along that axis at once), "
                         "or comma-separated replica ids (a ring in that order)")

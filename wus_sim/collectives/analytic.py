@@ -77,7 +77,7 @@ import math
 import numpy as np
 
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s
-from .loads import shared_link_streams
+from .loads import distinct, first_of_distinct_rows, shared_link_streams
 from .messages import hd_routes
 from .plan_cache import cached_plan
 
@@ -102,7 +102,7 @@ def _range_min(table, a, b):
     length = b - a + 1
     k = np.floor(np.log2(length)).astype(np.int64)
     out = np.empty(len(a))
-    for level in np.unique(k):
+    for level in distinct(k).tolist():
         sel = k == level
         t = table[level]
         out[sel] = np.minimum(t[a[sel]], t[b[sel] - (1 << level) + 1])
@@ -139,7 +139,7 @@ def _best(tau, sigma, K, rho, coef, window_term, lo, hi):
     """``max over theta in sigma, windows w (lo..hi, with an edge of sigma >= theta) of
     coef*theta + sum_w(tau + window_term - K theta)``."""
     best = -math.inf
-    for theta in np.unique(sigma):
+    for theta in distinct(sigma):
         heavy = sigma >= theta
         w = _max_window(tau + window_term - K * theta, heavy, lo, hi)
         if w > -math.inf:
@@ -215,7 +215,7 @@ class _Edges:
         self.lat_sum = np.where(real, lat[safe], 0.0).sum(axis=-1)
         # rings that are alike are computed once
         key = np.concatenate([self.inv_sum, self.inv_max, self.lat_sum], axis=1)
-        _, self.rep = np.unique(key, axis=0, return_index=True)
+        self.rep = first_of_distinct_rows(key)
 
     def rings(self, piece, routing="store-and-forward"):
         """``(tau, sigma)`` per distinct ring: store-and-forward pays every hop's time in

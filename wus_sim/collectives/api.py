@@ -6,15 +6,15 @@ Engines (``engine=``):
   recurrence over numpy arrays for static, uncontended schedules.
 * ``"window"``: :mod:`wus_sim.collectives.window_engine`, every message of any
   schedule, contended or not, served a time window at a time over numpy arrays
-  (store-and-forward routing only); the same times as SimPy, to the last bits.
+  (both routings); the same times as SimPy, to the last bits.
 * ``"simpy"``: :mod:`wus_sim.collectives.simpy_engine`, every message through
-  the SimPy network; the reference, and the only one for contended schedules
-  under cut-through routing.
+  the SimPy network; the reference.
 * ``"auto"`` (default): the fast engine when ``loads.contention(plan)`` finds
   none (what ``fast_engine.supports(...)`` checks); else the window engine
   (contended schedules: halving- and recursive-doubling, explicit replica lists whose routed
   edges share links, bidirectional rings on mesh axes, 2d-split off a square
-  uniform torus, detours around failed links), or SimPy under cut-through.
+  uniform torus, detours around failed links), or SimPy where a window would hold nothing
+  (:class:`~wus_sim.collectives.window_engine.WindowTooSmall`).
 
 All engines implement the same timing model, store-and-forward or, with
 ``routing="cut-through"``, cut-through, and the same schedule (see
@@ -37,7 +37,7 @@ from ..hardware.network import ROUTINGS, check_routing
 from ..hardware.topology import Topology
 from ..hardware.topology_files import load_topology
 from ..inputs.units import GB, parse_size
-from . import fast_engine, window_engine
+from . import fast_engine
 from .analytic import is_exact, plan_time
 from .groups import group_key
 from .loads import contention
@@ -239,20 +239,20 @@ def _run(plan, S, K, red, routing, engine):
     if why is not None and engine == "fast":
         raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
                           key_path="engine", value="fast")
-    if engine == "window" and routing != "store-and-forward":
-        raise ConfigError("runs store-and-forward routing only; use --engine simpy for cut-through",
-                          key_path="engine", value="window")
     if engine in ("auto", "fast") and why is None:
         out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+    from . import window_engine  # contended schedules only: a short command does not load it
+
     sched = _schedule(plan, S, K, red)
     out = None
-    if engine in ("auto", "window") and routing == "store-and-forward":
+    if engine in ("auto", "window"):
         try:
-            out, used = window_engine.run_schedule(sched), "window"
+            out, used = window_engine.run_schedule(sched, routing=routing), "window"
         except window_engine.WindowTooSmall:
             if engine == "window":
-                raise ConfigError("hops here are shorter than the event-order quantum; use --engine simpy",
+                raise ConfigError("hops here are shorter than the event-order quantum (or, under cut-through, "
+                                  "a multi-hop message crosses a link of zero latency); use --engine simpy",
                                   key_path="engine", value="window") from None
     if out is None:
         from .simpy_engine import run_schedule
@@ -302,7 +302,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     """Time in seconds of a collective, memoized; for callers that ask thousands of times.
 
     Uses the closed form where it is exact (every uncontended ring schedule),
-    else the engine ``engine="auto"`` picks (fast, window, or SimPy under cut-through).
+    else the engine ``engine="auto"`` picks (fast, window, or SimPy where a window holds nothing).
     """
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
@@ -315,7 +315,7 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     """:func:`collective_time` of every size in *sizes* (a list of seconds, in their order),
     the same times to the last bit; the memo then holds them all.
 
-    Why: a contended store-and-forward plan runs the window engine, whose cost is mostly per
+    Why: a contended plan runs the window engine, whose cost is mostly per
     window, not per message; its sizes not yet memoized run in one
     :func:`.window_engine.run_schedules` call (each alone again, SimPy where the engine
     cannot, if a window holds nothing). The other sizes are computed as
@@ -328,13 +328,14 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     todo = list(dict.fromkeys(k for k in keys if k not in _known and k not in _prefetched))  # once each
     # exact plans take the closed form (is_exact is memoized per plan, contention would cost a
     # second pass over the links), uncontended ones the fast engine: only the rest batch
-    if len(todo) > 1 and routing == "store-and-forward" and not is_exact(plan, chunks=K, reduce_Bps=red,
-                                                                         routing=routing) \
+    if len(todo) > 1 and not is_exact(plan, chunks=K, reduce_Bps=red, routing=routing) \
             and contention(plan) is not None:
+        from . import window_engine
+
         for i in range(0, len(todo), MAX_BATCH):
             batch = todo[i:i + MAX_BATCH]
             try:
-                outs = window_engine.run_schedules([_schedule(plan, k[3], K, red) for k in batch])
+                outs = window_engine.run_schedules([_schedule(plan, k[3], K, red) for k in batch], routing=routing)
             except window_engine.WindowTooSmall:
                 continue  # each alone, as _run does
             _prefetched.update((k, out.time_s) for k, out in zip(batch, outs))

@@ -214,7 +214,7 @@ def earliest_outputs(units, which, start_t, hop_floor):
 
 
 def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free,
-              copies=1):
+              copies=1, routing="store-and-forward"):
     """Run the clean units *which* (ids into *units*) whose members all started: *start_t*
     holds each step-0 message's ready time. Advances *link_free* and returns ``(events,
     times)``: the last step's events, which the nodes outside the units wait for (less the
@@ -225,7 +225,8 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     ``c * U + u``: *nbytes*, *rho*, *start_t* are then per global node, *bw*, *lat*,
     *link_free* per global link key, *path_links* and *path_len* the structure's own (local).
     Events are numbered copy by copy: copy ``c``'s node ``m`` ready at ``2 * n * c + m``,
-    delivered at ``2 * n * c + n + m``."""
+    delivered at ``2 * n * c + n + m``. *routing*: as the network's; it matters only on
+    multi-hop edges (:func:`_any_hops`)."""
     U, n = len(units.size), len(path_len)
     num_links = len(bw) // copies
     out_e, out_t = [], []
@@ -241,7 +242,8 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
         one_hop = (path_len[local[0]] == 1).all()  # a ring pass sends over the same edges every step
         ready, arrival = (_one_hop if one_hop else _any_hops)(
             ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
-            path_links=path_links, path_len=path_len, H=H, link_free=link_free)
+            path_links=path_links, path_len=path_len, H=H, link_free=link_free,
+            cut_through=routing == "cut-through")
         last = (local[-1] + (c * 2 * n)[:, None] if copies > 1 else local[-1]).ravel()  # the last step's ready events
         if len(ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
             out_e.append(last)
@@ -251,9 +253,11 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     return np.concatenate(out_e), np.concatenate(out_t)
 
 
-def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
+def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free,
+             cut_through=False):
     """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links
-    (*ids*: global nodes, *local*: the structure's, *link_off*: per row, its copy's link offset)."""
+    (*ids*: global nodes, *local*: the structure's, *link_off*: per row, its copy's link offset;
+    on one hop both routings are the same recurrence, so *cut_through* changes nothing)."""
     links = path_links[local[0] * H] + link_off
     free = link_free[links]
     link_bw = bw[links]
@@ -276,11 +280,17 @@ def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_lin
     return t, a
 
 
-def _any_hops(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free):
-    """:func:`_one_hop` for units with multi-hop edges (a mesh's folded ring, routed edges)."""
+def _any_hops(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free,
+              cut_through=False):
+    """:func:`_one_hop` for units with multi-hop edges (a mesh's folded ring, routed edges).
+
+    Cut-through (the network's rule): per hop ``start = max(head, link_free)``, ``end =
+    max(start + occ, tail)``; the head moves on at ``start + lat``, the tail at ``end + lat``,
+    which is the arrival after the last hop (*a* holds heads, *v* tails)."""
     for k in range(len(ids)):
         nodes = ids[k]
         a = t.copy()
+        v = np.full_like(a, -np.inf) if cut_through else a
         lengths = path_len[local[k]]
         for h in range(int(lengths.max())):
             on = lengths > h
@@ -288,9 +298,16 @@ def _any_hops(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_li
             li = path_links[local[k][on] * H + h]
             if ids is not local:  # several copies: each row's link offset
                 li = li + np.broadcast_to(link_off, on.shape)[on]
-            end = np.maximum(a[on], link_free[li]) + nbytes[at] / bw[li]
+            if cut_through:
+                start = np.maximum(a[on], link_free[li])
+                end = np.maximum(start + nbytes[at] / bw[li], v[on])
+                a[on] = start + lat[li]
+                v[on] = end + lat[li]
+            else:
+                end = np.maximum(a[on], link_free[li]) + nbytes[at] / bw[li]
+                a[on] = end + lat[li]
             link_free[li] = end
-            a[on] = end + lat[li]
+        a = v  # the tails' arrivals (store-and-forward: v is a)
         if k + 1 < len(ids):
             t = np.maximum(t, a[:, src_pos[k]]) + rho[ids[k + 1]]
     return t, a

@@ -8,7 +8,7 @@ import numpy as np
 from ..hardware.network import num_link_keys
 from .messages import hd_routes
 
-__all__ = ["link_loads", "shared_link_streams", "contention"]
+__all__ = ["link_loads", "shared_link_streams", "contention", "distinct", "first_of_distinct_rows"]
 
 _EXCHANGE_NAMES = {"hd": "halving-doubling", "rd": "recursive-doubling"}
 
@@ -63,8 +63,8 @@ def shared_link_streams(plan):
             pairs.append(np.stack([e.links[ok], sid * 1_000_000_007 + edge[ok]], axis=1))
     if not pairs:
         return 0
-    pairs = np.unique(np.concatenate(pairs), axis=0)
-    counts = np.bincount(pairs[:, 0])
+    pairs = np.concatenate(pairs)
+    counts = np.bincount(pairs[first_of_distinct_rows(pairs), 0])
     return int((counts > 1).sum())
 
 
@@ -84,3 +84,23 @@ def contention(plan):
             return "the routed edges of this explicit replica ring share links"
         return "ring edges of this schedule share links (e.g. both directions of a mesh line)"
     return None
+
+
+# np.unique is avoided on the paths of short commands: numpy (2.x) imports numpy.ma the first
+# time it runs, about a fifth of numpy's own start-up, for a check of masked arrays.
+def distinct(a):
+    """The sorted distinct values of *a* (no NaN), as ``np.unique(a)`` gives them."""
+    a = np.sort(np.ravel(a))
+    keep = np.ones(len(a), bool)
+    keep[1:] = a[1:] != a[:-1]
+    return a[keep]
+
+
+def first_of_distinct_rows(rows):
+    """Index of the first of each distinct row of the 2-D array *rows* (no NaN), in the rows'
+    lexicographic order, as ``np.unique(rows, axis=0, return_index=True)[1]`` gives them."""
+    order = np.lexsort(rows.T[::-1])  # stable: equal rows keep their order, the first leads
+    ranked = rows[order]
+    keep = np.ones(len(rows), bool)
+    keep[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    return order[keep]

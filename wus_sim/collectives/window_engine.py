@@ -10,10 +10,11 @@ conservative rule of parallel discrete-event simulation (the *lookahead* of Chan
 Misra, 1979; the *bounded lag* of Lubachevsky, 1989):
 
 A hop requested at time ``r`` on a link that it occupies for ``o`` seconds, with latency
-``lat``, reaches the next chip (store-and-forward) no earlier than ``r + o + lat``, and
-everything that arrival causes (the next hop, a delivery, the messages a delivery makes
-ready, a reduction) happens no earlier. So with ``E`` the least ``r + o + lat`` over every
-pending request, no request that is not yet known can be ready before ``E``, and every
+``lat``, starts no earlier than ``max(r, link_free)`` (the link's free time now, which only
+grows) and so reaches the next chip (store-and-forward) no earlier than ``max(r, link_free) +
+o + lat``, and everything that arrival causes (the next hop, a delivery, the messages a
+delivery makes ready, a reduction) happens no earlier. So with ``E`` the least such bound over
+every pending request, no request that is not yet known can be ready before ``E``, and every
 pending request with ``tie_key(r) < tie_key(E)`` can be served now. A window serves them
 on each link in the network's order ``(tie_key(r), rank, seq)`` (see
 :mod:`wus_sim.hardware.network`) with the network's float operations::
@@ -39,10 +40,17 @@ A window costs a few dozen numpy calls whatever it holds, so :func:`run_schedule
 sizes of one plan (a step's buckets) together, each in its own window, as copies that share
 no node and no link: the calls are paid once per window for all of them.
 
-Limits: store-and-forward only (under cut-through a head moves on as its hop starts, so the
-lookahead would be the latency alone, zero on on-chip links); and a window must hold
-something, which fails only when a hop plus its latency is shorter than the tie quantum
-(:class:`WindowTooSmall`). The api runs SimPy in both cases.
+Cut-through routing (``routing="cut-through"``, the network's rule): a hop also carries the
+time the message's tail reaches it, ``end = max(start + nbytes / bw, tail)``, and the head
+requests the next hop at ``start + lat`` (the tail following at ``end + lat``); a last hop
+delivers at ``end + lat``. So the lookahead of a request that is not a last hop is
+``max(r, link_free) + lat`` (its head can reach the next link no earlier), of a last hop still
+``max(r, link_free) + o + lat``: windows are shorter, the rule the same.
+
+Limit: a window must hold something, which fails only when a hop plus its latency is
+shorter than the tie quantum (store-and-forward), or a multi-hop message crosses a link of
+no latency (cut-through: on-chip links, or a slice declared with zero hop latency)
+(:class:`WindowTooSmall`). The api runs SimPy then.
 """
 
 from dataclasses import dataclass
@@ -50,8 +58,9 @@ import time
 
 import numpy as np
 
-from ..hardware.network import link_key_Bps, link_key_latency_s, tie_key
+from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
+from .window_steps import serve, settle
 from .window_tables import clean_units_of, graph_of, link_counters
 
 __all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule", "run_schedules"]
@@ -87,15 +96,16 @@ class WindowOutcome:
     """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
 
 
-def run_schedule(sched, *, clean_rings=True):
-    """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) store-and-forward;
-    the same times as :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
+def run_schedule(sched, *, clean_rings=True, routing="store-and-forward"):
+    """Simulate *sched* (a :class:`~wus_sim.collectives.messages.Schedule`) with *routing*
+    (``"store-and-forward"`` or ``"cut-through"``); the same times as
+    :func:`wus_sim.collectives.simpy_engine.run_schedule` (to the last bits).
     *clean_rings*: run the rings no contention reaches as whole units (:mod:`.clean_rings`)
     instead of event by event; the times are the same."""
-    return run_schedules([sched], clean_rings=clean_rings)[0]
+    return run_schedules([sched], clean_rings=clean_rings, routing=routing)[0]
 
 
-def run_schedules(scheds, *, clean_rings=True):
+def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     """:func:`run_schedule` of every schedule in *scheds*, in one run: a :class:`WindowOutcome`
     per schedule, each the same as that schedule's run alone (times to the last bit, events,
     link counters, windows). The schedules must share one structure (one plan and chunks,
@@ -115,6 +125,7 @@ def run_schedules(scheds, *, clean_rings=True):
     t0 = time.perf_counter()
     if not len(scheds):
         return []
+    cut = check_routing(routing) == "cut-through"
     sched = scheds[0]
     C = len(scheds)
     if C > 1 and any(s.structure is None or s.structure is not sched.structure for s in scheds):
@@ -155,7 +166,7 @@ def run_schedules(scheds, *, clean_rings=True):
         startable = []  # clean units whose members have all started, not run yet
         earliest = np.full(C, np.inf)  # per copy: no event a startable unit hands back is earlier
 
-    def request(nodes, t, hop=None):
+    def request(nodes, t, hop=None, tail=None):
         if units is not None and hop is None:
             u = units.start_unit[copies.local(nodes)]
             mine = u >= 0
@@ -173,34 +184,43 @@ def run_schedules(scheds, *, clean_rings=True):
                     else:
                         np.minimum.at(earliest, full // U, bound)
                 nodes, t = nodes[~mine], t[~mine]
-        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t))
+        if cut and tail is None:  # a first hop: no tail to wait for
+            tail = np.full(len(nodes), -np.inf)
+        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t, tail))
 
-    def settle(events, t):
-        _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
+    def settle_events(events, t):
+        settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
 
     def run_startable():
         """Run the startable clean units and pass their outputs on."""
         which = np.concatenate(startable)
         startable.clear()
         earliest[:] = np.inf
-        settle(*run_units(units, which, sched.structure.layouts, start_t, nbytes=nbytes, rho=rho, bw=bw, lat=lat,
-                          path_links=path_links, path_len=path_len, H=H, link_free=link_free, copies=C))
+        settle_events(*run_units(units, which, sched.structure.layouts, start_t, nbytes=nbytes, rho=rho, bw=bw, lat=lat,
+                          path_links=path_links, path_len=path_len, H=H, link_free=link_free, copies=C,
+                          routing=routing))
 
     roots = g.roots if C == 1 else (g.roots[None, :] + n * np.arange(C)[:, None]).ravel()
     t_roots = 0.0 + rho[roots]
     msg = is_message[copies.local(roots)]
     request(roots[msg], t_roots[msg])
-    settle(np.concatenate([copies.ready(roots), copies.delivered(roots[~msg])]),
+    settle_events(np.concatenate([copies.ready(roots), copies.delivered(roots[~msg])]),
            np.concatenate([t_roots, t_roots[~msg]]))
 
     empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
-    pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+    pn, ph, pt, pl, po, pk = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f
+    pv = empty_f  # per pending request: when its tail reaches the hop (cut-through; -inf on hop 0)
+    # per pending request, what its hop adds to its start before anything it causes can happen:
+    # pw (its occupancy, or 0 for a cut-through head that moves on) then pa (the latency)
+    pw, pa = empty_f, empty_f
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
         if new:
-            nodes = np.concatenate([pn] + [a for a, _, _ in new])
-            hop = np.concatenate([ph] + [b for _, b, _ in new])
-            t = np.concatenate([pt] + [c for _, _, c in new])
+            nodes = np.concatenate([pn] + [a for a, _, _, _ in new])
+            hop = np.concatenate([ph] + [b for _, b, _, _ in new])
+            t = np.concatenate([pt] + [c for _, _, c, _ in new])
+            if cut:
+                pv = np.concatenate([pv] + [v for _, _, _, v in new])
             k = len(pn)
             fresh = nodes[k:]
             links = path_links[copies.local(fresh) * H + hop[k:]]
@@ -211,8 +231,17 @@ def run_schedules(scheds, *, clean_rings=True):
             pl = np.concatenate([pl, links])
             po = np.concatenate([po, occ])
             pk = np.concatenate([pk, tie_key(t[k:])])
-            pe = np.concatenate([pe, t[k:] + occ + lat[links]])
+            if cut:  # a head moves on a latency after its hop starts; only a last hop waits for its tail
+                last = hop[k:] + 1 == path_len[copies.local(fresh)]
+                pw = np.concatenate([pw, np.where(last, occ, 0.0)])
+            else:
+                pw = np.concatenate([pw, occ])
+            pa = np.concatenate([pa, lat[links]])
             new.clear()
+        # The lookahead: a pending hop starts no earlier than its ready time and its link's free
+        # time now (which only grows), so nothing it causes comes before (that + pw) + pa, with the
+        # network's float operations in their order (monotone, so no rounding crosses the bound).
+        pe = (np.maximum(pt, link_free[pl]) + pw) + pa
         if C == 1:
             E = pe.min() if len(pn) else np.inf
             run_units_now = units is not None and startable and earliest[0] <= E
@@ -235,24 +264,32 @@ def run_schedules(scheds, *, clean_rings=True):
             windows += E < np.inf
             sel = pk < tie_key(E)[pc]
         if sel.all():
-            sn, sh, st, sl, so, sk = pn, ph, pt, pl, po, pk
-            pn, ph, pt, pl, po, pk, pe = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f
+            sn, sh, st, sl, so, sk, sv = pn, ph, pt, pl, po, pk, pv
+            pn, ph, pt, pl, po, pk, pv, pw, pa = (empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f,
+                                                  empty_f, empty_f)
         else:
             if not sel.any() or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
                 raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
             sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
+            sv = pv[sel] if cut else None
             keep = ~sel
-            pn, ph, pt, pl, po, pk, pe = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep], pe[keep]
-        end = _serve(sn, st, sl, so, sk, rank, copies, link_free, owner, on_busy_link)
-        arrival = end + lat[sl]
+            pn, ph, pt, pl, po, pk = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep]
+            pw, pa = pw[keep], pa[keep]
+            if cut:
+                pv = pv[keep]
+        start, end = serve(sn, st, sl, so, sk, sv if cut else None, rank, copies, link_free, owner,
+                            on_busy_link)
+        arrival = end + lat[sl]  # the tail's (store-and-forward: the whole message's) arrival
         nh = sh + 1
         more = nh < path_len[copies.local(sn)]
         if more.any():
-            request(sn[more], arrival[more], nh[more])
+            # cut-through: the head moves on a latency after the hop starts, the tail follows
+            request(sn[more], (start[more] + lat[sl[more]]) if cut else arrival[more], nh[more],
+                    tail=arrival[more] if cut else None)
             done = ~more
-            settle(copies.delivered(sn[done]), arrival[done])
+            settle_events(copies.delivered(sn[done]), arrival[done])
         else:
-            settle(copies.delivered(sn), arrival)
+            settle_events(copies.delivered(sn), arrival)
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
     wall = time.perf_counter() - t0
@@ -294,130 +331,3 @@ class _Copies:
     def delivered(self, g):
         """The event: global nodes *g* delivered."""
         return self.nodes + self.ready(g)
-
-
-_SMALL = 24
-"""Below this many events, :func:`_settle` resolves them one at a time in Python: a cascade of
-readiness along one member's steps (a member that starts late finds its pieces there already)
-is a chain of tiny batches, where array calls cost more than the work."""
-
-
-def _settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request):
-    """Events *events* happened at times *t*: count them off the nodes waiting for them
-    (*remaining*, *latest* = the latest time among their events so far), and *request* the
-    first hop of every message whose last event this was. Nodes and events are global
-    (*copies*: see :func:`run_schedules`); *g*'s tables are the structure's own."""
-    children, is_message = g.children, g.is_message
-    n, C = copies.nodes, copies.count
-    flags = owner  # scratch too: owner's values are not needed past each use
-    while len(events):
-        if len(events) < _SMALL:
-            return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_t, remaining, latest, rho,
-                                      request)
-        event_t[events] = t
-        if C == 1:
-            ch = children[events].ravel()
-        else:  # the structure's event, then its children moved to the event's copy (padding stays < 0)
-            c = events // (2 * n)
-            ch = (children[events - 2 * n * c] + (c * n)[:, None]).ravel()
-        has = ch >= 0
-        waiting = ch[has]
-        if not len(waiting):
-            return
-        tw = np.repeat(t, children.shape[1])[has]
-        # a fancy assignment keeps one write per node; the few nodes listed more than once (two
-        # of their events in this batch) are redone with the slower ufunc.at
-        pos = np.arange(len(waiting))
-        owner[waiting] = pos
-        again = owner[waiting] != pos  # not the listing that owner kept
-        latest[waiting] = np.maximum(latest[waiting], tw)
-        remaining[waiting] -= 1
-        if again.any():
-            flags[waiting[again]] = -1  # mark the nodes listed twice (owner holds positions >= 0)
-            twice = flags[waiting] == -1
-            np.maximum.at(latest, waiting[twice], tw[twice])
-            np.subtract.at(remaining, waiting[again], 1)
-            waiting = waiting[~again]  # each node once
-        ready = waiting[remaining[waiting] == 0]
-        if not len(ready):
-            return
-        tr = latest[ready] + rho[ready]
-        msg = is_message[copies.local(ready)]
-        request(ready[msg], tr[msg])
-        barrier = ~msg
-        # every new node's readiness is an event; a barrier is delivered at once
-        events = np.concatenate([copies.ready(ready), copies.delivered(ready[barrier])])
-        t = np.concatenate([tr, tr[barrier]])
-
-
-def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho, request):
-    """:func:`_settle` for a few events, in Python (the same rule: a node is ready at the
-    latest of its events' times plus its reduction time; a barrier is delivered then)."""
-    children, is_message = g.children, g.is_message
-    n = copies.nodes
-    stack = list(zip(events, times))
-    new_nodes, new_times = [], []
-    while stack:
-        e, t = stack.pop()
-        event_t[e] = t
-        base = e // (2 * n) * n  # the event's copy's first node (its first event is 2 * base)
-        for c in children[e - 2 * base].tolist():
-            if c < 0:
-                continue
-            c += base
-            if t > latest[c]:
-                latest[c] = t
-            k = remaining[c] - 1
-            remaining[c] = k
-            if k:
-                continue
-            tr = latest.item(c) + rho.item(c)
-            stack.append((c + base, tr))  # its ready event
-            if is_message[c - base]:
-                new_nodes.append(c)
-                new_times.append(tr)
-            else:
-                stack.append((c + base + n, tr))
-    if new_nodes:
-        request(np.array(new_nodes, np.int64), np.array(new_times))
-
-
-def _serve(nodes, ready, links, occ, keys, rank, copies, link_free, owner, on_busy_link):
-    """End times of one window's requests, each link serving in ``(tie key, rank, seq)`` order;
-    *link_free* updated in place (*rank*: per node of the structure; *nodes* global, see
-    :class:`_Copies`: a link never carries two copies' requests, so the global node orders
-    like the local).
-    *owner* and *on_busy_link* are scratch arrays."""
-    m = len(nodes)
-    pos = np.arange(m)
-    owner[links] = pos
-    shared = owner[links] != pos  # not the last request on its link: the link has several
-    if not shared.any():
-        start = np.maximum(ready, link_free[links])
-        end = start + occ
-        link_free[links] = end
-        return end
-    on_busy_link[links[shared]] = True
-    many = on_busy_link[links]
-    on_busy_link[links] = False
-    end = np.empty(m)
-    one = ~many
-    if one.any():
-        li = links[one]
-        e = np.maximum(ready[one], link_free[li]) + occ[one]
-        link_free[li] = e
-        end[one] = e
-    # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
-    idx = np.flatnonzero(many)
-    idx = idx[np.lexsort((nodes[idx], rank[copies.local(nodes[idx])], keys[idx], links[idx]))]
-    li = links[idx]
-    first = np.ones(len(idx), bool)
-    first[1:] = li[1:] != li[:-1]
-    rank_in_link = np.arange(len(idx)) - np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
-    for i in range(int(rank_in_link.max()) + 1):
-        at = idx[rank_in_link == i]
-        la = links[at]
-        e = np.maximum(ready[at], link_free[la]) + occ[at]
-        link_free[la] = e
-        end[at] = e
-    return end

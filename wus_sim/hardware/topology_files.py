@@ -13,6 +13,7 @@ from ..inputs.config import Section, is_file, load_yaml, present
 from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
+from ..inputs.memo import IdentityMemo
 from ..inputs.shipped import env_dirs, note_once, note_override, shipped_dir
 from ..inputs.text import short_repr
 from ..inputs.units import GB, GiB, US
@@ -298,7 +299,9 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                 check_file(path, what="topology file", named_by="topology")
             else:
                 path = _find_file(spec)
-            topo = _topology_from_file(path)
+            st = check_file(path, what="topology file", named_by="topology")
+            topo = _LOADED.get((), (str(Path(path).resolve()), st.st_mtime_ns, st.st_size, _chips_state()),
+                               lambda: _topology_from_file(path))
     changes = {}
     if link_GBps is not None:
         changes["axis_link_Bps"] = tuple(_override(v, "link_GBps", written=link_GBps) * GB
@@ -317,6 +320,25 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
         changes["cores_per_chip"] = int(_override(cores_per_chip, "cores_per_chip"))
     topo = replace(topo, **changes) if changes else topo
     return with_link_faults(topo, failed_links, slow_links, seed)
+
+
+_LOADED = IdentityMemo(maxsize=64)
+"""Slices by file and modification time, and those of the chips files they read (an edited
+file, or another WUS_SIM_TOPOLOGY_PATH, is read again): a sweep's points load the same few (a
+Topology is frozen; the point's overrides are applied to a copy)."""
+
+
+def _chips_state():
+    """Which chips files :func:`load_chips` reads now, with their modification times and sizes."""
+    out = []
+    for d in topology_dirs():
+        p = d / "chips.yaml"
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append((str(p), st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 OVERRIDE_RANGES = {"link_GBps": (False, 1e6, False), "hop_latency_us": (True, 1e6, False),

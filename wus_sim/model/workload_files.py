@@ -13,6 +13,7 @@ from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 from ..inputs.limits import MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
+from ..inputs.memo import IdentityMemo
 # the dtype tables live in units (light, so the command line builds its choices from them)
 from ..inputs.units import DTYPE_BYTES
 from .workload import ActivationTerm, AttentionScores, MLPerfConfig, Tensor, Workload
@@ -57,7 +58,14 @@ def load_workload(name_or_path):
                 break
         else:
             raise UnknownNameError("workload", spec, known_workloads())
-    return _workload_from_file(path)
+    st = check_file(path, what="workload file", named_by="workload")
+    return _LOADED.get((), (str(Path(path).resolve()), st.st_mtime_ns, st.st_size),
+                       lambda: _workload_from_file(path))
+
+
+_LOADED = IdentityMemo(maxsize=64)
+"""Workloads by file and modification time (an edited file is read again): a sweep's points
+load the same few (a Workload is frozen)."""
 
 
 _DTYPES = tuple(sorted(DTYPE_BYTES))

@@ -41,6 +41,7 @@ model, the sharding rules and the layout choice read the same dataflow facts.
 """
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 import math
 
 from .dataflow import flow
@@ -59,6 +60,11 @@ _SPLIT = {"flat": {FULL}, "rows": {FULL, ROWS}, "cols": {FULL, COLS}}
 
 def matrix_view(shape):
     """``(size, rows, cols)`` of a tensor shape; rows/cols are ``None`` below rank 2."""
+    return _matrix_view(tuple(shape))
+
+
+@lru_cache(maxsize=4096)  # a sweep asks for the same few hundred shapes at every point
+def _matrix_view(shape):
     shape = tuple(int(d) for d in shape)
     size = math.prod(shape)
     if len(shape) < 2:

@@ -253,8 +253,7 @@ POINT_KEYS = _table(
     Param("routing", "choice", default=DEFAULT_ROUTING, nullable=False, choices=_routings,
           meaning="Network routing: cut-through (the head moves on at once, as on a packet-switched link; the "
                   "default, which the measured runs support) or store-and-forward (each hop receives the whole "
-                  "message first; runs contended schedules on the faster window engine). They differ on multi-hop "
-                  "edges: mesh folded rings, detours around failed links."),
+                  "message first). They differ on multi-hop edges: mesh folded rings, detours around failed links."),
     Param("bucket_MiB", "number", positive=True, maximum=2**20, unit="MiB",
           meaning="Gradient fusion bucket size (2^20 B); null = the planner's default."),
     Param("overlap_grad_reduce", "bool", default=True, nullable=False,

@@ -42,6 +42,7 @@ decisions live in one module; the plan they produce, as data, is :mod:`wus_sim.t
 from dataclasses import replace
 
 from ..inputs.errors import ConfigError
+from ..inputs.memo import IdentityMemo
 from ..inputs.units import MiB
 from .sharding_plan import Bucket, ExtraReduction, FORMATS, Plan, TensorPlan
 
@@ -67,14 +68,20 @@ _FORMAT_RANK = {f: i for i, f in enumerate(FORMATS)}
 # ========================================================================== planning
 def resolve_analysis(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4):
     """An optimizer analysis from an analysis, an Optimizer program, or a name/path."""
-    from ..optimizers import OptimizerAnalysis, analyse  # same layer; imported here so workloads-only users skip it
+    from ..optimizers import OptimizerAnalysis, analyse, load_optimizer  # imported here so workloads-only users skip it
 
     if isinstance(optimizer, OptimizerAnalysis):
         if (optimizer.weight_bytes, optimizer.grad_bytes, optimizer.slot_bytes) == (weight_bytes, grad_bytes,
                                                                                      slot_bytes):
             return optimizer
         optimizer = optimizer.name  # re-derive with this workload's dtypes
-    return analyse(optimizer, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes)
+    # the same program (load_optimizer keeps it while its file is unchanged) and sizes: the same analysis
+    program = load_optimizer(optimizer)
+    return _ANALYSED.get((program,), (weight_bytes, grad_bytes, slot_bytes), lambda: analyse(
+        program, weight_bytes=weight_bytes, grad_bytes=grad_bytes, slot_bytes=slot_bytes))
+
+
+_ANALYSED = IdentityMemo()
 
 
 def _value_bytes(value, default, key):
@@ -173,6 +180,20 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     wb, sb = workload.weight_bytes, workload.slot_bytes
     ab = _value_bytes(gather_bytes, wb, "gather_bytes")
     analysis = resolve_analysis(optimizer, weight_bytes=wb, grad_bytes=gb, slot_bytes=sb)
+    # The plan reads of the slice only its replica count: points that differ in link figures
+    # (or anything else of the slice) share it, with their own topology put in.
+    shared = _PLANNED.get((workload, analysis), (cores, n, bucket_bytes, below, float(max_padding_ratio), gb, ab),
+                          lambda: _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_ratio,
+                                        gb, ab))
+    return shared if shared.topology is topology else replace(shared, topology=topology)
+
+
+_PLANNED = IdentityMemo()
+
+
+def _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_ratio, gb, ab):
+    """:func:`plan` once its arguments are checked."""
+    cores = topology.num_replicas
 
     tensor_plans = []
     sharded_reductions = []      # [(Reduction, values)] of each sharded tensor

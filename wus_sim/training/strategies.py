@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import math
 
 from ..inputs.errors import UnknownNameError
+from ..inputs.memo import IdentityMemo
 from ..model.memory import PAPER_PAIR, STRATEGY_NAMES
 from .sharding_plan import Plan
 
@@ -152,6 +153,14 @@ def update_work(plan: Plan, strategy):
     replicated tensors (sharded and fully-sharded), each costed exactly by the optimizer
     analysis of its case."""
     _check(strategy)
+    # of the plan only its tensors and analysis count: plans shared by a sweep's points share it
+    return _UPDATE_WORK.get((plan.tensors, plan.analysis), strategy, lambda: _update_work(plan, strategy))
+
+
+_UPDATE_WORK = IdentityMemo()
+
+
+def _update_work(plan, strategy):
     a = plan.analysis
     elements = kernels = 0
     read = written = flops = 0.0

@@ -1,0 +1,201 @@
+"""The pieces of a ``wus-sim bench`` case: :class:`BenchCase`, the registry :data:`CASES`
+that :mod:`wus_sim.bench` runs, and builders of the usual kinds of case (a collective, a
+whole command, a step, an experiment point, an experiment run). See :mod:`wus_sim.bench`."""
+
+from dataclasses import dataclass
+import json
+import os
+import subprocess
+import sys
+from typing import Callable, NamedTuple
+
+from ..inputs.units import format_bytes
+
+__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case",
+           "step_case", "point_case", "experiment_case", "Unavailable"]
+
+
+class Unavailable(Exception):
+    """Raised by a case's setup when the case cannot run here (see the module docstring)."""
+
+
+class Measurement(NamedTuple):
+    """What a timed run reports."""
+
+    sim_time_s: float
+    events: int
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One benchmark case."""
+
+    name: str
+    engine: str
+    setup: Callable[[], object]
+    """Untimed preparation; returns the state passed to ``run``. May raise :class:`Unavailable`."""
+    run: Callable[[object], Measurement]
+    """The timed work."""
+    quick: bool = False
+    """Part of the reduced ``--quick`` set (small, for tests)."""
+    problem: str = ""
+    """What is simulated; cases with equal ``problem`` must give the same simulated time."""
+    measure_memory: bool = True
+    full: bool = True
+    """Part of the full set."""
+
+
+CASES = {}
+"""The registry, in insertion order: name -> :class:`BenchCase`."""
+
+
+def register(case):
+    """Add *case* to :data:`CASES` (replacing one of the same name) and return it."""
+    CASES[case.name] = case
+    return case
+
+
+# ================================================================ case builders
+def collective_problem(topology, op, algorithm, nbytes, **kw):
+    """The ``problem`` of a collective case: cases (and CLI cases) simulating the same one share it."""
+    return f"{op} {algorithm} {format_bytes(nbytes)} on {topology}" + "".join(
+        f" {k}={v}" for k, v in sorted(kw.items()))
+
+
+def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", quick=False, full=True, faults=None,
+                    **kw):
+    """A case simulating one collective on *engine* (``fast`` calls the fast engine
+    directly; other names go through ``simulate_collective(engine=...)``). *faults*:
+    ``load_topology`` keywords of failed and slow links (``failed_links``, ``slow_links``, ``seed``)."""
+    faults = dict(faults or {})
+    problem = collective_problem(topology, op, algorithm, nbytes, **kw, **faults)
+
+    def setup():
+        from ..hardware.topology_files import load_topology
+
+        topo = load_topology(topology, **faults)
+        if engine == "fast":
+            from ..collectives import fast_engine
+
+            reason = fast_engine.why_unsupported(topo, op, algorithm,
+                                                 **{k: v for k, v in kw.items() if k != "reduce_Bps"})
+            if reason is not None:
+                raise Unavailable(reason)
+            return topo, fast_engine
+        from ..collectives import simulate_collective
+
+        return topo, simulate_collective
+
+    def run(state):
+        topo, impl = state
+        if engine == "fast":
+            out = impl.run(topo, op, algorithm, nbytes, **kw)
+        else:
+            out = impl(topo, op, algorithm, nbytes, engine=engine, **kw)
+        return Measurement(out.time_s, out.events)
+
+    return BenchCase(name, engine, setup, run, quick=quick, full=full, problem=problem)
+
+
+def cli_case(name, argv, *, quick=False, full=True, problem=""):
+    """A case timing a whole ``wus-sim ...`` command in a fresh interpreter (imports
+    included); *argv* includes ``--json`` so the simulated time can be read back, or is a
+    command that prints no JSON (``--version``: no simulated time, no events)."""
+
+    def run(_):
+        out = subprocess.run([sys.executable, "-m", "wus_sim", *argv], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"wus-sim {' '.join(argv)} failed: {out.stderr.strip()}")
+        if "--json" not in argv:
+            return Measurement(None, 0)
+        doc = json.loads(out.stdout)
+        return Measurement(float(doc["time_s"]), int(doc.get("events", 0)))
+
+    return BenchCase(name, "cli", lambda: None, run, quick=quick, full=full, problem=problem, measure_memory=False)
+
+
+def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,
+              full=True, slices=None, faults=None, options=None):
+    """A case simulating one point, *strategies* (plan, collectives, SimPy timeline), from
+    cold caches; the simulated time is the last strategy's step time, events are SimPy events.
+    *slices*: that many slices of *topology* over the data-center network (multislice);
+    *faults*: failed/slow cables (keyword arguments of ``topology.with_link_faults``);
+    *options*: :class:`~wus_sim.training.step.StepOptions` fields other than the defaults."""
+
+    def setup():
+        from ..collectives import clear_caches
+        from ..inputs.memo import clear_memos
+
+        clear_caches()
+        clear_memos()  # cold: the files, analyses and plans a sweep shares are read and built again
+        return None
+
+    def run(_):
+        from ..hardware.multislice import load_multislice
+        from ..training.step import StepOptions, simulate_strategies
+
+        topo = topology if slices is None else load_multislice(topology, slices=slices)[1]
+        if faults:
+            from ..hardware.topology_files import load_topology
+            from ..hardware.link_faults import with_link_faults
+
+            topo = with_link_faults(load_topology(topo) if isinstance(topo, str) else topo, **faults)
+        results = simulate_strategies(workload, topo, optimizer, strategies,
+                                      options=StepOptions(**options) if options else None).results
+        events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
+        return Measurement(results[strategies[-1]].step_time_s, events)
+
+    where = topology if slices is None else f"{slices}x {topology}"
+    return BenchCase(name, "timeline", setup, run, quick=quick, full=full,
+                problem=f"step {workload} {optimizer or 'default'} on {where}")
+
+
+def point_case(name, point, *, quick=False, full=True):
+    """A case simulating one experiment point as ``run`` does (every strategy of it, the rows with
+    their bands and validated range), from cold caches; events are the rows it gives."""
+
+    def setup():
+        from ..collectives import clear_caches
+        from ..inputs.memo import clear_memos
+
+        clear_caches()
+        clear_memos()  # cold: the files, analyses and plans a sweep shares are read and built again
+        return None
+
+    def run(_):
+        from ..experiments.records import simulate_point
+
+        rows = simulate_point(point)
+        return Measurement(rows[-1]["step_time_s"], len(rows))
+
+    return BenchCase(name, "point", setup, run, quick=quick,
+                     problem=f"point {point['workload']} on {point['topology']} with bands")
+
+
+def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
+    """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
+    included); events are the points simulated, simulated time is not applicable. *path*: a
+    file, or a callable that writes one and returns its path (the bench's own sweeps)."""
+    def setup():
+        where = path() if callable(path) else path
+        if not os.path.isfile(where):
+            raise Unavailable(f"{where} not found (run the benchmark from a source checkout)")
+        return where
+
+    def run(path):
+        import csv
+        import tempfile
+
+        # a fresh output directory per run (no journal to resume from), removed afterwards
+        with tempfile.TemporaryDirectory(prefix="wus-bench-") as out_dir:
+            argv = [sys.executable, "-m", "wus_sim", "run", path, "--jobs", str(jobs), "--out", out_dir, "--quiet",
+                    *extra]
+            out = subprocess.run(argv, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv[2:])} failed: {out.stderr.strip()}")
+            with open(os.path.join(out_dir, "results.csv")) as fh:
+                points = len({row["point_hash"] for row in csv.DictReader(fh)})
+        return Measurement(None, points)
+
+    return BenchCase(name, "run", setup, run, quick=quick, full=full,
+                     problem=f"experiment {name if callable(path) else path}", measure_memory=False)

@@ -1,0 +1,126 @@
+"""The benchmark cases of ``wus-sim bench``, registered in :data:`wus_sim.bench.CASES` in the
+order the table lists them (the builders and the loop are :mod:`wus_sim.bench`; what each case
+means is in docs/speed.md)."""
+
+import os
+
+from .builders import (cli_case, collective_case, collective_problem, experiment_case, point_case, register,
+                             step_case)
+from ..inputs.shipped import shipped_dir
+from ..inputs.units import MiB
+
+__all__ = ["WHATIF_SWEEP"]
+
+
+WHATIF_SWEEP = {
+    "name": "bench_whatif_sweep",
+    "description": "The issue-34 what-if grid: 5 workloads x 4 TPU-v3 slices x 5 optimizers x 20 link "
+                   "bandwidths x 50 per-replica batches = 100,000 points, both strategies.",
+    "workloads": ["resnet50", "transformer-big", "bert-large", "gnmt", "ssd-resnet34"],
+    "topologies": ["tpu-v3-32", "tpu-v3-128", "tpu-v3-512", "tpu-v3-2048"],
+    "optimizers": ["adam", "sgd", "momentum", "lars", "lamb"],
+    "strategies": ["replicated", "sharded"],
+    "sweep": {"link_GBps": list(range(10, 201, 10)), "per_replica_batch": list(range(1, 51))},
+}
+"""The what-if sweep of issue 34 (100,000 points); the bench runs a prefix of it (``--limit``)."""
+
+
+def _whatif_sweep_file():
+    """:data:`WHATIF_SWEEP` as an experiment file in the temporary directory (the same file
+    each time), its path."""
+    import tempfile
+
+    import yaml
+
+    path = os.path.join(tempfile.gettempdir(), "wus-bench-whatif-sweep.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump({**WHATIF_SWEEP, "plots": []}, fh, sort_keys=False)
+    return path
+
+
+# ======================================================================= cases
+_S = 64 * MiB
+for _dims in ("32x32", "64x64", "128x128", "256x256"):
+    register(collective_case(f"2d all-reduce 64MiB torus:{_dims}", f"torus:{_dims}", "all-reduce", "2d", _S))
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048", "tpu-v3-2048", "all-reduce", "2d", _S))
+register(collective_case("2d all-reduce 64MiB torus:32x32 (SimPy reference)", "torus:32x32", "all-reduce",
+                         "2d", _S, engine="simpy"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce",
+                         "halving-doubling", _S, engine="simpy"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32 (window engine)", "torus:32x32",
+                         "all-reduce", "halving-doubling", _S, engine="window"))
+register(collective_case("ring all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce", "ring", _S))
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048 (api, engine auto)", "tpu-v3-2048", "all-reduce",
+                         "2d", _S, engine="auto"))
+# issue 34: start-up of short commands (a fresh interpreter each run: Python, numpy, wus-sim)
+register(cli_case("wus-sim --version (whole command)", ["--version"]))
+register(cli_case("wus-sim collective torus:32x32 2d all-reduce 64MiB (whole command)",
+                  ["collective", "-t", "torus:32x32", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+                   "--link-GBps", "100", "--hop-latency-us", "1", "--json"],
+                  problem=collective_problem("torus:32x32", "all-reduce", "2d", _S) + " cut-through"))
+register(cli_case("wus-sim collective tpu-v3-2048 2d all-reduce 64MiB (whole command)",
+                  ["collective", "-t", "tpu-v3-2048", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+                   "--json"],
+                  problem=collective_problem("tpu-v3-2048", "all-reduce", "2d", _S)))
+# issue 10: one failed cable (2 links): the detours share links, so an event engine runs it
+# (engine auto: the window engine; SimPy as the reference)
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (api, engine auto)", "tpu-v3-2048",
+                         "all-reduce", "2d", _S, engine="auto", faults={"failed_links": 1, "seed": 0}))
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable (SimPy reference)", "tpu-v3-2048",
+                         "all-reduce", "2d", _S, engine="simpy", faults={"failed_links": 1, "seed": 0}))
+# issue 34: the same contended schedules under cut-through, the commands' default routing: the
+# window engine, not SimPy, runs them (SimPy remains the reference: same problem, same time)
+register(collective_case("2d all-reduce 64MiB tpu-v3-2048, 1 failed cable, cut-through (api, engine auto)",
+                         "tpu-v3-2048", "all-reduce", "2d", _S, engine="auto", faults={"failed_links": 1, "seed": 0},
+                         routing="cut-through"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32, cut-through (api, engine auto)",
+                         "torus:32x32", "all-reduce", "halving-doubling", _S, engine="auto", routing="cut-through"))
+register(collective_case("halving-doubling all-reduce 64MiB torus:32x32, cut-through (SimPy reference)",
+                         "torus:32x32", "all-reduce", "halving-doubling", _S, engine="simpy", routing="cut-through"))
+# the reduced set run by tests: small, one problem on both engines
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8", "torus:8x8", "all-reduce", "2d", MiB,
+                         quick=True, full=False))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8 (SimPy)", "torus:8x8", "all-reduce", "2d", MiB,
+                         engine="simpy", quick=True, full=False))
+register(collective_case("quick: ring all-reduce 1MiB torus:4x4", "torus:4x4", "all-reduce", "ring", MiB,
+                         quick=True, full=False))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable", "torus:8x8", "all-reduce", "2d", MiB,
+                         engine="auto", quick=True, full=False, faults={"failed_links": "27+x"}))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable (SimPy)", "torus:8x8", "all-reduce",
+                         "2d", MiB, engine="simpy", quick=True, full=False, faults={"failed_links": "27+x"}))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable, cut-through", "torus:8x8", "all-reduce",
+                         "2d", MiB, engine="auto", quick=True, full=False, faults={"failed_links": "27+x"},
+                         routing="cut-through"))
+register(collective_case("quick: 2d all-reduce 1MiB torus:8x8, 1 failed cable, cut-through (SimPy)", "torus:8x8",
+                         "all-reduce", "2d", MiB, engine="simpy", quick=True, full=False,
+                         faults={"failed_links": "27+x"}, routing="cut-through"))
+# issue 4: what-if sweeps run thousands of points
+_EXPERIMENTS = str(shipped_dir("experiments"))
+register(step_case("step: transformer-big adam tpu-v3-2048, both strategies", "transformer-big", "tpu-v3-2048",
+                   "adam"))
+# issue 24: a step point with its bands and validated range stays under 0.2 s
+register(point_case("step point with bands: transformer-big adam tpu-v3-2048, both strategies",
+                    {"workload": "transformer-big", "topology": "tpu-v3-2048", "optimizer": "adam"}, quick=True))
+# issue 10: one point of each what-if on a 2048-replica slice in under 1 s
+register(step_case("step: transformer-big adam tpu-v3-2048, fully-sharded (what-if)", "transformer-big",
+                   "tpu-v3-2048", "adam", strategies=("fully-sharded",)))
+register(step_case("step: transformer-big adam 2 slices of tpu-v3-2048 over the DCN, both strategies",
+                   "transformer-big", "tpu-v3-2048", "adam", slices=2))
+register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, both strategies", "transformer-big",
+                   "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0}))
+# issue 34: the detours' contended schedules run on the window engine under both routings (the
+# default cut-through above, and store-and-forward here); SimPy stays the reference
+register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, store-and-forward", "transformer-big",
+                   "tpu-v3-2048", "adam", faults={"failed_links": 1, "seed": 0},
+                   options={"routing": "store-and-forward"}))
+register(step_case("step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, both strategies", "resnet50",
+                   "tpu-v3-2048", options={"bn_group_replicas": 8}))
+register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
+                         os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
+register(experiment_case("what-if sweep: first 1,000 of the 100,000-point grid, --jobs 2 (whole command)",
+                         _whatif_sweep_file, extra=("--limit", "1000", "--no-plots")))
+register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
+register(step_case("quick: step resnet50 tpu-v3-32, batch norm over 8 cores", "resnet50", "tpu-v3-32",
+                   quick=True, full=False, options={"bn_group_replicas": 8}))
+register(step_case("quick: step resnet50 tpu-v3-32, 1 failed cable", "resnet50", "tpu-v3-32", quick=True,
+                   full=False, faults={"failed_links": 1, "seed": 0}))

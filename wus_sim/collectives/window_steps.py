@@ -1,0 +1,142 @@
+"""What one window of the window engine (:mod:`.window_engine`) does with its requests and
+events: serve each link's requests in the network's order (:func:`serve`) and count
+deliveries and readiness off the nodes waiting for them (:func:`settle`). Both work on the
+engine's global nodes (copies of one structure, see :class:`.window_engine._Copies`)."""
+
+import numpy as np
+
+__all__ = ["serve", "settle"]
+
+
+_SMALL = 24
+"""Below this many events, :func:`settle` resolves them one at a time in Python: a cascade of
+readiness along one member's steps (a member that starts late finds its pieces there already)
+is a chain of tiny batches, where array calls cost more than the work."""
+
+
+def settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request):
+    """Events *events* happened at times *t*: count them off the nodes waiting for them
+    (*remaining*, *latest* = the latest time among their events so far), and *request* the
+    first hop of every message whose last event this was. Nodes and events are global
+    (*copies*: see :func:`.window_engine.run_schedules`); *g*'s tables are the structure's own."""
+    children, is_message = g.children, g.is_message
+    n, C = copies.nodes, copies.count
+    flags = owner  # scratch too: owner's values are not needed past each use
+    while len(events):
+        if len(events) < _SMALL:
+            return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_t, remaining, latest, rho,
+                                      request)
+        event_t[events] = t
+        if C == 1:
+            ch = children[events].ravel()
+        else:  # the structure's event, then its children moved to the event's copy (padding stays < 0)
+            c = events // (2 * n)
+            ch = (children[events - 2 * n * c] + (c * n)[:, None]).ravel()
+        has = ch >= 0
+        waiting = ch[has]
+        if not len(waiting):
+            return
+        tw = np.repeat(t, children.shape[1])[has]
+        # a fancy assignment keeps one write per node; the few nodes listed more than once (two
+        # of their events in this batch) are redone with the slower ufunc.at
+        pos = np.arange(len(waiting))
+        owner[waiting] = pos
+        again = owner[waiting] != pos  # not the listing that owner kept
+        latest[waiting] = np.maximum(latest[waiting], tw)
+        remaining[waiting] -= 1
+        if again.any():
+            flags[waiting[again]] = -1  # mark the nodes listed twice (owner holds positions >= 0)
+            twice = flags[waiting] == -1
+            np.maximum.at(latest, waiting[twice], tw[twice])
+            np.subtract.at(remaining, waiting[again], 1)
+            waiting = waiting[~again]  # each node once
+        ready = waiting[remaining[waiting] == 0]
+        if not len(ready):
+            return
+        tr = latest[ready] + rho[ready]
+        msg = is_message[copies.local(ready)]
+        request(ready[msg], tr[msg])
+        barrier = ~msg
+        # every new node's readiness is an event; a barrier is delivered at once
+        events = np.concatenate([copies.ready(ready), copies.delivered(ready[barrier])])
+        t = np.concatenate([tr, tr[barrier]])
+
+
+def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho, request):
+    """:func:`settle` for a few events, in Python (the same rule: a node is ready at the
+    latest of its events' times plus its reduction time; a barrier is delivered then)."""
+    children, is_message = g.children, g.is_message
+    n = copies.nodes
+    stack = list(zip(events, times))
+    new_nodes, new_times = [], []
+    while stack:
+        e, t = stack.pop()
+        event_t[e] = t
+        base = e // (2 * n) * n  # the event's copy's first node (its first event is 2 * base)
+        for c in children[e - 2 * base].tolist():
+            if c < 0:
+                continue
+            c += base
+            if t > latest[c]:
+                latest[c] = t
+            k = remaining[c] - 1
+            remaining[c] = k
+            if k:
+                continue
+            tr = latest.item(c) + rho.item(c)
+            stack.append((c + base, tr))  # its ready event
+            if is_message[c - base]:
+                new_nodes.append(c)
+                new_times.append(tr)
+            else:
+                stack.append((c + base + n, tr))
+    if new_nodes:
+        request(np.array(new_nodes, np.int64), np.array(new_times))
+
+
+def _hop(ready, free, occ, tail):
+    """Start and end of hops the network's way: ``start = max(ready, free)``, ``end = start + occ``
+    (cut-through, *tail* not ``None``: no earlier than the tail's arrival, ``max(start + occ, tail)``)."""
+    start = np.maximum(ready, free)
+    end = start + occ
+    return start, (end if tail is None else np.maximum(end, tail))
+
+
+def serve(nodes, ready, links, occ, keys, tail, rank, copies, link_free, owner, on_busy_link):
+    """Start and end times of one window's requests, each link serving in ``(tie key, rank,
+    seq)`` order; *link_free* updated in place (*tail*: per request, when its tail reaches
+    the hop under cut-through, else ``None``; *rank*: per node of the structure; *nodes*
+    global, see :class:`.window_engine._Copies`: a link never carries two copies' requests, so the global
+    node orders like the local). *owner* and *on_busy_link* are scratch arrays."""
+    m = len(nodes)
+    pos = np.arange(m)
+    owner[links] = pos
+    shared = owner[links] != pos  # not the last request on its link: the link has several
+    if not shared.any():
+        start, end = _hop(ready, link_free[links], occ, tail)
+        link_free[links] = end
+        return start, end
+    on_busy_link[links[shared]] = True
+    many = on_busy_link[links]
+    on_busy_link[links] = False
+    start, end = np.empty(m), np.empty(m)
+    one = ~many
+    if one.any():
+        li = links[one]
+        s, e = _hop(ready[one], link_free[li], occ[one], None if tail is None else tail[one])
+        link_free[li] = e
+        start[one], end[one] = s, e
+    # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
+    idx = np.flatnonzero(many)
+    idx = idx[np.lexsort((nodes[idx], rank[copies.local(nodes[idx])], keys[idx], links[idx]))]
+    li = links[idx]
+    first = np.ones(len(idx), bool)
+    first[1:] = li[1:] != li[:-1]
+    rank_in_link = np.arange(len(idx)) - np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
+    for i in range(int(rank_in_link.max()) + 1):
+        at = idx[rank_in_link == i]
+        la = links[at]
+        s, e = _hop(ready[at], link_free[la], occ[at], None if tail is None else tail[at])
+        link_free[la] = e
+        start[at], end[at] = s, e
+    return start, end
