@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 from ..inputs.units import format_bytes
 
-__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case",
+__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "mesh_case",
            "step_case", "point_case", "experiment_case", "Unavailable"]
 
 
@@ -148,6 +148,35 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
     where = topology if slices is None else f"{slices}x {topology}"
     return BenchCase(name, "timeline", setup, run, quick=quick, full=full,
                 problem=f"step {workload} {optimizer or 'default'} on {where}")
+
+
+def mesh_case(name, workload, topology, optimizer=None, *, mesh, dcn_mesh=None, megacore=False, global_batch=None,
+              strategies=("sharded",), options=None, quick=False, full=True):
+    """A case simulating one device-mesh point (:func:`~wus_sim.training.mesh_step.simulate_mesh`),
+    from cold caches; *dcn_mesh*'s product is the number of slices of *topology*."""
+
+    def setup():
+        from ..collectives import clear_caches
+        from ..inputs.memo import clear_memos
+
+        clear_caches()
+        clear_memos()
+        return None
+
+    def run(_):
+        from ..hardware.mesh import Placement
+        from ..training.mesh_step import simulate_mesh
+        from ..training.step import StepOptions
+
+        placement = Placement(megacore=megacore, mesh=mesh, dcn_mesh=dcn_mesh)  # slices: dcn_mesh's product
+        results = simulate_mesh(workload, topology, optimizer, strategies, global_batch=global_batch,
+                                options=StepOptions(**options) if options else None, placement=placement).results
+        events = sum(r.timeline.events for r in results.values() if r.timeline is not None)
+        return Measurement(results[strategies[-1]].step_time_s, events)
+
+    where = topology if not dcn_mesh else f"{dcn_mesh} x {topology}"
+    return BenchCase(name, "timeline", setup, run, quick=quick, full=full,
+                     problem=f"mesh step {workload} {optimizer or 'default'} {mesh} on {where}")
 
 
 def point_case(name, point, *, quick=False, full=True):

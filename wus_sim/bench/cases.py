@@ -4,7 +4,7 @@ means is in docs/speed.md)."""
 
 import os
 
-from .builders import (cli_case, collective_case, collective_problem, experiment_case, point_case, register,
+from .builders import (cli_case, collective_case, collective_problem, experiment_case, mesh_case, point_case, register,
                              step_case)
 from ..inputs.shipped import shipped_dir
 from ..inputs.units import MiB
@@ -115,6 +115,11 @@ register(step_case("step: transformer-big adam tpu-v3-2048, 1 failed cable, stor
                    options={"routing": "store-and-forward"}))
 register(step_case("step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, both strategies", "resnet50",
                    "tpu-v3-2048", options={"bn_group_replicas": 8}))
+# issue 32: one GPT-3 175B point on 6,144 v5p chips (six v5p-2048 slices over the DCN), fsdp x
+# tensor in each slice, data across them
+register(mesh_case("mesh step: gpt3-175b adam, 6 slices of tpu-v5p-2048 (6,144 chips), fsdp=128,tensor=8",
+                   "gpt3-175b", "tpu-v5p-2048", "adam", mesh="fsdp=128,tensor=8", dcn_mesh="data=6", megacore=True,
+                   global_batch=1536, options={"remat": "full", "quantization": "int8"}))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(experiment_case("what-if sweep: first 1,000 of the 100,000-point grid, --jobs 2 (whole command)",
