@@ -318,12 +318,12 @@ class RunDir:
     def record(self, files):
         """Write ``run.json``: the experiment this folder's results belong to and the files written."""
         owner_path = self.path / OWNER_NAME
-        tmp = owner_path.with_suffix(".json.tmp")
         doc = {"experiment": self.experiment, "files": sorted({Path(f).name for f in files})}
         if self._earlier:
             doc["earlier"] = self._earlier  # an earlier run's files, until this run finishes
-        tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
-        os.replace(tmp, owner_path)
+        from ..inputs.writes import write_atomic
+
+        write_atomic(owner_path, json.dumps(doc) + "\n", what="run file")
 
     def release(self):
         if self._lock_fd is not None:

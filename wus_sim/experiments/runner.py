@@ -312,7 +312,9 @@ def write_run_files(experiment, frame, out_dir, *, reduced=False, limit=None):
     csv_path, parquet_path = write_results(frame, out_dir)
     columns_md = write_columns_doc(frame, out_dir)
     resolved = out_dir / "config.resolved.yaml"
-    resolved.write_text(yaml.safe_dump(experiment.resolved(reduced=reduced, limit=limit), sort_keys=False))
+    from ..inputs.writes import write_atomic
+
+    write_atomic(resolved, yaml.safe_dump(experiment.resolved(reduced=reduced, limit=limit), sort_keys=False))
     return {"results_csv": csv_path, "results_parquet": parquet_path, "columns_md": columns_md,
             "columns_json": out_dir / "columns.json", "config_resolved": resolved}
 

@@ -16,7 +16,7 @@ from ..inputs.limits import MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
 from ..inputs.units import DTYPE_BYTES
 from .workload import ActivationTerm, AttentionScores, MLPerfConfig, Tensor, Workload
 
-__all__ = ["load_workload", "known_workloads", "workload_dirs", "WORKLOAD_KEYS"]
+__all__ = ["load_workload", "workload_from_text", "known_workloads", "workload_dirs", "WORKLOAD_KEYS"]
 
 
 WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
@@ -176,8 +176,17 @@ def _default_optimizer(doc):
     return name
 
 
-def _workload_from_file(path):
-    doc = Section(load_yaml(path), file=path)
+def workload_from_text(text, *, file):
+    """The :class:`Workload` of workload-file YAML *text*, read by exactly the rules
+    :func:`load_workload` reads a file by (errors name *file*): a file is checked before it is
+    written (``import-workload``)."""
+    from ..inputs.config import parse_yaml
+
+    return _workload_from_file(file, doc=parse_yaml(text, file=file))
+
+
+def _workload_from_file(path, doc=None):
+    doc = Section(load_yaml(path) if doc is None else doc, file=path)
     WORKLOAD_KEYS.check(doc)
 
     flops = doc.section("fwd_flops")

@@ -246,6 +246,8 @@ def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
     """
     import matplotlib.pyplot as plt
 
+    from ..inputs.writes import write_atomic
+
     out_dir = Path(out_dir)
     written = []
     for plot in plots:
@@ -254,7 +256,8 @@ def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
             fig = draw_figure(plot, df, chosen=chosen)
             for ext in ("png", "svg"):
                 path = out_dir / f"{plot.name}.{ext}"
-                fig.savefig(path, dpi=150, bbox_inches="tight")
+                write_atomic(path, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=150, bbox_inches="tight"),
+                             what="plot")
                 written.append(path)
         except Exception as exc:  # noqa: BLE001 -- any failure of one plot is reported, then skipped
             reason = str(exc) if isinstance(exc, (NothingToDraw, AveragedCells)) else f"{type(exc).__name__}: {exc}"

@@ -112,15 +112,7 @@ def write_trace(path, timelines, phases=None, *, network="ICI"):
     """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
     doc = {"traceEvents": trace_events(timelines, phases, network=network), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
-    from ..inputs.files import check_writable_file
+    from ..inputs.writes import write_atomic
 
-    check_writable_file(path, what="trace file", named_by="--trace")  # a FIFO would block the open
-    try:
-        with open(path, "w") as fh:
-            json.dump(doc, fh)
-    except (OSError, ValueError) as exc:
-        from ..inputs.errors import ConfigError
-
-        why = getattr(exc, "strerror", None) or "not a valid path"
-        raise ConfigError(f"cannot be written: {why}", file=path, key_path="--trace") from None
+    write_atomic(path, json.dumps(doc, allow_nan=False), what="trace file", named_by="--trace")
     return path
