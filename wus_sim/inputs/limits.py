@@ -22,7 +22,7 @@ __all__ = [
     "MAX_CHUNKS", "MAX_STEPS", "MAX_SWEEP_POINTS", "MAX_STATEMENTS", "MAX_STATEMENT_CHARS",
     "MAX_EXPR_DEPTH", "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "MAX_WHOLE_NUMBER", "MAX_TENSOR_DIMS",
     "MAX_JSON_DEPTH", "MAX_JSON_INT_DIGITS", "IMPORT_MAX", "MAX_IMPORT_LAYERS", "MAX_HEADER_BYTES",
-    "MAX_CHECKPOINT_TENSORS", "check_limit",
+    "MAX_CHECKPOINT_TENSORS", "RATE_RANGES", "MAX_SLOW_FACTOR", "check_limit",
 ]
 
 
@@ -93,6 +93,28 @@ MAX_HEADER_BYTES = 8 * 2**20
 100 KiB; parsing a header takes about 20x its size in memory, so at most about 200 MB)."""
 MAX_CHECKPOINT_TENSORS = 65_536
 """Most tensors in one checkpoint, over all its shards (Llama 3.1 405B: 1,138)."""
+
+# ---- physical ranges of rates: each minimum keeps every simulated time finite, non-negative and
+# exact to well under a microsecond. A step adds times of ~1e-6 s (a hop) to times that grow as
+# 1 / rate; a double keeps 16 digits, so a rate 10^15 times too slow (1e-15 GB/s) made a 30 us
+# forward pass come out -30 us (measured: step ncf -t torus:4x4 --link-GBps 1e-15), and 1e-300
+# overflowed to infinity. At the minima below the slowest time is about 10^9 s (a 1 PiB buffer
+# at 1 MB/s), nine orders of magnitude inside what a double represents next to a microsecond.
+RATE_RANGES = {
+    "link_GBps": (1e-3, 1e6, "GB/s", "an ICI link (slowest real: 1.25 MB/s, 10 Mb/s Ethernet)"),
+    "dcn_GBps": (1e-3, 1e6, "GB/s", "the data-center network per chip"),
+    "onchip_GBps": (1e-3, 1e7, "GB/s", "core-to-core bandwidth in a chip"),
+    "hbm_GBps": (1e-3, 1e7, "GB/s", "HBM bandwidth"),
+    "peak_bf16_TFLOPs": (1e-3, 1e6, "TFLOP/s", "a chip's matrix-unit peak (TPU v5p: 459)"),
+    "hbm_GiB": (1e-3, 1e6, "GiB", "a chip's HBM"),
+    "mxu_efficiency": (1e-3, 1.0, "", "the share of peak the matrix units reach"),
+}
+"""``{key: (minimum, maximum, unit, what)}``: the declared range of every rate and capacity a
+file, option or API argument sets (chips.yaml, topology files, ``--link-GBps``, ``--dcn-GBps``,
+``mxu_efficiency``, ``load_topology(link_GBps=...)``)."""
+MAX_SLOW_FACTOR = 1e6
+"""Largest FACTOR of ``slow_links`` (a cable at its bandwidth / 10^6: at the minimum link
+bandwidth, 10^-9 GB/s, still far from where times lose their microseconds, 10^-15)."""
 
 
 def check_limit(what, estimate, limit, *, key_path=None, file=None, hint=""):

@@ -15,6 +15,7 @@ import math
 
 from ..hardware.network import DEFAULT_ROUTING
 from ..hardware.topology_files import OVERRIDE_RANGES
+from ..inputs.limits import RATE_RANGES
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
@@ -187,7 +188,7 @@ POINT_KEYS = _table(
     Param("global_batch", "int", minimum=1, maximum=2**31, unit="examples",
           meaning="Examples per step over all replicas (must divide by the replicas); set this or "
                   "per_replica_batch, not both."),
-    Param("link_GBps", "number", positive=True, maximum=OVERRIDE_RANGES["link_GBps"][1], unit="GB/s",
+    Param("link_GBps", "number", minimum=RATE_RANGES["link_GBps"][0], maximum=OVERRIDE_RANGES["link_GBps"][1], unit="GB/s",
           meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
     Param("hop_latency_us", "number", minimum=0, maximum=OVERRIDE_RANGES["hop_latency_us"][1], unit="us",
           meaning="Latency per ICI hop; null = the topology's."),
@@ -234,7 +235,7 @@ POINT_KEYS = _table(
                   "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),
     Param("grad_dtype", "choice", choices=_grad_dtypes,
           meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
-    Param("mxu_efficiency", "number", positive=True, maximum=1,
+    Param("mxu_efficiency", "number", minimum=RATE_RANGES["mxu_efficiency"][0], maximum=1,
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
     Param("steps", "int", default=3, minimum=2, maximum=MAX_STEPS, nullable=False, unit="steps",
           meaning="Consecutive training steps simulated; the step time is the steady-state period."),
@@ -251,7 +252,7 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
+    Param("dcn_GBps", "number", minimum=RATE_RANGES["dcn_GBps"][0], maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
                   "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
                   "text output prints). Unused with one slice."),
