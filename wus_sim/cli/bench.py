@@ -1,8 +1,8 @@
 """``wus-sim bench``: time the registered benchmark cases (see :mod:`wus_sim.bench`)."""
 
-import json
 import sys
 
+from ..inputs.strict_json import dumps_strict
 from .options import add_flag, add_json_option
 
 __all__ = ["add_parser", "run"]
@@ -31,6 +31,11 @@ def run(args):
     if args.repeat < 1:
         raise ConfigError("must be >= 1", key_path="--repeat", value=args.repeat)
     if args.list:
+        if args.json:  # schema bench-list.v1.json
+            print(dumps_strict([{"name": c.name, "engine": c.engine,
+                                 "sets": [s for s, on in (("full", c.full), ("quick", c.quick)) if on]}
+                                for c in CASES.values()], indent=1))
+            return 0
         for case in CASES.values():
             sets = ", ".join(s for s, on in (("full", case.full), ("quick", case.quick)) if on)
             print(f"{case.name}  [{case.engine}; {sets}]")
@@ -44,7 +49,7 @@ def run(args):
         raise ConfigError("matches no benchmark case (see wus-sim bench --list)", key_path="--case",
                           value=args.cases)
     if args.json:
-        print(json.dumps({"schema_version": 1, "machine": machine_info(), "repeat": args.repeat, "quick": args.quick,
+        print(dumps_strict({"schema_version": 1, "machine": machine_info(), "repeat": args.repeat, "quick": args.quick,
                           "cases": records}, indent=1))
     else:
         info = machine_info()

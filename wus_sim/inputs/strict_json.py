@@ -16,7 +16,7 @@ import json
 from .errors import ConfigError
 from .limits import MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS
 
-__all__ = ["loads_strict", "dumps_strict"]
+__all__ = ["loads_strict", "dumps_strict", "nan_to_null"]
 
 
 class _Refused(Exception):
@@ -108,5 +108,21 @@ def _check_string(s, file, what):
 
 
 def dumps_strict(doc, **kwargs):
-    """``json.dumps(doc, allow_nan=False, **kwargs)``: the writer of every ``--json`` output."""
-    return json.dumps(doc, allow_nan=False, **kwargs)
+    """``json.dumps(doc, allow_nan=False, **kwargs)``: the writer of every ``--json`` output. A
+    value JSON cannot carry (NaN, an infinity) is one line, never a ``NaN`` token in the output."""
+    try:
+        return json.dumps(doc, allow_nan=False, **kwargs)
+    except ValueError:
+        raise ConfigError("cannot represent the result as JSON: a value is not finite (NaN or infinity); the "
+                          "inputs are outside what the simulator represents (see docs/limits.md)") from None
+
+
+def nan_to_null(doc):
+    """*doc* with every float NaN (pandas' "missing") as ``None``, which JSON writes ``null``."""
+    if isinstance(doc, dict):
+        return {k: nan_to_null(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [nan_to_null(v) for v in doc]
+    if isinstance(doc, float) and doc != doc:
+        return None
+    return doc
