@@ -220,10 +220,13 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
         point_fn = _default_point_fn()
     elif not callable(point_fn):
         raise ConfigError("must be a function point -> list of row dicts", key_path="point_fn", value=point_fn)
-    if jobs is None or jobs < 1:
-        raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
-    if limit is not None and limit < 1:
-        raise ConfigError("must be >= 1", key_path="--limit", value=limit)
+    from ..inputs.api_args import check_bool, check_int, check_number
+
+    jobs = check_int(jobs, "--jobs", minimum=1, maximum=1024)
+    limit = check_int(limit, "--limit", minimum=1, maximum=2**62, nullable=True)
+    scheduler_timeout = check_number(scheduler_timeout, "scheduler_timeout", positive=True, maximum=600)
+    resume, write, overwrite, reduced = (check_bool(v, k) for k, v in (("resume", resume), ("write", write),
+                                                                     ("overwrite", overwrite), ("reduced", reduced)))
     if scheduler is not None and isinstance(scheduler, str):
         from .dask_points import check_scheduler
 

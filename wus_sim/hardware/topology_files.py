@@ -245,6 +245,9 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
     (TPU v4/v5p; not with *cores_per_chip*); then *failed_links*, *slow_links* and *seed* as in
     :func:`with_link_faults`.
     """
+    from ..inputs.api_args import check_bool
+
+    megacore = check_bool(megacore, "megacore")
     # the overrides first: an inline spec uses two of them to build its slice
     if hop_latency_us is not None:
         hop_latency_us = _override(hop_latency_us, "hop_latency_us")

@@ -85,6 +85,9 @@ class Calibration:
                 raise ConfigError(f"is not a software stack of calibration {self.id}; known: "
                                   f"{', '.join(sorted(self.stacks))}", key_path="software_stack", value=stack)
             params.update(self.stacks[stack])
+        from ..inputs.api_args import check_keywords
+
+        check_keywords(overrides, _COMPUTE_FIELDS, "compute_params (the fields of ComputeParams)")
         given = {k: v for k, v in overrides.items() if v is not None}
         return ComputeParams(**{**params, **given})
 

@@ -211,6 +211,11 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     """The workload file's document (a dict) for a config.json, a safetensors file, a
     ``model.safetensors.index.json`` or a folder holding them (see the module docstring).
     *source* says where the config came from (``sources.config``; default: its file name)."""
+    from ..inputs.api_args import check_path
+
+    check_path(path, "path")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError("must be a workload name (a non-empty str) or None", key_path="name", value=name)
     config_path, checkpoint = _resolve(path)
     if checkpoint is not None and not config_path.is_file():
         raise ConfigError(f"has no config.json beside it ({config_path}) to take FLOPs and layers from",

@@ -306,8 +306,11 @@ def check_param(param, value, *, file=None, key_path=None, base_dir=None, option
     """Validate *value* against *param*'s kind and declared range (the one check that
     YAML points and command-line options alike go through); return it normalised.
     *option*: the value came from the command line (the rule then does not offer null)."""
+    from ..inputs.api_args import plain
+
     key_path = key_path or param.name
     raw = value
+    value = plain(value)  # numpy scalars follow their value (np.int64(3) is 3, np.bool_ a bool)
 
     def bad(rule=None):
         return ConfigError(f"must be {rule or param.rule(option=option)}", file=file, key_path=key_path, value=raw)
