@@ -240,6 +240,10 @@ def write_results(df, out_dir):
     return csv_path, parquet_path
 
 
+RESULTS_IDENTITY = ("workload", "topology", "strategy", "status")
+"""Columns every results table has (each row's point and outcome): what read_results requires."""
+
+
 def read_results(path):
     """Read a results file (``.parquet`` or ``.csv``, or a run directory) as a DataFrame.
 
@@ -266,6 +270,10 @@ def read_results(path):
         if type(exc).__module__.startswith("pyarrow"):
             raise ConfigError(f"is not a results table: {type(exc).__name__}", file=path) from None
         raise
+    missing = [c for c in RESULTS_IDENTITY if c not in df.columns]
+    if missing:  # a CSV of anything parses: a results table names its points
+        raise ConfigError(f"is not a results table: it has no {', '.join(missing)} column"
+                          f"{'s' if len(missing) > 1 else ''} (see columns.md)", file=path)
     for col in columns():
         if col.name in df.columns:
             df[col.name] = _as_dtype(df[col.name], col.dtype)
