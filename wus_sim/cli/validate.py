@@ -68,6 +68,9 @@ def run(args):
             results += compare_choices(calibration, choices=(choice,), refit=True)
         print(choices_table(results))
         return 0
+    from ..inputs.files import check_output_folder
+
+    check_output_folder(args.out, named_by="--out")  # before the simulation: known now, not in 40 s
     rows = validate(args.calibration, measured=args.measured)
     out = Path(args.out)
     files = write_outputs(rows, out, plot=args.plots)

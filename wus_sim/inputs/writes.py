@@ -69,6 +69,10 @@ def write_atomic(path, data, *, what="file", named_by=None, encoding="utf-8"):
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name[:100]}.", suffix=".tmp")
+    except OSError as exc:  # the folder is there (checked above) but takes no new file: /proc, a read-only mount
+        raise ConfigError(f"cannot be written: no file can be created in its folder "
+                          f"({exc.strerror or type(exc).__name__})", file=path, key_path=named_by) from None
+    try:
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
@@ -79,9 +83,8 @@ def write_atomic(path, data, *, what="file", named_by=None, encoding="utf-8"):
         os.chmod(tmp, mode)
         os.replace(tmp, path)
         tmp = None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(write_rule(exc) if isinstance(exc, OSError) else f"cannot be written: {type(exc).__name__}",
-                          file=path, key_path=named_by) from None
+    except OSError as exc:
+        raise ConfigError(write_rule(exc), file=path, key_path=named_by) from None
     finally:
         if tmp is not None:  # failed (or interrupted) part-way: drop the half-written temporary
             try:

@@ -218,6 +218,13 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     topologies = {row_key(r): run_topology(r, topology_overrides) for r in used}
     fitter = Fitter(used, topologies, free, network, bounds=FITTABLE_PARAMS,
                     declared={**DECLARED_PARAMS, **DECLARED_STACK_PARAMS})
+    # a row the simulator cannot run (e.g. a model that does not fit the slice's HBM) has no
+    # step time to fit: named here, before the fit, never a NaN that the solver chokes on
+    start = fitter.simulated(np.asarray(fitter.start, dtype=float) / fitter.scale, used)
+    broken = [row_key(r) for r, t in zip(used, start) if not (np.isfinite(t) and t > 0)]
+    if broken:
+        raise ConfigError(f"names rows the simulator cannot run (no finite step time: infeasible on the slice); "
+                          f"leave them out with --rows", key_path="rows", value=",".join(broken))
     result = fitter.fit(progress=progress)
     x = result.x
     values = fitter.values(x)

@@ -72,6 +72,9 @@ def write_outputs(rows, out_dir, *, plot=True):
 
     from ..inputs.errors import ConfigError
 
+    from ..inputs.files import check_output_folder
+
+    check_output_folder(out_dir, named_by="--out")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
