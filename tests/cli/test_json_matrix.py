@@ -118,3 +118,31 @@ def test_plan_json(argv):
 ])
 def test_describe_list_and_bench_json(argv, schema):
     check(schema, strict_json([*argv, "--json"]))
+
+
+@pytest.mark.parametrize("end", [0, 1], ids=["minimum", "maximum"])
+def test_a_chip_at_the_ends_of_every_range_steps_physically(tmp_path, monkeypatch, end):
+    """A chips.yaml whose every rate and capacity is at its range's end, through step (both
+    strategies and the bands), collective and describe."""
+    import yaml
+
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    chip = dict(yaml.safe_load((repo / "topologies" / "chips.yaml").read_text())["tpu-v3"])
+    for key in ("link_GBps", "dcn_GBps", "onchip_GBps", "hbm_GBps", "peak_bf16_TFLOPs", "hbm_GiB"):
+        chip[key] = RATE_RANGES[key][end]
+    chip["hop_latency_us"] = (0, 1e6)[end]
+    chip["cores_per_chip"] = (1, 64)[end]
+    (tmp_path / "chips.yaml").write_text(yaml.safe_dump({"edge-chip": chip}))
+    (tmp_path / "edge.yaml").write_text(yaml.safe_dump({"chip": "edge-chip", "chips_per_axis": [2, 2],
+                                                        "wraparound": True}))
+    monkeypatch.setenv("WUS_SIM_TOPOLOGY_PATH", str(tmp_path))
+    doc = strict_json(["step", "ncf", "-t", "edge", "--per-replica-batch", "1", "--json"])
+    check("step", doc)
+    physical(doc)
+    doc = strict_json(["collective", "-t", "edge", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",
+                       "--json"])
+    check("collective", doc)
+    physical(doc)
+    check("describe-topology", strict_json(["describe", "topology", "edge", "--json"]))
