@@ -92,7 +92,7 @@ MAX_HEADER_BYTES = 8 * 2**20
 """Largest safetensors header read: 8 MiB (Llama 3.1 405B's largest shard header is under
 100 KiB; parsing a header takes about 20x its size in memory, so at most about 200 MB)."""
 MAX_CHECKPOINT_TENSORS = 65_536
-"""Most tensors in one checkpoint, over all its shards (Llama 3.1 405B: 1,138)."""
+"""Most tensors in one checkpoint, over all its shards (Llama 3.1 405B: 1,137)."""
 
 # ---- physical ranges of rates: each minimum keeps every simulated time finite, non-negative and
 # exact to well under a microsecond. A step adds times of ~1e-6 s (a hop) to times that grow as
