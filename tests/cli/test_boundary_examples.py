@@ -271,22 +271,18 @@ def test_a_chips_file_out_of_range_is_one_line(tmp_path, monkeypatch, key, value
 
 # ------------------------------------------------------------------ calibrate, residue
 def _mixed_table(tmp_path):
+    """Two shipped SSD rows and one LLM row the simulator cannot run (Llama 3 8B on 32 v3 cores)."""
     import csv
 
-    from wus_sim.validation.measured import REQUIRED_COLUMNS, SHIPPED_MEASURED
+    from test_measured_own import _write
+    from wus_sim.validation.measured import SHIPPED_MEASURED
 
     with open(SHIPPED_MEASURED, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["benchmark"] == "ssd"][:2]
     rows.append(dict(benchmark="llm", workload="llama3-8b", topology="tpu-v3-32", cores=32, replicas=32,
                      spatial_ways=1, global_batch=32, per_replica_batch=1, optimizer="adamw", measured_step_s=1.5,
                      kind="exact"))
-    path = tmp_path / "mixed.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, list(REQUIRED_COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r[k] for k in REQUIRED_COLUMNS})
-    return path
+    return _write(tmp_path / "mixed.csv", rows)
 
 
 def test_calibrate_on_a_table_with_an_llm_row_names_the_row(tmp_path):
