@@ -233,6 +233,7 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
         check_scheduler(scheduler, scheduler_timeout)
     out_dir = Path(out_dir)
     points = experiment.points(reduced=reduced, limit=limit)  # counted against the limit first
+    from ..inputs.writes import WriteError
     from .rundir import RunDir
 
     try:
@@ -244,11 +245,14 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
             if on_results is not None:
                 extra = on_results(result)
                 run_dir.files += list(extra or [])
-    except OSError as exc:
+    except (OSError, WriteError) as exc:
         # The folder was removed, made read-only or filled up while the run wrote into it: one
         # line. Every point journaled before that is kept (each line is fsynced when it is written).
-        where = getattr(exc, "filename", None) or out_dir
-        raise ConfigError(f"cannot be written: {exc.strerror or type(exc).__name__}; the points finished "
+        if isinstance(exc, WriteError):
+            where, why = exc.file, exc.rule.removeprefix("cannot be written: ")
+        else:
+            where, why = getattr(exc, "filename", None) or out_dir, exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot be written: {why}; the points finished "
                           f"before are kept in {out_dir / JOURNAL_NAME} (if the folder is still there): "
                           "fix it and run again with --resume", file=where) from None
     return result

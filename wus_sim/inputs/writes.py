@@ -25,7 +25,12 @@ import tempfile
 
 from .errors import ConfigError
 
-__all__ = ["write_atomic", "write_rule"]
+__all__ = ["write_atomic", "write_rule", "WriteError"]
+
+
+class WriteError(ConfigError):
+    """An OS error while writing an output (after the checks before any work passed): a caller
+    that has more to say (a run's resume hint) catches this one."""
 
 
 def write_rule(exc):
@@ -59,7 +64,10 @@ def write_atomic(path, data, *, what="file", named_by=None, encoding="utf-8"):
     if isinstance(path, str) and not path:
         raise ConfigError("is not a file name (it is empty)", key_path=named_by, value="")
     path = Path(path)
-    check_writable_file(path, what=what, named_by=named_by)
+    try:
+        check_writable_file(path, what=what, named_by=named_by)
+    except ConfigError as exc:  # at write time, so a WriteError (the folder went away mid-run)
+        raise WriteError(exc.rule, file=exc.file, key_path=exc.key_path) from None
     if isinstance(data, str):
         try:
             data = data.encode(encoding)
@@ -70,8 +78,8 @@ def write_atomic(path, data, *, what="file", named_by=None, encoding="utf-8"):
     try:
         fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name[:100]}.", suffix=".tmp")
     except OSError as exc:  # the folder is there (checked above) but takes no new file: /proc, a read-only mount
-        raise ConfigError(f"cannot be written: no file can be created in its folder "
-                          f"({exc.strerror or type(exc).__name__})", file=path, key_path=named_by) from None
+        raise WriteError(f"cannot be written: no file can be created in its folder "
+                         f"({exc.strerror or type(exc).__name__})", file=path, key_path=named_by) from None
     try:
         with os.fdopen(fd, "wb") as f:
             if callable(data):
@@ -84,7 +92,7 @@ def write_atomic(path, data, *, what="file", named_by=None, encoding="utf-8"):
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        raise ConfigError(write_rule(exc), file=path, key_path=named_by) from None
+        raise WriteError(write_rule(exc), file=path, key_path=named_by) from None
     finally:
         if tmp is not None:  # failed (or interrupted) part-way: drop the half-written temporary
             try:
