@@ -391,3 +391,26 @@ def test_numpy_scalars_follow_their_value():
     assert wus_sim.analyse("adam", weight_bytes=np.int64(2)).weight_bytes == 2
     assert wus_sim.StepOptions(steps=np.int64(4), bidirectional=np.bool_(True)).steps == 4
     assert _plan(replicas=np.int64(8)).replicas == 8
+
+
+def test_draw_figure_takes_any_name_and_infinite_values(tmp_path):
+    """Names are text, never TeX (a workload named ``$\\sqrt{`` recursed in matplotlib's mathtext
+    parser); an infinite speedup is drawn as missing; what cannot be drawn is a WusError."""
+    import io
+
+    from test_experiments_fake import fake_point
+
+    exp = wus_sim.load_experiment("quickstart")
+    df = wus_sim.run_experiment(exp, tmp_path / "q", limit=2, point_fn=fake_point).frame
+    for plot in wus_sim.default_plots(exp)[:2]:
+        for name in ("$\\sqrt{" * 200 + "$", "$" * 51, "$\\frac{a}{b}$"):
+            try:
+                fig = wus_sim.draw_figure(plot, df.assign(workload=name))
+                fig.savefig(io.BytesIO(), format="png")
+            except WusError as exc:
+                assert "\n" not in str(exc)
+        infinite = df.assign(**{c: math.inf for c in df.columns if "speedup" in c or c.endswith("_s")})
+        try:
+            wus_sim.draw_figure(plot, infinite).savefig(io.BytesIO(), format="png")
+        except WusError as exc:
+            assert "\n" not in str(exc)

@@ -1,5 +1,6 @@
 """The plot functions: each takes an ``ax`` and a results DataFrame and returns what it drew."""
 
+from ..inputs.errors import WusError
 from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
@@ -13,7 +14,7 @@ __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", 
            "plot_lines", "heatmap_range", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
 
 
-class AveragedCells(ValueError):
+class AveragedCells(ValueError, WusError):
     """A heatmap whose cells would each average several points (a parameter that varies on none
     of its axes), asked without ``aggregate: mean``: drawn, a cell reads as one point's value."""
 
