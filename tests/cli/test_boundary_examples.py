@@ -11,8 +11,6 @@ import json
 import math
 import os
 from pathlib import Path
-import resource
-import signal
 import struct
 import subprocess
 import sys

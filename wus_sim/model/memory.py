@@ -53,7 +53,7 @@ backward are not subtracted).
 from dataclasses import dataclass, field, fields
 
 from .compute import spatial_activation_share
-from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..inputs.errors import InfeasibleError, UnknownNameError
 from ..inputs.units import format_bytes
 
 __all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "STRATEGY_NAMES", "PAPER_PAIR",

@@ -15,7 +15,6 @@ workload's layer names (``fwd encoder/layer_0/ffn``), collectives their bucket; 
 and for its backward (``all-gather bucket 3 for backward``).
 """
 
-import json
 
 __all__ = ["trace_events", "write_trace"]
 
@@ -112,7 +111,8 @@ def write_trace(path, timelines, phases=None, *, network="ICI"):
     """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
     doc = {"traceEvents": trace_events(timelines, phases, network=network), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
+    from ..inputs.strict_json import dumps_strict
     from ..inputs.writes import write_atomic
 
-    write_atomic(path, json.dumps(doc, allow_nan=False), what="trace file", named_by="--trace")
+    write_atomic(path, dumps_strict(doc), what="trace file", named_by="--trace")
     return path

@@ -223,8 +223,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     start = fitter.simulated(np.asarray(fitter.start, dtype=float) / fitter.scale, used)
     broken = [row_key(r) for r, t in zip(used, start) if not (np.isfinite(t) and t > 0)]
     if broken:
-        raise ConfigError(f"names rows the simulator cannot run (no finite step time: infeasible on the slice); "
-                          f"leave them out with --rows", key_path="rows", value=",".join(broken))
+        raise ConfigError("names rows the simulator cannot run (no finite step time: infeasible on the slice); "
+                          "leave them out with --rows", key_path="rows", value=",".join(broken))
     result = fitter.fit(progress=progress)
     x = result.x
     values = fitter.values(x)
