@@ -310,7 +310,10 @@ class RunDir:
         if not (self.path / OWNER_NAME).exists():
             return {}
         try:
-            doc = json.loads(read_text(self.path / OWNER_NAME, what="run file", limit=MAX_OWNER_BYTES))
+            from ..inputs.strict_json import loads_strict
+
+            doc = loads_strict(read_text(self.path / OWNER_NAME, what="run file", limit=MAX_OWNER_BYTES),
+                               file=self.path / OWNER_NAME, what="a run file")
         except (ConfigError, ValueError, RecursionError):
             return {}
         return doc if isinstance(doc, dict) else {}
