@@ -1,5 +1,5 @@
 """Signals and streams, as real processes: Ctrl-C at any moment is one line and exit 130; stdout
-on a full device is one line and exit 1; stdout into a pipe whose reader left is exit 141 (as
+on a full device is one line and exit 2 (an OS error, issue 35); stdout into a pipe whose reader left is exit 141 (as
 Unix tools do) with nothing on stderr. Never a traceback, never Python's "Exception ignored".
 
 A Ctrl-C is sent two ways: at chosen points inside the program (the process sends it to itself
@@ -82,14 +82,15 @@ def test_ctrl_c_after_a_delay_is_one_line_and_130(delay_s, tmp_path):
 
 @pytest.mark.parametrize("args", [["list", "topologies"], ["describe", "topology", "tpu-v3-32"],
                                   ["step", "ncf", "-t", "tpu-v3-8", "--json"]])
-def test_stdout_on_a_full_device_is_one_line_and_exit_1(args):
+def test_stdout_on_a_full_device_is_one_line_and_exit_2(args):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "wus_sim", *args], cwd=REPO, stdout=full,
                               stderr=subprocess.PIPE, text=True, timeout=60)
     lines = _lines(proc.stderr)
-    assert proc.returncode == 1 and len(lines) == 1 and "cannot write the output" in lines[0], proc.stderr[-800:]
+    assert proc.returncode == 2 and len(lines) == 1 and "cannot write the output" in lines[0], proc.stderr[-800:]
+    assert "stdout" in lines[0] and "no space left" in lines[0], lines
 
 
 @pytest.mark.parametrize("args", [["list", "topologies"], ["describe", "topology", "tpu-v3-32"],

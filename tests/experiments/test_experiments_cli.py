@@ -98,7 +98,7 @@ def test_reduced(exp_file, tmp_path):
 
 
 @pytest.mark.parametrize("doc_change, args, message", [
-    ({"sweep": {"link_GBps": [50, -1]}}, [], "clitest.yaml: sweep.link_GBps[1]: -1 must be a number > 0"),
+    ({"sweep": {"link_GBps": [50, -1]}}, [], "clitest.yaml: sweep.link_GBps[1]: -1 must be a number >= 0.001"),
     ({"plots": [{"kind": "speedup", "x": "nope"}]}, [], "plots[0].x: 'nope' is not a results column"),
     # an option's rule offers no null (it cannot be typed) and shows a huge guard bound as a power
     ({}, ["--limit", "0"], "--limit: 0 must be a whole number >= 1 and <= 2^62\n"),

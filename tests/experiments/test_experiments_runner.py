@@ -233,7 +233,7 @@ def test_limit_and_reduced(tmp_path):
 def test_bad_jobs_and_limit():
     with pytest.raises(ConfigError, match="--jobs"):
         run_experiment(experiment(), "/nonexistent/never", point_fn=fake_point, jobs=0)
-    with pytest.raises(ConfigError, match="--limit: 0 must be >= 1"):
+    with pytest.raises(ConfigError, match="--limit: 0 must be a whole number >= 1"):
         run_experiment(experiment(), "/nonexistent/never", point_fn=fake_point, limit=0)
 
 

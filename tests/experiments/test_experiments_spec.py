@@ -54,7 +54,7 @@ def test_complete_point_fills_defaults_and_rejects_unknown_keys():
 
 
 @pytest.mark.parametrize("key, value, rule", [
-    ("link_GBps", -5, "> 0"),
+    ("link_GBps", -5, ">= 0.001"),
     ("link_GBps", "fast", "a number"),
     ("link_GBps", True, "a number"),
     ("hop_latency_us", -1, ">= 0"),
@@ -84,7 +84,7 @@ def test_bad_values_name_file_key_path_value_and_rule(key, value, rule):
 
 def test_bad_value_in_base_names_base_path():
     message = error_of({"base": {"link_GBps": 0}})
-    assert "exp.yaml: base.link_GBps: 0 must be a number > 0 and <= 1000000 (or null)" == message
+    assert "exp.yaml: base.link_GBps: 0 must be a number >= 0.001 and <= 1000000 (or null)" == message
 
 
 def test_unknown_keys_are_errors_that_list_the_known_ones():
@@ -192,7 +192,7 @@ def test_yaml_file_errors_name_the_file(tmp_path):
                                     "sweep": {"link_GBps": [100, -1]}}))
     with pytest.raises(ConfigError) as info:
         load_experiment(path)
-    assert str(info.value) == f"{path}: sweep.link_GBps[1]: -1 must be a number > 0 and <= 1000000 (or null)"
+    assert str(info.value) == f"{path}: sweep.link_GBps[1]: -1 must be a number >= 0.001 and <= 1000000 (or null)"
 
 
 # ----------------------------------------------------------------- expansion

@@ -175,7 +175,7 @@ def test_a_bad_link_bandwidth_in_a_file_is_quoted_as_written(tmp_path, written, 
     path.write_text(f"chip: tpu-v3\nchips_per_axis: [4, 4]\nwraparound: false\nlink_GBps: {written}\n")
     with pytest.raises(ConfigError) as err:
         load_topology(str(path))
-    assert str(err.value) == f"{path}: link_GBps: {shown} must be a finite number > 0 or a list of 2 of them"
+    assert str(err.value) == f"{path}: link_GBps: {shown} must be a number >= 0.001 and <= 1e+06 or a list of 2 of them"
 
 
 def test_a_topology_file_error_quotes_booleans_as_the_yaml_has_them(tmp_path):

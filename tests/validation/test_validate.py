@@ -488,7 +488,7 @@ def test_per_chip_throughput_by_hand(rows):
     (lambda t: re.sub(r"held_out_rows: \d+", "held_out_rows: 2.5", t),
      "provenance.validation.held_out_rows", "must be a whole number >= 0"),
     (lambda t: re.sub(r"mxu_efficiency: \S+", "mxu_efficiency: 1.5", t, count=1),
-     "params.mxu_efficiency", "must be in (0, 1]"),
+     "params.mxu_efficiency", "must be in [0.001, 1]"),
     (lambda t: t[:t.index("provenance:")], "provenance", "required"),
     (lambda t: t[:t.index("provenance:")] + "provenance: x\n", "provenance", "must be a mapping"),
 ])

@@ -45,8 +45,9 @@ def build_parser(only=None):
 
 
 def main(argv=None):
-    """Run one command; return its exit code: 0, 1 (a sweep with error rows, or stdout could not
-    be written), 2 (a user error), 130 (interrupted), 141 (stdout is a pipe whose reader left).
+    """Run one command; return its exit code: 0, 1 (a sweep with error rows), 2 (a user error, or
+    an OS error: a file or stdout that cannot be written), 130 (interrupted), 141 (stdout is a
+    pipe whose reader left).
 
     Ctrl-C at any moment is one line and 130: the handler is installed before anything heavy is
     imported (building the parser imports every subcommand module), so an early Ctrl-C is not a
@@ -54,7 +55,7 @@ def main(argv=None):
     ignored: the interpreter's shutdown resets a Python handler to the default one, so a Ctrl-C
     then killed the process (exit -2) after its work was done; an ignored signal stays ignored.
     Called with *argv* (tests, scripts), the caller's handler is put back. The output is flushed here, so a full device (``> /dev/full``) or a
-    closed pipe is one line (or none) and exit 1 (141), not Python's "Exception ignored"."""
+    closed pipe is one line (or none) and exit 2 (141), not Python's "Exception ignored"."""
     import signal
 
     caller_handler = signal.signal(signal.SIGINT, _raise_interrupt)
@@ -85,11 +86,13 @@ def main(argv=None):
     except BrokenPipeError:
         _drop_stdout()
         code = 141
-    except OSError as exc:  # stdout on a full device, or an I/O error writing it
+    except OSError as exc:  # stdout on a full device, or an I/O error writing it: an OS error, exit 2
         _drop_stdout()
-        _say(f"wus-sim{' ' + command if command else ''}: error: cannot write the output: "
-             f"{exc.strerror or type(exc).__name__}")
-        code = 1
+        from ..inputs.writes import write_rule
+
+        _say(f"wus-sim{' ' + command if command else ''}: error: stdout: {write_rule(exc)} "
+             "(cannot write the output)")
+        code = 2
     signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
     return code
 

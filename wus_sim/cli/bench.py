@@ -1,8 +1,8 @@
 """``wus-sim bench``: time the registered benchmark cases (see :mod:`wus_sim.bench`)."""
 
-import json
 import sys
 
+from ..inputs.strict_json import dumps_strict
 from .options import add_flag, add_json_option
 
 __all__ = ["add_parser", "run"]
@@ -34,6 +34,11 @@ def run(args):
     if args.repeat < 1:
         raise ConfigError("must be >= 1", key_path="--repeat", value=args.repeat)
     if args.list:
+        if args.json:  # schema bench-list.v1.json
+            print(dumps_strict([{"name": c.name, "engine": c.engine,
+                                 "sets": [s for s, on in (("full", c.full), ("quick", c.quick)) if on]}
+                                for c in CASES.values()], indent=1))
+            return 0
         for case in CASES.values():
             sets = ", ".join(s for s, on in (("full", case.full), ("quick", case.quick)) if on)
             print(f"{case.name}  [{case.engine}; {sets}]")
@@ -47,15 +52,12 @@ def run(args):
         raise ConfigError("matches no benchmark case (see wus-sim bench --list)", key_path="--case",
                           value=args.cases)
     info = machine_info()
-    doc = json.dumps({"schema_version": 1, "machine": info, "repeat": args.repeat, "quick": args.quick,
-                      "cases": records}, indent=1)
+    doc = dumps_strict({"schema_version": 1, "machine": info, "repeat": args.repeat, "quick": args.quick,
+                        "cases": records}, indent=1)
     if args.out:
-        try:
-            with open(args.out, "w") as fh:
-                fh.write(doc + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot be written: {exc.strerror or type(exc).__name__}", key_path="--out",
-                              value=args.out) from None
+        from ..inputs.writes import write_atomic
+
+        write_atomic(args.out, doc + "\n", what="bench results", named_by="--out")
     if args.json:
         print(doc)
     else:

@@ -73,10 +73,7 @@ def run(args):
         if exc.file is None and exc.key_path in ("fit", "rows"):
             raise exc.at(f"--{exc.key_path}") from None  # the option the user typed
         raise
-    try:
-        write_calibration(cal, args.out)
-    except OSError as exc:  # the folder went away, or a disk filled, during the fit
-        raise ConfigError(f"cannot be written: {exc.strerror or exc}", file=args.out, key_path="--out") from None
+    write_calibration(cal, args.out, named_by="--out")  # atomic: a failed write keeps the old file
     prov = cal.provenance
     fit, checked = prov["fit_error"], prov["validation"]
     print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))

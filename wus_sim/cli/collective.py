@@ -5,9 +5,9 @@ the topology, the collective API
 and (when the SimPy engine runs) SimPy load inside :func:`run`.
 """
 
-import json
 import math
 
+from ..inputs.strict_json import dumps_strict
 from ..hardware.network import DEFAULT_ROUTING
 from ..training.params import default_of
 from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
@@ -133,7 +133,7 @@ def run(args):
     record["slow_links"] = ",".join(cable_names(topo, slow))
     record["multislice"] = None if multislice is None else multislice.to_dict()
     if args.json:
-        print(json.dumps(record))
+        print(dumps_strict(record))
         return 0
     rows = [
         ("topology", f"{topo.name} ({topo.shape_str}, {topo.cores_per_chip} core(s)/chip, "

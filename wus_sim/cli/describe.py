@@ -10,8 +10,8 @@ and ``multislice``, ``Multislice.to_dict()`` or null). Without NAME, the known n
 are listed.
 """
 
-import json
 
+from ..inputs.strict_json import dumps_strict
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
 from .options import add_flag, add_json_option
 
@@ -54,13 +54,18 @@ def run(args):
     return _optimizer(args)
 
 
+def _names(names, args):
+    """Without a name: the known names, one a line, or with ``--json`` a JSON array (schema names.v1.json)."""
+    print(dumps_strict(list(names)) if args.json else "\n".join(names))
+    return 0
+
+
 def _topology(args):
     from ..hardware.multislice import load_multislice
     from ..hardware.topology_files import known_topologies
 
     if not args.name:
-        print("\n".join(known_topologies()))
-        return 0
+        return _names(known_topologies(), args)
     # Through the multislice loader, so a file's multislice section is checked and shown (the
     # slice alone would say 256 replicas where a step on tpu-v5e-256x2 runs 512).
     topology, multislice = load_multislice(args.name, megacore=args.megacore)
@@ -77,7 +82,7 @@ def _topology(args):
             raise ConfigError(exc.rule, key_path="--" + (exc.key_path or "mesh"), value=exc.value) from None
         mesh = layout_report(topology, asked)
     if args.json:
-        print(json.dumps({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d,
+        print(dumps_strict({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d,
                           **({"mesh": mesh} if mesh else {})}, indent=1))
     else:
         print(topology_text(d))
@@ -93,13 +98,12 @@ def _workload(args):
     from ..model.workload_files import known_workloads, load_workload
 
     if not args.name:
-        print("\n".join(known_workloads()))
-        return 0
+        return _names(known_workloads(), args)
     w = load_workload(args.name)
     if args.grad_dtype:
         w = w.with_grad_bytes(grad_dtype_bytes(args.grad_dtype))
     if args.json:
-        print(json.dumps({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **w.to_dict()}, indent=1))
+        print(dumps_strict({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **w.to_dict()}, indent=1))
     else:
         print(workload_text(w))
     return 0
@@ -110,12 +114,11 @@ def _optimizer(args):
     from ..inputs.units import grad_dtype_bytes
 
     if not args.name:
-        print("\n".join(known_optimizers() + [f"+{p}" for p in known_prefixes()]))
-        return 0
+        return _names(known_optimizers() + [f"+{p}" for p in known_prefixes()], args)
     grad_bytes = grad_dtype_bytes(args.grad_dtype) if args.grad_dtype else 4
     analysis = analyse(args.name, grad_bytes=grad_bytes)
     if args.json:
-        print(json.dumps({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **analysis.to_dict()}, indent=1))
+        print(dumps_strict({"schema_version": DESCRIBE_JSON_SCHEMA_VERSION, **analysis.to_dict()}, indent=1))
     else:
         print(describe_text(analysis))
     return 0

@@ -30,24 +30,33 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..model.importers import import_workload
-    from ..model.workload_files import load_workload
-
     from ..inputs.errors import ConfigError
+    from ..inputs.files import check_writable_file
+    from ..inputs.writes import write_atomic
+    from ..model.importers import import_workload
+    from ..model.workload_files import workload_from_text
 
+    if args.out is not None:  # before any work: a folder, FIFO or read-only place is known now
+        if not args.out:
+            raise ConfigError("is not a file name (it is empty)", key_path="--out", value="")
+        check_writable_file(args.out, what="workload file", named_by="--out")
     try:
         text = import_workload(args.path, sequence_length=args.sequence_length, name=args.name)
     except ConfigError as exc:
         if exc.key_path == "sequence_length" and exc.file is None:
             raise exc.at("--sequence-length") from None
         raise
+    # The workload every other command will read, checked by load_workload's own rules before a
+    # byte is written: a model whose sizes pass the importer but not the workload file's rules
+    # is refused here, never written out as a file that describe workload then refuses.
+    try:
+        w = workload_from_text(text, file=args.out or "<stdout>")
+    except ConfigError as exc:
+        raise ConfigError(f"gives a workload that breaks a rule of workload files ({exc})", file=args.path) from None
     if args.out is None:
-        sys.stdout.write(text)
+        write_stdout(text)
         return 0
-    from pathlib import Path
-
-    Path(args.out).write_text(text, encoding="utf-8")
-    w = load_workload(args.out)  # what every other command will read
+    write_atomic(args.out, text, what="workload file", named_by="--out")
     print(f"wrote {args.out}: {w.name}, {w.params:,} parameters in {len(w.tensors)} tensors over "
           f"{w.num_layers} layers, {w.fwd_flops_per_unit / 1e9:.3g} GFLOP forward per token at "
           f"{w.units_per_example} {w.flops_unit}s per {w.example_unit}", file=sys.stderr)
@@ -55,3 +64,18 @@ def run(args):
         if topic in w.sources:
             print(f"  {topic}: {w.sources[topic]}", file=sys.stderr)
     return 0
+
+
+def write_stdout(text):
+    """*text* to stdout as UTF-8 whatever the locale (a workload file is UTF-8: a non-ASCII
+    name under ``PYTHONIOENCODING=ascii`` is not an encoding error); a closed stdout is one line."""
+    from ..inputs.errors import ConfigError
+
+    if sys.stdout is None:
+        raise ConfigError("stdout is closed; give --out FILE", key_path="PATH")
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:  # a text stream of the caller's (a test's StringIO): it takes text
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    stream.write(text.encode("utf-8"))

@@ -26,9 +26,9 @@ def add_parser(subparsers):
 
 def run(args):
     if args.json:
-        import json
+        from ..inputs.strict_json import dumps_strict
 
-        print(json.dumps(names(args.kind)))
+        print(dumps_strict(names(args.kind)))
     else:
         print("\n".join(names(args.kind)))
     return 0

@@ -35,10 +35,18 @@ OPTION_PARAMS = {p.name: p for p in (
 """Ranges of numeric options that are not point parameters."""
 
 
+PATH_OPTIONS = ("out", "trace", "measured", "calibration", "path", "scheduler")
+"""Options that name a file or folder: an empty one is refused (``--out ""`` wrote to the default)."""
+
+
 def check_options(args):
     """Check every numeric option of *args* (an argparse Namespace) against its declared range;
     store the normalised value back. Raises ConfigError naming the option."""
     for dest, value in vars(args).items():
+        if dest in PATH_OPTIONS and isinstance(value, str) and not value:  # '' is no name, not "the default"
+            raise ConfigError("is not a file or folder name (it is empty)",
+                              key_path="PATH" if dest == "path" else "--" + dest.replace("_", "-"),
+                              value="")
         param = POINT_KEYS.get(dest) or OPTION_PARAMS.get(dest)
         if param is None or param.kind not in ("int", "number") or value is None:
             continue

@@ -16,7 +16,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         from ..inputs.text import excerpt
 
-        message = _with_suggestion(message)
+        message = _short_quotes(_with_suggestion(message))
         self.exit(2, f"{self.prog}: error: {excerpt(message, 400)} (see {self.prog} --help)\n")
 
 
@@ -32,3 +32,13 @@ def _with_suggestion(message):
     choices = re.findall(r"'([^']*)'", m.group(2))
     return message[:m.start()] + f"invalid choice: {m.group(1)!r}{did_you_mean(m.group(1), choices)} " \
         f"(choose from {m.group(2)})"
+
+
+def _short_quotes(message):
+    """argparse quotes the bad value whole ("invalid int value: 'xxx...'"): each quoted value cut
+    to an excerpt, like every other echo of user input."""
+    import re
+
+    from ..inputs.text import EXCERPT_CHARS, excerpt
+
+    return re.sub(r"'([^']{%d,})'" % (EXCERPT_CHARS + 1), lambda m: repr(excerpt(m.group(1))), message)

@@ -19,8 +19,8 @@ v0.6 run on that slice (Google's submission), else the workload's default batch 
 one replica per core.
 """
 
-import json
 
+from ..inputs.strict_json import dumps_strict
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
 from .options import add_flag, add_json_option
 
@@ -61,8 +61,8 @@ def add_parser(subparsers):
                    help="keep a tensor replicated if sharding would pad it by more than R x its size "
                         "(default 1)")
     p.add_argument("--grad-dtype", choices=GRAD_DTYPE_SPELLINGS, help="gradient dtype (default: the workload's)")
-    p.add_argument("--replica", type=int, default=1, metavar="R",
-                   help="replica whose shard ownership is shown (default 1)")
+    p.add_argument("--replica", type=int, default=None, metavar="R",
+                   help="replica whose shard ownership is shown (default 1, or 0 when there is one replica)")
     add_flag(p, "--check",
                    help="exit with an error if a strategy does not fit in HBM")
     from .options import add_mesh_options
@@ -88,7 +88,7 @@ def run(args):
     if placement.mesh is not None:
         report["mesh"] = _mesh_report(args, placement)
     if args.json:
-        print(json.dumps(report, indent=1, default=float))
+        print(dumps_strict(report, indent=1, default=float))
     else:
         print(_text(report))
         hint = _megacore_line(args)
@@ -158,7 +158,7 @@ def build_report(args):
              max_padding_ratio=(DEFAULT_MAX_PADDING_RATIO if args.max_padding_ratio is None
                                 else args.max_padding_ratio),
              grad_bytes=grad_dtype_bytes(args.grad_dtype) if args.grad_dtype else None)
-    replica = args.replica
+    replica = min(1, p.replicas - 1) if args.replica is None else args.replica  # 1 replica: 0, never an error
     if not 0 <= replica < p.replicas:
         raise ConfigError(f"must be in 0..{p.replicas - 1}", key_path="--replica", value=replica)
 

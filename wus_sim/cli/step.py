@@ -23,10 +23,10 @@ copies its ``memory_bytes``. ``deprecated_aliases`` maps each top-level alias to
 """
 
 import argparse
-import json
 import math
 import sys
 
+from ..inputs.strict_json import dumps_strict
 from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
 from .options import (add_fault_options, add_flag, add_json_option, add_mesh_options, add_placement_options,
@@ -211,7 +211,7 @@ def run(args):
                 x["group_cores"] *= multislice.slices
                 x["time_s"] = small_allreduce_s(topology, x["nbytes"], options, multislice)
     if args.json:
-        print(json.dumps(report, indent=1, default=_json_default))
+        print(dumps_strict(report, indent=1, default=_json_default))
     else:
         # the workload's name, not the path it was given by (--json keeps what was given)
         from ..hardware.topology_files import megacore_hint

@@ -14,9 +14,9 @@ the choice (about 40 s).
 """
 
 import argparse
-import json
 import math
 
+from ..inputs.strict_json import dumps_strict, nan_to_null
 from .options import add_flag, add_json_option
 
 __all__ = ["add_parser", "run"]
@@ -68,11 +68,14 @@ def run(args):
             results += compare_choices(calibration, choices=(choice,), refit=True)
         print(choices_table(results))
         return 0
+    from ..inputs.files import check_output_folder
+
+    check_output_folder(args.out, named_by="--out")  # before the simulation: known now, not in 40 s
     rows = validate(args.calibration, measured=args.measured)
     out = Path(args.out)
     files = write_outputs(rows, out, plot=args.plots)
     if args.json:
-        print(json.dumps(as_dicts(rows), indent=1, default=_json_default))
+        print(dumps_strict(nan_to_null(as_dicts(rows)), indent=1, default=_json_default))
     else:
         print(text_report(rows, summary(rows), table=table_identity(args.measured)["name"]))
         print("wrote " + ", ".join(str(f) for f in files))

@@ -248,13 +248,16 @@ def write_results(df, out_dir):
     """Write ``results.csv`` and ``results.parquet`` into *out_dir*; return their paths."""
     out_dir = Path(out_dir)
     csv_path, parquet_path = out_dir / "results.csv", out_dir / "results.parquet"
-    # Written beside, then renamed: a run killed while writing leaves the old file or the
-    # new one, never half of one.
-    for path, write in ((csv_path, df.to_csv), (parquet_path, df.to_parquet)):
-        tmp = path.with_name(path.name + ".tmp")
-        write(tmp, index=False)
-        os.replace(tmp, path)
+    from ..inputs.writes import write_atomic
+
+    # Atomic: a run killed while writing leaves the old file or the new one, never half of one.
+    write_atomic(csv_path, df.to_csv(index=False), what="results table")
+    write_atomic(parquet_path, lambda f: df.to_parquet(f, index=False), what="results table")
     return csv_path, parquet_path
+
+
+RESULTS_IDENTITY = ("workload", "topology", "strategy", "status")
+"""Columns every results table has (each row's point and outcome): what read_results requires."""
 
 
 def read_results(path):
@@ -283,6 +286,10 @@ def read_results(path):
         if type(exc).__module__.startswith("pyarrow"):
             raise ConfigError(f"is not a results table: {type(exc).__name__}", file=path) from None
         raise
+    missing = [c for c in RESULTS_IDENTITY if c not in df.columns]
+    if missing:  # a CSV of anything parses: a results table names its points
+        raise ConfigError(f"is not a results table: it has no {', '.join(missing)} column"
+                          f"{'s' if len(missing) > 1 else ''} (see columns.md)", file=path)
     for col in columns():
         if col.name in df.columns:
             df[col.name] = _as_dtype(df[col.name], col.dtype)
@@ -310,9 +317,11 @@ def write_columns_doc(df, out_dir):
         lines.append(f"| `{c.name}` | {c.unit} | {c.group} | {c.meaning.replace('|', '/')} |")
     for name in undocumented:
         lines.append(f"| `{name}` |  | undocumented | Reported by the simulator; not in the column table. |")
-    (out_dir / "columns.md").write_text("\n".join(lines) + "\n")
+    from ..inputs.writes import write_atomic
+
+    write_atomic(out_dir / "columns.md", "\n".join(lines) + "\n")
     payload = [asdict(c) for c in docs] + [
         {"name": n, "unit": "", "meaning": "undocumented", "group": "undocumented", "dtype": ""}
         for n in undocumented]
-    (out_dir / "columns.json").write_text(json.dumps(payload, indent=1) + "\n")
+    write_atomic(out_dir / "columns.json", json.dumps(payload, indent=1, allow_nan=False) + "\n")
     return out_dir / "columns.md"

@@ -310,7 +310,10 @@ class RunDir:
         if not (self.path / OWNER_NAME).exists():
             return {}
         try:
-            doc = json.loads(read_text(self.path / OWNER_NAME, what="run file", limit=MAX_OWNER_BYTES))
+            from ..inputs.strict_json import loads_strict
+
+            doc = loads_strict(read_text(self.path / OWNER_NAME, what="run file", limit=MAX_OWNER_BYTES),
+                               file=self.path / OWNER_NAME, what="a run file")
         except (ConfigError, ValueError, RecursionError):
             return {}
         return doc if isinstance(doc, dict) else {}
@@ -318,12 +321,12 @@ class RunDir:
     def record(self, files):
         """Write ``run.json``: the experiment this folder's results belong to and the files written."""
         owner_path = self.path / OWNER_NAME
-        tmp = owner_path.with_suffix(".json.tmp")
         doc = {"experiment": self.experiment, "files": sorted({Path(f).name for f in files})}
         if self._earlier:
             doc["earlier"] = self._earlier  # an earlier run's files, until this run finishes
-        tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
-        os.replace(tmp, owner_path)
+        from ..inputs.writes import write_atomic
+
+        write_atomic(owner_path, json.dumps(doc) + "\n", what="run file")
 
     def release(self):
         if self._lock_fd is not None:

@@ -220,16 +220,20 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
         point_fn = _default_point_fn()
     elif not callable(point_fn):
         raise ConfigError("must be a function point -> list of row dicts", key_path="point_fn", value=point_fn)
-    if jobs is None or jobs < 1:
-        raise ConfigError("must be >= 1", key_path="--jobs", value=jobs)
-    if limit is not None and limit < 1:
-        raise ConfigError("must be >= 1", key_path="--limit", value=limit)
+    from ..inputs.api_args import check_bool, check_int, check_number
+
+    jobs = check_int(jobs, "--jobs", minimum=1, maximum=1024)
+    limit = check_int(limit, "--limit", minimum=1, maximum=2**62, nullable=True)
+    scheduler_timeout = check_number(scheduler_timeout, "scheduler_timeout", positive=True, maximum=600)
+    resume, write, overwrite, reduced = (check_bool(v, k) for k, v in (("resume", resume), ("write", write),
+                                                                     ("overwrite", overwrite), ("reduced", reduced)))
     if scheduler is not None and isinstance(scheduler, str):
         from .dask_points import check_scheduler
 
         check_scheduler(scheduler, scheduler_timeout)
     out_dir = Path(out_dir)
     points = experiment.points(reduced=reduced, limit=limit)  # counted against the limit first
+    from ..inputs.writes import WriteError
     from .rundir import RunDir
 
     try:
@@ -241,11 +245,14 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
             if on_results is not None:
                 extra = on_results(result)
                 run_dir.files += list(extra or [])
-    except OSError as exc:
+    except (OSError, WriteError) as exc:
         # The folder was removed, made read-only or filled up while the run wrote into it: one
         # line. Every point journaled before that is kept (each line is fsynced when it is written).
-        where = getattr(exc, "filename", None) or out_dir
-        raise ConfigError(f"cannot be written: {exc.strerror or type(exc).__name__}; the points finished "
+        if isinstance(exc, WriteError):
+            where, why = exc.file, exc.rule.removeprefix("cannot be written: ")
+        else:
+            where, why = getattr(exc, "filename", None) or out_dir, exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot be written: {why}; the points finished "
                           f"before are kept in {out_dir / JOURNAL_NAME} (if the folder is still there): "
                           "fix it and run again with --resume", file=where) from None
     return result
@@ -312,7 +319,9 @@ def write_run_files(experiment, frame, out_dir, *, reduced=False, limit=None):
     csv_path, parquet_path = write_results(frame, out_dir)
     columns_md = write_columns_doc(frame, out_dir)
     resolved = out_dir / "config.resolved.yaml"
-    resolved.write_text(yaml.safe_dump(experiment.resolved(reduced=reduced, limit=limit), sort_keys=False))
+    from ..inputs.writes import write_atomic
+
+    write_atomic(resolved, yaml.safe_dump(experiment.resolved(reduced=reduced, limit=limit), sort_keys=False))
     return {"results_csv": csv_path, "results_parquet": parquet_path, "columns_md": columns_md,
             "columns_json": out_dir / "columns.json", "config_resolved": resolved}
 

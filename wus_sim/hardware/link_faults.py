@@ -6,6 +6,7 @@ import re
 import numpy as np
 
 from ..inputs.errors import ConfigError
+from ..inputs.limits import MAX_SLOW_FACTOR
 
 __all__ = ["parse_cables", "split_cables", "split_slow_links", "cable_names", "with_link_faults"]
 
@@ -79,9 +80,9 @@ def split_slow_links(text):
         factor = float(tail)
     except ValueError:
         factor = math.nan
-    if not sep or not head.strip() or not 1 <= factor < math.inf:
+    if not sep or not head.strip() or not 1 <= factor <= MAX_SLOW_FACTOR:
         raise ConfigError("must be LIST:FACTOR or K:FACTOR (e.g. 12+x,40-y:4 or 3:2), FACTOR >= 1 "
-                          "dividing the cables' bandwidth", key_path="slow_links", value=text)
+                          f"and <= {MAX_SLOW_FACTOR:g} dividing the cables' bandwidth", key_path="slow_links", value=text)
     return head.strip(), factor
 
 

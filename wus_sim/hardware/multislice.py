@@ -66,7 +66,7 @@ from pathlib import Path
 
 from ..inputs.config import Section, load_yaml, present
 from ..inputs.errors import ConfigError
-from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, check_limit
+from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, RATE_RANGES, check_limit
 from .topology import Topology
 from .topology_files import load_topology, topology_dirs
 from ..inputs.units import GB, US
@@ -110,8 +110,9 @@ class Multislice:
         if isinstance(self.slices, bool) or not isinstance(self.slices, int) or not 2 <= self.slices <= MAX_SLICES:
             raise ConfigError(f"must be a whole number in 2..{MAX_SLICES} for a multislice", key_path="slices",
                               value=self.slices)
-        if not 0 < self.dcn_Bps < math.inf:
-            raise ConfigError("must be > 0 and finite", key_path="dcn_GBps", value=self.dcn_Bps / GB)
+        low, high = RATE_RANGES["dcn_GBps"][:2]
+        if not low * GB <= self.dcn_Bps <= high * GB:
+            raise ConfigError(f"must be >= {low:g} and <= {high:g}", key_path="dcn_GBps", value=self.dcn_Bps / GB)
         if not 0 <= self.dcn_latency_s < math.inf:
             raise ConfigError("must be >= 0 and finite", key_path="dcn_latency_us", value=self.dcn_latency_s / US)
         check_limit("chips over all slices", self.slices * self.slice.num_chips, MAX_CHIPS, key_path="slices",
@@ -242,7 +243,7 @@ def _file_section(path):
     sec.check_keys(required={"slices"}, optional={"dcn_GBps", "dcn_latency_us"})
     out = {"slices": sec.integer("slices", minimum=1, maximum=MAX_SLICES)}
     if "dcn_GBps" in sec:
-        out["dcn_GBps"] = sec.number("dcn_GBps", positive=True, maximum=1e6)
+        out["dcn_GBps"] = sec.number("dcn_GBps", minimum=RATE_RANGES["dcn_GBps"][0], maximum=RATE_RANGES["dcn_GBps"][1])
     if "dcn_latency_us" in sec:
         out["dcn_latency_us"] = sec.number("dcn_latency_us", minimum=0, maximum=1e6)
     sources = doc.get("sources") or {}

@@ -13,6 +13,7 @@ from ..inputs.config import Section, is_file, load_yaml, present
 from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
+from ..inputs.limits import RATE_RANGES
 from ..inputs.memo import IdentityMemo
 from ..inputs.shipped import env_dirs, note_once, note_override, shipped_dir
 from ..inputs.text import short_repr
@@ -34,6 +35,7 @@ to the shipped ones, and a file or chip of a shipped name overrides it (with a n
 
 # ====================================================================== file formats
 _SOURCES_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"}}
+_LINK_MIN, _LINK_MAX = RATE_RANGES["link_GBps"][:2]
 
 LINK_MEANING = ("ICI bandwidth of one link in one direction (10^9 B/s). A datasheet's per-chip bidirectional "
                 "total is divided by the chip's links (2 per torus axis: 4 in 2-D, 6 in 3-D) and by 2 directions "
@@ -50,24 +52,28 @@ CHIP_KEYS = KeyTable("chip", [
     Key("description", "string", "One line on the chip.", default=""),
     Key("cores_per_chip", "integer", "TensorCores per chip. One data-parallel replica runs on each core and gets "
         "1/cores_per_chip of the chip's HBM, HBM bandwidth and peak, unless a topology's cores_per_chip or "
-        "--megacore (TPU v4/v5p) says one replica per chip.", required=True, minimum=1),
+        "--megacore (TPU v4/v5p) says one replica per chip.", required=True, minimum=1, maximum=64),
     Key("peak_bf16_TFLOPs", "number", "Dense matrix-unit peak of the whole chip in bf16 (10^12 FLOP/s, not the "
         "sparse figure); compute time is FLOPs / (a replica's share x the calibration's MXU efficiency).",
-        unit="TFLOP/s", required=True, positive=True),
+        unit="TFLOP/s", required=True,
+        minimum=RATE_RANGES["peak_bf16_TFLOPs"][0], maximum=RATE_RANGES["peak_bf16_TFLOPs"][1]),
     Key("peak_int8_TOPs", "number", "Matrix-unit peak of the chip in int8 (10^12 operations/s): the weight matmuls' "
         "peak under point key `quantization: int8` (cite it in `sources`).", unit="TOP/s", positive=True,
         default_text="none: the chip cannot run quantization int8 (a one-line error)"),
     Key("hbm_GiB", "number", "HBM capacity of the whole chip (2^30 B; datasheets' HBM 'GB' are GiB), split "
         "evenly over its cores: what a replica's weights, gradients, slots and activations must fit in.",
-        unit="GiB", required=True, positive=True),
+        unit="GiB", required=True,
+        minimum=RATE_RANGES["hbm_GiB"][0], maximum=RATE_RANGES["hbm_GiB"][1]),
     Key("hbm_GBps", "number", "HBM bandwidth of the whole chip (10^9 B/s), split evenly over its cores: the speed "
         "of memory-bound work (the optimizer update, elementwise ops).", unit="GB/s", required=True,
-        positive=True),
-    Key("link_GBps", "number", LINK_MEANING, unit="GB/s", required=True, positive=True),
+        minimum=RATE_RANGES["hbm_GBps"][0], maximum=RATE_RANGES["hbm_GBps"][1]),
+    Key("link_GBps", "number", LINK_MEANING, unit="GB/s", required=True,
+        minimum=RATE_RANGES["link_GBps"][0], maximum=RATE_RANGES["link_GBps"][1]),
     Key("hop_latency_us", "number", HOP_MEANING, unit="us", required=True, minimum=0),
-    Key("onchip_GBps", "number", ONCHIP_MEANING, unit="GB/s", required=True, positive=True),
+    Key("onchip_GBps", "number", ONCHIP_MEANING, unit="GB/s", required=True,
+        minimum=RATE_RANGES["onchip_GBps"][0], maximum=RATE_RANGES["onchip_GBps"][1]),
     Key("dcn_GBps", "number", "Data-center network bandwidth per chip, one direction (10^9 B/s): the default of a "
-        "multislice of this chip (cite it in `sources`).", unit="GB/s", positive=True,
+        "multislice of this chip (cite it in `sources`).", unit="GB/s", minimum=RATE_RANGES["dcn_GBps"][0], maximum=RATE_RANGES["dcn_GBps"][1],
         default_text="none: a multislice takes 6.25 GB/s, an assumption that step and describe print"),
     Key("sources", "mapping", "Citation per figure: figure key -> where the value comes from.",
         schema=_SOURCES_SCHEMA),
@@ -98,15 +104,15 @@ TOPOLOGY_KEYS = KeyTable("topology file", [
         minimum=1, default_text="the chip's"),
     Key("link_GBps", "number or list", "ICI bandwidth of one link in one direction (10^9 B/s), as the chip's "
         "link_GBps.", unit="GB/s",
-        default_text="the chip's", rule=f"a number > 0, or a list of them, {_PER_AXIS}",
-        schema={"oneOf": [{"type": "number", "exclusiveMinimum": 0},
-                          {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0},
+        default_text="the chip's", rule=f"a number >= {_LINK_MIN:g} and <= {_LINK_MAX:g}, or a list of them, {_PER_AXIS}",
+        schema={"oneOf": [{"type": "number", "minimum": _LINK_MIN, "maximum": _LINK_MAX},
+                          {"type": "array", "items": {"type": "number", "minimum": _LINK_MIN, "maximum": _LINK_MAX},
                            "minItems": 1, "maxItems": 3}]}),
     Key("hop_latency_us", "number", "Fixed time per ICI hop (the alpha), as the chip's hop_latency_us.", unit="us",
         minimum=0, default_text="the chip's"),
     Key("onchip_GBps", "number", "Core-to-core bandwidth inside a chip, one direction (10^9 B/s), as the chip's "
-        "onchip_GBps.", unit="GB/s", positive=True,
-        default_text="the chip's"),
+        "onchip_GBps.", unit="GB/s",
+        minimum=RATE_RANGES["onchip_GBps"][0], maximum=RATE_RANGES["onchip_GBps"][1], default_text="the chip's"),
     Key("sources", "mapping", "Citation per figure or fact (shape, wraparound, link_GBps, ...).",
         schema=_SOURCES_SCHEMA),
     Key("multislice", "mapping", "Several copies of this slice joined by the data-center network "
@@ -114,7 +120,8 @@ TOPOLOGY_KEYS = KeyTable("topology file", [
         table=KeyTable("multislice section", [
             Key("slices", "integer", "Number of identical slices.", required=True, minimum=1),
             Key("dcn_GBps", "number", "Data-center network bandwidth per chip (10^9 B/s).", unit="GB/s",
-                positive=True, default_text="the chip's DCN figure"),
+                minimum=RATE_RANGES["dcn_GBps"][0], maximum=RATE_RANGES["dcn_GBps"][1],
+                default_text="the chip's DCN figure"),
             Key("dcn_latency_us", "number", "Latency of one data-center network exchange.", unit="us",
                 minimum=0, default_text="the chip's DCN figure"),
         ])),
@@ -276,6 +283,9 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
     (TPU v4/v5p; not with *cores_per_chip*); then *failed_links*, *slow_links* and *seed* as in
     :func:`with_link_faults`.
     """
+    from ..inputs.api_args import check_bool
+
+    megacore = check_bool(megacore, "megacore")
     # the overrides first: an inline spec uses two of them to build its slice
     if hop_latency_us is not None:
         hop_latency_us = _override(hop_latency_us, "hop_latency_us")
@@ -341,7 +351,7 @@ def _chips_state():
     return tuple(out)
 
 
-OVERRIDE_RANGES = {"link_GBps": (False, 1e6, False), "hop_latency_us": (True, 1e6, False),
+OVERRIDE_RANGES = {"link_GBps": (False, _LINK_MAX, False), "hop_latency_us": (True, 1e6, False),
                    "cores_per_chip": (False, 64, True)}
 """Declared range of each override of :func:`load_topology`: (0 allowed, maximum, whole number).
 The point parameters of the same names (``POINT_KEYS``) take their bounds from here."""
@@ -351,8 +361,8 @@ def _override(value, key, written=None):
     """An override checked against :data:`OVERRIDE_RANGES` (the Python API's, like a file's or an
     option's): a real number, not a bool or text, finite, in range; returned as a float."""
     zero_ok, maximum, whole = OVERRIDE_RANGES[key]
-    rule = (f"must be a {'whole number >= 1' if whole else 'number >= 0' if zero_ok else 'number > 0'} "
-            f"and <= {maximum:g}")
+    least = RATE_RANGES[key][0] if key in RATE_RANGES else (1 if whole else 0)
+    rule = (f"must be a {'whole number' if whole else 'number'} >= {least:g} and <= {maximum:g}")
     shown = value if written is None or isinstance(written, (int, float, str)) else written
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(rule, key_path=key, value=shown if not isinstance(shown, np.ndarray) else list(shown))
@@ -360,7 +370,7 @@ def _override(value, key, written=None):
         x = float(value)
     except OverflowError:
         x = math.inf
-    if not math.isfinite(x) or x > maximum or x < (1 if whole else 0) or (x == 0 and not zero_ok) \
+    if not math.isfinite(x) or x > maximum or x < least or (x == 0 and not zero_ok) \
             or (whole and not x.is_integer()):
         raise ConfigError(rule, key_path=key, value=shown if not isinstance(shown, np.ndarray) else list(shown))
     return x
@@ -397,8 +407,9 @@ def _topology_from_file(path):
         # the message quotes the value as written: a scalar, not the per-axis list made of it
         link = written if isinstance(written, list) else [written] * len(dims)
         if len(link) != len(dims) or any(isinstance(b, bool) or not isinstance(b, (int, float))
-                                         or not 0 < b < math.inf for b in link):
-            raise doc.error("link_GBps", f"must be a finite number > 0 or a list of {len(dims)} of them", written)
+                                         or not _LINK_MIN <= b <= _LINK_MAX for b in link):
+            raise doc.error("link_GBps", f"must be a number >= {_LINK_MIN:g} and <= {_LINK_MAX:g} or a list of "
+                                         f"{len(dims)} of them", written)
         link = tuple(b * GB for b in link)
     else:
         link = None

@@ -25,7 +25,7 @@ from .files import read_text as _read_text
 from .limits import MAX_FILE_BYTES, MAX_WHOLE_NUMBER, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .text import excerpt, short_repr
 
-__all__ = ["is_file", "present", "read_text", "load_yaml", "Section", "key_join"]
+__all__ = ["is_file", "present", "read_text", "load_yaml", "parse_yaml", "Section", "key_join"]
 
 
 def key_join(path, key):
@@ -66,7 +66,12 @@ def load_yaml(path, *, what="YAML file", named_by=None):
     keys, no anchors or aliases, nesting and size bounded. Every failure is a ConfigError
     that names the file and never quotes its contents beyond the YAML parser's position."""
     path = Path(path)
-    text = read_text(path, what=what, named_by=named_by)
+    return parse_yaml(read_text(path, what=what, named_by=named_by), file=path)
+
+
+def parse_yaml(text, *, file=None):
+    """*text* parsed as :func:`load_yaml` parses a file's (the same rules); errors name *file*."""
+    path = file
     try:
         # parsed once per content (a sweep loads the same workload for every point); callers
         # get their own copy, so one that edits the document cannot change the next one's

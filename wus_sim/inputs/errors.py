@@ -29,7 +29,9 @@ class ConfigError(WusError):
         self.show_value = show_value
         # Every part is cut to an excerpt: the message stays one bounded line whatever the input
         # (a 200 KB path, a 10 MB name, 10^10 aliased list items).
-        where = ": ".join(excerpt(p, 160) for p in (self.file, key_path) if p)
+        # a file name is the user's own (up to 160 characters); a key path may be hostile input
+        # (a 10,000-character sweep key, a safetensors tensor name): an excerpt of 60
+        where = ": ".join(excerpt(p, limit) for p, limit in ((self.file, 160), (key_path, 60)) if p)
         rule_text = excerpt(rule, 600)
         what = f"{short_repr(value)} {rule_text}" if show_value and value is not None else rule_text
         super().__init__(f"{where}: {what}" if where else what)

@@ -26,7 +26,8 @@ import stat
 from .errors import ConfigError
 from .limits import MAX_FILE_BYTES
 
-__all__ = ["read_bytes", "read_text", "check_file", "check_folder", "check_writable_file", "kind_of"]
+__all__ = ["read_bytes", "read_text", "check_file", "check_folder", "check_writable_file", "check_output_folder",
+           "kind_of"]
 
 
 def kind_of(mode):
@@ -96,6 +97,8 @@ def check_folder(path, *, what="folder", named_by=None):
 def check_writable_file(path, *, what="file", named_by=None):
     """Refuse, before any work, a file that cannot be written: its name is a folder, a FIFO or a
     device, its folder is missing or not a folder, or neither it nor its folder may be written."""
+    if isinstance(path, str) and not path:
+        raise ConfigError("is not a file name (it is empty)", key_path=named_by, value="")
     path = Path(path)
     try:
         st = os.stat(path)
@@ -108,6 +111,7 @@ def check_writable_file(path, *, what="file", named_by=None):
             raise _error(f"is {kind_of(st.st_mode)}; give {named_by or 'it'} the {what} to write", path, named_by)
         if not os.access(path, os.W_OK):
             raise _error("cannot be written (no permission)", path, named_by)
+        _probe(path.parent, path, named_by)  # the new file is written beside it, then renamed over it
         return
     parent = path.parent
     try:
@@ -118,6 +122,52 @@ def check_writable_file(path, *, what="file", named_by=None):
         raise _error(f"cannot be written: {parent} is {kind_of(pst.st_mode)}, not a folder", path, named_by)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise _error("cannot be written: no permission to create files in its folder", path, named_by)
+    _probe(parent, path, named_by)
+
+
+def _probe(folder, path, named_by):
+    """Create and remove a file in *folder*: the one test that a folder takes new files (as root,
+    ``os.access`` says yes to /proc and to a read-only mount)."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(dir=str(folder), prefix=".wus-sim-probe.", suffix=".tmp")
+    except (OSError, ValueError) as exc:
+        raise _error(f"cannot be written: no file can be created in {'it' if folder == path else 'its folder'} "
+                     f"({getattr(exc, 'strerror', None) or type(exc).__name__})", path, named_by) from None
+    os.close(fd)
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+
+
+def check_output_folder(path, *, named_by=None):
+    """Refuse, before any work, a folder of outputs that cannot be made or written: the name is a
+    file or a device, or the nearest part of it that exists is not a writable folder."""
+    if isinstance(path, str) and not path:
+        raise ConfigError("is not a folder name (it is empty)", key_path=named_by, value="")
+    path = Path(path)
+    probe = path
+    while True:
+        try:
+            st = os.stat(probe)
+            break
+        except FileNotFoundError:
+            if probe.parent == probe:
+                raise _error("cannot be created: no part of its path exists", path, named_by) from None
+            probe = probe.parent
+        except (OSError, ValueError) as exc:
+            raise _error(_os_rule(exc, probe).replace("cannot be read", "cannot be created"), path,
+                         named_by) from None
+    if not stat.S_ISDIR(st.st_mode):
+        where = "" if probe == path else f": {probe} is {kind_of(st.st_mode)}"
+        raise _error(f"is {kind_of(st.st_mode)}, not a folder" if probe == path else f"cannot be created{where}",
+                     path, named_by)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise _error("cannot be written: no permission" if probe == path else
+                     f"cannot be created: no permission to write in {probe}", path, named_by)
+    _probe(probe, path, named_by)
 
 
 def read_bytes(path, *, what="file", named_by=None, limit=MAX_FILE_BYTES):

@@ -21,7 +21,8 @@ __all__ = [
     "MAX_FILE_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "MAX_CHIPS", "MAX_REPLICAS",
     "MAX_CHUNKS", "MAX_STEPS", "MAX_SWEEP_POINTS", "MAX_STATEMENTS", "MAX_STATEMENT_CHARS",
     "MAX_EXPR_DEPTH", "MAX_SIZE_BYTES", "MAX_MESSAGE_HOPS", "MAX_WHOLE_NUMBER", "MAX_TENSOR_DIMS",
-    "check_limit",
+    "MAX_JSON_DEPTH", "MAX_JSON_INT_DIGITS", "IMPORT_MAX", "MAX_IMPORT_LAYERS", "MAX_HEADER_BYTES",
+    "MAX_CHECKPOINT_TENSORS", "RATE_RANGES", "MAX_SLOW_FACTOR", "check_limit",
 ]
 
 
@@ -62,6 +63,58 @@ largest a float holds exactly. A larger one (a 400-digit integer) cannot become 
 (OverflowError) or a numpy integer; every count in the model is far below it."""
 MAX_TENSOR_DIMS = 8
 """Most dimensions of one tensor shape in a workload file (shipped: 4)."""
+
+MAX_JSON_DEPTH = 40
+"""Deepest nesting of lists and objects in a JSON input (config.json: 3; safetensors headers: 3)."""
+MAX_JSON_INT_DIGITS = 20
+"""Most digits of one JSON integer (2^64 has 20; a safetensors offset of a 1 TB file has 13)."""
+
+# ---- imported models (wus-sim import-workload): each maximum is several times the largest
+# public configuration of a dense transformer, so a real model never reaches it:
+# Llama 3.1 405B (huggingface.co/meta-llama/Llama-3.1-405B, config.json: 126 layers, hidden 16384,
+# intermediate 53248, 128 heads, vocab 128256, 131072 positions); PaLM 540B (Chowdhery et al. 2022,
+# arXiv 2204.02311, table 1: 118 layers, d_model 18432, 48 heads, d_ff 73728, vocab 256k);
+# Megatron-Turing NLG 530B (Smith et al. 2022, arXiv 2201.11990: 105 layers, hidden 20480, 128 heads);
+# Gemma (vocab 256000); Llama 4 Scout (10,485,760 positions: the longest public context).
+MAX_IMPORT_LAYERS = 1024
+"""Most transformer blocks of an imported model (largest public: 126, Llama 3.1 405B)."""
+IMPORT_MAX = {
+    "layers": (MAX_IMPORT_LAYERS, "blocks (largest public: 126, Llama 3.1 405B)"),
+    "width": (2**17, "a hidden width (largest public: 20480, Megatron-Turing NLG 530B)"),
+    "ff": (2**19, "an MLP width (largest public: 73728, PaLM 540B)"),
+    "heads": (2**12, "attention heads (largest public: 128, Llama 3.1 405B)"),
+    "vocab": (2**21, "a vocabulary (largest public: 256,000, Gemma and PaLM)"),
+    "positions": (2**24, "positions (largest public: 10,485,760, Llama 4 Scout)"),
+}
+"""``{kind: (maximum, what it bounds)}`` for the size keys of an imported config.json; the
+importer maps each family's key names (``num_hidden_layers``, ``n_layer``, ...) to a kind."""
+MAX_HEADER_BYTES = 8 * 2**20
+"""Largest safetensors header read: 8 MiB (Llama 3.1 405B's largest shard header is under
+100 KiB; parsing a header takes about 20x its size in memory, so at most about 200 MB)."""
+MAX_CHECKPOINT_TENSORS = 65_536
+"""Most tensors in one checkpoint, over all its shards (Llama 3.1 405B: 1,137)."""
+
+# ---- physical ranges of rates: each minimum keeps every simulated time finite, non-negative and
+# exact to well under a microsecond. A step adds times of ~1e-6 s (a hop) to times that grow as
+# 1 / rate; a double keeps 16 digits, so a rate 10^15 times too slow (1e-15 GB/s) made a 30 us
+# forward pass come out -30 us (measured: step ncf -t torus:4x4 --link-GBps 1e-15), and 1e-300
+# overflowed to infinity. At the minima below the slowest time is about 10^9 s (a 1 PiB buffer
+# at 1 MB/s), nine orders of magnitude inside what a double represents next to a microsecond.
+RATE_RANGES = {
+    "link_GBps": (1e-3, 1e6, "GB/s", "an ICI link (slowest real: 1.25 MB/s, 10 Mb/s Ethernet)"),
+    "dcn_GBps": (1e-3, 1e6, "GB/s", "the data-center network per chip"),
+    "onchip_GBps": (1e-3, 1e7, "GB/s", "core-to-core bandwidth in a chip"),
+    "hbm_GBps": (1e-3, 1e7, "GB/s", "HBM bandwidth"),
+    "peak_bf16_TFLOPs": (1e-3, 1e6, "TFLOP/s", "a chip's matrix-unit peak (TPU v5p: 459)"),
+    "hbm_GiB": (1e-3, 1e6, "GiB", "a chip's HBM"),
+    "mxu_efficiency": (1e-3, 1.0, "", "the share of peak the matrix units reach"),
+}
+"""``{key: (minimum, maximum, unit, what)}``: the declared range of every rate and capacity a
+file, option or API argument sets (chips.yaml, topology files, ``--link-GBps``, ``--dcn-GBps``,
+``mxu_efficiency``, ``load_topology(link_GBps=...)``)."""
+MAX_SLOW_FACTOR = 1e6
+"""Largest FACTOR of ``slow_links`` (a cable at its bandwidth / 10^6: at the minimum link
+bandwidth, 10^-9 GB/s, still far from where times lose their microseconds, 10^-15)."""
 
 
 def check_limit(what, estimate, limit, *, key_path=None, file=None, hint=""):

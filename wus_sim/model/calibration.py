@@ -82,6 +82,9 @@ class Calibration:
         params = dict(self.params)
         if self.stacks:
             params.update(self.stacks.get(stack) or self.stacks[self.default_stack])
+        from ..inputs.api_args import check_keywords
+
+        check_keywords(overrides, _COMPUTE_FIELDS, "compute_params (the fields of ComputeParams)")
         given = {k: v for k, v in overrides.items() if v is not None}
         return ComputeParams(**{**params, **given})
 
@@ -163,6 +166,57 @@ def _check_validation(record, path):
             raise ConfigError(rule, file=path, key_path=f"provenance.validation.{key}", value=value)
 
 
+def _is_real(v):
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_span(v):
+    return isinstance(v, list) and len(v) == 2 and all(_is_real(x) for x in v) and v[0] <= v[1]
+
+
+def _is_names(v):
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _check_provenance_tables(prov, path):
+    """The provenance tables that step, run and the bands read (``declared_ranges``,
+    ``validated_range``, ``param_covariance``): a damaged one is one line naming its key,
+    not a traceback where it is first read."""
+    def bad(key, rule, value):
+        return ConfigError(rule, file=path, key_path=f"provenance.{key}", value=value)
+
+    ranges = prov.get("declared_ranges")
+    if ranges is not None and not (isinstance(ranges, dict) and all(isinstance(k, str) and _is_span(v)
+                                                                     for k, v in ranges.items())):
+        raise bad("declared_ranges", "must map parameter names to [low, high] (finite numbers, low <= high)", ranges)
+    record = prov.get("validated_range")
+    if record is not None:
+        if not isinstance(record, dict):
+            raise bad("validated_range", "must be a mapping (chips, software_stacks, workloads)", record)
+        for key in ("chips", "software_stacks"):
+            if record.get(key) is not None and not _is_names(record[key]):
+                raise bad(f"validated_range.{key}", "must be a list of names", record[key])
+        workloads = record.get("workloads") or {}
+        if not isinstance(workloads, dict):
+            raise bad("validated_range.workloads", "must map workload names to their measured spans", workloads)
+        for name, w in workloads.items():
+            if not (isinstance(name, str) and isinstance(w, dict) and _is_span(w.get("examples_per_core"))
+                    and _is_span(w.get("cores")) and (w.get("kinds") is None or _is_names(w["kinds"]))):
+                raise bad(f"validated_range.workloads.{name}", "must hold examples_per_core and cores, each "
+                          "[low, high] (and kinds, a list of names)", w)
+    cov = prov.get("param_covariance")
+    if cov is not None:
+        names = cov.get("names") if isinstance(cov, dict) else None
+        matrix = cov.get("matrix") if isinstance(cov, dict) else None
+        if not (_is_names(names) and isinstance(matrix, list) and len(matrix) == len(names)
+                and all(isinstance(row, list) and len(row) == len(names) and all(_is_real(x) for x in row)
+                        for row in matrix)):
+            raise bad("param_covariance", "must hold names (a list) and matrix (a square list of lists of "
+                      "finite numbers, one row per name)", cov if not isinstance(cov, dict) else names)
+
+
 def _load_file(path):
     if path not in _CACHE:
         doc = Section(load_yaml(path), file=path)
@@ -179,6 +233,7 @@ def _load_file(path):
             raise doc.error("provenance", "must be a mapping (data, rows, fit_error, date, method)", provenance)
         if "validation" in provenance:
             _check_validation(provenance["validation"], path)
+        _check_provenance_tables(provenance, path)
         stacks = doc.get("stacks") or {}
         rule = f"must map stack names to their {' and '.join(STACK_PARAMS)} (seconds, >= 0 and < 1)"
         if not isinstance(stacks, dict):
@@ -189,7 +244,7 @@ def _load_file(path):
                             for v in own.values())):
                 raise doc.error(f"stacks.{name}", rule, own)
         default_stack = doc.get("default_stack")
-        if stacks and default_stack not in stacks:
+        if stacks and (not isinstance(default_stack, str) or default_stack not in stacks):
             raise doc.error("default_stack", f"must be one of the stacks: {', '.join(sorted(stacks))}",
                             default_stack)
         _CACHE[path] = Calibration(id=doc.string("id"), params=values, provenance=provenance, path=path,

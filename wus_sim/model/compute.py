@@ -55,6 +55,7 @@ import numbers
 import numpy as np
 
 from ..inputs.errors import ConfigError
+from ..inputs.limits import RATE_RANGES
 from .precision import matrix_flops_per_layer
 
 __all__ = [
@@ -138,24 +139,27 @@ class ComputeParams:
     def __post_init__(self):
         # Every field a real number (not a bool, not text, finite as a float: 10**400 is not);
         # the same checks whether the values come from a calibration file, a point or Python.
+        # Each range's ends keep every time finite and non-negative (wus_sim.inputs.limits.RATE_RANGES):
+        # an efficiency of 1e-300 made a forward pass of -2e286 s.
+        low = RATE_RANGES["mxu_efficiency"][0]
         for name in ("mxu_efficiency", "update_hbm_efficiency", "spatial_efficiency",
                      "activation_hbm_efficiency"):
             v = getattr(self, name)
-            if not (_real(v) and 0 < v <= 1):
-                raise ConfigError("must be in (0, 1]", key_path=name, value=v)
+            if not (_real(v) and low <= v <= 1):
+                raise ConfigError(f"must be in [{low:g}, 1]", key_path=name, value=v)
         for name in ("backward_flops_ratio", "vector_to_mxu_ratio"):
             v = getattr(self, name)
-            if not (_real(v) and v > 0):
-                raise ConfigError("must be a finite number > 0", key_path=name, value=v)
-        for name in ("elementwise_fwd_bytes", "elementwise_bwd_bytes", "op_overhead_s", "step_overhead_s",
-                     "host_loop_s"):
+            if not (_real(v) and 1e-3 <= v <= 1e3):
+                raise ConfigError("must be a number >= 0.001 and <= 1000", key_path=name, value=v)
+        for name, top in (("elementwise_fwd_bytes", 1e6), ("elementwise_bwd_bytes", 1e6), ("op_overhead_s", 1e3),
+                          ("step_overhead_s", 1e3), ("host_loop_s", 1e3)):
             v = getattr(self, name)
-            if not (_real(v) and v >= 0):
-                raise ConfigError("must be a finite number >= 0", key_path=name, value=v)
+            if not (_real(v) and 0 <= v <= top):
+                raise ConfigError(f"must be a number >= 0 and <= {top:g}", key_path=name, value=v)
         v = self.vector_flops_per_replica
-        if v is not None and not (_real(v) and v > 0):
-            raise ConfigError("must be a finite number > 0 FLOP/s (or None)", key_path="vector_flops_per_replica",
-                              value=v)
+        if v is not None and not (_real(v) and 1e9 <= v <= 1e18):
+            raise ConfigError("must be a number >= 1e9 and <= 1e18 FLOP/s (or None)",
+                              key_path="vector_flops_per_replica", value=v)
         if not isinstance(self.layer_split, str) or self.layer_split not in ("flops", "params"):
             raise ConfigError("must be 'flops' or 'params'", key_path="layer_split", value=self.layer_split)
 

@@ -5,6 +5,7 @@ block widths the activation terms come from. What is counted and why: the import
 """
 
 from ..inputs.errors import ConfigError
+from ..inputs.limits import IMPORT_MAX
 
 from .hf_decoder import decoder
 from .hf_deepseek import deepseek_v2
@@ -21,6 +22,13 @@ FAMILIES = ("llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "mixtral", "
 
 
 # ==================================================================== config reading
+SIZE_KINDS = {"hidden_size": "width", "n_embd": "width", "head_dim": "width", "intermediate_size": "ff",
+              "n_inner": "ff", "num_hidden_layers": "layers", "n_layer": "layers", "num_attention_heads": "heads",
+              "num_key_value_heads": "heads", "n_head": "heads", "vocab_size": "vocab", "type_vocab_size": "vocab",
+              "max_position_embeddings": "positions", "n_positions": "positions", "sliding_window": "positions"}
+"""The kind of limit (:data:`wus_sim.inputs.limits.IMPORT_MAX`) of each size key a family reads."""
+
+
 class HFConfig:
     """A config.json's mapping with errors that name the file and the key."""
 
@@ -34,20 +42,41 @@ class HFConfig:
         for key in keys:
             if key in self.doc and self.doc[key] is not None:
                 value = self.doc[key]
+                maximum, what = IMPORT_MAX.get(SIZE_KINDS.get(key), (None, ""))
                 if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                    raise self.error(key, f"must be a whole number >= {minimum}", value)
+                    raise self.error(key, f"must be a whole number >= {minimum}"
+                                          + (f" and <= {maximum:,}" if maximum else ""), value)
+                if maximum is not None and value > maximum:
+                    raise self.error(key, f"is over the importer's limit of {maximum:,} for {what}", value)
                 return value
         if default is not None:
             return default
         raise self.error(keys[0], f"is missing (a {self.doc.get('model_type')} config needs it)")
 
     def number(self, key, default):
+        """A probability (every number the families read is a dropout rate): in [0, 1]."""
         value = self.doc.get(key, default)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise self.error(key, "must be a number >= 0", value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise self.error(key, "must be a probability in [0, 1]", value)
         return float(value)
+
+    def check_limits(self, family):
+        """Every size and rate the family reads, checked before any tensor is built: a layer
+        count of 10^9 is refused here, not after minutes of building (limits: IMPORT_MAX)."""
+        for key, _default in CONFIG_KEYS[family]:
+            if self.doc.get(key) is None:
+                continue
+            if key in SIZE_KINDS:
+                self.int(key, minimum=0 if key == "type_vocab_size" else 1)
+            elif key.endswith(("dropout", "pdrop", "_prob")):
+                self.number(key, 0.0)
+            elif key in ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window"):
+                self.flag(key, False)
+        arch = self.doc.get("architectures")
+        if arch is not None and (not isinstance(arch, list) or not all(isinstance(a, str) for a in arch)):
+            raise self.error("architectures", "must be a list of class names", arch)
 
     def flag(self, key, default):
         value = self.doc.get(key, default)

@@ -49,6 +49,8 @@ import struct
 from pathlib import Path
 
 from ..inputs.errors import ConfigError
+from ..inputs.limits import MAX_CHECKPOINT_TENSORS, MAX_HEADER_BYTES, MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
+from ..inputs.text import excerpt
 
 from .hf_families import BUILDERS, FAMILIES, HFConfig, activation_terms, check_family, default_sequence
 
@@ -62,8 +64,6 @@ CITE_ACTIVATIONS = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation
                     "GPT-style blocks), generalised to the block's widths; fused attention keeps a "
                     "log-sum-exp per head instead of the probabilities: Dao et al. 2022 (FlashAttention, "
                     "arXiv 2205.14135)")
-MAX_HEADER_BYTES = 100 * 2**20
-"""Largest safetensors header read (the format's own reference reader refuses more)."""
 
 # Buffers that checkpoints store beside the weights: not trainable, left out.
 _BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq", ".attention.bias",
@@ -71,49 +71,54 @@ _BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq", ".
 
 
 def _read_json(path, what):
-    from ..inputs.limits import MAX_FILE_BYTES
+    from ..inputs.files import read_bytes
+    from ..inputs.strict_json import loads_strict
 
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("file not found", file=path)
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ConfigError(f"is larger than {MAX_FILE_BYTES:,} bytes; not a {what}", file=path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"is not a JSON {what}: {type(exc).__name__}", file=path) from None
+    doc = loads_strict(read_bytes(path, what=what), file=path, what=f"a JSON {what}")
     if not isinstance(doc, dict):
         raise ConfigError(f"is not a JSON {what} (not an object)", file=path)
     return doc
 
 
 def read_safetensors_header(path):
-    """``{tensor name: (dtype, shape)}`` of a safetensors file, from its header only."""
+    """``{tensor name: (dtype, shape)}`` of a safetensors file, from its header only (the length
+    is checked against :data:`~wus_sim.inputs.limits.MAX_HEADER_BYTES` before a byte of it is read)."""
+    from ..inputs.files import check_file
+    from ..inputs.strict_json import loads_strict
+
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("file not found", file=path)
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise ConfigError("is not a safetensors file (shorter than its 8-byte header length)", file=path)
-        (n,) = struct.unpack("<Q", head)
-        if n > MAX_HEADER_BYTES:
-            raise ConfigError(f"is not a safetensors file (header length {n:,} > {MAX_HEADER_BYTES:,})", file=path)
-        raw = f.read(n)
+    check_file(path, what="safetensors file")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError("is not a safetensors file (its header is not JSON)", file=path) from None
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise ConfigError("is not a safetensors file (shorter than its 8-byte header length)", file=path)
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise ConfigError(f"has a header of {n:,} bytes, over the importer's limit of {MAX_HEADER_BYTES:,}",
+                                  file=path)
+            raw = f.read(n)
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror or type(exc).__name__}", file=path) from None
+    if len(raw) < n:
+        raise ConfigError(f"is not a safetensors file (its header says {n:,} bytes; the file holds {len(raw):,})",
+                          file=path)
+    header = loads_strict(raw, file=path, what="a safetensors header")
     if not isinstance(header, dict):
         raise ConfigError("is not a safetensors file (its header is not a JSON object)", file=path)
+    if len(header) > MAX_CHECKPOINT_TENSORS + 1:
+        raise ConfigError(f"holds {len(header):,} tensors, over the importer's limit of {MAX_CHECKPOINT_TENSORS:,}",
+                          file=path)
     out = {}
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         shape = entry.get("shape") if isinstance(entry, dict) else None
-        if not isinstance(shape, list) or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
-            raise ConfigError("has no valid shape in the safetensors header", file=path, key_path=name)
-        out[name] = (str(entry.get("dtype", "")), tuple(shape))
+        if (not isinstance(shape, list) or len(shape) > MAX_TENSOR_DIMS
+                or any(isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_WHOLE_NUMBER for d in shape)):
+            raise ConfigError(f"has no valid shape in the safetensors header (a list of at most {MAX_TENSOR_DIMS} "
+                              f"whole numbers)", file=path, key_path=excerpt(name, 60))
+        out[name] = (excerpt(str(entry.get("dtype", "")), 20), tuple(shape))
     return out
 
 
@@ -140,16 +145,22 @@ def _checkpoint_tensors(path):
         weight_map = index.get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ConfigError("has no weight_map of tensor name to shard file", file=path, key_path="weight_map")
+        if len(weight_map) > MAX_CHECKPOINT_TENSORS:
+            raise ConfigError(f"names {len(weight_map):,} tensors, over the importer's limit of "
+                              f"{MAX_CHECKPOINT_TENSORS:,}", file=path, key_path="weight_map")
         shards = sorted(set(map(str, weight_map.values())))
         out = {}
         for shard in shards:
             shard_path = path.parent / shard
             for name, (dtype, shape) in read_safetensors_header(shard_path).items():
                 out[name] = (dtype, shape, shard_path)
+            if len(out) > MAX_CHECKPOINT_TENSORS:
+                raise ConfigError(f"has shards holding over the importer's limit of {MAX_CHECKPOINT_TENSORS:,} "
+                                  "tensors", file=path)
         for name, shard in weight_map.items():
             if name not in out:
                 raise ConfigError(f"names a tensor that shard {shard} does not hold", file=path,
-                                  key_path=f"weight_map.{name}")
+                                  key_path=f"weight_map.{excerpt(name, 60)}")
         return out, [path] + [path.parent / s for s in shards]
     return {n: (d, s, path) for n, (d, s) in read_safetensors_header(path).items()}, [path]
 
@@ -168,14 +179,14 @@ def _match_checkpoint(model, headers, config_path, summary):
     for name, shape, layer in model.tensors:
         found = by_canonical.pop(_canonical(name), None)
         if found is None:
-            raise ConfigError(f"has no tensor {name!r}, which the config beside it ({config_path}) implies",
+            raise ConfigError(f"has no tensor {excerpt(name, 60)!r}, which the config beside it ({config_path}) implies",
                               file=summary["files"][0])
         stored, dtype, stored_shape, file = found
         # a conv kernel may be stored [cout, cin, kh, kw] (PyTorch) for the format's [kh, kw, cin, cout]
         torch_conv = len(shape) == 4 and len(stored_shape) == 4 and [stored_shape[i] for i in (2, 3, 1, 0)] == shape
         if list(stored_shape) != shape and not torch_conv:
             raise ConfigError(f"shape {list(stored_shape)} contradicts the config {config_path}, which "
-                              f"implies {shape}", file=file, key_path=stored)
+                              f"implies {shape}", file=file, key_path=excerpt(stored, 60))
         out.append([stored, shape, layer])
         summary["dtypes"].add(dtype)
     for canonical, (stored, dtype, shape, file) in by_canonical.items():
@@ -183,7 +194,7 @@ def _match_checkpoint(model, headers, config_path, summary):
             summary["tied_copies"] += 1
             continue
         raise ConfigError(f"is not a tensor of the model the config {config_path} describes", file=file,
-                          key_path=stored)
+                          key_path=excerpt(stored, 60))
     model.tensors = out
 
 
@@ -205,13 +216,18 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     """The workload file's document (a dict) for a config.json, a safetensors file, a
     ``model.safetensors.index.json`` or a folder holding them (see the module docstring).
     *source* says where the config came from (``sources.config``; default: its file name)."""
+    from ..inputs.api_args import check_path
+
+    check_path(path, "path")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError("must be a workload name (a non-empty str) or None", key_path="name", value=name)
     config_path, checkpoint = _resolve(path)
     if checkpoint is not None and not config_path.is_file():
         raise ConfigError(f"has no config.json beside it ({config_path}) to take FLOPs and layers from",
                           file=checkpoint)
     cfg = HFConfig(_read_json(config_path, "Hugging Face config"), config_path)
     family = cfg.doc.get("model_type")
-    if family not in BUILDERS:
+    if not isinstance(family, str) or family not in BUILDERS:
         raise cfg.error("model_type", "is not a family the importer reads (it knows each family's tensor names "
                                       f"and FLOP formula; known: {', '.join(FAMILIES)}): if the model shares one "
                                       "of those architectures set model_type to it, else write the workload file "
@@ -221,6 +237,7 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
                                         or sequence_length < 1 or sequence_length > 2**24):
         raise ConfigError("must be a whole number in [1, 16777216]", key_path="sequence_length",
                           value=sequence_length)
+    cfg.check_limits(family)  # before any tensor is built
     seq, seq_why = (sequence_length, "given") if sequence_length else default_sequence(cfg, family)
     model, widths, notes = BUILDERS[family](cfg, family, seq)
     stacks = widths if isinstance(widths, list) else [widths]
@@ -311,5 +328,9 @@ def import_workload(path, *, sequence_length=None, name=None, out=None, source=N
     text = workload_yaml(doc, header=header or [f"Written by wus-sim import-workload from {Path(path).name}; "
                                                 "units are in the key names."])
     if out is not None:
-        Path(out).write_text(text, encoding="utf-8")
+        from ..inputs.writes import write_atomic
+        from .workload_files import workload_from_text
+
+        workload_from_text(text, file=out)  # load_workload's rules, before anything is written
+        write_atomic(out, text, what="workload file", named_by="out")
     return text

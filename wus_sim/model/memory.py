@@ -75,7 +75,7 @@ backward are not subtracted).
 from dataclasses import dataclass, field, fields
 
 from .compute import spatial_activation_share
-from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..inputs.errors import InfeasibleError, UnknownNameError
 from ..inputs.units import format_bytes
 
 __all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "layer_ahead_prefetch",
@@ -198,13 +198,14 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
-    gather_prefetch = resolve_gather_prefetch(plan, gather_prefetch)
-    if isinstance(gather_prefetch, bool) or not isinstance(gather_prefetch, int) or gather_prefetch < 0:
-        raise ConfigError("must be an integer >= 0", key_path="gather_prefetch", value=gather_prefetch)
-    if isinstance(per_replica_batch, bool) or not per_replica_batch > 0:
-        raise ConfigError("must be > 0", key_path="per_replica_batch", value=per_replica_batch)
-    if not activation_scale > 0:
-        raise ConfigError("must be > 0", key_path="activation_scale", value=activation_scale)
+    from ..inputs.api_args import check_bool, check_int, check_number
+
+    gather_prefetch = check_int(resolve_gather_prefetch(plan, gather_prefetch), "gather_prefetch", minimum=0, maximum=2**20)
+    # the point table's range of a batch (2^24 examples per replica): 10^30 is not a batch
+    per_replica_batch = check_number(per_replica_batch, "per_replica_batch", positive=True, maximum=2**24)
+    activation_scale = check_number(activation_scale, "activation_scale", positive=True, maximum=1e6)
+    check = check_bool(check, "check")
+    keep_gathered_weights = check_bool(keep_gathered_weights, "keep_gathered_weights")
     w = plan.workload
     wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     # a spatially partitioned replica's busiest core holds whole rows of each map (see

@@ -18,7 +18,8 @@ from ..inputs.memo import IdentityMemo
 from ..inputs.units import DTYPE_BYTES
 from .workload import ActivationTerm, AttentionScores, MLPerfConfig, Tensor, Workload
 
-__all__ = ["load_workload", "known_workloads", "workload_dirs", "workload_from_document", "WORKLOAD_KEYS"]
+__all__ = ["load_workload", "workload_from_text", "known_workloads", "workload_dirs", "workload_from_document",
+           "WORKLOAD_KEYS"]
 
 
 WORKLOAD_PATH_ENV = "WUS_SIM_WORKLOAD_PATH"
@@ -192,6 +193,15 @@ def _default_optimizer(doc):
     except ConfigError as exc:
         raise doc.error("default_optimizer", str(exc) if exc.file else exc.rule, name) from None
     return name
+
+
+def workload_from_text(text, *, file):
+    """The :class:`Workload` of workload-file YAML *text*, read by exactly the rules
+    :func:`load_workload` reads a file by (errors name *file*): a file is checked before it is
+    written (``import-workload``)."""
+    from ..inputs.config import parse_yaml
+
+    return workload_from_document(parse_yaml(text, file=file), file)
 
 
 def _workload_from_file(path):

@@ -415,6 +415,13 @@ def analyse(optimizer, *, weight_bytes=4, grad_bytes=4, slot_bytes=4, reduction_
     (4, or 2 for bf16 gradients), *slot_bytes* (optimizer state), *reduction_bytes*
     (partial sums all-reduced by a sharded update; fp32).
     """
+    from ..inputs.api_args import check_int
+
+    # bytes per element of a dtype: 1 (int8, fp8) to 8 (float64); -1 or 2.5 bytes is no dtype
+    weight_bytes, grad_bytes, slot_bytes, reduction_bytes = (
+        check_int(v, k, minimum=1, maximum=8) for k, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
+                                                         ("slot_bytes", slot_bytes),
+                                                         ("reduction_bytes", reduction_bytes)))
     opt = load_optimizer(optimizer)
     sizes = dict(weight_bytes=int(weight_bytes), grad_bytes=int(grad_bytes), slot_bytes=int(slot_bytes))
     cases = tuple(_analyse_case(opt, c, sizes, int(reduction_bytes)) for c in opt.cases)

@@ -4,6 +4,7 @@ import inspect
 import math
 from pathlib import Path
 
+from ..inputs.errors import WusError
 from ..experiments.results import column_label
 from ..training.timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
@@ -32,8 +33,9 @@ MIN_PANEL_WIDTH_IN = 4.5
 """Panels narrow to this before facets wrap to another row (group labels under bars need it)."""
 
 
-class NothingToDraw(Exception):
-    """A plot spec whose rows hold nothing its kind can draw (reported, then skipped)."""
+class NothingToDraw(WusError):
+    """A plot spec whose rows hold nothing its kind can draw (reported, then skipped); a
+    WusError, as every error of the API for the caller's input is."""
 
 
 def panel_grid(panels, panel_in):
@@ -75,7 +77,8 @@ def draw_figure(plot, df, *, chosen=()):
     kind = PLOT_KINDS[plot.kind]
     opts = {k: v for k, v in plot.options.items() if k not in _COMMON}
     where = plot.options.get("where")
-    rows = _select(df, where)
+    # an infinite value (a speedup over a zero-time step) has no place on an axis: drawn as missing
+    rows = _select(df, where).replace([float("inf"), float("-inf")], float("nan"))
     if rows.empty:
         raise NothingToDraw(f"no rows to plot: 'where' {where} matches none of the {len(df)} rows" if where
                             else "no rows to plot: the results are empty")
@@ -89,7 +92,8 @@ def draw_figure(plot, df, *, chosen=()):
     if "styles" in inspect.signature(kind.function).parameters:
         opts["styles"] = SeriesStyles()  # one per figure: a series looks the same in every panel
     nrows, ncols, figsize = panel_grid(len(panels), plot.options.get("figsize", kind.size))
-    with plt.rc_context(STYLE):
+    # names are text, never TeX: a workload named "$\\sqrt{" must not reach the mathtext parser
+    with plt.rc_context({**STYLE, "text.parse_math": False}):
         fig, axes = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained", squeeze=False)
         used = list(axes.flat)[:len(panels)]
         drawn, title = [], plot.options.get("title")
@@ -246,6 +250,8 @@ def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
     """
     import matplotlib.pyplot as plt
 
+    from ..inputs.writes import write_atomic
+
     out_dir = Path(out_dir)
     written = []
     for plot in plots:
@@ -254,7 +260,8 @@ def save_plots(plots, df, out_dir, *, on_skip=None, chosen=()):
             fig = draw_figure(plot, df, chosen=chosen)
             for ext in ("png", "svg"):
                 path = out_dir / f"{plot.name}.{ext}"
-                fig.savefig(path, dpi=150, bbox_inches="tight")
+                write_atomic(path, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=150, bbox_inches="tight"),
+                             what="plot")
                 written.append(path)
         except Exception as exc:  # noqa: BLE001 -- any failure of one plot is reported, then skipped
             reason = str(exc) if isinstance(exc, (NothingToDraw, AveragedCells)) else f"{type(exc).__name__}: {exc}"

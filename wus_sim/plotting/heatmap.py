@@ -6,6 +6,7 @@ a speedup cell left empty only because replicated does not fit in HBM shows the 
 marked (the LLM question, where replicated never fits).
 """
 
+from ..inputs.errors import WusError
 from ..experiments.results import column_label
 from .labels import _axis_label, display_value, _numeric, _ok, _varying, _with
 from .style import NOT_OK_COLOR, _cmap
@@ -14,7 +15,7 @@ __all__ = ["plot_heatmap", "heatmap_range", "heatmap_averaged", "heatmap_title",
            "AveragedCells", "AGGREGATES", "SPEEDUP_VALUES"]
 
 
-class AveragedCells(ValueError):
+class AveragedCells(ValueError, WusError):
     """A heatmap whose cells would each average several points (a parameter that varies on none
     of its axes), asked without ``aggregate: mean``: drawn, a cell reads as one point's value."""
 

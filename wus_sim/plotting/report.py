@@ -182,11 +182,6 @@ def render_report(experiment, frame, *, figures=(), skipped=(), resolved=None, c
 
 def write_report(path, experiment, frame, **kwargs):
     """Write :func:`render_report` to *path* through a rename (a kill never leaves half a page)."""
-    import os
-    from pathlib import Path
+    from ..inputs.writes import write_atomic
 
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_report(experiment, frame, **kwargs), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, render_report(experiment, frame, **kwargs), what="report")

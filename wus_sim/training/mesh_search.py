@@ -11,7 +11,7 @@ one every strategy is the same step), so each distinct step appears once.
 from dataclasses import dataclass
 import math
 
-from ..hardware.mesh import DCN_AXES, Mesh, factorisations
+from ..hardware.mesh import Mesh, factorisations
 from ..hardware.multislice import load_multislice
 from ..inputs.errors import ConfigError
 from ..model.workload import REMAT_MODES

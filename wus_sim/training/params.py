@@ -15,6 +15,7 @@ import math
 
 from ..hardware.network import DEFAULT_ROUTING
 from ..hardware.topology_files import OVERRIDE_RANGES
+from ..inputs.limits import RATE_RANGES
 from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
@@ -211,7 +212,7 @@ POINT_KEYS = _table(
     Param("global_batch", "int", minimum=1, maximum=2**31, unit="examples",
           meaning="Examples per step over all replicas (must divide by the replicas); set this or "
                   "per_replica_batch, not both."),
-    Param("link_GBps", "number", positive=True, maximum=OVERRIDE_RANGES["link_GBps"][1], unit="GB/s",
+    Param("link_GBps", "number", minimum=RATE_RANGES["link_GBps"][0], maximum=OVERRIDE_RANGES["link_GBps"][1], unit="GB/s",
           meaning="ICI bandwidth per link and direction (10^9 B/s); null = the topology's."),
     Param("hop_latency_us", "number", minimum=0, maximum=OVERRIDE_RANGES["hop_latency_us"][1], unit="us",
           meaning="Latency per ICI hop; null = the topology's."),
@@ -271,7 +272,7 @@ POINT_KEYS = _table(
                   "all-gather per bucket instead of two; every bucket's full weights live at the end of forward)."),
     Param("grad_dtype", "choice", choices=_grad_dtypes,
           meaning="Gradient dtype on the wire (bf16 halves collective bytes); null = the workload's."),
-    Param("mxu_efficiency", "number", positive=True, maximum=1,
+    Param("mxu_efficiency", "number", minimum=RATE_RANGES["mxu_efficiency"][0], maximum=1,
           meaning="Fraction of matrix-unit peak reached by forward/backward; null = the compute model's default."),
     Param("steps", "int", default=3, minimum=2, maximum=MAX_STEPS, nullable=False, unit="steps",
           meaning="Consecutive training steps simulated; the step time is the steady-state period."),
@@ -299,7 +300,7 @@ POINT_KEYS = _table(
           meaning="Mesh across slices (MaxText's dcn_*_parallelism): data and/or fsdp over the data-center "
                   "network; its product is the number of slices (it sets `slices`); null = data over the slices.",
           check=_check_dcn_mesh, value_schema=_mesh_schema(("data", "fsdp"))),
-    Param("dcn_GBps", "number", positive=True, maximum=1e6, unit="GB/s",
+    Param("dcn_GBps", "number", minimum=RATE_RANGES["dcn_GBps"][0], maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
                   "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
                   "text output prints). Unused with one slice."),
@@ -353,8 +354,11 @@ def check_param(param, value, *, file=None, key_path=None, base_dir=None, option
     """Validate *value* against *param*'s kind and declared range (the one check that
     YAML points and command-line options alike go through); return it normalised.
     *option*: the value came from the command line (the rule then does not offer null)."""
+    from ..inputs.api_args import plain
+
     key_path = key_path or param.name
     raw = value
+    value = plain(value)  # numpy scalars follow their value (np.int64(3) is 3, np.bool_ a bool)
 
     def bad(rule=None):
         return ConfigError(f"must be {rule or param.rule(option=option)}", file=file, key_path=key_path, value=raw)

@@ -163,6 +163,14 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     (bf16 gradients; default the workload's). *gather_bytes*: bytes per weight
     element in the all-gather (default the weights' dtype).
     """
+    from ..inputs.api_args import check_int, check_number
+    from ..inputs.limits import MAX_REPLICAS
+
+    replicas = check_int(replicas, "replicas", minimum=1, maximum=MAX_REPLICAS, nullable=True)
+    bucket_bytes = check_int(bucket_bytes, "bucket_bytes", minimum=1, maximum=2**60)
+    replicate_below_elements = check_int(replicate_below_elements, "replicate_below_elements", minimum=0,
+                                         maximum=2**53, nullable=True)
+    max_padding_ratio = check_number(max_padding_ratio, "max_padding_ratio", minimum=0, maximum=1e6)
     cores = topology.num_replicas
     n = cores if replicas is None else int(replicas)
     if n < 1 or cores % n:

@@ -127,6 +127,9 @@ class StepOptions:
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
             raise ConfigError(f"must be a whole number of bytes from 1 to {int(POINT_KEYS['bucket_MiB'].maximum)} MiB",
                               key_path="bucket_bytes", value=b)
+        if self.compute is not None and not isinstance(self.compute, ComputeParams):
+            raise ConfigError("must be a ComputeParams (or None: the calibration's)", key_path="compute",
+                              value=self.compute)
         if self.compute is None:
             cal = load_calibration(self.calibration)
             object.__setattr__(self, "compute", cal.compute_params(stack=self.software_stack))

@@ -15,7 +15,6 @@ workload's layer names (``fwd encoder/layer_0/ffn``), collectives their bucket; 
 and for its backward (``all-gather bucket 3 for backward``).
 """
 
-import json
 
 __all__ = ["trace_events", "write_trace"]
 
@@ -112,15 +111,8 @@ def write_trace(path, timelines, phases=None, *, network="ICI"):
     """Write ``{label: TimelineResult}`` as trace-event JSON to *path* (see :func:`trace_events`)."""
     doc = {"traceEvents": trace_events(timelines, phases, network=network), "displayTimeUnit": "ms",
            "otherData": {"generator": "wus-sim"}}
-    from ..inputs.files import check_writable_file
+    from ..inputs.strict_json import dumps_strict
+    from ..inputs.writes import write_atomic
 
-    check_writable_file(path, what="trace file", named_by="--trace")  # a FIFO would block the open
-    try:
-        with open(path, "w") as fh:
-            json.dump(doc, fh)
-    except (OSError, ValueError) as exc:
-        from ..inputs.errors import ConfigError
-
-        why = getattr(exc, "strerror", None) or "not a valid path"
-        raise ConfigError(f"cannot be written: {why}", file=path, key_path="--trace") from None
+    write_atomic(path, dumps_strict(doc), what="trace file", named_by="--trace")
     return path

@@ -218,6 +218,13 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     topologies = {row_key(r): run_topology(r, topology_overrides) for r in used}
     fitter = Fitter(used, topologies, free, network, bounds=FITTABLE_PARAMS,
                     declared={**DECLARED_PARAMS, **DECLARED_STACK_PARAMS})
+    # a row the simulator cannot run (e.g. a model that does not fit the slice's HBM) has no
+    # step time to fit: named here, before the fit, never a NaN that the solver chokes on
+    start = fitter.simulated(np.asarray(fitter.start, dtype=float) / fitter.scale, used)
+    broken = [row_key(r) for r, t in zip(used, start) if not (np.isfinite(t) and t > 0)]
+    if broken:
+        raise ConfigError("names rows the simulator cannot run (no finite step time: infeasible on the slice); "
+                          "leave them out with --rows", key_path="rows", value=",".join(broken))
     result = fitter.fit(progress=progress)
     x = result.x
     values = fitter.values(x)
@@ -358,8 +365,9 @@ def model_error_line(checked, calibration_id, *, name_calibration=False):
         f"model error: none stated ({why})"
 
 
-def write_calibration(calibration, path):
-    """Write *calibration* as a calibration YAML (the format :func:`load_calibration` reads)."""
+def write_calibration(calibration, path, *, named_by=None):
+    """Write *calibration* as a calibration YAML (the format :func:`load_calibration` reads),
+    atomically (:func:`wus_sim.inputs.writes.write_atomic`; *named_by*: the option that named it)."""
     import yaml
 
     doc = {"id": calibration.id, "params": calibration.params}
@@ -376,6 +384,7 @@ def write_calibration(calibration, path):
     header = ("# Calibrated chip parameters, written by `wus-sim calibrate`; edit by re-running it.\n"
               f"# Fitted to {which} (provenance.rows); every other measured row is held out.\n"
               "# stacks: the fixed costs fitted per software stack (a point's software_stack picks one).\n")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(header)
-        yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=False)
+    from ..inputs.writes import write_atomic
+
+    text = header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    write_atomic(path, text, what="calibration file", named_by=named_by)

@@ -72,6 +72,9 @@ def write_outputs(rows, out_dir, *, plot=True):
 
     from ..inputs.errors import ConfigError
 
+    from ..inputs.files import check_output_folder
+
+    check_output_folder(out_dir, named_by="--out")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -79,7 +82,9 @@ def write_outputs(rows, out_dir, *, plot=True):
                           value=str(out_dir)) from None
     frame = pd.DataFrame([asdict(r) for r in rows], columns=list(COLUMNS))
     csv = out_dir / "validation.csv"
-    frame.to_csv(csv, index=False)
+    from ..inputs.writes import write_atomic
+
+    write_atomic(csv, frame.to_csv(index=False), what="validation table", named_by="--out")
     files = [csv]
     if plot:
         png = out_dir / "validation.png"
@@ -163,8 +168,12 @@ def plot_validation(rows, path):
     runs = f"Google's MLPerf {' and '.join(rounds)} TPU-v3 runs" if rounds else "the measured runs"
     fig.suptitle(f"wus-sim vs {runs} (calibration {calib})", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from ..inputs.writes import write_atomic
+
+    try:
+        write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=110), what="plot", named_by="--out")
+    finally:
+        plt.close(fig)
 
 
 def _positive(x):

@@ -105,6 +105,13 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
     (``link_GBps``, ``hop_latency_us``, ``wraparound``) every slice's figures, to
     compare the fit under disputed choices.
     """
+    from ..inputs.errors import ConfigError
+    from .measured import MeasuredRun
+
+    if runs is not None and (isinstance(runs, (str, bytes)) or not isinstance(runs, (list, tuple))
+                             or not all(isinstance(r, MeasuredRun) for r in runs)):
+        raise ConfigError("must be a list of measured runs (wus_sim.validation.measured.load_measured() gives them) "
+                          "or None", key_path="runs", value=runs)
     cal = load_calibration(calibration)
     same = same_table(cal.provenance.get("data"), table_identity(measured))
     fitted = set(cal.provenance.get("rows", []) or []) if same else set()
