@@ -232,12 +232,12 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
                                       f"and FLOP formula; known: {', '.join(FAMILIES)}): if the model shares one "
                                       "of those architectures set model_type to it, else write the workload file "
                                       "by hand (docs/formats/workload.md)", family)
+    cfg.check_limits(family)  # before any tensor is built (and before the family's fields are read)
     check_family(cfg, family)
     if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(sequence_length, int)
                                         or sequence_length < 1 or sequence_length > 2**24):
         raise ConfigError("must be a whole number in [1, 16777216]", key_path="sequence_length",
                           value=sequence_length)
-    cfg.check_limits(family)  # before any tensor is built
     seq, seq_why = (sequence_length, "given") if sequence_length else default_sequence(cfg, family)
     model, widths, notes = BUILDERS[family](cfg, family, seq)
     stacks = widths if isinstance(widths, list) else [widths]
