@@ -33,6 +33,8 @@ from .options import (add_fault_options, add_flag, add_json_option, add_mesh_opt
                       add_software_stack_option, fault_option_errors, fault_values, mesh_placement,
                       placement_option_errors, software_stack_value)
 
+from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line
+
 __all__ = ["add_parser", "run"]
 
 
@@ -320,46 +322,6 @@ def _fmt_t(t):
     from ..inputs.units import format_time
 
     return "-" if t is None else format_time(t)
-
-
-def _checked(calibration, *, overridden):
-    """What the calibration's numbers were checked against (its ``provenance.validation``), or
-    ``None``: no calibration, a file without that record, or a fitted value overridden."""
-    checked = calibration.provenance.get("validation") if calibration.provenance else None
-    if overridden or not isinstance(checked, dict):
-        return None
-    return {"measured": "", **checked}
-
-
-def _checked_line(rep):
-    """The model error the calibration states, where the point lies inside what it was checked
-    on; outside, what lies outside instead (the stated error was not measured there)."""
-    from ..validation.calibrate import model_error_line
-
-    checked = rep.get("validated_range") or {}
-    if checked.get("outside") and rep.get("checked"):  # an error is stated, but it was measured elsewhere
-        return "  outside the validated range, so no measured error applies: " + "; ".join(checked["outside"])
-    return "  " + model_error_line(rep.get("checked"), rep["calibration"])
-
-
-def _dcn_line(multislice):
-    """The multislice's DCN figures with their sources: a default taken for a chip that gives none
-    is an assumption the reader must see."""
-    from ..inputs.units import GB, US
-
-    src = multislice.sources
-    return (f"  multislice: {multislice.slices} slices over the DCN at {multislice.dcn_Bps / GB:g} GB/s per chip "
-            f"({src.get('dcn_GBps', '')}), {multislice.dcn_latency_s / US:g} us per exchange "
-            f"({src.get('dcn_latency_us', '')})")
-
-
-_REMAT_LINES = {
-    "selective": "each layer keeps its input and weight-matmul outputs; backward recomputes its norms, activation "
-                 "functions and attention (MaxText's minimal)",
-    "layer": "each layer keeps its input; backward recomputes its forward (MaxText's full)",
-    "full": "every ceil(sqrt(L))-th layer keeps its input; backward recomputes one forward (Chen et al. 2016)",
-}
-"""What each remat policy keeps and recomputes, one line for the text output."""
 
 
 def _text(rep, multislice=None):

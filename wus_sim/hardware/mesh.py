@@ -27,7 +27,7 @@ import math
 
 from ..inputs.errors import ConfigError
 
-__all__ = ["MESH_AXES", "DCN_AXES", "Mesh", "parse_mesh", "layout", "MeshLayout", "factorisations",
+__all__ = ["MESH_AXES", "DCN_AXES", "Mesh", "parse_mesh", "mesh_text", "mesh_json_schema", "layout", "MeshLayout", "factorisations",
            "Placement"]
 
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -274,3 +274,18 @@ class Placement:
         if self.mesh is not None and self.spatial_ways not in (None, 1):
             raise ConfigError("give a mesh or spatial_ways, not both (the mesh's tensor axis splits a layer "
                               "over devices)", key_path="spatial_ways", value=self.spatial_ways)
+
+
+def mesh_text(value, *, axes=("data", "fsdp", "tensor"), key_path="mesh"):
+    """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
+    ``axis=size`` text or a mapping: the value a point parameter holds."""
+    return str(parse_mesh(value, key_path=key_path, axes=axes))
+
+
+def mesh_json_schema(axes):
+    """JSON Schema of a mesh value over *axes*: ``axis=size`` text or a mapping."""
+    names = "|".join(axes)
+    return {"anyOf": [
+        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
+        {"type": "object", "additionalProperties": False, "minProperties": 1,
+         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}

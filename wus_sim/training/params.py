@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 
+from ..hardware.mesh import mesh_json_schema, mesh_text
 from ..hardware.network import DEFAULT_ROUTING
 from ..hardware.topology_files import OVERRIDE_RANGES
 from ..inputs.limits import RATE_RANGES
@@ -168,24 +169,12 @@ def _bound(x):
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
-def _check_mesh(value, base_dir=None, *, axes=("data", "fsdp", "tensor"), key_path="mesh"):
-    """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
-    ``axis=size`` text or a mapping (:func:`wus_sim.hardware.mesh.parse_mesh`)."""
-    from ..hardware.mesh import parse_mesh
-
-    return str(parse_mesh(value, key_path=key_path, axes=axes))
+def _check_mesh(value, base_dir=None):
+    return mesh_text(value)
 
 
 def _check_dcn_mesh(value, base_dir=None):
-    return _check_mesh(value, base_dir, axes=("data", "fsdp"), key_path="dcn_mesh")
-
-
-def _mesh_schema(axes):
-    names = "|".join(axes)
-    return {"anyOf": [
-        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
-        {"type": "object", "additionalProperties": False, "minProperties": 1,
-         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}
+    return mesh_text(value, axes=("data", "fsdp"), key_path="dcn_mesh")
 
 
 def _table(*params):
@@ -295,11 +284,11 @@ POINT_KEYS = _table(
                   "tensor (each layer split, Megatron-LM); their product is the slice's devices (chips with "
                   "megacore, TensorCores otherwise), missing axes 1; null = data over every device (today's "
                   "data parallelism). See docs/mesh.md.",
-          check=_check_mesh, value_schema=_mesh_schema(("data", "fsdp", "tensor"))),
+          check=_check_mesh, value_schema=mesh_json_schema(("data", "fsdp", "tensor"))),
     Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp (e.g. data=4), or a mapping",
           meaning="Mesh across slices (MaxText's dcn_*_parallelism): data and/or fsdp over the data-center "
                   "network; its product is the number of slices (it sets `slices`); null = data over the slices.",
-          check=_check_dcn_mesh, value_schema=_mesh_schema(("data", "fsdp"))),
+          check=_check_dcn_mesh, value_schema=mesh_json_schema(("data", "fsdp"))),
     Param("dcn_GBps", "number", minimum=RATE_RANGES["dcn_GBps"][0], maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
                   "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
