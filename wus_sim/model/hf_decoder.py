@@ -96,7 +96,7 @@ def decoder(cfg, family, seq):
     m.lm_head(h, vocab, tied)
     ctx = [ctx_of(i) for i in range(n_layers)]
     if family == "gemma2":
-        caps = [f"{k} {cfg.number(k, 0.0):g}" for k in ("attn_logit_softcapping", "final_logit_softcapping")
+        caps = [f"{k} {cfg.scale(k, 0.0):g}" for k in ("attn_logit_softcapping", "final_logit_softcapping")
                 if cfg.doc.get(k) is not None]
         if caps:
             m.notes.append("soft-capping (" + ", ".join(caps) + "): a tanh on the logits, elementwise, not "

@@ -54,12 +54,21 @@ class HFConfig:
         raise self.error(keys[0], f"is missing (a {self.doc.get('model_type')} config needs it)")
 
     def number(self, key, default):
-        """A probability (every number the families read is a dropout rate): in [0, 1]."""
+        """A dropout rate (a probability): in [0, 1]; other numbers go through :meth:`scale`."""
         value = self.doc.get(key, default)
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise self.error(key, "must be a probability in [0, 1]", value)
+        return float(value)
+
+    def scale(self, key, default):
+        """A non-negative finite number that is not a rate (a logit soft-capping scale): in [0, 10^6]."""
+        value = self.doc.get(key, default)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e6:
+            raise self.error(key, "must be a number in [0, 1000000]", value)
         return float(value)
 
     def check_limits(self, family):
