@@ -55,20 +55,18 @@ class HFConfig:
 
     def number(self, key, default):
         """A dropout rate (a probability): in [0, 1]; other numbers go through :meth:`scale`."""
-        value = self.doc.get(key, default)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise self.error(key, "must be a probability in [0, 1]", value)
-        return float(value)
+        return self._ranged(key, default, 1, "must be a probability in [0, 1]")
 
     def scale(self, key, default):
         """A non-negative finite number that is not a rate (a logit soft-capping scale): in [0, 10^6]."""
+        return self._ranged(key, default, 1e6, "must be a number in [0, 1000000]")
+
+    def _ranged(self, key, default, high, rule):
         value = self.doc.get(key, default)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e6:
-            raise self.error(key, "must be a number in [0, 1000000]", value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= high:
+            raise self.error(key, rule, value)
         return float(value)
 
     def check_limits(self, family):
