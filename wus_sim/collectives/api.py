@@ -187,9 +187,17 @@ def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=
     :func:`simulate_collective`.
     """
     topology = _topology(topology)
+    cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
+    return _cached_analytic(topology, op, algorithm, _size(nbytes), group_key(group), bool(bidirectional),
+                            _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
+
+
+@lru_cache(maxsize=4096)
+def _cached_analytic(topology, op, algorithm, S, group, bidirectional, chunks, reduce_Bps, routing):
+    # a step asks the same closed forms many times (each small all-reduce bounds every candidate
+    # algorithm by its closed form; halving-doubling's is costly to evaluate on a large slice)
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    return plan_time(plan, _size(nbytes), chunks=_chunks(chunks), reduce_Bps=_reduce(reduce_Bps),
-                     routing=check_routing(routing))
+    return plan_time(plan, S, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing)
 
 
 def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chunks=1,
@@ -355,5 +363,6 @@ def clear_caches():
     clear_plan_cache()
     clear_structure_cache()
     _cached_time.cache_clear()
+    _cached_analytic.cache_clear()
     _prefetched.clear()
     _known.clear()
