@@ -146,3 +146,16 @@ def test_a_chip_at_the_ends_of_every_range_steps_physically(tmp_path, monkeypatc
     check("collective", doc)
     physical(doc)
     check("describe-topology", strict_json(["describe", "topology", "edge", "--json"]))
+
+
+@pytest.mark.parametrize("argv,schema", [
+    # every candidate infeasible (an 8B model on four 16 GiB cores): the search still prints a document
+    (["plan", "llama3-8b", "-t", "torus:2x2", "--search", "--global-batch", "4"], "plan-search"),
+    (["step", "llama3-8b", "-t", "tpu-v5p-8", "--megacore", "--mesh", "fsdp=2,tensor=2", "--global-batch", "4"],
+     "step"),
+    (["describe", "topology", "tpu-v5p-8", "--megacore", "--mesh", "fsdp=2,tensor=2"], "describe-topology"),
+])
+def test_mesh_json_is_strict_and_valid(argv, schema):
+    doc = strict_json([*argv, "--json"])
+    check(schema, doc)
+    physical(doc)

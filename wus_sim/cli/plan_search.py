@@ -6,8 +6,9 @@ one's need. ``--json``: one document in the shape of ``wus_sim/schemas/plan-sear
 ``candidates`` holding one object per candidate, in the same order.
 """
 
-import json
 import sys
+
+from ..inputs.strict_json import dumps_strict
 
 __all__ = ["run_search", "PLAN_SEARCH_SCHEMA_VERSION"]
 
@@ -39,7 +40,7 @@ def run_search(args, placement):
               "candidates": [c.to_dict() for c in candidates],
               "feasible": sum(c.status == "ok" for c in candidates), "infeasible": counts}
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(dumps_strict(report, indent=1))
     else:
         print(_text(report))
     if not report["feasible"]:
