@@ -4,6 +4,7 @@ Done-when commands (llama3-70b until gpt3-175b ships)."""
 import contextlib
 import io
 import json
+import math
 from pathlib import Path
 import re
 
@@ -30,6 +31,8 @@ V5P = ("llama3-8b", "-t", "tpu-v5p-512", "--megacore", "--global-batch", "256")
 @pytest.mark.parametrize("mesh,strategy,remat,where", [
     ("data=256", "sharded", "none", "1 data=256"),
     ("data=64,fsdp=4", "sharded", "none", "2 data=64,fsdp=4"),
+    ("data=8,fsdp=32", "sharded", "none", "3 data=8,fsdp=32"),
+    ("data=256", "fully-sharded", "none", "4 data=256"),
 ])
 def test_the_search_rows_the_doc_shows(mesh, strategy, remat, where):
     per = step(*V5P, "--mesh", mesh, "--strategy", strategy, "--remat", remat)
@@ -65,3 +68,13 @@ def test_the_done_when_commands():
     said = re.search(r"fsdp=512 .*\n.*# ([\d.]+) s, ([\d.]+) GiB", DOC)
     assert said and said.group(1) == f"{fsdp['step_time_s']:.1f}"
     assert said.group(2) == f"{fsdp['memory_bytes']['peak'] / 2**30:.1f}"
+
+
+def test_the_replicated_range_the_doc_states():
+    """"the replicated update never fits (A-B GiB a chip under any remat)": A and B are the
+    smallest and largest peak (GiB, rounded outward) of pure data parallelism's replicated update over every remat."""
+    peaks = [step(*V5P, "--mesh", "data=256", "--strategy", "replicated", "--remat", r)["memory_bytes"]["peak"]
+             for r in ("none", "selective", "layer", "full")]
+    said = re.search(r"never fits \((\d+)-(\d+) GiB a chip under any remat\)", DOC)
+    assert said and (int(said.group(1)), int(said.group(2))) == (math.floor(min(peaks) / 2**30), math.ceil(max(peaks) / 2**30))
+

@@ -207,6 +207,47 @@ def mesh_numbers():
     return out
 
 
+LLAMA_V5P_FSDP = ("llama3-8b -t tpu-v5p-512 --megacore --remat layer --per-replica-batch 2 --strategy fully-sharded"
+                  " --gather-prefetch {k}")
+LLAMA_V6E_FSDP = "llama3-8b -t tpu-v6e-256 --remat layer --per-replica-batch 1 --strategy fully-sharded"
+
+
+def model_error_numbers():
+    """docs/model-error.md: a step on each software stack, BERT-large's memory under each
+    activation model, the fully-sharded prefetch sweep and its network sensitivity."""
+    out = {}
+    for tag, stack in (("2020", "tf-jax-2020"), ("2019", "tf1-tpuestimator-2019")):
+        step = _step(f"resnet50 --topology tpu-v3-2048 --software-stack {stack}")
+        out[f"me.stack.{tag}"] = f"{step['strategies']['replicated']['step_time_s'] * 1e3:.2f} ms"
+    for model in ("xla", "unfused"):
+        step = _step(f"bert-large --topology tpu-v3-32 --per-replica-batch 24 --strategy sharded "
+                     f"--activation-model {model}")
+        memory = step["strategies"]["sharded"]["memory_bytes"]
+        out[f"me.bert.{model}_act"] = _gib(memory["activations"])
+        out[f"me.bert.{model}_peak"] = _gib(memory["peak"])
+    default = _step(LLAMA_V5P_FSDP.replace(" --gather-prefetch {k}", ""))
+    k_default = default["parameters"]["gather_prefetch"]  # the layer-ahead count the step resolved
+    cols = [(str(k), _step(LLAMA_V5P_FSDP.format(k=k))["strategies"]["fully-sharded"])
+            for k in sorted({1, 2, 4, 8, 16, 32} - {k_default})]
+    cols.append((f"{k_default} (default)", default["strategies"]["fully-sharded"]))
+    cols.sort(key=lambda c: int(c[0].split()[0]))
+    peak = {k: c["memory_bytes"]["peak"] for k, c in cols}
+    out["me.prefetch.extra"] = _gib(peak[f"{k_default} (default)"] - peak["1"])
+    out["me.prefetch.table"] = ("\n| gather prefetch | " + " | ".join(k for k, _ in cols) + " |\n"
+                                + "|---|" + "---|" * len(cols) + "\n"
+                                + "| step time, s | " + " | ".join(f"{s['step_time_s']:.3f}" for _, s in cols) + " |\n"
+                                + "| peak, GiB | " + " | ".join(f"{s['memory_bytes']['peak'] / 2**30:.2f}" for _, s in cols)
+                                + " |\n")
+    times = {}
+    for tag, extra in (("layer", ""), ("layer_slow", " --link-GBps 45"), ("bucket", " --gather-prefetch 1"),
+                       ("bucket_slow", " --gather-prefetch 1 --link-GBps 45")):
+        times[tag] = _step(LLAMA_V6E_FSDP + extra)["strategies"]["fully-sharded"]["step_time_s"]
+        out[f"me.v6e.{tag}"] = _s(times[tag])
+    for tag in ("layer", "bucket"):
+        out[f"me.v6e.{tag}_growth"] = f"+{100 * (times[tag + '_slow'] / times[tag] - 1):.1f} %"
+    return out
+
+
 def step_numbers():
     """Examples of the model pages: BERT-large with per-layer remat; Transformer-big fully sharded."""
     out = {}
@@ -258,7 +299,7 @@ def api_numbers():
 
 
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
-           "llm": llm_numbers, "mesh": mesh_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
+           "llm": llm_numbers, "mesh": mesh_numbers, "me": model_error_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
            "bench": bench_numbers, "api": api_numbers}
 """Key prefix -> the function that computes every key of that prefix."""
 
