@@ -32,9 +32,11 @@ def _whatif_sweep_file():
 
     import yaml
 
+    from ..inputs.writes import write_atomic
+
     path = os.path.join(tempfile.gettempdir(), "wus-bench-whatif-sweep.yaml")
-    with open(path, "w") as fh:
-        yaml.safe_dump({**WHATIF_SWEEP, "plots": []}, fh, sort_keys=False)
+    # atomic: two bench runs at once never read each other's half-written file
+    write_atomic(path, yaml.safe_dump({**WHATIF_SWEEP, "plots": []}, sort_keys=False), what="bench sweep file")
     return path
 
 
