@@ -36,172 +36,49 @@ consecutive steps and reports the steady-state period, because an all-gather
 that overlaps the next step's forward makes one step in isolation misleading.
 """
 
-from dataclasses import dataclass, field
-
-from .params import POINT_KEYS
+from .step_program import (BREAKDOWN_PARTS, Interval, ProgramShape, StepProgram, TimelineBucket, TimelineResult,
+                           check_program, step_breakdown)
 
 __all__ = [
     "TimelineBucket", "StepProgram", "Interval", "TimelineResult", "run_timeline",
-    "BREAKDOWN_PARTS",
+    "BREAKDOWN_PARTS", "ProgramShape", "check_program", "step_breakdown",
 ]
 
-BREAKDOWN_PARTS = ("overhead_s", "host_loop_s", "op_launch_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s",
-                   "exposed_comm_s", "extra_reduction_s", "idle_s")
-"""Parts of a step time; they add up to ``step_time_s``.
-
-``overhead_s`` is the step's unexplained fixed cost (the software stack's, fitted),
-``host_loop_s`` the step's share of the host's round trip per device loop, ``op_launch_s``
-the fixed cost of every op the step runs (forward layers, backward ops, update kernels; the
-timeline runs it inside each layer's time, the breakdown counts it apart from ``fwd_s``,
-``bwd_s`` and ``update_s``),
-``batch_norm_s`` the core's cross-replica batch-norm all-reduces (distributed
-batch norm: the statistics of each layer in forward, their gradients in backward;
-latency-bound and on the critical path, so they count apart from the layers' compute),
-``exposed_comm_s`` is time the core waits on gradient or weight collectives,
-``extra_reduction_s`` time it waits on the optimizer's small cross-replica
-all-reduces (LAMB/LARS norms, global-norm clipping), ``idle_s`` time it waits
-on nothing the model knows (zero in a well-formed program)."""
-
-
-@dataclass(frozen=True)
-class TimelineBucket:
-    """One fused bucket as the timeline sees it: the layers whose backward completes its
-    gradients and the durations of its collectives (the bucket's tensors and bytes are the
-    planner's :class:`~wus_sim.training.planner.Bucket`)."""
-
-    name: str
-    first_layer: int
-    """Smallest layer index among its tensors: backward produces it last, so the
-    bucket's gradient is complete when backward has finished this layer."""
-    layers: tuple
-    """Layer indices of its tensors (forward of those layers needs its all-gather)."""
-    grad_op: str
-    """``'all-reduce'`` (replicated) or ``'reduce-scatter'`` (sharded)."""
-    grad_nbytes: float
-    grad_time_s: float
-    gather_nbytes: float = 0.0
-    """Bytes of the weight all-gather after the update (sharded only; 0 = none)."""
-    gather_time_s: float = 0.0
-    fwd_gather_nbytes: float = 0.0
-    """Bytes of the all-gather before the bucket's forward (fully-sharded only; 0 = none)."""
-    fwd_gather_time_s: float = 0.0
-    bwd_gather_nbytes: float = 0.0
-    """Bytes of the all-gather before the bucket's backward (fully-sharded, weights not kept; 0 = none)."""
-    bwd_gather_time_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class StepProgram:
-    """What one replica does in a training step, with every duration known."""
-
-    strategy: str
-    fwd_layer_s: tuple
-    """Forward time of each layer, in forward order."""
-    bwd_layer_s: tuple
-    """Backward time of each layer, indexed like ``fwd_layer_s`` (run in reverse)."""
-    buckets: tuple
-    update_s: float
-    """Weight-update compute on this replica (all weights, or the 1/N shard)."""
-    extra_reduction_s: tuple = ()
-    """Durations of the optimizer's small all-reduces, run after the gradient
-    collectives and before the update can finish (sharded update only)."""
-    overlap_grad_reduce: bool = True
-    """Start a bucket's gradient collective as soon as backward has produced it."""
-    overlap_all_gather: bool = False
-    """Sharded: let the next step's forward start before all weights are gathered;
-    each layer waits only for the buckets holding its weights."""
-    step_overhead_s: float = 0.0
-    """Unexplained fixed cost at the start of every step, on the core (the software stack's)."""
-    host_loop_s: float = 0.0
-    """The step's share of the host round trip per device loop, on the core at its start."""
-    layer_names: tuple = ()
-    """Name of each layer, indexed like ``fwd_layer_s``, for the intervals (and traces);
-    empty: ``L0``, ``L1``, ..."""
-    gather_prefetch: int = 1
-    """Fully-sharded: buckets whose weight all-gather may run ahead of the bucket the compute
-    is on (0 = each gather waits until the compute needs it)."""
-    fwd_batch_norm_s: tuple = ()
-    """Per layer (indexed like ``fwd_layer_s``): its batch-norm statistics all-reduce in
-    forward, after the layer's compute (empty or 0: none)."""
-    bwd_batch_norm_s: tuple = ()
-    """Per layer: the all-reduce of its batch-norm gradient statistics in backward, before the
-    layer's backward compute (the batch-norm backward comes first in reverse order)."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    """One activity on a track, for breakdowns and traces."""
-
-    track: str
-    """``'core'`` or ``'net'``."""
-    kind: str
-    """``overhead``, ``host`` (host loop share), ``fwd``, ``bwd``, ``bn`` (batch-norm all-reduce), ``update``, ``grad``,
-    ``extra``, ``gather``."""
-    name: str
-    start_s: float
-    end_s: float
-    step: int
-    args: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TimelineResult:
-    step_time_s: float
-    """Steady-state period between the starts of consecutive steps."""
-    breakdown: dict
-    """Seconds per part of the measured step (keys: :data:`BREAKDOWN_PARTS`)."""
-    intervals: tuple
-    """Every activity of every simulated step."""
-    step_starts_s: tuple
-    """Simulated time at which each step's forward began."""
-    events: int
-
-    def __repr__(self):
-        return (f"<TimelineResult step {self.step_time_s:.6g} s over {len(self.step_starts_s)} step(s), "
-                f"{len(self.intervals)} intervals, {self.events} events>")
-    """SimPy events processed."""
-
-
-def run_timeline(program, steps=3):
+def run_timeline(program, steps=3, *, engine="direct"):
     """Simulate *steps* consecutive training steps of *program*.
 
     The step time is the period between the last two step starts (with
     ``steps >= 3`` the first, which lacks a previous all-gather to overlap,
-    is excluded from the measurement).
+    is excluded from the measurement). *engine*: ``"direct"`` evaluates it in program order
+    (:mod:`.timeline_direct`, the same times to the last bit, several times faster);
+    ``"simpy"`` runs it as SimPy processes, the reference the direct one is tested against.
     """
+    if engine == "direct":
+        from .timeline_direct import run_timeline_direct
+
+        return run_timeline_direct(program, steps)
+    if engine != "simpy":
+        raise ValueError(f'timeline engine must be "direct" or "simpy", not {engine!r}')
     import simpy
 
-    low = POINT_KEYS["steps"].minimum  # the table's rule (one period needs two step starts)
-    if steps < low:
-        raise ValueError(f'"steps" must be >= {low:g}')
+    shape = check_program(program, steps)
     env = simpy.Environment()
     net = simpy.Resource(env, capacity=1)
-    intervals = []
+    core_log, net_log = [], []  # (kind, name, start_s, end_s, step[, args]) as each activity ends
+    activities = []
     starts = []
     nlayers = len(program.fwd_layer_s)
     buckets = program.buckets
-    # layer -> buckets whose weights that layer needs before its forward
-    layer_buckets = [[] for _ in range(nlayers)]
-    for b, bucket in enumerate(buckets):
-        for layer in bucket.layers:
-            layer_buckets[layer].append(b)
-    # buckets complete in backward in decreasing first_layer; issue in that order
-    grad_order = sorted(range(len(buckets)), key=lambda b: (-buckets[b].first_layer, b))
-    # weights are needed in forward order
-    gather_order = sorted(range(len(buckets)), key=lambda b: (min(buckets[b].layers), b))
-    layer_names = program.layer_names or tuple(f"L{i}" for i in range(nlayers))
-    if len(layer_names) != nlayers:
-        raise ValueError(f'"layer_names" has {len(layer_names)} names for {nlayers} layers')
-    fwd_bn, bwd_bn = (tuple(times) or (0.0,) * nlayers
-                      for times in (program.fwd_batch_norm_s, program.bwd_batch_norm_s))
-    if len(fwd_bn) != nlayers or len(bwd_bn) != nlayers:
-        raise ValueError(f'"fwd_batch_norm_s" and "bwd_batch_norm_s" need one time per layer ({nlayers})')
+    layer_buckets, grad_order, gather_order = shape.layer_buckets, shape.grad_order, shape.gather_order
+    layer_names, fwd_bn, bwd_bn = shape.layer_names, shape.fwd_bn, shape.bwd_bn
+    fwd_seq, bwd_seq, fwd_last, bwd_last = shape.fwd_seq, shape.bwd_seq, shape.fwd_last, shape.bwd_last
 
     def compute(kind, name, t_s, step):
         """Run on the core (only the training loop does) and record the interval."""
         t0 = env.now
         yield env.timeout(t_s)
-        intervals.append(Interval("core", kind, name, t0, env.now, step, {}))
+        core_log.append((kind, name, t0, env.now, step))
+        activities.append(("core", kind, name, t0, env.now, step, {}))
 
     def on_net(kind, name, t_s, step, args=None):
         """Hold the group's links for *t_s* (after the collectives queued before) and record it."""
@@ -209,22 +86,8 @@ def run_timeline(program, steps=3):
             yield req
             t0 = env.now
             yield env.timeout(t_s)
-            intervals.append(Interval("net", kind, name, t0, env.now, step, args or {}))
-
-    if isinstance(program.gather_prefetch, bool) or not isinstance(program.gather_prefetch, int) \
-            or program.gather_prefetch < 0:
-        raise ValueError('"gather_prefetch" must be an integer >= 0')
-    # fully-sharded passes: forward gathers in forward order, backward gathers in reverse
-    fwd_seq = [b for b in gather_order if buckets[b].fwd_gather_nbytes > 0]
-    bwd_seq = sorted((b for b in range(len(buckets)) if buckets[b].bwd_gather_nbytes > 0),
-                     key=lambda b: (-max(buckets[b].layers), b))
-    # layer -> buckets the pass has finished with after that layer
-    fwd_last = [[] for _ in range(nlayers)]
-    for b in fwd_seq:
-        fwd_last[max(buckets[b].layers)].append(b)
-    bwd_last = [[] for _ in range(nlayers)]
-    for b in bwd_seq:
-        bwd_last[buckets[b].first_layer].append(b)
+            net_log.append((kind, name, t0, env.now, step, args or {}))
+            activities.append(("net", kind, name, t0, env.now, step, args or {}))
 
     def gather(b, label, step, ready):
         """All-gather bucket *b*'s weights for the *label* pass, then mark it ready."""
@@ -314,14 +177,8 @@ def run_timeline(program, steps=3):
     # The period is measured between the last two step starts: starts[-1] is
     # where step `steps` would begin, so the last simulated step is measured.
     t0, t1 = starts[-2], starts[-1]
-    breakdown = _breakdown(intervals, t0, t1)
-    return TimelineResult(
-        step_time_s=t1 - t0,
-        breakdown=breakdown,
-        intervals=tuple(intervals),
-        step_starts_s=tuple(starts),
-        events=events,
-    )
+    return TimelineResult(step_time_s=t1 - t0, breakdown=step_breakdown(core_log, net_log, t0, t1),
+                          step_starts_s=tuple(starts), events=events, _activities=tuple(activities))
 
 
 class _GatherPass:
@@ -358,40 +215,3 @@ class _GatherPass:
     def finished(self, b):
         """The compute is done with bucket *b*: the gather *prefetch* + 1 places on may start."""
         self._issue_upto(self.pos[b] + self.prefetch + 1)
-
-
-def _clip(intervals, t0, t1):
-    for iv in intervals:
-        s, e = max(iv.start_s, t0), min(iv.end_s, t1)
-        if e > s:
-            yield iv, s, e
-
-
-def _breakdown(intervals, t0, t1):
-    """Split ``[t0, t1]`` by what the core does, and while it idles, by what the network does."""
-    out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
-    core_kinds = {"overhead": "overhead_s", "host": "host_loop_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",
-                  "update": "update_s"}
-    busy = []
-    for iv, s, e in _clip([i for i in intervals if i.track == "core"], t0, t1):
-        out[core_kinds[iv.kind]] += e - s
-        busy.append((s, e))
-    busy.sort()
-    gaps, cur = [], t0
-    for s, e in busy:
-        if s > cur:
-            gaps.append((cur, s))
-        cur = max(cur, e)
-    if cur < t1:
-        gaps.append((cur, t1))
-    net = sorted(((s, e, iv.kind) for iv, s, e in _clip([i for i in intervals if i.track == "net"], t0, t1)))
-    for gs, ge in gaps:
-        covered = 0.0
-        for s, e, kind in net:
-            a, b = max(s, gs), min(e, ge)
-            if b > a:
-                part = "extra_reduction_s" if kind == "extra" else "exposed_comm_s"
-                out[part] += b - a
-                covered += b - a  # net intervals never overlap each other (one FIFO resource)
-        out["idle_s"] += (ge - gs) - covered
-    return out
