@@ -8,8 +8,8 @@ scheduler address is given, or in this process with ``jobs=1``.
 
 Resume. Every finished point is appended to ``DIR/points.jsonl`` as one JSON
 line (``hash``, ``index``, ``model``, ``point``, ``rows``, ``wall_s``), flushed
-and fsynced before the next one is taken, so a run killed at any moment has
-every point it finished on disk (a line cut short by the kill is ignored and
+before the next one is taken (and fsynced at least once a second and at the end), so a run
+killed at any moment has every point it finished on disk (a line cut short by the kill is ignored and
 truncated on resume). With ``resume=True`` the points whose hash is in the
 journal are not run again; the results are always assembled from the journal,
 one entry per hash, so each point appears exactly once. ``model`` is the *model
@@ -247,7 +247,7 @@ def run_experiment(experiment, out_dir, *, point_fn=None, jobs=1, resume=False, 
                 run_dir.files += list(extra or [])
     except (OSError, WriteError) as exc:
         # The folder was removed, made read-only or filled up while the run wrote into it: one
-        # line. Every point journaled before that is kept (each line is fsynced when it is written).
+        # line. Every point journaled before that is kept (each line is flushed when it is written).
         if isinstance(exc, WriteError):
             where, why = exc.file, exc.rule.removeprefix("cannot be written: ")
         else:
