@@ -92,6 +92,33 @@ def test_processes_give_the_same_results_as_in_process(tmp_path):
     pd.testing.assert_frame_equal(comparable(one), comparable(two))
 
 
+def test_chunked_workers_give_the_same_results_as_in_process(tmp_path):
+    """Enough points that each worker task runs several (chunk_size > 1), with a count that does
+    not divide into whole chunks: the same rows, each point once, in point order."""
+    from wus_sim.experiments.runner import chunk_size
+
+    doc = {**DOC, "sweep": {"per_replica_batch": list(range(1, 15)), "bucket_MiB": [32, 13]}}
+    exp = experiment(doc)
+    assert exp.num_points == 2 * 3 * 2 * 14 * 2 and exp.num_points % chunk_size(exp.num_points, 2) != 0
+    assert chunk_size(exp.num_points, 2) > 1
+    one = run_experiment(exp, tmp_path / "one", point_fn=fake_point, jobs=1).frame
+    two = run_experiment(exp, tmp_path / "two", point_fn=fake_point, jobs=2).frame
+    check_exactly_once(two, exp)
+    pd.testing.assert_frame_equal(comparable(one), comparable(two))
+
+
+def test_chunk_size_is_one_for_few_points_and_bounded_for_many():
+    from wus_sim.experiments.runner import chunk_size
+
+    assert chunk_size(1, 2) == chunk_size(31, 2) == 1
+    assert chunk_size(100_000, 2) == 32 and chunk_size(100_000, 64) == 32
+    for n in (1, 10, 100, 1000, 10**5):
+        for jobs in (1, 2, 8):
+            size = chunk_size(n, jobs)
+            assert 1 <= size <= 32
+            assert size == 1 or -(-n // size) >= 16 * jobs  # every worker gets at least 16 tasks
+
+
 def test_files_written_and_every_column_documented(tmp_path):
     exp = experiment()
     result = run_experiment(exp, tmp_path, point_fn=fake_point, jobs=1)

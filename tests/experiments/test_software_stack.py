@@ -10,7 +10,7 @@ import pytest
 from wus_sim.experiments.records import simulate_point
 from wus_sim.model.calibration import load_calibration
 from wus_sim.validation.measured import load_measured, run_key, software_stack
-from wus_sim.validation.simulate import NOT_EXPRESSIBLE, simulate_run, strategy_of
+from wus_sim.validation.simulate import NOT_EXPRESSIBLE, TENSOR_PARALLEL, simulate_run, strategy_of
 
 V06 = "tf1-tpuestimator-2019"
 POINT = {"workload": "resnet50", "topology": "tpu-v3-2048", "strategy": "replicated"}
@@ -71,11 +71,16 @@ def test_experiment_point_uses_its_stack(tmp_path):
 
 def _point_of(run):
     cores_per_replica = run.cores // run.replicas
-    return {"workload": run.workload, "topology": run.topology, "optimizer": run.optimizer,
-            "strategy": strategy_of(run), "per_replica_batch": run.per_replica_batch,
-            "spatial_ways": cores_per_replica, "grad_dtype": run.grad_allreduce_dtype or None,
-            "bn_group_replicas": max(1, int(run.bn_group_cores or 1) // run.spatial_ways),
-            "steps_per_loop": max(1, run.steps_per_loop), "software_stack": software_stack(run)}
+    point = {"workload": run.workload, "topology": run.topology, "optimizer": run.optimizer,
+             "strategy": strategy_of(run), "per_replica_batch": run.per_replica_batch,
+             "spatial_ways": cores_per_replica, "grad_dtype": run.grad_allreduce_dtype or None,
+             "bn_group_replicas": max(1, int(run.bn_group_cores or 1) // run.spatial_ways),
+             "steps_per_loop": max(1, run.steps_per_loop), "software_stack": software_stack(run)}
+    ways = TENSOR_PARALLEL.get(run_key(run))
+    if ways:  # a replica's cores split each layer: the point names the mesh validate runs
+        point["mesh"] = f"data={run.replicas},tensor={ways}"
+        del point["spatial_ways"]
+    return point
 
 
 @pytest.mark.slow

@@ -182,3 +182,27 @@ def test_the_page_renders_in_chromium_with_every_figure_sized(run_dir, tmp_path)
         _, _, w, h = map(float, m["viewBox"].split())
         assert m["width"] > 300 and m["height"] > 150, m
         assert abs(m["width"] / m["height"] - w / h) < 0.02 * (w / h), m  # its own proportions
+
+
+def test_a_large_sweep_lists_its_first_rows_and_says_where_the_rest_are():
+    """200,000 rows would make a page no browser shows: the table and the list of rows that
+    did not run stop at MAX_TABLE_ROWS, and the page says how many there are and where."""
+    from wus_sim.experiments.spec import parse_experiment
+    from wus_sim.plotting.report import MAX_TABLE_ROWS, render_report
+    from test_plotting import DOC
+
+    exp = parse_experiment(DOC, name="x")
+    n = 2 * MAX_TABLE_ROWS + 500
+    df = pd.DataFrame({"point_index": range(n), "workload": "resnet50", "topology": "tpu-v3-32",
+                       "strategy": "replicated", "status": ["ok" if i % 2 else "error" for i in range(n)],
+                       "error": ["" if i % 2 else f"bad {i}" for i in range(n)], "step_time_s": 0.1})
+    page = _Page()
+    text = render_report(exp, df)
+    page.feed(text)
+    assert len(page.rows) == MAX_TABLE_ROWS
+    assert f"The first {MAX_TABLE_ROWS:,} of {n:,} rows" in text
+    section = text[text.index('id="not-ok"'):text.index('id="results"')]
+    assert f"{n // 2} of {n} rows: {n // 2} error" in section
+    assert section.count("<li>") == MAX_TABLE_ROWS and "the first 1,000 listed" in section
+    small = render_report(exp, df.head(10))
+    assert "The first" not in small and "listed" not in small

@@ -131,7 +131,7 @@ def test_replicate_threshold():
     assert default.replicate_below_elements == 2048
     assert {t.name for t in default.replicated_tensors} == {t.name for t in w.tensors if t.size < 2048}
     none = plan(w, topo, "lars", replicate_below_elements=0, max_padding_ratio=10**6)
-    assert none.replicated_tensors == []
+    assert none.replicated_tensors == ()
     # without that, tensors far smaller than N stay whole anyway: a flat cut would be mostly padding
     capped = plan(w, topo, "lars", replicate_below_elements=0)
     assert {t.replicated_because for t in capped.replicated_tensors} == {"padding"}

@@ -9,8 +9,10 @@ scheduler address is given, or in this process with ``jobs=1``.
 Resume. Every finished point is appended to ``DIR/points.jsonl`` as one JSON
 line (``hash``, ``index``, ``model``, ``point``, ``rows``, ``wall_s``), flushed
 before the next one is taken (and fsynced at least once a second and at the end), so a run
-killed at any moment has every point it finished on disk (a line cut short by the kill is ignored and
-truncated on resume). With ``resume=True`` the points whose hash is in the
+killed at any moment has every point it has collected on disk (a line cut short by the kill is ignored and
+truncated on resume; with ``jobs > 1`` a worker hands points back in chunks of
+:func:`chunk_size`, so a kill also loses the chunks still in a worker, under a second of work
+each). With ``resume=True`` the points whose hash is in the
 journal are not run again; the results are always assembled from the journal,
 one entry per hash, so each point appears exactly once. ``model`` is the *model
 fingerprint* (a hash of the simulator's source, its data files and the shipped
@@ -352,12 +354,13 @@ def _execute(point_fn, todo, jobs, scheduler):
         pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_worker_init,
                                    initargs=(os.getpid(),))
         finished = False
+        size = chunk_size(len(todo), jobs)
         try:
-            futures = {pool.submit(evaluate_point, point_fn, point): (index, h, point)
-                       for index, h, point in todo}
+            futures = {pool.submit(_evaluate_chunk, point_fn, [p for _, _, p in todo[i:i + size]]): todo[i:i + size]
+                       for i in range(0, len(todo), size)}
             for future in as_completed(futures):
-                index, h, point = futures[future]
-                yield index, h, point, future.result()
+                for (index, h, point), outcome in zip(futures[future], future.result()):
+                    yield index, h, point, outcome
             finished = True
         finally:
             # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
@@ -371,6 +374,19 @@ def _execute(point_fn, todo, jobs, scheduler):
                     for proc in list((getattr(pool, "_processes", None) or {}).values()):
                         proc.kill()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def chunk_size(points, jobs):
+    """Points a worker runs per task: enough that the hand-over (two processes pickling a point
+    and its rows, a future each) is small beside them when there are many points (at most 32,
+    a fraction of a second), one each when there are few, and at least 16 tasks per worker so
+    that the workers finish together and the progress bar moves."""
+    return max(1, min(32, points // (16 * max(jobs, 1))))
+
+
+def _evaluate_chunk(point_fn, points):
+    """:func:`evaluate_point` of each of *points*, in order (in a worker process)."""
+    return [evaluate_point(point_fn, point) for point in points]
 
 
 def _worker_init(parent_pid):

@@ -66,6 +66,7 @@ from pathlib import Path
 
 from ..inputs.config import Section, load_yaml, present
 from ..inputs.errors import ConfigError
+from ..inputs.memo import IdentityMemo
 from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, RATE_RANGES, check_limit
 from .topology import Topology
 from .topology_files import load_topology, topology_dirs
@@ -235,7 +236,20 @@ def _topology_file(spec):
 
 def _file_section(path):
     """The checked ``multislice`` section of a topology file, as ``{key: value}`` in file
-    units, with the file's sources of its figures; ``{}`` when it has none."""
+    units, with the file's sources of its figures; ``{}`` when it has none (read again only
+    when the file changes: every point of a sweep asks)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return _read_file_section(path)
+    section, cited = _SECTIONS.get((), (str(path), st.st_mtime_ns, st.st_size), lambda: _read_file_section(path))
+    return dict(section), dict(cited)
+
+
+_SECTIONS = IdentityMemo(maxsize=64)
+
+
+def _read_file_section(path):
     doc = Section(load_yaml(path), file=path)
     if "multislice" not in doc:
         return {}, {}

@@ -328,9 +328,15 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
         changes["cores_per_chip"] = _megacore_cores(topo, cores_per_chip)
     elif cores_per_chip is not None:
         changes["cores_per_chip"] = int(_override(cores_per_chip, "cores_per_chip"))
-    topo = replace(topo, **changes) if changes else topo
+    if changes:
+        # one object per slice and overrides: a sweep's points with the same link figures share it,
+        # and with it everything memoized by its identity (plans, collective plans, step work)
+        topo = _DERIVED.get((topo,), tuple(sorted(changes.items())), lambda: replace(topo, **changes))
     return with_link_faults(topo, failed_links, slow_links, seed)
 
+
+_DERIVED = IdentityMemo(maxsize=256)
+"""Slices with a point's overrides applied, by the slice and the overrides (a Topology is frozen)."""
 
 _LOADED = IdentityMemo(maxsize=64)
 """Slices by file and modification time, and those of the chips files they read (an edited

@@ -56,6 +56,7 @@ import numpy as np
 
 from ..inputs.errors import ConfigError
 from ..inputs.limits import RATE_RANGES
+from ..inputs.memo import IdentityMemo
 from .precision import matrix_flops_per_layer
 
 __all__ = [
@@ -263,6 +264,17 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
     p = _params(params)
     _check_batch(per_replica_batch)
     ways = int(spatial_ways)
+    # a step asks for the same times several times (each strategy's program, each band's
+    # gradient): computed once; the arrays are read-only, so a memoized result cannot be changed
+    return _LAYER_TIMES.get((workload, topology), (p, per_replica_batch, ways, remat, quantization),
+                            lambda: _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantization))
+
+
+_LAYER_TIMES = IdentityMemo(maxsize=64)
+
+
+def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantization):
+    """:func:`layer_times` once its arguments are checked."""
     fwd = forward_time_s(workload, topology, per_replica_batch, p, spatial_ways=ways, quantization=quantization)
     if p.layer_split == "flops":
         weights = matrix_flops_per_layer(workload, topology, quantization)
@@ -301,6 +313,8 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
         bwd_s = bwd_s + attention_s + elem_fwd
     elif workload.rematerialises(remat):
         bwd_s = bwd_s + fwd_s  # the recomputed forward, just before the layer's backward
+    fwd_s, bwd_s = np.array(fwd_s, dtype=float), np.array(bwd_s, dtype=float)
+    fwd_s.flags.writeable = bwd_s.flags.writeable = False
     return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
 
 

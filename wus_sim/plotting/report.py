@@ -82,8 +82,15 @@ def _table_columns(frame, swept):
     return [(c, *column_label(c)) for c in names]
 
 
+MAX_TABLE_ROWS = 1000
+"""Rows the page lists at most, in its results table and in its list of rows that did not run:
+a sweep of 100,000 points has 200,000 rows, a page of hundreds of megabytes that no browser
+shows; results.csv and results.parquet hold every row."""
+
+
 def _not_ok(frame):
-    """``(counts by status, [line per row])`` of the rows that did not run."""
+    """``(counts by status, [line per row])`` of the rows that did not run (the first
+    :data:`MAX_TABLE_ROWS` written out)."""
     import pandas as pd
 
     from .labels import NAMED_KEYS, display_value
@@ -93,7 +100,7 @@ def _not_ok(frame):
     bad = frame[frame["status"] != "ok"]
     counts = bad["status"].value_counts().to_dict()
     lines = []
-    for _, row in bad.iterrows():
+    for _, row in bad.head(MAX_TABLE_ROWS + 1).iterrows():
         what = ", ".join(display_value(k, row[k]) if k in NAMED_KEYS else str(row[k])
                          for k in ("workload", "topology", "optimizer", "strategy") if k in row and bool(pd.notna(row[k])))
         lines.append(f"point {row.get('point_index', '?')} ({what}): {row['status']}"
@@ -148,9 +155,11 @@ def render_report(experiment, frame, *, figures=(), skipped=(), resolved=None, c
 
     out.append('<section id="not-ok"><h2>Rows that did not run</h2>')
     if bad_lines:
-        out.append(f"<p>{len(bad_lines)} of {len(frame)} rows: "
-                   + ", ".join(f"{n} {_e(s)}" for s, n in counts.items()) + "</p><ul>")
-        out.extend(f"<li>{_e(line)}</li>" for line in bad_lines)
+        out.append(f"<p>{sum(counts.values())} of {len(frame)} rows: "
+                   + ", ".join(f"{n} {_e(s)}" for s, n in counts.items())
+                   + (f" (the first {MAX_TABLE_ROWS:,} listed; the status and error columns of results.csv "
+                      "have them all)" if len(bad_lines) > MAX_TABLE_ROWS else "") + "</p><ul>")
+        out.extend(f"<li>{_e(line)}</li>" for line in bad_lines[:MAX_TABLE_ROWS])
         out.append("</ul>")
     else:
         out.append("<p>None: every row ran.</p>")
@@ -159,9 +168,12 @@ def render_report(experiment, frame, *, figures=(), skipped=(), resolved=None, c
     cols = _table_columns(frame, swept)
     out.append('<section id="results"><h2>Results</h2><p class="note">One row per point and strategy; every '
                "column, with its unit and meaning, is in results.csv and columns.md.</p>")
+    if len(frame) > MAX_TABLE_ROWS:
+        out.append(f'<p class="note" id="rows-shown">The first {MAX_TABLE_ROWS:,} of {len(frame):,} rows; '
+                   "results.csv and results.parquet hold them all.</p>")
     out.append('<table id="results-table"><thead><tr>' + "".join(f"<th>{_e(label)}</th>" for _, label, _ in cols)
                + "</tr></thead><tbody>")
-    for _, row in frame.iterrows():
+    for _, row in frame.head(MAX_TABLE_ROWS).iterrows():
         klass = "" if row.get("status", "ok") == "ok" else ' class="not-ok"'
         cells = []
         for c, _, scale in cols:

@@ -2,6 +2,7 @@
 (what :func:`wus_sim.training.planner.plan` returns)."""
 
 from dataclasses import dataclass, field
+from functools import cached_property
 import math
 
 from ..inputs.errors import ConfigError
@@ -233,28 +234,30 @@ class Plan:
         return self.analysis.slot_bytes
 
     # -------------------------------------------------------------- totals
-    @property
+    # cached: a plan is read-only, and a sweep's memory and step models ask for these at every
+    # point (a plan replaced onto another slice starts with none cached)
+    @cached_property
     def params(self):
         return int(sum(t.size for t in self.tensors))
 
-    @property
+    @cached_property
     def padded_params(self):
         """Elements of all formatted buffers (sharded tensors padded, replicated ones as is)."""
         return int(sum(t.padded_size for t in self.tensors))
 
-    @property
+    @cached_property
     def padding_elements(self):
         return self.padded_params - self.params
 
-    @property
+    @cached_property
     def sharded_tensors(self):
-        return [t for t in self.tensors if not t.replicated]
+        return tuple(t for t in self.tensors if not t.replicated)
 
-    @property
+    @cached_property
     def replicated_tensors(self):
-        return [t for t in self.tensors if t.replicated]
+        return tuple(t for t in self.tensors if t.replicated)
 
-    @property
+    @cached_property
     def replicated_elements(self):
         return int(sum(t.size for t in self.replicated_tensors))
 
