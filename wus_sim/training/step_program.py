@@ -216,41 +216,61 @@ def check_program(program, steps):
                         layer_names, fwd_bn, bwd_bn)
 
 
+_CORE_PARTS = {"overhead": "overhead_s", "host": "host_loop_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",
+               "update": "update_s"}
+
+
 def step_breakdown(core, net, t0, t1):
     """Split ``[t0, t1]`` by what the core does, and while it idles, by what the network does.
 
     *core*: the core's activities ``(kind, name, start_s, end_s, step)`` in the order they ran;
-    *net*: the network's ``(kind, name, start_s, end_s, step, ...)``, in any order."""
+    *net*: the network's ``(kind, name, start_s, end_s, step, ...)``, in any order (they never
+    overlap: one FIFO resource). Clipping compares as ``max`` and ``min`` do (the first of two
+    equal values), inline: a sweep runs this for every point."""
     out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
-    core_kinds = {"overhead": "overhead_s", "host": "host_loop_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",
-                  "update": "update_s"}
     busy = []
     for kind, _, s, e, *_ in core:
-        s, e = max(s, t0), min(e, t1)
+        if s < t0:
+            s = t0
+        if e > t1:
+            e = t1
         if e > s:
-            out[core_kinds[kind]] += e - s
+            out[_CORE_PARTS[kind]] += e - s
             busy.append((s, e))
     busy.sort()
     gaps, cur = [], t0
     for s, e in busy:
         if s > cur:
             gaps.append((cur, s))
-        cur = max(cur, e)
+        if e > cur:
+            cur = e
     if cur < t1:
         gaps.append((cur, t1))
     clipped = []
     for kind, _, s, e, *_ in net:
-        s, e = max(s, t0), min(e, t1)
+        if s < t0:
+            s = t0
+        if e > t1:
+            e = t1
         if e > s:
             clipped.append((s, e, kind))
     clipped.sort()
+    # both sorted, the network's intervals disjoint (so their ends sorted too): each gap looks only
+    # at the intervals that reach into it, in the same order as a scan of them all would
+    first = 0
     for gs, ge in gaps:
         covered = 0.0
-        for s, e, kind in clipped:
-            a, b = max(s, gs), min(e, ge)
+        while first < len(clipped) and clipped[first][1] <= gs:
+            first += 1
+        for i in range(first, len(clipped)):
+            s, e, kind = clipped[i]
+            if s >= ge:
+                break
+            a = s if s > gs else gs
+            b = e if e < ge else ge
             if b > a:
                 part = "extra_reduction_s" if kind == "extra" else "exposed_comm_s"
                 out[part] += b - a
-                covered += b - a  # net intervals never overlap each other (one FIFO resource)
+                covered += b - a
         out["idle_s"] += (ge - gs) - covered
     return out

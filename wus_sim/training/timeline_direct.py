@@ -42,6 +42,10 @@ def run_timeline_direct(program, steps=3):
     overhead_s, host_s, update_s = (float(program.step_overhead_s), float(program.host_loop_s),
                                     float(program.update_s))
     fully_sharded = bool(shape.fwd_seq or shape.bwd_seq)
+    # a layer's forward waits for its buckets only when their gathers can still be running: the
+    # fully-sharded passes, or the sharded update's all-gathers overlapped with the next forward
+    # (otherwise the core waited for them at the end of the step, and they ended before now)
+    waits_in_forward = fully_sharded or program.overlap_all_gather
     # records: core (kind, index, start_s, end_s, step) in program order; net (kind, index,
     # start_s, end_s, step, pass) in issue order, which is the FIFO's service order
     core = []
@@ -63,7 +67,7 @@ def run_timeline_direct(program, steps=3):
             t0, now = now, now + host_s
             core.append(("host", 0, t0, now, step))
         for layer in range(nlayers):
-            for b in layer_buckets[layer]:
+            for b in (layer_buckets[layer] if waits_in_forward else ()):
                 if gathered[b] > now:
                     now = gathered[b]
                 if fully_sharded:
