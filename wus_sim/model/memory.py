@@ -76,6 +76,7 @@ from dataclasses import dataclass, field, fields
 
 from .compute import spatial_activation_share
 from ..inputs.errors import InfeasibleError, UnknownNameError
+from ..inputs.memo import IdentityMemo
 from ..inputs.units import format_bytes
 
 __all__ = ["MemoryBreakdown", "memory_breakdown", "memory_both", "gathered_window", "layer_ahead_prefetch",
@@ -135,8 +136,16 @@ def layer_ahead_prefetch(plan):
     PyTorch FSDP prefetches the next wrapped module's all-gather (``forward_prefetch``,
     ``BackwardPrefetch.BACKWARD_PRE``; pytorch.org/docs/stable/fsdp.html); a layer that shares one
     bucket with its neighbours gives 1, the bucket-ahead prefetch."""
+    # a function of the buckets alone, which a plan put on another slice keeps (asked at every point)
+    return _PREFETCH.get((plan.buckets,), (), lambda: _layer_ahead_prefetch(plan.buckets))
+
+
+_PREFETCH = IdentityMemo()
+
+
+def _layer_ahead_prefetch(buckets):
     counts = {}
-    for b in plan.buckets:
+    for b in buckets:
         if b.kind == "sharded":
             for layer in b.layers:
                 counts[layer] = counts.get(layer, 0) + 1

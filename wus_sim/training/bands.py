@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from ..inputs.memo import IdentityMemo
 from ..model.compute import layer_times
 
 __all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names", "point_bands", "band_kind",
@@ -76,28 +77,16 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
     """``{name: dT/dvalue}`` of one step for each compute value in *names* (seconds per unit).
     *ops*: the ops the step runs (forward, backward and update); *quantization*: the matmul
     precision the step ran at (int8 matrix time moves less with mxu_efficiency)."""
+    # the layers' part is the same for every strategy of a point: computed once
+    layers = _LAYER_GRADIENTS.get((workload, topology, compute), (per_replica_batch, spatial_ways, quantization,
+                                                                   tuple(names)),
+                                  lambda: _layer_gradient(workload, topology, per_replica_batch, compute,
+                                                          spatial_ways, quantization, names))
     out = {}
-    base = None
-    # a calibration that fits the forward elementwise bytes alone keeps backward at a fixed
-    # multiple of it (wus_sim.validation.fit.ELEMENTWISE_BWD_PER_FWD): nudge both together
-    tied = "elementwise_bwd_bytes" not in {n.split("@")[0] for n in names} and compute.elementwise_fwd_bytes > 0
     for name in names:
         key = name.split("@")[0]
         if key in _NUDGED:
-            if base is None:
-                lt = layer_times(workload, topology, per_replica_batch, compute, spatial_ways=spatial_ways,
-                                 quantization=quantization)
-                base = lt.forward_total_s + lt.backward_total_s
-            value = getattr(compute, key)
-            h = max(abs(value) * 1e-4, 1e-9)
-            moved = {key: value + h if key != "mxu_efficiency" or value + h <= 1 else value - h}
-            if key == "elementwise_fwd_bytes" and tied:
-                moved["elementwise_bwd_bytes"] = compute.elementwise_bwd_bytes * moved[key] / value
-            nudged = replace(compute, **moved)
-            lt = layer_times(workload, topology, per_replica_batch, nudged, spatial_ways=spatial_ways,
-                             quantization=quantization)
-            delta = getattr(nudged, key) - value
-            out[name] = (lt.forward_total_s + lt.backward_total_s - base) / delta
+            out[name] = layers[name]
         elif key == "op_overhead_s":
             out[name] = float(ops)
         elif key == "step_overhead_s":
@@ -106,6 +95,37 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
             out[name] = 1.0 / steps_per_loop
         else:
             out[name] = 0.0
+    return out
+
+
+_LAYER_GRADIENTS = IdentityMemo()
+
+
+def _layer_gradient(workload, topology, per_replica_batch, compute, spatial_ways, quantization, names):
+    """``{name: d(forward + backward time)/dvalue}`` for the names of :data:`_NUDGED` in *names*."""
+    out = {}
+    base = None
+    # a calibration that fits the forward elementwise bytes alone keeps backward at a fixed
+    # multiple of it (wus_sim.validation.fit.ELEMENTWISE_BWD_PER_FWD): nudge both together
+    tied = "elementwise_bwd_bytes" not in {n.split("@")[0] for n in names} and compute.elementwise_fwd_bytes > 0
+    for name in names:
+        key = name.split("@")[0]
+        if key not in _NUDGED:
+            continue
+        if base is None:
+            lt = layer_times(workload, topology, per_replica_batch, compute, spatial_ways=spatial_ways,
+                             quantization=quantization)
+            base = lt.forward_total_s + lt.backward_total_s
+        value = getattr(compute, key)
+        h = max(abs(value) * 1e-4, 1e-9)
+        moved = {key: value + h if key != "mxu_efficiency" or value + h <= 1 else value - h}
+        if key == "elementwise_fwd_bytes" and tied:
+            moved["elementwise_bwd_bytes"] = compute.elementwise_bwd_bytes * moved[key] / value
+        nudged = replace(compute, **moved)
+        lt = layer_times(workload, topology, per_replica_batch, nudged, spatial_ways=spatial_ways,
+                         quantization=quantization)
+        delta = getattr(nudged, key) - value
+        out[name] = (lt.forward_total_s + lt.backward_total_s - base) / delta
     return out
 
 

@@ -193,10 +193,15 @@ def plan(workload, topology, optimizer, *, replicas=None, bucket_bytes=DEFAULT_B
     shared = _PLANNED.get((workload, analysis), (cores, n, bucket_bytes, below, float(max_padding_ratio), gb, ab),
                           lambda: _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_ratio,
                                         gb, ab))
-    return shared if shared.topology is topology else replace(shared, topology=topology)
+    if shared.topology is topology:
+        return shared
+    # one object per slice too, so what is memoized by a plan's identity (its totals, the step
+    # work) serves every point on that slice
+    return _ON_SLICE.get((shared, topology), (), lambda: replace(shared, topology=topology))
 
 
 _PLANNED = IdentityMemo()
+_ON_SLICE = IdentityMemo()
 
 
 def _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_ratio, gb, ab):

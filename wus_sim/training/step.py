@@ -256,8 +256,8 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
                   for c in work.extra_allreduces)
     return StepProgram(
         strategy=work.strategy,
-        fwd_layer_s=tuple(float(t) for t in fwd_s),
-        bwd_layer_s=tuple(float(t) for t in bwd_s),
+        fwd_layer_s=tuple(fwd_s.tolist()),  # Python floats, the same doubles
+        bwd_layer_s=tuple(bwd_s.tolist()),
         buckets=tuple(buckets), update_s=update_s, extra_reduction_s=extra,
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
