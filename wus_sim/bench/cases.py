@@ -9,7 +9,7 @@ from .builders import (cli_case, collective_case, collective_problem, experiment
 from ..inputs.shipped import shipped_dir
 from ..inputs.units import MiB
 
-__all__ = ["WHATIF_SWEEP"]
+__all__ = ["WHATIF_SWEEP", "WHATIF_SAMPLE"]
 
 
 WHATIF_SWEEP = {
@@ -25,19 +25,37 @@ WHATIF_SWEEP = {
 """The what-if sweep of issue 34 (100,000 points); the bench runs a prefix of it (``--limit``)."""
 
 
-def _whatif_sweep_file():
-    """:data:`WHATIF_SWEEP` as an experiment file in the temporary directory (the same file
-    each time), its path."""
+WHATIF_SAMPLE = {**WHATIF_SWEEP, "name": "bench_whatif_sample",
+                 "description": "1,000 points spread over the issue-34 grid: its 100 workload x slice x optimizer "
+                                "combinations, each at 2 link bandwidths x 5 batches, both strategies.",
+                 "sweep": {"link_GBps": [10, 200], "per_replica_batch": [1, 8, 16, 32, 50]}}
+"""A sample of :data:`WHATIF_SWEEP` with every one of its workload, slice and optimizer
+combinations (its first 1,000 points are all one of them): 100 times its time per point is the
+whole grid's."""
+
+
+def _sweep_file(doc, stem):
+    """*doc* as an experiment file in the temporary directory (the same file each time), its path."""
     import tempfile
 
     import yaml
 
     from ..inputs.writes import write_atomic
 
-    path = os.path.join(tempfile.gettempdir(), "wus-bench-whatif-sweep.yaml")
+    path = os.path.join(tempfile.gettempdir(), f"{stem}.yaml")
     # atomic: two bench runs at once never read each other's half-written file
-    write_atomic(path, yaml.safe_dump({**WHATIF_SWEEP, "plots": []}, sort_keys=False), what="bench sweep file")
+    write_atomic(path, yaml.safe_dump({**doc, "plots": []}, sort_keys=False), what="bench sweep file")
     return path
+
+
+def _whatif_sweep_file():
+    """:data:`WHATIF_SWEEP` as an experiment file, its path."""
+    return _sweep_file(WHATIF_SWEEP, "wus-bench-whatif-sweep")
+
+
+def _whatif_sample_file():
+    """:data:`WHATIF_SAMPLE` as an experiment file, its path."""
+    return _sweep_file(WHATIF_SAMPLE, "wus-bench-whatif-sample")
 
 
 # ======================================================================= cases
@@ -126,6 +144,8 @@ register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (w
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(experiment_case("what-if sweep: first 1,000 of the 100,000-point grid, --jobs 2 (whole command)",
                          _whatif_sweep_file, extra=("--limit", "1000", "--no-plots")))
+register(experiment_case("what-if sweep: 1,000 points over all 100 combinations of the grid, --jobs 2 (whole command)",
+                         _whatif_sample_file, extra=("--no-plots",)))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
 register(step_case("quick: step resnet50 tpu-v3-32, batch norm over 8 cores", "resnet50", "tpu-v3-32",
                    quick=True, full=False, options={"bn_group_replicas": 8}))
