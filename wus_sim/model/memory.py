@@ -227,7 +227,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     if strategy == "replicated":
         p = plan.params
         weights, gradients = p * wb, p * gb
-        slots = sum(t.slot_elements for t in plan.tensors) * sb
+        slots = plan.total("slot_elements") * sb
         padding = 0.0
         # the largest of the replicated update's own all-reduce buckets (see Plan.allreduce_buckets)
         collective = max((b.elements * gb for b in plan.allreduce_buckets), default=0)
@@ -235,7 +235,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
                    "replicated_tensor_slots": slots, "extra_reduction_buffers": 0}
     elif strategy == "fully-sharded":
         n = plan.replicas
-        sharded_padded = sum(t.padded_size for t in plan.sharded_tensors)
+        sharded_padded = plan.total("padded_size", "sharded")
         pad = plan.padding_elements
         repl = plan.replicated_elements
         window, window_pad = gathered_window(plan, gather_prefetch, keep_gathered_weights)
@@ -247,9 +247,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         ab = plan.gather_bytes  # the gathered buffers hold weights in the all-gather's dtype
         weights = (sharded_padded / n + repl) * wb + window * ab
         gradients = shards + repl * gb + reducing * gb
-        repl_slots = sum(t.slot_elements for t in plan.replicated_tensors) * sb
-        slots = sum(t.shard_slot_elements for t in plan.sharded_tensors) * sb + repl_slots
-        slot_pad = sum(t.slot_padding_elements for t in plan.sharded_tensors) * sb
+        repl_slots = plan.total("slot_elements", "replicated") * sb
+        slots = plan.total("shard_slot_elements", "sharded") * sb + repl_slots
+        slot_pad = plan.total("slot_padding_elements", "sharded") * sb
         extra = sum(r.nbytes for r in plan.extra_reductions)
         collective = largest_ar(("replicated",)) + extra
         details = {"weight_padding": pad / n * wb + window_pad * ab, "grad_padding": (pad / n + reducing_pad) * gb,
@@ -261,7 +261,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     else:
         n = plan.replicas
         padded = plan.padded_params
-        sharded_padded = sum(t.padded_size for t in plan.sharded_tensors)
+        sharded_padded = plan.total("padded_size", "sharded")
         pad = plan.padding_elements
         shards = sharded_padded / n * gb
         weights = padded * wb
@@ -271,9 +271,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
         # the overlap every bucket waits for the end of backward, whole
         reducing, reducing_pad = _reducing_buckets(plan, overlap_grad_reduce)
         gradients = shards + plan.replicated_elements * gb + reducing * gb
-        repl_slots = sum(t.slot_elements for t in plan.replicated_tensors) * sb
-        slots = sum(t.shard_slot_elements for t in plan.sharded_tensors) * sb + repl_slots
-        slot_pad = sum(t.slot_padding_elements for t in plan.sharded_tensors) * sb
+        repl_slots = plan.total("slot_elements", "replicated") * sb
+        slots = plan.total("shard_slot_elements", "sharded") * sb + repl_slots
+        slot_pad = plan.total("slot_padding_elements", "sharded") * sb
         extra = sum(r.nbytes for r in plan.extra_reductions)
         collective = largest_ar(("replicated",)) + extra
         details = {"weight_padding": pad * wb, "grad_padding": (reducing_pad + pad / n) * gb,

@@ -261,6 +261,17 @@ class Plan:
     def replicated_elements(self):
         return int(sum(t.size for t in self.replicated_tensors))
 
+    def total(self, attribute, of="all"):
+        """``sum(getattr(t, attribute))`` over the tensors *of* this plan (``"all"``,
+        ``"sharded"`` or ``"replicated"``), summed in tensor order once and kept (the memory
+        model asks at every point of a sweep)."""
+        totals = self.__dict__.setdefault("_totals", {})  # a frozen dataclass's own dict: a cache
+        key = (attribute, of)
+        if key not in totals:
+            tensors = {"all": self.tensors, "sharded": self.sharded_tensors, "replicated": self.replicated_tensors}[of]
+            totals[key] = sum(getattr(t, attribute) for t in tensors)
+        return totals[key]
+
     def format_counts(self):
         """``{format: number of tensors}``."""
         out = {f: 0 for f in FORMATS}
