@@ -229,14 +229,9 @@ def step_breakdown(core, net, t0, t1):
     equal values), inline: a sweep runs this for every point."""
     out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
     busy = []
-    for kind, _, s, e, *_ in core:
-        if s < t0:
-            s = t0
-        if e > t1:
-            e = t1
-        if e > s:
-            out[_CORE_PARTS[kind]] += e - s
-            busy.append((s, e))
+    for s, e, kind in _clipped(core, t0, t1):
+        out[_CORE_PARTS[kind]] += e - s
+        busy.append((s, e))
     busy.sort()
     gaps, cur = [], t0
     for s, e in busy:
@@ -246,14 +241,7 @@ def step_breakdown(core, net, t0, t1):
             cur = e
     if cur < t1:
         gaps.append((cur, t1))
-    clipped = []
-    for kind, _, s, e, *_ in net:
-        if s < t0:
-            s = t0
-        if e > t1:
-            e = t1
-        if e > s:
-            clipped.append((s, e, kind))
+    clipped = _clipped(net, t0, t1)
     clipped.sort()
     # both sorted, the network's intervals disjoint (so their ends sorted too): each gap looks only
     # at the intervals that reach into it, in the same order as a scan of them all would
@@ -273,4 +261,18 @@ def step_breakdown(core, net, t0, t1):
                 out[part] += b - a
                 covered += b - a
         out["idle_s"] += (ge - gs) - covered
+    return out
+
+
+def _clipped(activities, t0, t1):
+    """``(start_s, end_s, kind)`` of each of *activities* cut to ``[t0, t1]``, in their order,
+    those left with no length dropped."""
+    out = []
+    for kind, _, s, e, *_ in activities:
+        if s < t0:
+            s = t0
+        if e > t1:
+            e = t1
+        if e > s:
+            out.append((s, e, kind))
     return out
