@@ -6,6 +6,7 @@ sequence); this module only lays them out as nodes, paths and dependencies.
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+import weakref
 
 import numpy as np
 
@@ -140,13 +141,27 @@ class _Builder:
         self.paths.append(tuple(int(k) for k in keys if k >= 0) if not isinstance(keys, tuple) else keys)
         return len(self.paths) - 1
 
-    def edge_paths(self, links, hops):
-        """Indices of new path entries, one per edge: ``links[..., :hops]`` of each
-        (``links`` ``(..., H)`` link keys, ``hops`` the edges' lengths)."""
+    def edge_paths(self, emb):
+        """Indices of new path entries, one per edge of ring embedding *emb*: ``links[..., :hops]``
+        of each (the tuples are built once per embedding: a slice's ops share its rings)."""
         start = len(self.paths)
+        self.paths += _edge_tuples(emb)
+        return np.arange(start, len(self.paths)).reshape(emb.hops.shape)
+
+
+_EDGE_TUPLES = weakref.WeakKeyDictionary()
+
+
+def _edge_tuples(emb):
+    """Each edge of *emb* as a tuple of link keys, in ``(ring, position)`` order (memoized per
+    embedding object; the tuples are immutable, so schedules may share them)."""
+    out = _EDGE_TUPLES.get(emb)
+    if out is None:
+        links, hops = emb.links, emb.hops
         H = links.shape[-1]
-        self.paths += [tuple(row[:h]) for row, h in zip(links.reshape(-1, H).tolist(), hops.ravel().tolist())]
-        return np.arange(start, len(self.paths)).reshape(hops.shape)
+        out = _EDGE_TUPLES[emb] = [tuple(row[:h]) for row, h in zip(links.reshape(-1, H).tolist(),
+                                                                    hops.ravel().tolist())]
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -314,7 +329,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
     # destinations and paths per (d, r, i, k)
     if p.pattern == "ring":
         dst_pos = np.broadcast_to((pos + 1) % n, (N, n))
-        pid = np.stack([b.edge_paths(e.links, e.hops) for e in p.rings])  # (D, R, n)
+        pid = np.stack([b.edge_paths(e) for e in p.rings])  # (D, R, n)
         pid_k = np.broadcast_to(pid[None], (N, D, R, n))
     else:
         dst_pos = np.stack([pos ^ p.step_partner_distance(k) for k in range(N)])
