@@ -150,8 +150,12 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         remaining = np.tile(g.num_parents, C)  # events each node still waits for
     else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
         event_t = np.tile(units.initial_event_s, C)
-        remaining = np.tile(units.initial_remaining, C)
-    latest = np.full(N, -np.inf)  # the latest time among a node's events so far
+        remaining = _sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
+    # The latest time among a node's events so far. Every time is >= 0 (they start at 0 and only
+    # add and take maxima), so a start at 0 instead of -inf changes no maximum, and zeros come
+    # from pages the system maps only once they are written: the nodes inside clean rings,
+    # which the engine never touches, cost nothing.
+    latest = np.zeros(N)
     link_free = np.zeros(len(bw))
     owner = np.zeros(max(len(bw), N), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
@@ -159,7 +163,10 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     new = []  # requests made in this window: (node, hop, ready time) arrays
     if units is not None:
         U = len(units.size)
-        start_t = np.full(N + 1, -np.inf)  # step-0 ready times of the clean units' members (last: padding)
+        # step-0 ready times of the clean units' members (last: padding, -inf); only those of
+        # units whose members all started are read, so the rest need no value (and no page)
+        start_t = np.empty(N + 1)
+        start_t[-1] = -np.inf
         waiting_for = np.tile(units.size, C)  # members each clean unit still waits for
         # no hop of a unit is quicker than this; 1e-9 below it, so float rounding cannot cross it
         hop_floor = np.concatenate([hop_floors(units, s.nbytes / s.chunks) for s in scheds])
@@ -301,6 +308,21 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             time_s=float(ev.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
             link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]), event_s=ev,
             wall_s=wall))
+    return out
+
+
+def _sparse_tile(initial, C, tables):
+    """``np.tile(initial, C)`` for a table that is zero but at a few entries (the counters of a
+    schedule whose clean rings hold most nodes): zeros, then the nonzero entries written, so
+    only the memory pages that hold them are ever touched."""
+    if C == 1:
+        return initial.copy()
+    nonzero = tables.get("window nonzero remaining")  # of the structure's clean units' counters
+    if nonzero is None:
+        nonzero = tables["window nonzero remaining"] = np.flatnonzero(initial)
+    n = len(initial)
+    out = np.zeros(C * n, initial.dtype)
+    out[(nonzero[None, :] + n * np.arange(C)[:, None]).ravel()] = np.tile(initial[nonzero], C)
     return out
 
 
