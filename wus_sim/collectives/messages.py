@@ -352,11 +352,14 @@ def _compile_pass(b, p, gate, track, pass_tag):
     else:
         sender_rank = members
     shape = (N, K, D, R, n)
-    k_idx, c_idx, d_idx, r_idx, i_idx = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
-    rho_msg = np.where(k_idx > 0, rho_step[np.maximum(k_idx - 1, 0)], 0.0)
-    ids = b.nodes(count, path_id=pid_k[k_idx, d_idx, r_idx, i_idx].ravel(),
-                  frac=step_frac[k_idx].ravel(), rank=sender_rank[d_idx, r_idx, i_idx].ravel(),
-                  rho_frac=rho_msg.ravel())
+    # per message (step, piece, direction, ring, position), each field broadcast from the axes
+    # it depends on: its path (k, d, r, i), fraction (k), sender (d, r, i), reduction (k)
+    steps = np.arange(N)
+    rho_k = np.where(steps > 0, rho_step[np.maximum(steps - 1, 0)], 0.0)  # the reduction of step k - 1
+    ids = b.nodes(count, path_id=np.broadcast_to(pid_k[:, None], shape).ravel(),
+                  frac=np.broadcast_to(step_frac[:, None, None, None, None], shape).ravel(),
+                  rank=np.broadcast_to(sender_rank, shape).ravel(),
+                  rho_frac=np.broadcast_to(rho_k[:, None, None, None, None], shape).ravel())
     ids = ids.reshape(shape)
     half = 0 if pass_tag in (_PRE_TAG, _POST_TAG) else (pass_tag - 1) // _HALF_TAG_STRIDE
     b.layouts.append(PassLayout(p, ids, src_pos, np.full(members.shape, -1, np.int64) if gate is None
@@ -379,6 +382,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
     src_last = np.broadcast_to(src_pos[-1][None, None, None, :], last.shape)
     b.dep(np.broadcast_to(member_done, last.shape), np.take_along_axis(last, src_last, axis=-1), 0)
     if track:
+        k_idx, c_idx, d_idx, r_idx, i_idx = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
         m = b.meta
         m["pass"].append(np.full(count, pass_tag, np.int64))
         m["dir"].append(d_idx.ravel())

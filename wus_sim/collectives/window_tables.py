@@ -74,7 +74,7 @@ def _graph(sched):
         np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
     pid = sched.path_id
     path_len = lengths[pid]
-    path_links = table[pid].ravel()
+    path_links = table.take(pid, axis=0).ravel()  # (take: quicker than fancy indexing of rows)
     return WindowGraph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
                        path_links=path_links, hops=H, path_len=path_len, is_message=path_len > 0,
                        roots=np.flatnonzero(ndeps == 0), hop_node=np.repeat(np.arange(n), path_len),

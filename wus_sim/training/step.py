@@ -225,8 +225,6 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
             return ici_s(op, nbytes)
         return hierarchical_time(multislice, op, nbytes, ici_s, shard_across_slices=options.shard_across_slices)
 
-    if multislice is None:
-        prefetch_collectives((work,), topology, options)  # (simulate_strategies asked for every strategy's)
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways, remat=options.remat, quantization=options.quantization)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
