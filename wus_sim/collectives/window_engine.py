@@ -220,7 +220,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
            np.concatenate([t_roots, t_roots[~msg]]))
 
     # The pending requests, one column each, in two stacked tables (a window's selection is then
-    # two fancy indexings, not one per field). Integer rows: node, hop, link. Float rows: ready
+    # a few takes, not a boolean mask per field). Integer rows: node, hop, link. Float rows: ready
     # time, occupancy, tie key, when the tail reaches the hop (cut-through; -inf on hop 0), then
     # what the hop adds to its start before anything it causes can happen: its occupancy (or 0
     # for a cut-through head that moves on), then the latency.
