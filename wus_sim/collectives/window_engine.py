@@ -162,7 +162,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     # which the engine never touches, cost nothing.
     latest = np.zeros(N)
     link_free = np.zeros(len(bw))
-    owner = np.zeros(max(len(bw), N), np.int32)  # scratch: which element wrote an index last (a position)
+    owner = np.zeros(max(len(bw), N), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
 
     new = []  # requests made in this window: (node, hop, ready time) arrays
@@ -311,16 +311,16 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
 
 
 def _sparse_tile(initial, C, tables):
-    """``np.tile(initial, C)`` (as int32) for a table that is zero but at a few entries (the counters of a
+    """``np.tile(initial, C)`` for a table that is zero but at a few entries (the counters of a
     schedule whose clean rings hold most nodes): zeros, then the nonzero entries written, so
     only the memory pages that hold them are ever touched."""
     if C == 1:
-        return initial.astype(np.int32)
+        return initial.copy()
     nonzero = tables.get("window nonzero remaining")  # of the structure's clean units' counters
     if nonzero is None:
         nonzero = tables["window nonzero remaining"] = np.flatnonzero(initial)
     n = len(initial)
-    out = np.zeros(C * n, np.int32)  # (counts of a node's events: small)
+    out = np.zeros(C * n, initial.dtype)
     out[(nonzero[None, :] + n * np.arange(C)[:, None]).ravel()] = np.tile(initial[nonzero], C)
     return out
 
