@@ -146,8 +146,8 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         rho = sched.rho
     elif any(s.rho.any() for s in scheds):
         rho = np.concatenate([s.rho for s in scheds])
-    else:  # no reductions timed: zeros, mapped only where read
-        rho = np.zeros(N)
+    else:  # no reductions timed: one zero seen N times (read only: nothing writes rho)
+        rho = np.broadcast_to(0.0, N)
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
     copies = _Copies(C, n, NL)
     if units is None:
