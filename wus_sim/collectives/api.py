@@ -350,10 +350,11 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     return [_cached_time(*k) for k in keys]
 
 
-MAX_BATCH = 8
+MAX_BATCH = 12
 """Sizes :func:`collective_times` runs in one window-engine run at most: each holds its own
-event arrays (about 13 MiB per size for a 2048-replica all-reduce), and past a handful of
-sizes the per-window cost they share is already small next to their own."""
+event arrays (about 17 MiB per size allocated for a 2048-replica all-reduce, most of it never
+touched), and past a handful of sizes the per-window cost they share is already small next to
+their own. A step asks for up to a dozen sizes of one plan (its buckets and norms)."""
 
 
 def clear_caches():

@@ -48,6 +48,7 @@ it (:func:`~wus_sim.collectives.loads.contention`).
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -55,7 +56,7 @@ from ..hardware.network import onchip_link_key, replica_route
 
 __all__ = [
     "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
-    "sequence_ring", "onchip_rings", "active_axes", "routes", "around_failures", "part_rings",
+    "sequence_ring", "onchip_rings", "active_axes", "routes", "around_failures", "part_rings", "clear_ring_cache",
 ]
 
 
@@ -91,10 +92,26 @@ class RingEmbedding:
 
 def around_failures(topology, emb):
     """*emb* with every hop over a failed link replaced by its detour (itself if none fails)."""
-    if not topology.failed_links or not np.isin(emb.links, topology.failed_links).any():
+    if not topology.failed_links:
         return emb
-    paths = [[topology.reroute(emb.edge_path(r, i)) for i in range(emb.size)] for r in range(emb.num_rings)]
-    return _from_lists(emb.members, paths)
+    hit = np.isin(emb.links, topology.failed_links).any(axis=2)  # (rings, n): edges over a failed link
+    if not hit.any():
+        return emb
+    # only those edges change (a detour is never shorter than the link it replaces, so the
+    # padded width only grows): reroute them alone, the other edges keep their keys
+    where = np.argwhere(hit).tolist()
+    paths = [topology.reroute(emb.edge_path(r, i)) for r, i in where]
+    hops = emb.hops.astype(np.int64, copy=True)
+    for (r, i), path in zip(where, paths):
+        hops[r, i] = len(path)
+    width = max(int(hops.max()), 1)  # as wide as the longest edge, as _from_lists builds it
+    links = np.full(emb.links.shape[:2] + (width,), -1, dtype=np.int64)
+    kept = min(width, emb.links.shape[2])  # the other edges' keys fit: none is longer than width
+    links[:, :, :kept] = emb.links[:, :, :kept]
+    for (r, i), path in zip(where, paths):
+        links[r, i, :] = -1
+        links[r, i, :len(path)] = path
+    return RingEmbedding(np.asarray(emb.members, dtype=np.int64), links, hops)
 
 
 def _from_lists(members, paths):
@@ -148,7 +165,15 @@ def line_ring_pattern(d, wrap, reverse=False):
 
 
 def axis_rings(topology, axis, reverse=False):
-    """One ring per line along *axis* (all lines at once), chips as members."""
+    """One ring per line along *axis* (all lines at once), chips as members (memoized: the
+    plans of a slice's ops share them; treat them as read-only)."""
+    return _axis_rings(topology, int(axis), bool(reverse))
+
+
+@lru_cache(maxsize=256)
+def _axis_rings(topology, axis, reverse):
+    # a step plans all-reduce, reduce-scatter and all-gather on one slice, each over the same
+    # line rings, and rerouting them around failed links is the costly part
     lines = topology.axis_rings(axis)  # (num_lines, d) in coordinate order
     d = topology.dims[axis]
     order, edges = line_ring_pattern(d, topology.wrap[axis], reverse)
@@ -161,6 +186,11 @@ def axis_rings(topology, axis, reverse=False):
             links[:, i, j] = topology.link_id(lines[:, pos], axis, direction)
         hops[:, i] = len(edge)
     return around_failures(topology, RingEmbedding(np.ascontiguousarray(members), links, hops))
+
+
+def clear_ring_cache():
+    """Forget the memoized :func:`axis_rings` (with the plan cache)."""
+    _axis_rings.cache_clear()
 
 
 def part_rings(topology, axis, stride, length, reverse=False, alternate=False):

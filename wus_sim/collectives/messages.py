@@ -6,6 +6,7 @@ sequence); this module only lays them out as nodes, paths and dependencies.
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+import weakref
 
 import numpy as np
 
@@ -140,13 +141,27 @@ class _Builder:
         self.paths.append(tuple(int(k) for k in keys if k >= 0) if not isinstance(keys, tuple) else keys)
         return len(self.paths) - 1
 
-    def edge_paths(self, links, hops):
-        """Indices of new path entries, one per edge: ``links[..., :hops]`` of each
-        (``links`` ``(..., H)`` link keys, ``hops`` the edges' lengths)."""
+    def edge_paths(self, emb):
+        """Indices of new path entries, one per edge of ring embedding *emb*: ``links[..., :hops]``
+        of each (the tuples are built once per embedding: a slice's ops share its rings)."""
         start = len(self.paths)
+        self.paths += _edge_tuples(emb)
+        return np.arange(start, len(self.paths)).reshape(emb.hops.shape)
+
+
+_EDGE_TUPLES = weakref.WeakKeyDictionary()
+
+
+def _edge_tuples(emb):
+    """Each edge of *emb* as a tuple of link keys, in ``(ring, position)`` order (memoized per
+    embedding object; the tuples are immutable, so schedules may share them)."""
+    out = _EDGE_TUPLES.get(emb)
+    if out is None:
+        links, hops = emb.links, emb.hops
         H = links.shape[-1]
-        self.paths += [tuple(row[:h]) for row, h in zip(links.reshape(-1, H).tolist(), hops.ravel().tolist())]
-        return np.arange(start, len(self.paths)).reshape(hops.shape)
+        out = _EDGE_TUPLES[emb] = [tuple(row[:h]) for row, h in zip(links.reshape(-1, H).tolist(),
+                                                                    hops.ravel().tolist())]
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -314,7 +329,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
     # destinations and paths per (d, r, i, k)
     if p.pattern == "ring":
         dst_pos = np.broadcast_to((pos + 1) % n, (N, n))
-        pid = np.stack([b.edge_paths(e.links, e.hops) for e in p.rings])  # (D, R, n)
+        pid = np.stack([b.edge_paths(e) for e in p.rings])  # (D, R, n)
         pid_k = np.broadcast_to(pid[None], (N, D, R, n))
     else:
         dst_pos = np.stack([pos ^ p.step_partner_distance(k) for k in range(N)])
@@ -337,11 +352,14 @@ def _compile_pass(b, p, gate, track, pass_tag):
     else:
         sender_rank = members
     shape = (N, K, D, R, n)
-    k_idx, c_idx, d_idx, r_idx, i_idx = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
-    rho_msg = np.where(k_idx > 0, rho_step[np.maximum(k_idx - 1, 0)], 0.0)
-    ids = b.nodes(count, path_id=pid_k[k_idx, d_idx, r_idx, i_idx].ravel(),
-                  frac=step_frac[k_idx].ravel(), rank=sender_rank[d_idx, r_idx, i_idx].ravel(),
-                  rho_frac=rho_msg.ravel())
+    # per message (step, piece, direction, ring, position), each field broadcast from the axes
+    # it depends on: its path (k, d, r, i), fraction (k), sender (d, r, i), reduction (k)
+    steps = np.arange(N)
+    rho_k = np.where(steps > 0, rho_step[np.maximum(steps - 1, 0)], 0.0)  # the reduction of step k - 1
+    ids = b.nodes(count, path_id=np.broadcast_to(pid_k[:, None], shape).ravel(),
+                  frac=np.broadcast_to(step_frac[:, None, None, None, None], shape).ravel(),
+                  rank=np.broadcast_to(sender_rank, shape).ravel(),
+                  rho_frac=np.broadcast_to(rho_k[:, None, None, None, None], shape).ravel())
     ids = ids.reshape(shape)
     half = 0 if pass_tag in (_PRE_TAG, _POST_TAG) else (pass_tag - 1) // _HALF_TAG_STRIDE
     b.layouts.append(PassLayout(p, ids, src_pos, np.full(members.shape, -1, np.int64) if gate is None
@@ -364,6 +382,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
     src_last = np.broadcast_to(src_pos[-1][None, None, None, :], last.shape)
     b.dep(np.broadcast_to(member_done, last.shape), np.take_along_axis(last, src_last, axis=-1), 0)
     if track:
+        k_idx, c_idx, d_idx, r_idx, i_idx = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
         m = b.meta
         m["pass"].append(np.full(count, pass_tag, np.int64))
         m["dir"].append(d_idx.ravel())

@@ -32,5 +32,8 @@ def cached_plan(topology, op, algorithm, *, group=None, bidirectional=False):
 
 
 def clear_plan_cache():
-    """Forget the memoized plans."""
+    """Forget the memoized plans (and the line rings they share)."""
+    from .embedding import clear_ring_cache
+
     _plan.cache_clear()
+    clear_ring_cache()

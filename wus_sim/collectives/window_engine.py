@@ -142,7 +142,12 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     lat = lat if C == 1 else np.tile(lat, C)
     rank = sched.rank  # per local node (the same in every copy)
     nbytes = sched.msg_bytes if C == 1 else np.concatenate([s.msg_bytes for s in scheds])
-    rho = sched.rho if C == 1 else np.concatenate([s.rho for s in scheds])
+    if C == 1:
+        rho = sched.rho
+    elif any(s.rho.any() for s in scheds):
+        rho = np.concatenate([s.rho for s in scheds])
+    else:  # no reductions timed: one zero seen N times (read only: nothing writes rho)
+        rho = np.broadcast_to(0.0, N)
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
     copies = _Copies(C, n, NL)
     if units is None:
@@ -150,8 +155,12 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         remaining = np.tile(g.num_parents, C)  # events each node still waits for
     else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
         event_t = np.tile(units.initial_event_s, C)
-        remaining = np.tile(units.initial_remaining, C)
-    latest = np.full(N, -np.inf)  # the latest time among a node's events so far
+        remaining = _sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
+    # The latest time among a node's events so far. Every time is >= 0 (they start at 0 and only
+    # add and take maxima), so a start at 0 instead of -inf changes no maximum, and zeros come
+    # from pages the system maps only once they are written: the nodes inside clean rings,
+    # which the engine never touches, cost nothing.
+    latest = np.zeros(N)
     link_free = np.zeros(len(bw))
     owner = np.zeros(max(len(bw), N), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
@@ -159,7 +168,10 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     new = []  # requests made in this window: (node, hop, ready time) arrays
     if units is not None:
         U = len(units.size)
-        start_t = np.full(N + 1, -np.inf)  # step-0 ready times of the clean units' members (last: padding)
+        # step-0 ready times of the clean units' members (last: padding, -inf); only those of
+        # units whose members all started are read, so the rest need no value (and no page)
+        start_t = np.empty(N + 1)
+        start_t[-1] = -np.inf
         waiting_for = np.tile(units.size, C)  # members each clean unit still waits for
         # no hop of a unit is quicker than this; 1e-9 below it, so float rounding cannot cross it
         hop_floor = np.concatenate([hop_floors(units, s.nbytes / s.chunks) for s in scheds])
@@ -207,41 +219,37 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     settle_events(np.concatenate([copies.ready(roots), copies.delivered(roots[~msg])]),
            np.concatenate([t_roots, t_roots[~msg]]))
 
-    empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
-    pn, ph, pt, pl, po, pk = empty_i, empty_i, empty_f, empty_i, empty_f, empty_f
-    pv = empty_f  # per pending request: when its tail reaches the hop (cut-through; -inf on hop 0)
-    # per pending request, what its hop adds to its start before anything it causes can happen:
-    # pw (its occupancy, or 0 for a cut-through head that moves on) then pa (the latency)
-    pw, pa = empty_f, empty_f
+    # The pending requests, one column each, in two stacked tables (a window's selection is then
+    # a few takes, not a boolean mask per field). Integer rows: node, hop, link. Float rows: ready
+    # time, occupancy, tie key, when the tail reaches the hop (cut-through; -inf on hop 0), then
+    # what the hop adds to its start before anything it causes can happen: its occupancy (or 0
+    # for a cut-through head that moves on), then the latency.
+    pend_i, pend_f = np.zeros((3, 0), np.int64), np.zeros((6, 0))
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
         if new:
-            nodes = np.concatenate([pn] + [a for a, _, _, _ in new])
-            hop = np.concatenate([ph] + [b for _, b, _, _ in new])
-            t = np.concatenate([pt] + [c for _, _, c, _ in new])
-            if cut:
-                pv = np.concatenate([pv] + [v for _, _, _, v in new])
-            k = len(pn)
-            fresh = nodes[k:]
-            links = path_links[copies.local(fresh) * H + hop[k:]]
+            fresh = np.concatenate([a for a, _, _, _ in new]) if len(new) > 1 else new[0][0]
+            hop = np.concatenate([b for _, b, _, _ in new]) if len(new) > 1 else new[0][1]
+            t = np.concatenate([c for _, _, c, _ in new]) if len(new) > 1 else new[0][2]
+            local = copies.local(fresh)
+            links = path_links[local * H + hop]
             if C > 1:
                 links = links + copies.of(fresh) * NL
             occ = nbytes[fresh] / bw[links]  # the network's own division
-            pn, ph, pt = nodes, hop, t
-            pl = np.concatenate([pl, links])
-            po = np.concatenate([po, occ])
-            pk = np.concatenate([pk, tie_key(t[k:])])
             if cut:  # a head moves on a latency after its hop starts; only a last hop waits for its tail
-                last = hop[k:] + 1 == path_len[copies.local(fresh)]
-                pw = np.concatenate([pw, np.where(last, occ, 0.0)])
+                tail = np.concatenate([v for _, _, _, v in new]) if len(new) > 1 else new[0][3]
+                wait = np.where(hop + 1 == path_len[local], occ, 0.0)
             else:
-                pw = np.concatenate([pw, occ])
-            pa = np.concatenate([pa, lat[links]])
+                tail, wait = t, occ  # (no tail under store-and-forward: the row is not read)
+            pend_i = np.concatenate([pend_i, np.stack([fresh, hop, links])], axis=1)
+            pend_f = np.concatenate([pend_f, np.stack([t, occ, tie_key(t), tail, wait, lat[links]])], axis=1)
             new.clear()
+        pn, pt, pl = pend_i[0], pend_f[0], pend_i[2]
         # The lookahead: a pending hop starts no earlier than its ready time and its link's free
-        # time now (which only grows), so nothing it causes comes before (that + pw) + pa, with the
-        # network's float operations in their order (monotone, so no rounding crosses the bound).
-        pe = (np.maximum(pt, link_free[pl]) + pw) + pa
+        # time now (which only grows), so nothing it causes comes before (that + wait) + latency,
+        # with the network's float operations in their order (monotone, so no rounding crosses
+        # the bound).
+        pe = (np.maximum(pt, link_free[pl]) + pend_f[4]) + pend_f[5]
         if C == 1:
             E = pe.min() if len(pn) else np.inf
             run_units_now = units is not None and startable and earliest[0] <= E
@@ -259,24 +267,22 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             break
         if C == 1:
             windows += 1
-            sel = pk < tie_key(E)
+            sel = pend_f[2] < tie_key(E)
         else:
             windows += E < np.inf
-            sel = pk < tie_key(E)[pc]
+            sel = pend_f[2] < tie_key(E)[pc]
         if sel.all():
-            sn, sh, st, sl, so, sk, sv = pn, ph, pt, pl, po, pk, pv
-            pn, ph, pt, pl, po, pk, pv, pw, pa = (empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f,
-                                                  empty_f, empty_f)
+            si, sf = pend_i, pend_f
+            pend_i, pend_f = pend_i[:, :0], pend_f[:, :0]
         else:
             if not sel.any() or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
                 raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
-            sn, sh, st, sl, so, sk = pn[sel], ph[sel], pt[sel], pl[sel], po[sel], pk[sel]
-            sv = pv[sel] if cut else None
-            keep = ~sel
-            pn, ph, pt, pl, po, pk = pn[keep], ph[keep], pt[keep], pl[keep], po[keep], pk[keep]
-            pw, pa = pw[keep], pa[keep]
-            if cut:
-                pv = pv[keep]
+            # take along the columns: far quicker than a boolean mask over a 2-D table
+            on, off = np.flatnonzero(sel), np.flatnonzero(~sel)
+            si, sf = pend_i.take(on, axis=1), pend_f.take(on, axis=1)
+            pend_i, pend_f = pend_i.take(off, axis=1), pend_f.take(off, axis=1)
+        sn, sh, sl = si
+        st, so, sk, sv = sf[0], sf[1], sf[2], sf[3]
         start, end = serve(sn, st, sl, so, sk, sv if cut else None, rank, copies, link_free, owner,
                             on_busy_link)
         arrival = end + lat[sl]  # the tail's (store-and-forward: the whole message's) arrival
@@ -301,6 +307,21 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             time_s=float(ev.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
             link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]), event_s=ev,
             wall_s=wall))
+    return out
+
+
+def _sparse_tile(initial, C, tables):
+    """``np.tile(initial, C)`` for a table that is zero but at a few entries (the counters of a
+    schedule whose clean rings hold most nodes): zeros, then the nonzero entries written, so
+    only the memory pages that hold them are ever touched."""
+    if C == 1:
+        return initial.copy()
+    nonzero = tables.get("window nonzero remaining")  # of the structure's clean units' counters
+    if nonzero is None:
+        nonzero = tables["window nonzero remaining"] = np.flatnonzero(initial)
+    n = len(initial)
+    out = np.zeros(C * n, initial.dtype)
+    out[(nonzero[None, :] + n * np.arange(C)[:, None]).ravel()] = np.tile(initial[nonzero], C)
     return out
 
 

@@ -52,11 +52,14 @@ def _children(deps, n):
     else:
         child = event = np.zeros(0, np.int64)
     order = np.argsort(event, kind="stable")
-    event, child = event[order], child[order]
     counts = np.bincount(event, minlength=2 * n)
-    table = np.full((2 * n, max(int(counts.max()) if len(counts) else 0, 1)), NO_CHILD, np.int64)
-    table[event, np.arange(len(event)) - np.repeat(np.cumsum(counts) - counts, counts)] = child
-    return table, np.bincount(child, minlength=n)
+    W = max(int(counts.max()) if len(counts) else 0, 1)
+    # an event's children in the order its deps were listed: the j-th of them in column j
+    slot = np.empty(len(event), np.int64)
+    slot[order] = np.arange(len(event)) - (np.cumsum(counts) - counts)[event[order]]
+    table = np.full(2 * n * W, NO_CHILD, np.int64)
+    table[event * W + slot] = child
+    return table.reshape(2 * n, W), np.bincount(child, minlength=n)
 
 
 def _graph(sched):
@@ -71,11 +74,11 @@ def _graph(sched):
         np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
     pid = sched.path_id
     path_len = lengths[pid]
-    path_links = table[pid].ravel()
+    path_links = table.take(pid, axis=0).ravel()  # (take: quicker than fancy indexing of rows)
     return WindowGraph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
                        path_links=path_links, hops=H, path_len=path_len, is_message=path_len > 0,
                        roots=np.flatnonzero(ndeps == 0), hop_node=np.repeat(np.arange(n), path_len),
-                       hop_link=path_links.reshape(n, H)[path_len[:, None] > np.arange(H)[None, :]])
+                       hop_link=path_links[path_links >= 0])  # link keys are >= 0, -1 pads
 
 
 def graph_of(sched):

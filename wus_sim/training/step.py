@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, fields
 import math
 
 from ..model.calibration import load_calibration
-from ..collectives import EXCHANGE_ALGORITHMS
 from ..model.compute import ComputeParams, layer_times, memory_bound_time_s
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
@@ -32,6 +31,7 @@ from ..hardware.multislice import hierarchical_time, load_multislice, planning_t
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .small_allreduce import batch_norm_allreduce_s, small_allreduce
+from .step_prefetch import bidirectional_for, bucket_gathers as _bucket_gathers, prefetch_collectives
 from .speedups import fully_sharded_over_sharded, speedup, speedups, speedups_if_replicated_fit  # noqa: F401 (API)
 from .strategies import BOTH, STRATEGIES, step_work
 from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
@@ -225,8 +225,6 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
             return ici_s(op, nbytes)
         return hierarchical_time(multislice, op, nbytes, ici_s, shard_across_slices=options.shard_across_slices)
 
-    if multislice is None:
-        _prefetch_collectives(work, topology, options)
     layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
                          spatial_ways=plan.spatial_ways, remat=options.remat, quantization=options.quantization)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
@@ -289,41 +287,6 @@ def _with_op_launch(breakdown, workload, work, compute):
     return breakdown
 
 
-def _bucket_gathers(work, bucket):
-    """*bucket*'s all-gathers of *work*: after the update, before forward, before backward
-    (``None`` where it has none)."""
-    return tuple(next((g for g in gathers if g.bucket == bucket), None)
-                 for gathers in (work.weight_allgathers, work.forward_allgathers, work.backward_allgathers))
-
-
-def _prefetch_collectives(work, topology, options):
-    """Memoize the times of every collective of *work* that :func:`_program` asks for, one
-    :func:`~wus_sim.collectives.collective_times` call per op: a contended plan's buckets then
-    run in one window-engine run instead of one each (the same times; anything not asked for
-    here is computed alone, as before)."""
-    from ..collectives import collective_times
-
-    sizes = {}  # op -> bucket sizes, as the program asks for them
-    for c in work.grad_collectives:
-        sizes.setdefault(c.op, []).append(c.nbytes)
-        for g in _bucket_gathers(work, c.bucket):
-            if g is not None:
-                sizes.setdefault("all-gather", []).append(g.nbytes)
-    for op, nbytes in sizes.items():
-        nbytes = [b for b in nbytes if b > 0]
-        if nbytes:
-            collective_times(topology, op, options.algorithm, nbytes, bidirectional=bidirectional_for(options),
-                             routing=options.routing)
-
-
-def bidirectional_for(options):
-    """Whether ring phases run both directions: the option, or (``None``) yes unless the
-    algorithm is halving-doubling or recursive-doubling (pairwise exchanges, no ring direction)."""
-    if options.bidirectional is None:
-        return options.algorithm not in EXCHANGE_ALGORITHMS
-    return bool(options.bidirectional)
-
-
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,
                         global_batch=None, replicas=None, options=None, spatial_ways=None):
     """Simulate each of *strategies*; returns a :class:`StepRun` (``.results``:
@@ -380,15 +343,21 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights,
                   remat=options.remat, overlap_grad_reduce=options.overlap_grad_reduce,
                   activation_model=options.activation_model)
+    checked = []  # (strategy, work, memory, why infeasible or None)
     for strategy in strategies:
         work = step_work(plan, strategy, keep_gathered_weights=options.keep_gathered_weights)
         try:
-            memory = memory_breakdown(plan, strategy, batch, check=True, **gather)
-        except InfeasibleError as exc:
-            memory = memory_breakdown(plan, strategy, batch, **gather)  # the breakdown the error describes
+            checked.append((strategy, work, memory_breakdown(plan, strategy, batch, check=True, **gather), None))
+        except InfeasibleError as exc:  # with the breakdown the error describes
+            checked.append((strategy, work, memory_breakdown(plan, strategy, batch, **gather), exc))
+    reference = "replicated" if len(strategies) > 1 else None  # timed even if infeasible (below)
+    if multislice is None:
+        prefetch_collectives([w for s, w, _, exc in checked if exc is None or s == reference], topology, options)
+    for strategy, work, memory, exc in checked:
+        if exc is not None:
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)
             if_fit = math.nan
-            if strategy == "replicated" and len(strategies) > 1:  # the reference the others are measured by
+            if strategy == reference:  # the reference the others are measured by
                 unchecked = run_timeline(_program(plan, work, topology, batch, options, multislice), steps=options.steps)
                 if_fit = unchecked.step_time_s
             results[strategy] = StepResult(strategy, "infeasible", math.nan, nan, memory, work, error=str(exc),
