@@ -10,12 +10,11 @@ import math
 from ..inputs.strict_json import dumps_strict
 from ..hardware.network import DEFAULT_ROUTING
 from ..training.params import default_of
+from .collective_lean import COLLECTIVE_JSON_SCHEMA_VERSION  # the lean path writes it too
 from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
 
-COLLECTIVE_JSON_SCHEMA_VERSION = 1
-"""Version of ``collective --json``'s shape; its schema is ``wus_sim/schemas/collective.v{N}.json``."""
 
 # copies of wus_sim.collectives.OPS / ALGORITHMS for the help text, so that building the
 # parser imports no numpy (tests/cli/test_cli_collective.py checks they match)

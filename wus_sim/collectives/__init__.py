@@ -13,10 +13,27 @@ time, contended or not), :mod:`.api` (the entry points below). Importing the pac
 no SimPy.
 """
 
-from .api import (ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, collective_times,
-                  simulate_collective)
-from .analytic import phase_times
-from .plan import ALGORITHMS, EXCHANGE_ALGORITHMS, OPS
+from importlib import import_module
+
+# The names load their module on first use (PEP 562), as the package wus_sim's do: importing
+# one light module of this package (``uniform_torus``, which ``wus-sim collective`` runs
+# before numpy loads) must not import the engines and numpy with it.
+_LAZY = {"ENGINES": "api", "CollectiveResult": "api", "analytic_time": "api", "clear_caches": "api",
+         "collective_time": "api", "collective_times": "api", "simulate_collective": "api",
+         "phase_times": "analytic", "ALGORITHMS": "plan", "EXCHANGE_ALGORITHMS": "plan", "OPS": "plan"}
 
 __all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective",
            "analytic_time", "collective_time", "collective_times", "clear_caches", "phase_times"]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

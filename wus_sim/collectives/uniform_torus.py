@@ -1,0 +1,252 @@
+"""Collectives on a uniform torus, in plain Python: what ``wus-sim collective`` runs before
+numpy is imported.
+
+A short command spends most of its time importing numpy (see docs/speed.md, "Start-up"); its
+simulation needs a few milliseconds. On a *uniform* torus (every axis wrapped, one chip = one
+replica, every link the same bandwidth and latency, no failed or slow link) the line-ring
+schedules are symmetric enough to need no arrays at all:
+
+* every pass of ``2d``, and of ``ring`` / ``bidir-ring`` over one axis, runs the rings of all
+  lines of one axis at once; these rings are translates of each other over disjoint links,
+  and each ring's edges are one-hop edges over identical links. Every member of every ring
+  therefore starts a pass at the same time and sees the same link free times, so the fast
+  engine's exact max-plus recurrence (:mod:`wus_sim.collectives.fast_engine`) gives every member
+  the same times: running it for **one member** gives them all, with the same floating-point
+  operations in the same order, hence the same bits. The free time of every link of one
+  (axis, direction) is one number carried from pass to pass, as the engine carries its array.
+* the closed form (:mod:`wus_sim.collectives.analytic`) on such rings takes its "every edge
+  alike" branch; it is evaluated here with the same operations (numpy's pairwise summation
+  included, :func:`pairwise_sum`).
+* the event count and the per-link bytes follow from the structure: every link of an (axis,
+  direction) carries the same bytes, and the record's total is numpy's sum over the link
+  slots in their order (chip, axis, direction), reproduced by :func:`pairwise_sum`.
+
+Anything else (meshes, several cores a chip, explicit groups, the whole-slice ring, 2d-split,
+pairwise exchanges, a reduction cost, link faults) is not handled here: :func:`run` returns
+``None`` and the caller takes the general path. ``tests/collectives/test_uniform_torus.py``
+checks the result against the fast engine, the SimPy engine and the closed form, bit for bit.
+
+No numpy, no YAML: this module imports only the standard library and :mod:`wus_sim.inputs`.
+"""
+
+import math
+from functools import lru_cache
+
+from ..inputs.units import GB
+
+__all__ = ["KINDS", "LINE_ALGORITHMS", "run", "bandwidths", "pairwise_sum"]
+
+KINDS = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
+"""Op -> pass kind, as :mod:`wus_sim.collectives.plan` names them."""
+
+LINE_ALGORITHMS = ("ring", "bidir-ring", "2d")
+"""Algorithms run here (``ring`` and ``bidir-ring`` only over one active axis or an axis group:
+over a whole 2-D or 3-D slice they run one snake ring, which is not a line ring)."""
+
+
+def bandwidths(op, nbytes, time_s, group_size):
+    """NCCL's bus and algorithm bandwidths, GB/s: ``algbw = S / time``; ``busbw = algbw *
+    2(N-1)/N`` (all-reduce) or ``(N-1)/N`` (reduce-scatter, all-gather)."""
+    algbw = nbytes / time_s / GB if time_s > 0 else math.inf
+    n = group_size
+    factor = (2 * (n - 1) / n) if op == "all-reduce" else ((n - 1) / n)
+    busbw = algbw * factor if math.isfinite(algbw) else (0.0 if n == 1 else math.inf)
+    return algbw, busbw
+
+
+# ===================================================================== the plan
+def _passes(dims, kind, algorithm, axis, directions):
+    """The chip-level passes of :func:`wus_sim.collectives.plan.plan_collective` for a uniform
+    torus (one half, no on-chip level): ``[(kind, axis, fraction), ...]``, or ``None`` where
+    the plan is not made of line rings.
+
+    Equal axis bandwidths keep axis order (the plan sorts axes by line bandwidth, stably)."""
+    axes = [a for a, d in enumerate(dims) if d > 1] if axis is None else [axis]
+    if not axes or (algorithm != "2d" and len(axes) > 1):
+        return None
+    levels = []
+    frac = 1.0
+    for a in axes:
+        levels.append((a, frac / directions))
+        frac /= dims[a]
+    if kind == "rs":
+        return [("rs", a, f) for a, f in levels]
+    if kind == "ag":
+        return [("ag", a, f) for a, f in levels][::-1]
+    a, f = levels[-1]
+    return [("rs", a, f) for a, f in levels[:-1]] + [("ar", a, f)] + [("ag", a, f) for a, f in levels[:-1]][::-1]
+
+
+# =============================================================== the recurrence
+def _member_pass(ready, free, occ, lat, nsteps, chunks):
+    """One member's ring pass (every member alike): the fast engine's hop rule (``_hops`` of
+    :mod:`wus_sim.collectives.fast_engine`, one-hop edges, no reduction cost) on scalars.
+    Returns ``(done, link free time)``."""
+    if chunks == 1:
+        t = ready
+        for _ in range(nsteps):
+            t = max(t, free)   # start = max(ready, link_free)
+            t += occ           # end
+            free = t
+            t += lat           # ready at the next member (the shift: every member alike)
+        return t, free
+    # pieces queue back to back: s_c = c*o + max(free, max_{j<=c}(t_j - j*o)), as the engine
+    jo = [occ * float(j) for j in range(chunks)]
+    t = [ready] * chunks
+    for _ in range(nsteps):
+        u = [x - j for x, j in zip(t, jo)]
+        u[0] = max(u[0], free)
+        for c in range(1, chunks):
+            if u[c - 1] > u[c]:
+                u[c] = u[c - 1]
+        u = [x + j for x, j in zip(u, jo)]
+        u = [x + occ for x in u]
+        free = u[-1]
+        t = [x + lat for x in u]
+    return max(t), free
+
+
+# ============================================================= the closed form
+def _best(tau, sigma, K, coef, window_term, lo, hi, n):
+    """``analytic._best`` on edges all alike (its ``_max_window`` shortcut)."""
+    lo, hi = max(lo, 1), min(hi, n - 1)
+    if lo > hi:
+        return -math.inf
+    u = tau + window_term - K * sigma
+    return coef * sigma + max(lo * u, hi * u)
+
+
+def _extra(tau, sigma, K, n):
+    """``max(0, _max_window(tau - K * s_all, None, 1, n - 2))`` on edges all alike."""
+    u = tau - K * sigma
+    return max(0.0, max(u, (n - 2) * u) if n - 2 >= 1 else -math.inf)
+
+
+def _ring_time(tau, sigma, n, kind, K):
+    """``analytic.ring_time`` on a ring of *n* alike edges, no reduction cost."""
+    if kind in ("rs", "ag"):
+        return _best(tau, sigma, K, n * K - 1, 0.0, 1, n - 1, n)
+    part1 = _best(tau, sigma, K, (2 * n - 1) * K - 1, 0.0, 1, n - 1, n) - 0.0
+    part2 = _constant_sum(tau, n) + 0.0 * (n - 1) + ((n - 1) * K - 1) * sigma + _extra(tau, sigma, K, n)
+    return max(part1, part2)
+
+
+def _outer_times(tau, sigma, n, K):
+    """``analytic.outer_ring_times`` on a ring of *n* alike edges, no reduction cost."""
+    A = _best(tau, sigma, K, (2 * n - 1) * K - 1, 0.0, 1, n - 1, n)
+    B1 = _best(tau, sigma, K, 2 * n * K - 2, 0.0, 2, n - 1, n) - 0.0
+    B2 = _constant_sum(tau, n) + 0.0 * (n - 1) + (n * K - 2) * sigma + _extra(tau, sigma, K, n)
+    return A, max(B1, B2)
+
+
+def _closed_form(passes, dims, S, K, inv_bw, lat):
+    """``analytic.plan_time`` of the passes (one half: ``_half_time``), edges all alike."""
+    def figures(f, a):
+        n = dims[a]
+        piece = f * S / n / K
+        return inv_bw * piece + lat, inv_bw * piece, n
+
+    kinds = [k for k, _, _ in passes]
+    if "ar" not in kinds:
+        total = 0
+        for k, a, f in passes:
+            tau, sigma, n = figures(f, a)
+            total = total + max(0.0, _ring_time(tau, sigma, n, k, K))
+        return max(total, 0.0)
+    m = kinds.index("ar")
+    tau, sigma, n = figures(passes[m][2], passes[m][1])
+    inner = max(0.0, _ring_time(tau, sigma, n, "ar", K))
+    for _, a, f in passes[:m][::-1]:
+        tau, sigma, n = figures(f, a)
+        A, B = _outer_times(tau, sigma, n, K)
+        A, B = max(0.0, A), max(0.0, B)
+        inner = max(A, inner + B)
+    return max(inner, 0.0)
+
+
+# ======================================================== numpy's summation
+def pairwise_sum(value_at, n, period):
+    """``float(numpy.sum(x))`` of the ``n`` floats ``x[i] = value_at(i % period)``, bit for bit:
+    numpy's pairwise summation (blocks of at most 128 summed in eight interleaved partial sums,
+    split in halves above that), memoized by (offset mod period, length) so that a periodic
+    array of any length costs a few dozen additions."""
+    @lru_cache(maxsize=None)
+    def block(offset, m):
+        if m < 8:
+            res = 0.0
+            for i in range(m):
+                res += value_at((offset + i) % period)
+            return res
+        if m <= 128:
+            r = [value_at((offset + j) % period) for j in range(8)]
+            i = 8
+            while i < m - m % 8:
+                for j in range(8):
+                    r[j] += value_at((offset + i + j) % period)
+                i += 8
+            res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+            while i < m:
+                res += value_at((offset + i) % period)
+                i += 1
+            return res
+        m2 = m // 2
+        m2 -= m2 % 8
+        return block(offset, m2) + block((offset + m2) % period, m - m2)
+
+    return block(0, n)
+
+
+def _constant_sum(x, n):
+    """``numpy.sum`` of *n* copies of *x*."""
+    return pairwise_sum(lambda i: x, n, 1)
+
+
+# ==================================================================== the run
+def run(dims, link_Bps, hop_latency_s, op, algorithm, nbytes, *, axis=None, bidirectional=False, chunks=1):
+    """The collective on the uniform torus *dims* (every axis wrapped, one replica a chip, every
+    link *link_Bps* and *hop_latency_s*), or ``None`` where this module does not apply.
+
+    *axis*: ``None`` for the whole slice, else the axis group. Returns a dict of ``group_size``,
+    ``time_s`` (the fast engine's), ``analytic_time_s``, ``exact``, ``events``,
+    ``max_link_bytes`` and ``total_link_bytes`` (over the ICI link slots), each equal to the
+    general path's to the last bit. Either routing: every edge here is one hop, where
+    cut-through and store-and-forward are the same recurrence."""
+    kind = KINDS.get(op)
+    if kind is None or algorithm not in LINE_ALGORITHMS or isinstance(chunks, bool) or chunks < 1:
+        return None
+    if axis is not None and not (0 <= axis < len(dims) and dims[axis] > 1):
+        return None
+    directions = 2 if (bidirectional or algorithm == "bidir-ring") else 1
+    passes = _passes(dims, kind, algorithm, axis, directions)
+    if passes is None:
+        return None
+    S = float(nbytes)
+    K = int(chunks)
+    inv_bw = 1.0 / link_Bps  # the engines' seconds per byte of a link
+    chips = math.prod(dims)
+    ready = 0.0
+    free = {}   # (axis, direction) -> free time of every such link
+    carried = {}  # (axis, direction) -> bytes every such link carried
+    events = 0
+    for k, a, f in passes:
+        n = dims[a]
+        piece = f * S / n / K
+        nsteps = 2 * (n - 1) if k == "ar" else n - 1
+        done = None
+        for d in range(directions):
+            t, free[a, d] = _member_pass(ready, free.get((a, d), 0.0), inv_bw * piece, hop_latency_s, nsteps, K)
+            done = t if done is None else max(done, t)
+            events += nsteps * K * chips  # every chip sends on one edge of one ring per direction
+            carried[a, d] = carried.get((a, d), 0.0) + nsteps * piece * K
+        ready = done
+    ndim = len(dims)
+    slot = [carried.get((i // 2, i % 2), 0.0) for i in range(2 * ndim)]  # a chip's links: (axis, +/-)
+    return {
+        "group_size": chips if axis is None else dims[axis],
+        "time_s": ready,
+        "analytic_time_s": _closed_form(passes, dims, S, K, inv_bw, hop_latency_s),
+        "exact": True,  # one stream per link, rings alike: analytic.is_exact's conditions
+        "events": events,
+        "max_link_bytes": max(slot),
+        "total_link_bytes": pairwise_sum(slot.__getitem__, chips * 2 * ndim, 2 * ndim),
+    }
