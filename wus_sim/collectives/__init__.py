@@ -13,7 +13,7 @@ time, contended or not), :mod:`.api` (the entry points below). Importing the pac
 no SimPy.
 """
 
-from importlib import import_module
+from ..inputs.lazy_names import lazy_names
 
 # The names load their module on first use (PEP 562), as the package wus_sim's do: importing
 # one light module of this package (``uniform_torus``, which ``wus-sim collective`` runs
@@ -25,15 +25,4 @@ _LAZY = {"ENGINES": "api", "CollectiveResult": "api", "analytic_time": "api", "c
 __all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective",
            "analytic_time", "collective_time", "collective_times", "clear_caches", "phase_times"]
 
-
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -33,11 +33,9 @@ import math
 from functools import lru_cache
 
 from ..inputs.units import GB
+from .pass_order import KINDS, pass_order
 
-__all__ = ["KINDS", "LINE_ALGORITHMS", "run", "bandwidths", "pairwise_sum"]
-
-KINDS = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
-"""Op -> pass kind, as :mod:`wus_sim.collectives.plan` names them."""
+__all__ = ["LINE_ALGORITHMS", "run", "bandwidths", "pairwise_sum"]
 
 LINE_ALGORITHMS = ("ring", "bidir-ring", "2d")
 """Algorithms run here (``ring`` and ``bidir-ring`` only over one active axis or an axis group:
@@ -69,12 +67,7 @@ def _passes(dims, kind, algorithm, axis, directions):
     for a in axes:
         levels.append((a, frac / directions))
         frac /= dims[a]
-    if kind == "rs":
-        return [("rs", a, f) for a, f in levels]
-    if kind == "ag":
-        return [("ag", a, f) for a, f in levels][::-1]
-    a, f = levels[-1]
-    return [("rs", a, f) for a, f in levels[:-1]] + [("ar", a, f)] + [("ag", a, f) for a, f in levels[:-1]][::-1]
+    return [(k, *levels[i]) for k, i in pass_order(kind, len(levels))]
 
 
 # =============================================================== the recurrence
