@@ -48,6 +48,10 @@ COMMANDS = [
      "--hop-latency-us", ".5", "--json", "--group", "z"],
     ["-t", "torus:256x256", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB", "--link-GBps", "100",
      "--hop-latency-us", "1", "--json"],
+    ["-t", "torus:16x8", "--op", "all-reduce", "--algorithm", "ring", "--size", "64MiB", "--link-GBps", "100",
+     "--hop-latency-us", "1", "--json"],                          # the whole-slice snake ring
+    ["-t", "torus:3x5x3", "--op", "reduce-scatter", "--algorithm", "bidir-ring", "--size", "1GiB", "--link-GBps",
+     "45", "--hop-latency-us", "0.7", "--json", "--chunks", "2"],
 ]
 
 
