@@ -1,7 +1,8 @@
-"""``wus-sim collective ... --json`` on a uniform torus answered before numpy loads
-(wus_sim.cli.collective_lean): the same document as the full command, key for key and bit for bit
-but wall_s; every other command line left to the full command; and, in a fresh interpreter, no
-numpy, YAML, pandas, SimPy or argparse imported on that path."""
+"""``wus-sim collective`` on a uniform torus answered before numpy loads
+(wus_sim.cli.collective_lean): the same JSON document as the full command, key for key and bit for
+bit but wall_s, and the same table but the wall time; every other command line left to the full
+command; and, in a fresh interpreter, no numpy, YAML, pandas, SimPy or argparse imported on that
+path."""
 
 import json
 import os
@@ -66,8 +67,24 @@ def test_the_same_document_as_the_full_command(capsys, monkeypatch, words):
     assert lean.split('"wall_s"')[1].split(",", 1)[1] == full.split('"wall_s"')[1].split(",", 1)[1]
 
 
+@pytest.mark.parametrize("words", [c for c in COMMANDS if "256x256" not in c[1]], ids=lambda w: " ".join(w))
+def test_the_same_table_as_the_full_command(capsys, monkeypatch, words):
+    words = [w for w in words if w != "--json"]
+    assert collective_lean._request(words) is not None
+    lean, full = _both(capsys, monkeypatch, words)
+    engine = [i for i, line in enumerate(full.splitlines()) if line.startswith("engine ")]
+    assert len(engine) == 1 and lean.splitlines()[engine[0]].split(" in ")[0] == full.splitlines()[engine[0]].split(" in ")[0]
+    assert [l for i, l in enumerate(lean.splitlines()) if i != engine[0]] == \
+        [l for i, l in enumerate(full.splitlines()) if i != engine[0]]
+
+
+def test_names_it_keeps_are_the_plans():
+    from wus_sim.collectives import EXCHANGE_ALGORITHMS
+
+    assert collective_lean._EXCHANGE_ALGORITHMS == EXCHANGE_ALGORITHMS
+
+
 @pytest.mark.parametrize("words", [
-    BENCH[:-1],                                                   # text output
     [w if w != "--op" else "--op=all-reduce" for w in BENCH],     # --op=VALUE
     BENCH + ["--json"],                                           # an option twice
     ["torus:32x32"] + BENCH[2:],                                  # the positional topology
@@ -139,6 +156,8 @@ def test_the_lean_path_imports_no_numpy_yaml_pandas_simpy_or_argparse():
     names, stdout = _imported(["collective", *BENCH])
     assert "wus_sim" in names and json.loads(stdout)["engine"] == "fast"
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
-    # the check can fail: the full command (text output) imports numpy and argparse
-    names, _ = _imported(["collective", *BENCH[:-1]])
+    names, stdout = _imported(["collective", *BENCH[:-1]])  # the table
+    assert not names & set(HEAVY) and "fast: 126976 message hops" in stdout
+    # the check can fail: the full command (a mesh) imports numpy and argparse
+    names, _ = _imported(["collective", *[w if w != "torus:32x32" else "mesh:8x8" for w in BENCH]])
     assert {"numpy", "argparse"} <= names

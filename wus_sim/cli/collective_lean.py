@@ -1,30 +1,32 @@
-"""``wus-sim collective ... --json`` on a uniform torus, before numpy, YAML or argparse load.
+"""``wus-sim collective`` on a uniform torus, before numpy, YAML or argparse load.
 
 Most of a short command's time is imports (numpy alone is ~0.1 s; see docs/speed.md). When the
 command line asks for a collective that :mod:`wus_sim.collectives.uniform_torus` runs in plain
 Python (an inline ``torus:...`` slice with both ``--link-GBps`` and ``--hop-latency-us`` given,
 so no chip file is read; a ring, bidir-ring or 2d algorithm over the slice or one axis; no
 faults, no reduction cost), :func:`run` answers it here and prints the same JSON document as
-:mod:`wus_sim.cli.collective`, key for key and bit for bit (but ``wall_s``).
+:mod:`wus_sim.cli.collective` (key for key and bit for bit but ``wall_s``), or the same table
+(:func:`print_text`, which both paths print with; but the wall time).
 
 Anything else, including anything unusual on the command line (an option written
-``--op=...``, an abbreviation, an option twice, ``--help``, a value out of range, text output),
-returns ``None`` and the full command runs: it parses, checks and explains errors. So this
-module accepts a strict subset of what the full parser accepts and never reports an error
-itself. ``tests/cli/test_collective_lean.py`` runs both paths on the same command lines.
+``--op=...``, an abbreviation, an option twice, ``--help``, a value out of range), returns
+``None`` and the full command runs: it parses, checks and explains errors. So this module
+accepts a strict subset of what the full parser accepts and never reports an error itself.
+``tests/cli/test_collective_lean.py`` runs both paths on the same command lines.
 """
 
 import math
 import os
 import re
 import time
+from types import SimpleNamespace
 
 from ..hardware.routings import DEFAULT_ROUTING, ROUTINGS
 from ..inputs.errors import WusError
 from ..inputs.limits import MAX_CHIPS, MAX_CHUNKS, MAX_REPLICAS, MAX_SIZE_BYTES, RATE_RANGES
 from ..inputs.units import GB, US
 
-__all__ = ["COLLECTIVE_JSON_SCHEMA_VERSION", "run", "HOP_LATENCY_US_MAX", "TOPOLOGY_PATH_ENV"]
+__all__ = ["COLLECTIVE_JSON_SCHEMA_VERSION", "run", "print_text", "HOP_LATENCY_US_MAX", "TOPOLOGY_PATH_ENV"]
 
 COLLECTIVE_JSON_SCHEMA_VERSION = 1
 """Version of ``collective --json``'s shape; its schema is ``wus_sim/schemas/collective.v{N}.json``."""
@@ -81,7 +83,7 @@ def _request(words):
     :func:`wus_sim.collectives.uniform_torus.run` plus the record's own fields; ``None`` where the
     full command must run."""
     o = _options(words)
-    if o is None or not o.get("json") or os.environ.get(TOPOLOGY_PATH_ENV):
+    if o is None or os.environ.get(TOPOLOGY_PATH_ENV):
         return None
     if any(o.get(k) is None for k in ("topology", "op", "algorithm", "size", "link_GBps", "hop_latency_us")):
         return None
@@ -110,7 +112,8 @@ def _request(words):
         return None
     return {"topology": o["topology"], "dims": dims, "link_Bps": link_GBps * GB, "hop_latency_s": hop_latency_us * US,
             "op": o["op"], "algorithm": o["algorithm"], "nbytes": nbytes, "axis": axis,
-            "bidirectional": o.get("bidirectional", False), "chunks": chunks, "routing": routing, "group": group}
+            "bidirectional": o.get("bidirectional", False), "chunks": chunks, "routing": routing, "group": group,
+            "json": o.get("json", False)}
 
 
 def _num(x):
@@ -142,7 +145,83 @@ def run(words):
         "total_link_bytes": _num(r["total_link_bytes"]),
         "group": q["group"], "failed_links": "", "slow_links": "", "multislice": None,
     }
+    if not q["json"]:
+        topo = SimpleNamespace(name=q["topology"], shape_str="x".join(map(str, q["dims"])), cores_per_chip=1,
+                               axis_link_Bps=(q["link_Bps"],) * len(q["dims"]), hop_latency_s=q["hop_latency_s"],
+                               wrap=(True,) * len(q["dims"]))
+        result = SimpleNamespace(**record, reduce_Bps=None)
+        print_text(result, topo, group=q["group"], topology_text=q["topology"], record=record)
+        return 0
     from ..inputs.strict_json import dumps_strict
 
     print(dumps_strict(record))
     return 0
+
+
+_EXCHANGE_ALGORITHMS = ("halving-doubling", "recursive-doubling")
+"""``collectives.plan.EXCHANGE_ALGORITHMS`` (the tests check they agree), without numpy."""
+
+
+def print_text(r, topo, *, group, topology_text, record, slices=None, slow_factor=None):
+    """The table ``wus-sim collective`` prints without ``--json``, of both paths: *r* a
+    :class:`~wus_sim.collectives.api.CollectiveResult` (or the same attributes), *topo* the slice
+    (its name, shape_str, cores_per_chip, axis_link_Bps, hop_latency_s, wrap), *group* and
+    *topology_text* as given, *record* the JSON record (its cable lists), *slices* of a
+    multislice, *slow_factor* the ``--slow-links`` factor as written."""
+    from ..inputs.units import format_bytes, format_time
+
+    rows = [
+        ("topology", f"{topo.name} ({topo.shape_str}, {topo.cores_per_chip} core(s)/chip, "
+                     f"{', '.join(f'{b / GB:g}' for b in topo.axis_link_Bps)} GB/s links, "
+                     f"{topo.hop_latency_s / US:g} us/hop)"),
+        ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else _one_way(r.algorithm, topo))
+         + (f", {r.chunks} chunks" if r.chunks > 1 else "")
+         + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
+         + (f", {r.routing} routing" if r.routing != DEFAULT_ROUTING else "")),
+        ("group", f"{group}: {r.group_size} replicas"
+                  + (f" of one of its {slices} slices (ICI only: the data-center network phases "
+                     "between slices are in wus-sim step)" if slices is not None else "")),
+        *([("failed cables", record["failed_links"])] if record["failed_links"] else []),
+        *([("slow cables", f"{record['slow_links']} (bandwidth / {slow_factor})")] if record["slow_links"] else []),
+        ("size S", f"{format_bytes(r.nbytes)} ({int(r.nbytes)} B) per replica"),
+        ("time", format_time(r.time_s)),
+        ("closed form", format_time(r.analytic_time_s) + _closed_form_note(r)),
+        ("algbw", f"{r.algbw_GBps:.4g} GB/s"),
+        ("busbw", f"{r.busbw_GBps:.4g} GB/s"),
+        ("engine", f"{r.engine}: {r.events} message hops in {format_time(r.wall_s)} wall"),
+        # what the time was checked against, so that it is not read as a measurement
+        ("checked", "against the closed form only: link and hop figures come from datasheets and "
+                    "assumptions (sources: wus-sim describe topology " + _quote(topology_text) + "), not from "
+                    "measured collectives; whole steps are checked against measured runs (wus-sim validate)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+def _one_way(algorithm, topo):
+    """Say so when a ring algorithm runs one direction: ``step`` and experiments run both
+    directions of each link by default (docs/validation.md, "Defaults from evidence"), so the same
+    collective there takes less time than here."""
+    if algorithm in _EXCHANGE_ALGORITHMS or algorithm == "bidir-ring":
+        return ""  # pairwise exchanges have no ring direction; bidir-ring is both by name
+    if algorithm in ("2d", "2d-split") and not any(topo.wrap):
+        return ""  # every axis a mesh: each keeps its folded ring, which uses both directions already
+    return ", one direction (steps run both by default; --bidirectional to match)"
+
+
+def _closed_form_note(r):
+    if r.exact:
+        return " (exact for this schedule)"
+    if math.isclose(r.time_s, r.analytic_time_s, rel_tol=1e-9):
+        return " (uncontended estimate; the same as the time here)"
+    if r.time_s > r.analytic_time_s:
+        return " (uncontended estimate; a lower bound here)"
+    # with detours or slow links the estimate takes each pass's slowest ring: not a bound
+    return " (uncontended estimate of the slowest ring per pass; above the time here)"
+
+
+def _quote(text):
+    import shlex
+
+    return shlex.quote(text)
