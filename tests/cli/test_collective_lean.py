@@ -16,7 +16,7 @@ from wus_sim.cli import collective_lean, main
 
 BENCH = ["-t", "torus:32x32", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB", "--link-GBps", "100",
          "--hop-latency-us", "1", "--json"]
-HEAVY = ("numpy", "yaml", "pandas", "simpy", "argparse", "matplotlib", "scipy")
+HEAVY = ("numpy", "yaml", "pandas", "simpy", "argparse", "matplotlib", "scipy", "json")
 
 
 def _both(capsys, monkeypatch, words):
@@ -76,6 +76,22 @@ def test_the_same_table_as_the_full_command(capsys, monkeypatch, words):
     assert len(engine) == 1 and lean.splitlines()[engine[0]].split(" in ")[0] == full.splitlines()[engine[0]].split(" in ")[0]
     assert [l for i, l in enumerate(lean.splitlines()) if i != engine[0]] == \
         [l for i, l in enumerate(full.splitlines()) if i != engine[0]]
+
+
+@pytest.mark.parametrize("value", [None, True, False, 0, -3, 2**70, 0.1, 1e-300, 5e-324, 1.7976931348623157e308, 2.0**53,
+                                   -0.0, "", "torus:32x32", "all-reduce", "a\"b", "é", "\n", float("inf"), [1]])
+def test_its_json_writer_is_dumps_strict(value):
+    from wus_sim.inputs.errors import ConfigError
+    from wus_sim.inputs.strict_json import dumps_strict
+
+    record = {"schema_version": 1, "key_b": value, "z": "x"}
+    try:
+        expected = dumps_strict(record)
+    except ConfigError:
+        with pytest.raises(ConfigError):
+            collective_lean._flat_json(record)
+        return
+    assert collective_lean._flat_json(record) == expected
 
 
 def test_names_it_keeps_are_the_plans():

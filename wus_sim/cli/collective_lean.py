@@ -17,7 +17,6 @@ accepts a strict subset of what the full parser accepts and never reports an err
 
 import math
 import os
-import re
 import time
 from types import SimpleNamespace
 
@@ -44,9 +43,22 @@ _VALUED = {"-t": "topology", "--topology": "topology", "--op": "op", "--algorith
 _FLAGS = {"--json": ("json", True), "--no-json": ("json", False),
           "--bidirectional": ("bidirectional", True), "--no-bidirectional": ("bidirectional", False),
           "--no-reduce": ("reduce", False)}
-_TORUS = re.compile(r"torus:([0-9]{1,6}(?:x[0-9]{1,6}){0,2})")
-_DIGITS = re.compile(r"[0-9]{1,4}")
-_NUMBER = re.compile(r"[0-9]{1,9}(?:\.[0-9]{0,9})?(?:[eE][+-]?[0-9]{1,2})?|\.[0-9]{1,9}(?:[eE][+-]?[0-9]{1,2})?")
+# (plain string tests, no regular expressions: compiling three took longer than the simulation)
+
+
+def _digits(text, most):
+    """*text* is 1 to *most* ASCII digits."""
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
+
+
+def _torus(text):
+    """The dims of ``torus:AxB(xC)`` written plainly (1 to 3 axes of 1 to 6 digits), else ``None``."""
+    if not text.startswith("torus:"):
+        return None
+    parts = text[len("torus:"):].split("x")
+    if not 1 <= len(parts) <= 3 or not all(_digits(p, 6) for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def _options(words):
@@ -71,8 +83,13 @@ def _options(words):
 
 
 def _number(text, least, most):
-    """*text* as a float if it is a plain decimal number in ``[least, most]``, else ``None``."""
-    if not _NUMBER.fullmatch(text):
+    """*text* as a float if it is a plain decimal number (digits, one point, an exponent of one
+    or two digits) in ``[least, most]``, else ``None``."""
+    mantissa, e, exponent = text.replace("E", "e").partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    if not (_digits(whole + fraction, 18) and len(whole) <= 9 and len(fraction) <= 9):
+        return None
+    if e and not _digits(exponent[1:] if exponent[:1] in "+-" else exponent, 2):
         return None
     x = float(text)
     return x if least <= x <= most else None
@@ -87,15 +104,12 @@ def _request(words):
         return None
     if any(o.get(k) is None for k in ("topology", "op", "algorithm", "size", "link_GBps", "hop_latency_us")):
         return None
-    m = _TORUS.fullmatch(o["topology"])
-    if not m:
-        return None
-    dims = tuple(int(d) for d in m.group(1).split("x"))
-    if min(dims) < 1 or math.prod(dims) > min(MAX_CHIPS, MAX_REPLICAS):
+    dims = _torus(o["topology"])
+    if dims is None or min(dims) < 1 or math.prod(dims) > min(MAX_CHIPS, MAX_REPLICAS):
         return None
     link_GBps = _number(o["link_GBps"], *RATE_RANGES["link_GBps"][:2])
     hop_latency_us = _number(o["hop_latency_us"], 0.0, HOP_LATENCY_US_MAX)
-    chunks = int(o.get("chunks", "1")) if _DIGITS.fullmatch(o.get("chunks", "1")) else 0
+    chunks = int(o.get("chunks", "1")) if _digits(o.get("chunks", "1"), 4) else 0
     routing = o.get("routing", DEFAULT_ROUTING)
     group = o.get("group", "all")
     axis = None if group == "all" else {"x": 0, "y": 1, "z": 2}.get(group)
@@ -152,10 +166,34 @@ def run(words):
         result = SimpleNamespace(**record, reduce_Bps=None)
         print_text(result, topo, group=q["group"], topology_text=q["topology"], record=record)
         return 0
-    from ..inputs.strict_json import dumps_strict
-
-    print(dumps_strict(record))
+    print(_flat_json(record))
     return 0
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789:-_")
+
+
+def _flat_json(record):
+    """``dumps_strict(record)`` of this flat record, written here: importing the ``json`` package
+    (its decoder and scanner compile regular expressions) costs more than the simulation. Every
+    value here is None, a bool, an int, a finite float (``repr``, as ``json`` writes it) or a
+    name of plain characters (nothing to escape); anything else goes to ``dumps_strict``."""
+    parts = []
+    for key, value in record.items():
+        if value is None:
+            text = "null"
+        elif value is True or value is False:
+            text = "true" if value else "false"
+        elif type(value) is int or (type(value) is float and math.isfinite(value)):
+            text = repr(value)
+        elif type(value) is str and _PLAIN.issuperset(value):
+            text = f'"{value}"'
+        else:
+            from ..inputs.strict_json import dumps_strict
+
+            return dumps_strict(record)
+        parts.append(f'"{key}": {text}')
+    return "{" + ", ".join(parts) + "}"
 
 
 _EXCHANGE_ALGORITHMS = ("halving-doubling", "recursive-doubling")
