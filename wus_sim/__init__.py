@@ -15,9 +15,8 @@ The guide is docs/api.md (its examples run in the tests, and its reference is
 generated from these docstrings); the input formats are in ``docs/formats/``.
 """
 
-from importlib import import_module
-
 from .inputs.errors import ConfigError, InfeasibleError, UnknownNameError, WusError
+from .inputs.lazy_names import lazy_names
 
 __version__ = "0.1.0"
 
@@ -42,15 +41,4 @@ _LAZY = {
 
 __all__ = ["WusError", "ConfigError", "InfeasibleError", "UnknownNameError", *_LAZY]
 
-
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wus_sim' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -134,3 +134,22 @@ def test_out_writes_the_json_document(tmp_path, capsys):
     assert "ring all-reduce" in capsys.readouterr().out  # the table still goes to stdout
     assert main(["bench", "--quick", "--case", "ring", "--repeat", "1", "--out", str(tmp_path / "no" / "x")]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_whole_commands_run_the_script_installed_beside_the_interpreter(tmp_path, monkeypatch):
+    """Not a shim on PATH, not python -m (unless no script is installed there); the interpreter's
+    floor is timed beside them."""
+    import sys
+
+    from wus_sim.bench.builders import installed_command
+
+    python = tmp_path / "python3"
+    monkeypatch.setattr(sys, "executable", str(python))
+    assert installed_command() == [str(python), "-m", "wus_sim"]
+    script = tmp_path / "wus-sim"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    assert installed_command() == [str(script)]
+    names = [c.name for c in bench.CASES.values() if c.full]
+    floor = [n for n in names if n.startswith("python -S -c pass") or n.startswith("python -c pass")]
+    assert len(floor) == 2 and names.index(floor[-1]) < names.index("wus-sim --version (whole command)")

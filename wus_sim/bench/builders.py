@@ -11,7 +11,8 @@ from typing import Callable, NamedTuple
 
 from ..inputs.units import format_bytes
 
-__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "mesh_case",
+__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "interpreter_case",
+           "installed_command", "mesh_case",
            "step_case", "point_case", "experiment_case", "Unavailable"]
 
 
@@ -97,13 +98,27 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
     return BenchCase(name, engine, setup, run, quick=quick, full=full, problem=problem)
 
 
+def installed_command():
+    """The ``wus-sim`` command to time: the console script installed beside this interpreter
+    (``sys.executable``'s bin folder), as a user runs it, not a shim on ``PATH`` (pyenv's is a
+    shell script that costs more than the command) nor ``python -m wus_sim``; the latter only
+    where no script is installed there. The figures then include the script's own start-up."""
+    folder = os.path.dirname(sys.executable)
+    for name in ("wus-sim", "wus-sim.exe"):
+        script = os.path.join(folder, name)
+        if os.path.isfile(script) and os.access(script, os.X_OK):
+            return [script]
+    return [sys.executable, "-m", "wus_sim"]
+
+
 def cli_case(name, argv, *, quick=False, full=True, problem=""):
     """A case timing a whole ``wus-sim ...`` command in a fresh interpreter (imports
-    included); *argv* includes ``--json`` so the simulated time can be read back, or is a
-    command that prints no JSON (``--version``: no simulated time, no events)."""
+    included; :func:`installed_command`); *argv* includes ``--json`` so the simulated time can
+    be read back, or is a command that prints no JSON (``--version``: no simulated time, no
+    events)."""
 
     def run(_):
-        out = subprocess.run([sys.executable, "-m", "wus_sim", *argv], capture_output=True, text=True)
+        out = subprocess.run([*installed_command(), *argv], capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"wus-sim {' '.join(argv)} failed: {out.stderr.strip()}")
         if "--json" not in argv:
@@ -112,6 +127,19 @@ def cli_case(name, argv, *, quick=False, full=True, problem=""):
         return Measurement(float(doc["time_s"]), int(doc.get("events", 0)))
 
     return BenchCase(name, "cli", lambda: None, run, quick=quick, full=full, problem=problem, measure_memory=False)
+
+
+def interpreter_case(name, flags, *, quick=False, full=True):
+    """A case timing this interpreter doing nothing (``python FLAGS -c pass``): the floor under
+    every whole-command case, which no command of wus-sim's can go below. With ``-S`` (no
+    ``site``) it is the interpreter alone; without, what the environment's ``site`` adds
+    (its ``.pth`` files: an editable install's path finder, packages' start-up hooks)."""
+
+    def run(_):
+        subprocess.run([sys.executable, *flags, "-c", "pass"], check=True)
+        return Measurement(None, 0)
+
+    return BenchCase(name, "python", lambda: None, run, quick=quick, full=full, measure_memory=False)
 
 
 def step_case(name, workload, topology, optimizer=None, *, strategies=("replicated", "sharded"), quick=False,

@@ -4,8 +4,8 @@ means is in docs/speed.md)."""
 
 import os
 
-from .builders import (cli_case, collective_case, collective_problem, experiment_case, mesh_case, point_case, register,
-                             step_case)
+from .builders import (cli_case, collective_case, collective_problem, experiment_case, interpreter_case, mesh_case,
+                       point_case, register, step_case)
 from ..inputs.shipped import shipped_dir
 from ..inputs.units import MiB
 
@@ -72,7 +72,10 @@ register(collective_case("halving-doubling all-reduce 64MiB torus:32x32 (window 
 register(collective_case("ring all-reduce 64MiB torus:32x32", "torus:32x32", "all-reduce", "ring", _S))
 register(collective_case("2d all-reduce 64MiB tpu-v3-2048 (api, engine auto)", "tpu-v3-2048", "all-reduce",
                          "2d", _S, engine="auto"))
-# issue 34: start-up of short commands (a fresh interpreter each run: Python, numpy, wus-sim)
+# issue 34: start-up of short commands (a fresh interpreter each run: Python, numpy, wus-sim), beside
+# the interpreter's own floor, which no command goes below (what is wus-sim's is the difference)
+register(interpreter_case("python -S -c pass (the interpreter alone)", ["-S"]))
+register(interpreter_case("python -c pass (the interpreter and its site: the floor of every command)", []))
 register(cli_case("wus-sim --version (whole command)", ["--version"]))
 register(cli_case("wus-sim collective torus:32x32 2d all-reduce 64MiB (whole command)",
                   ["collective", "-t", "torus:32x32", "--op", "all-reduce", "--algorithm", "2d", "--size", "64MiB",

@@ -71,12 +71,14 @@ def main(argv=None):
         raise SystemExit(0)  # as argparse's version action does
     try:
         try:
-            parser = build_parser(_command_of(words))
-            args, extras = parser.parse_known_args(argv)
-            command = args.command
-            if extras:
-                _unrecognized(parser, args.command, extras)
-            code = _run(args)
+            code = _lean(words)
+            if code is None:
+                parser = build_parser(_command_of(words))
+                args, extras = parser.parse_known_args(argv)
+                command = args.command
+                if extras:
+                    _unrecognized(parser, args.command, extras)
+                code = _run(args)
         finally:
             _flush_stdout()
     except KeyboardInterrupt:
@@ -113,6 +115,17 @@ def _one_blas_thread():
     if "numpy" not in sys.modules:
         for name in BLAS_THREAD_VARIABLES:
             os.environ.setdefault(name, "1")
+
+
+def _lean(words):
+    """``wus-sim collective ... --json`` on a uniform torus answered before numpy, YAML and the
+    parser load (:mod:`wus_sim.cli.collective_lean`): its exit code, or ``None`` for every other
+    command line, which the full parser then handles."""
+    if words[:1] != ["collective"]:
+        return None
+    from .collective_lean import run
+
+    return run(words[1:])
 
 
 def _command_of(words):

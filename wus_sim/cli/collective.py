@@ -2,20 +2,18 @@
 
 Only argparse and the point-parameter table (its defaults) are imported at module level;
 the topology, the collective API
-and (when the SimPy engine runs) SimPy load inside :func:`run`.
+and (when the SimPy engine runs) SimPy load inside :func:`run`. A uniform torus is answered
+before this module loads (:mod:`wus_sim.cli.collective_lean`, whose table printer this module
+shares).
 """
 
-import math
-
 from ..inputs.strict_json import dumps_strict
-from ..hardware.network import DEFAULT_ROUTING
 from ..training.params import default_of
+from .collective_lean import COLLECTIVE_JSON_SCHEMA_VERSION, print_text  # the lean path writes them too
 from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
 
 __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
 
-COLLECTIVE_JSON_SCHEMA_VERSION = 1
-"""Version of ``collective --json``'s shape; its schema is ``wus_sim/schemas/collective.v{N}.json``."""
 
 # copies of wus_sim.collectives.OPS / ALGORITHMS for the help text, so that building the
 # parser imports no numpy (tests/cli/test_cli_collective.py checks they match)
@@ -100,7 +98,7 @@ def _topology(args):
 def run(args):
     from ..collectives import simulate_collective
     from ..inputs.errors import ConfigError
-    from ..inputs.units import GB, US, format_bytes, format_time, parse_size
+    from ..inputs.units import parse_size
 
     args.topology = _topology(args)
 
@@ -135,62 +133,7 @@ def run(args):
     if args.json:
         print(dumps_strict(record))
         return 0
-    rows = [
-        ("topology", f"{topo.name} ({topo.shape_str}, {topo.cores_per_chip} core(s)/chip, "
-                     f"{', '.join(f'{b / GB:g}' for b in topo.axis_link_Bps)} GB/s links, "
-                     f"{topo.hop_latency_s / US:g} us/hop)"),
-        ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else _one_way(r.algorithm, topo))
-         + (f", {r.chunks} chunks" if r.chunks > 1 else "")
-         + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
-         + (f", {r.routing} routing" if r.routing != DEFAULT_ROUTING else "")),
-        ("group", f"{args.group}: {r.group_size} replicas"
-                  + (f" of one of its {multislice.slices} slices (ICI only: the data-center network phases "
-                     "between slices are in wus-sim step)" if multislice is not None else "")),
-        *([("failed cables", record["failed_links"])] if topo.failed_links else []),
-        *([("slow cables", f"{record['slow_links']} (bandwidth / {args.slow_links.rpartition(':')[2]})")]
-          if slow else []),
-        ("size S", f"{format_bytes(r.nbytes)} ({int(r.nbytes)} B) per replica"),
-        ("time", format_time(r.time_s)),
-        ("closed form", format_time(r.analytic_time_s) + _closed_form_note(r)),
-        ("algbw", f"{r.algbw_GBps:.4g} GB/s"),
-        ("busbw", f"{r.busbw_GBps:.4g} GB/s"),
-        ("engine", f"{r.engine}: {r.events} message hops in {format_time(r.wall_s)} wall"),
-        # what the time was checked against, so that it is not read as a measurement
-        ("checked", "against the closed form only: link and hop figures come from datasheets and "
-                    "assumptions (sources: wus-sim describe topology " + _quote(args.topology) + "), not from "
-                    "measured collectives; whole steps are checked against measured runs (wus-sim validate)"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_text(r, topo, group=args.group, topology_text=args.topology, record=record,
+               slices=None if multislice is None else multislice.slices,
+               slow_factor=args.slow_links.rpartition(":")[2] if slow else None)
     return 0
-
-
-def _one_way(algorithm, topo):
-    """Say so when a ring algorithm runs one direction: ``step`` and experiments run both
-    directions of each link by default (docs/validation.md, "Defaults from evidence"), so the same
-    collective there takes less time than here."""
-    from ..collectives import EXCHANGE_ALGORITHMS
-
-    if algorithm in EXCHANGE_ALGORITHMS or algorithm == "bidir-ring":
-        return ""  # pairwise exchanges have no ring direction; bidir-ring is both by name
-    if algorithm in ("2d", "2d-split") and not any(topo.wrap):
-        return ""  # every axis a mesh: each keeps its folded ring, which uses both directions already
-    return ", one direction (steps run both by default; --bidirectional to match)"
-
-
-def _closed_form_note(r):
-    if r.exact:
-        return " (exact for this schedule)"
-    if math.isclose(r.time_s, r.analytic_time_s, rel_tol=1e-9):
-        return " (uncontended estimate; the same as the time here)"
-    if r.time_s > r.analytic_time_s:
-        return " (uncontended estimate; a lower bound here)"
-    # with detours or slow links the estimate takes each pass's slowest ring: not a bound
-    return " (uncontended estimate of the slowest ring per pass; above the time here)"
-
-
-def _quote(text):
-    import shlex
-
-    return shlex.quote(text)

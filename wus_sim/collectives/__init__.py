@@ -13,10 +13,16 @@ time, contended or not), :mod:`.api` (the entry points below). Importing the pac
 no SimPy.
 """
 
-from .api import (ENGINES, CollectiveResult, analytic_time, clear_caches, collective_time, collective_times,
-                  simulate_collective)
-from .analytic import phase_times
-from .plan import ALGORITHMS, EXCHANGE_ALGORITHMS, OPS
+from ..inputs.lazy_names import lazy_names
+
+# The names load their module on first use (PEP 562), as the package wus_sim's do: importing
+# one light module of this package (``uniform_torus``, which ``wus-sim collective`` runs
+# before numpy loads) must not import the engines and numpy with it.
+_LAZY = {"ENGINES": "api", "CollectiveResult": "api", "analytic_time": "api", "clear_caches": "api",
+         "collective_time": "api", "collective_times": "api", "simulate_collective": "api",
+         "phase_times": "analytic", "ALGORITHMS": "plan", "EXCHANGE_ALGORITHMS": "plan", "OPS": "plan"}
 
 __all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "ENGINES", "CollectiveResult", "simulate_collective",
            "analytic_time", "collective_time", "collective_times", "clear_caches", "phase_times"]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -42,6 +42,7 @@ from .analytic import is_exact, plan_time
 from .groups import group_key
 from .loads import contention
 from .plan_cache import cached_plan, clear_plan_cache
+from .uniform_torus import bandwidths as _bandwidths
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "collective_times", "clear_caches"]
@@ -168,14 +169,6 @@ def _reduce(reduce_Bps):
         raise ConfigError("must be > 0 bytes/s (or None for no reduction cost)", key_path="reduce_Bps",
                           value=reduce_Bps)
     return float(reduce_Bps)
-
-
-def _bandwidths(op, nbytes, time_s, group_size):
-    algbw = nbytes / time_s / GB if time_s > 0 else math.inf
-    n = group_size
-    factor = (2 * (n - 1) / n) if op == "all-reduce" else ((n - 1) / n)
-    busbw = algbw * factor if math.isfinite(algbw) else (0.0 if n == 1 else math.inf)
-    return algbw, busbw
 
 
 # ================================================================ entry points

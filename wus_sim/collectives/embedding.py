@@ -53,6 +53,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..hardware.network import onchip_link_key, replica_route
+from .snake import slice_ring_coords
 
 __all__ = [
     "RingEmbedding", "line_ring_pattern", "axis_rings", "slice_ring", "slice_ring_order",
@@ -235,56 +236,13 @@ def part_rings(topology, axis, stride, length, reverse=False, alternate=False):
 
 
 # ---------------------------------------------------------------- whole slice
-def _boustrophedon(dims):
-    """Hamiltonian path over a grid (first axis fastest), as a list of coordinate tuples."""
-    seq = [(v,) for v in range(dims[0])]
-    for d in dims[1:]:
-        new = []
-        for v in range(d):
-            part = seq if v % 2 == 0 else seq[::-1]
-            new.extend(p + (v,) for p in part)
-        seq = new
-    return seq
-
-
 def slice_ring_order(topology):
     """Chip ids of the whole-slice ring in ring order.
 
-    See the module docstring for the construction.
+    See the module docstring for the construction (:func:`.snake.slice_ring_coords`).
     """
-    active = active_axes(topology)
-    if len(active) <= 1:
-        raise ValueError("slice_ring_order needs two or more active axes")  # callers use axis_rings
-    dims = topology.dims
-    line = None
-    for a in active:
-        others = [b for b in active if b != a]
-        if int(np.prod([dims[b] for b in others])) % 2 == 0:
-            line = a
-            break
-    if line is None:
-        # every active side odd: the snake then ends at position a-1 of the line, not 1; a
-        # wrapped line axis closes it in one hop (a-1 -> 0 over the wraparound link), so any
-        # torus (C_m x C_n, C_a x C_b x C_c) gets a one-hop cycle
-        line = next((a for a in active if topology.wrap[a]), None)
-    coords = []
-    if line is not None:
-        others = [b for b in active if b != line]
-        path = _boustrophedon([dims[b] for b in others])
-        for j, h in enumerate(path):
-            positions = range(1, dims[line]) if j % 2 == 0 else range(dims[line] - 1, 0, -1)
-            for x in positions:
-                coords.append(((line, x),) + tuple(zip(others, h)))
-        for h in reversed(path):
-            coords.append(((line, 0),) + tuple(zip(others, h)))
-    else:
-        for h in _boustrophedon([dims[b] for b in active]):
-            coords.append(tuple(zip(active, h)))
-    full = np.zeros((len(coords), topology.ndim), dtype=np.int64)
-    for i, c in enumerate(coords):
-        for axis, x in c:
-            full[i, axis] = x
-    return topology.chip_id(full)
+    coords = slice_ring_coords(topology.dims, topology.wrap)
+    return topology.chip_id(np.array(coords, dtype=np.int64).reshape(len(coords), topology.ndim))
 
 
 def _grid_edge(topology, a, b):

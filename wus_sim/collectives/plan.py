@@ -62,6 +62,7 @@ import numpy as np
 from ..inputs.errors import ConfigError, UnknownNameError
 from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, part_rings, sequence_ring, slice_ring
 from .groups import Group, resolve_group
+from .pass_order import KINDS, pass_order
 
 __all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
            "check_op_algorithm"]
@@ -71,7 +72,6 @@ OPS = ("reduce-scatter", "all-gather", "all-reduce")
 ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recursive-doubling")
 """Collective algorithms."""
 
-_KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 _EXCHANGE_PATTERN = {"halving-doubling": "hd", "recursive-doubling": "rd"}
 """Pairwise-exchange algorithms (no ring direction, power-of-two groups) and their pass pattern."""
 EXCHANGE_ALGORITHMS = tuple(_EXCHANGE_PATTERN)
@@ -202,7 +202,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
     """The :class:`CollectivePlan` of a collective (raises ConfigError/UnknownNameError on bad input)."""
     check_op_algorithm(op, algorithm, bidirectional)
     g = resolve_group(topology, group)
-    kind = _KIND[op]
+    kind = KINDS[op]
     bidir = bool(bidirectional) or algorithm == "bidir-ring"
     directions = (False, True) if bidir else (False,)
     c = topology.cores_per_chip
@@ -278,20 +278,8 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
             stream = ("chip", a) if split_separated else ("chip", h, a)
             levels.append((a, rings, frac / len(dirs), stream))
             frac /= topology.dims[a]
-        passes = []
-        last = len(levels) - 1
-        if kind == "rs":
-            passes = [Pass("chip", "rs", "ring", r, f, h, i, s, a) for i, (a, r, f, s) in enumerate(levels)]
-        elif kind == "ag":
-            passes = [Pass("chip", "ag", "ring", r, f, h, i, s, a) for i, (a, r, f, s) in enumerate(levels)][::-1]
-        else:
-            passes = [Pass("chip", "rs", "ring", r, f, h, i, s, a) for i, (a, r, f, s) in enumerate(levels[:-1])]
-            if levels:
-                a, r, f, s = levels[-1]
-                passes.append(Pass("chip", "ar", "ring", r, f, h, last, s, a))
-            passes += [Pass("chip", "ag", "ring", r, f, h, i, s, a)
-                       for i, (a, r, f, s) in enumerate(levels[:-1])][::-1]
-        halves.append(tuple(passes))
+        halves.append(tuple(Pass("chip", k, "ring", levels[i][1], levels[i][2], h, i, levels[i][3], levels[i][0])
+                            for k, i in pass_order(kind, len(levels))))
         level_sizes.append(tuple((len(dirs_of[a]), topology.dims[a]) for a in order))
     return CollectivePlan(topology, op, algorithm, g, bidir, pre=pre, halves=tuple(halves), post=post,
                 level_sizes=tuple(level_sizes), split_time_separated=split_separated)
@@ -331,17 +319,8 @@ def _mesh_plan(topology, op, algorithm, g, kind, directions):
             rings = tuple(part_rings(topology, axis, stride, length, reverse=rev) for rev in dirs)
         levels.append((axis, rings, frac / len(dirs), ("chip", axis, stride)))
         frac /= length
-    last = len(levels) - 1
-    if kind == "rs":
-        passes = [Pass("chip", "rs", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels)]
-    elif kind == "ag":
-        passes = [Pass("chip", "ag", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels)][::-1]
-    else:
-        passes = [Pass("chip", "rs", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels[:-1])]
-        if levels:
-            a, r, f, s = levels[-1]
-            passes.append(Pass("chip", "ar", "ring", r, f, 0, last, s, a))
-        passes += [Pass("chip", "ag", "ring", r, f, 0, i, s, a) for i, (a, r, f, s) in enumerate(levels[:-1])][::-1]
+    passes = [Pass("chip", k, "ring", levels[i][1], levels[i][2], 0, i, levels[i][3], levels[i][0])
+              for k, i in pass_order(kind, len(levels))]
     return CollectivePlan(topology, op, algorithm, g, len(directions) > 1, pre=pre, halves=(tuple(passes),),
                           post=post, level_sizes=(tuple((len(lv[1]), lv[1][0].size) for lv in levels),))
 

@@ -77,6 +77,7 @@ import math
 import numpy as np
 
 from ..inputs.errors import UnknownNameError
+from .routings import DEFAULT_ROUTING, ROUTINGS
 
 __all__ = [
     "ROUTINGS", "DEFAULT_ROUTING", "TIE_QUANTUM_S", "tie_key", "check_routing",
@@ -85,16 +86,7 @@ __all__ = [
 ]
 
 
-ROUTINGS = ("store-and-forward", "cut-through")
-"""Routing modes of the timing model (see the module docstring)."""
-
-DEFAULT_ROUTING = "cut-through"
-"""The routing of every command, step and experiment point unless one says otherwise (the
-engines' own functions and this module's :class:`Network` take store-and-forward, their
-reference mode, unless told). Cut-through: a link moves packets, so a chip forwards a message's head while its tail is
-still arriving; the whole-message store-and-forward of the first releases doubled every
-two-hop edge of a mesh's folded rings, and Google's MLPerf v0.6 Transformer runs on the
-v3-128 to v3-512 meshes ran faster than that allows (docs/validation.md)."""
+# ROUTINGS and DEFAULT_ROUTING live in .routings (no numpy: the lean collective command reads them)
 
 
 TIE_QUANTUM_S = 2.0 ** -40

@@ -1,0 +1,27 @@
+"""Package names that load their module on first use (PEP 562): importing a package then does no
+work, so a short command that needs one light module of it does not pay for the rest (numpy,
+pandas, SimPy)."""
+
+from importlib import import_module
+
+__all__ = ["lazy_names"]
+
+
+def lazy_names(package, table, namespace):
+    """The module-level ``__getattr__`` and ``__dir__`` of *package* (its ``__name__``) whose
+    names *table* maps to their submodule (relative to the package, e.g. ``"api"`` or
+    ``"hardware.topology"``); *namespace* is the package's ``globals()``, where a loaded name
+    is kept so that it is looked up once."""
+
+    def __getattr__(name):
+        module = table.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(f".{module}", package), name)
+        namespace[name] = value
+        return value
+
+    def __dir__():
+        return sorted(set(namespace) | set(table))
+
+    return __getattr__, __dir__
