@@ -23,3 +23,14 @@ def test_import_workload_returns_a_workload_and_can_write_the_file(tmp_path):
     assert as_text(CONFIG).startswith("# Written by wus-sim import-workload")
     run = wus_sim.simulate_strategies(w, "tpu-v3-8", "adamw")
     assert set(run.speedups) == {"sharded"}
+
+
+def test_a_name_with_characters_yaml_refuses_raw_reads_back_as_written(tmp_path):
+    """DEL, the C1 controls (NEL among them), U+FFFE: JSON writes them raw, YAML refuses or folds
+    them; the written file escapes them and reads back with the very name."""
+
+    for name in ("\x7f", "a\x85b", "c\x9dd\ufffe", "é😀\u2028x", "tab\there"):
+        out = tmp_path / "w.yaml"
+        written = wus_sim.import_workload(CONFIG, out=out, name=name)
+        assert written.name == name and load_workload(str(out)).name == name
+        assert "\x7f" not in out.read_text() and "\x85" not in out.read_text()

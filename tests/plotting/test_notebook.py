@@ -111,12 +111,12 @@ def test_notebook_loads_a_given_results_file(tmp_path):
 @pytest.mark.slow
 def test_full_run_regenerates_the_readme_figures_and_numbers(tmp_path):
     """The full paper experiment and validation (about 20 s): the figures the README shows, and the
-    held-out validation errors the README states."""
+    leave-one-benchmark-out validation errors the README states."""
     nb = execute({"WUS_SIM_FIGURES": str(tmp_path)}, tmp_path)
     assert_no_errors(nb)
     text = text_of(nb)
     assert "ran paper_speedup: 24 points" in text
-    m = re.search(r"held-out median \|error\| ([0-9.]+)%, worst ([0-9.]+)%", text)
+    m = re.search(r"leave-one-benchmark-out median \|error\| ([0-9.]+)%, worst ([0-9.]+)%", text)
     assert m, text
     from regenerate_docs_numbers import plain
 

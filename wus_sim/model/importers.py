@@ -44,6 +44,7 @@ What is counted, and why:
 """
 
 import json
+import re
 import math
 import struct
 from pathlib import Path
@@ -304,10 +305,19 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     return doc
 
 
+_NOT_YAML_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters a YAML file may not hold as they are (YAML 1.1, 5.1: the printable set), and NEL,
+which a quoted string would read as a line break."""
+
+
 def workload_yaml(doc, *, header=None):
     """*doc* (from :func:`workload_document`) as workload-file YAML: one tensor and one layer a
     line (JSON flow style, which YAML reads)."""
-    dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+    def dump(v):
+        # JSON escapes the C0 controls; YAML refuses a few more characters raw (DEL, the C1
+        # controls, surrogates, U+FFFE/U+FFFF): a config's name may hold any of them
+        return _NOT_YAML_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(v, ensure_ascii=False))
+
     lines = [f"# {line}" for line in (header or [])]
     for key, value in doc.items():
         if key in ("layers", "tensors", "activation_memory", "mlperf_v06_tpu", "attention") and value:
