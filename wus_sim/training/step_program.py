@@ -14,7 +14,7 @@ from functools import cached_property
 from .params import POINT_KEYS
 
 __all__ = ["BREAKDOWN_PARTS", "TimelineBucket", "StepProgram", "Interval", "TimelineResult", "ProgramShape",
-           "check_program", "step_breakdown"]
+           "GatherOrder", "check_program", "step_breakdown"]
 
 
 BREAKDOWN_PARTS = ("overhead_s", "host_loop_s", "op_launch_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s",
@@ -214,6 +214,39 @@ def check_program(program, steps):
         bwd_last[buckets[b].first_layer].append(b)
     return ProgramShape(layer_buckets, grad_order, gather_order, fwd_seq, bwd_seq, fwd_last, bwd_last,
                         layer_names, fwd_bn, bwd_bn)
+
+
+class GatherOrder:
+    """When each weight all-gather of one fully-sharded pass is issued: in the pass's bucket order,
+    at most *prefetch* buckets ahead of the one the compute is on (the rule of
+    :mod:`wus_sim.training.timeline`'s module doc). Each method returns the buckets whose gathers
+    start now, in order; both timeline engines issue them."""
+
+    def __init__(self, seq, prefetch):
+        self.seq = seq
+        """Buckets in the order the pass uses them."""
+        self.prefetch = prefetch
+        self.pos = {b: i for i, b in enumerate(seq)}
+        self.issued = 0
+
+    def first(self):
+        """When the pass begins: the first *prefetch* + 1."""
+        return self._upto(self.prefetch)
+
+    def before_use(self, b):
+        """The compute needs bucket *b*: it, if not issued yet (``None``: the pass does not gather *b*)."""
+        return self._upto(self.pos[b]) if b in self.pos else None
+
+    def after_use(self, b):
+        """The compute is done with bucket *b*: the gather *prefetch* + 1 places on may start."""
+        return self._upto(self.pos[b] + self.prefetch + 1)
+
+    def _upto(self, i):
+        out = []
+        while self.issued <= min(i, len(self.seq) - 1):
+            out.append(self.seq[self.issued])
+            self.issued += 1
+        return out
 
 
 _CORE_PARTS = {"overhead": "overhead_s", "host": "host_loop_s", "fwd": "fwd_s", "bwd": "bwd_s", "bn": "batch_norm_s",

@@ -36,8 +36,8 @@ consecutive steps and reports the steady-state period, because an all-gather
 that overlaps the next step's forward makes one step in isolation misleading.
 """
 
-from .step_program import (BREAKDOWN_PARTS, Interval, ProgramShape, StepProgram, TimelineBucket, TimelineResult,
-                           check_program, step_breakdown)
+from .step_program import (BREAKDOWN_PARTS, GatherOrder, Interval, ProgramShape, StepProgram, TimelineBucket,
+                           TimelineResult, check_program, step_breakdown)
 
 __all__ = [
     "TimelineBucket", "StepProgram", "Interval", "TimelineResult", "run_timeline",
@@ -182,36 +182,30 @@ def run_timeline(program, steps=3, *, engine="direct"):
 
 
 class _GatherPass:
-    """The weight all-gathers of one pass over the buckets, issued in order and at most
-    *prefetch* buckets ahead of the one the compute is on (see the module doc)."""
+    """The weight all-gathers of one pass as SimPy processes, issued by :class:`GatherOrder`."""
 
     def __init__(self, env, seq, prefetch, start):
         self.env = env
-        self.seq = seq
-        """Buckets in the order the pass uses them."""
-        self.prefetch = prefetch
+        self.order = GatherOrder(seq, prefetch)
         self.start = start
         """``(bucket, ready event) -> generator``: the gather process."""
-        self.pos = {b: i for i, b in enumerate(seq)}
         self.ready = {b: env.event() for b in seq}
         """Succeeds when the bucket's weights are gathered."""
-        self.issued = 0
-        self._issue_upto(prefetch)
+        self._issue(self.order.first())
 
-    def _issue_upto(self, i):
-        while self.issued <= min(i, len(self.seq) - 1):
-            b = self.seq[self.issued]
-            self.issued += 1
+    def _issue(self, buckets):
+        for b in buckets:
             self.env.process(self.start(b, self.ready[b]))
 
     def wait(self, b):
         """The event the compute waits for before using bucket *b* (issued now if not yet),
         or ``None`` if the pass does not gather *b*."""
-        if b not in self.pos:
+        now = self.order.before_use(b)
+        if now is None:
             return None
-        self._issue_upto(self.pos[b])
+        self._issue(now)
         return self.ready[b]
 
     def finished(self, b):
-        """The compute is done with bucket *b*: the gather *prefetch* + 1 places on may start."""
-        self._issue_upto(self.pos[b] + self.prefetch + 1)
+        """The compute is done with bucket *b*."""
+        self._issue(self.order.after_use(b))

@@ -20,7 +20,7 @@ It runs several times faster, which is what a sweep of many points spends its ti
 activities' names are written only if someone asks for them (a trace does, a sweep does not).
 """
 
-from .step_program import TimelineResult, check_program, step_breakdown
+from .step_program import GatherOrder, TimelineResult, check_program, step_breakdown
 
 __all__ = ["run_timeline_direct"]
 
@@ -187,27 +187,22 @@ class _Names:
 
 
 class _Pass:
-    """The fully-sharded gathers of one pass, issued by :class:`.timeline._GatherPass`'s rule
-    at the core's current time; each method takes and returns the network's free time."""
+    """The fully-sharded gathers of one pass, issued by :class:`GatherOrder` at the core's current
+    time; each method takes and returns the network's free time."""
 
     def __init__(self, seq, prefetch, buckets, label, step, net):
-        self.seq = seq
-        self.prefetch = prefetch
+        self.order = GatherOrder(seq, prefetch)
         self.times = [float(b.fwd_gather_time_s if label == "forward" else b.bwd_gather_time_s) for b in buckets]
         self.label = label
         self.step = step
         self.net = net
-        self.pos = {b: i for i, b in enumerate(seq)}
         self.end = {}
-        self.issued = 0
 
     def start(self, now, net_free):
-        return self._issue_upto(self.prefetch, now, net_free)
+        return self._issue(self.order.first(), now, net_free)
 
-    def _issue_upto(self, i, now, net_free):
-        while self.issued <= min(i, len(self.seq) - 1):
-            b = self.seq[self.issued]
-            self.issued += 1
+    def _issue(self, buckets, now, net_free):
+        for b in buckets:
             t0 = now if now >= net_free else net_free
             net_free = t0 + self.times[b]
             self.net.append(("gather", b, t0, net_free, self.step, self.label))
@@ -217,10 +212,11 @@ class _Pass:
     def wait(self, b, now, net_free):
         """When bucket *b*'s gather ends (issued now if not yet; ``None``: the pass does not
         gather it), and the network's free time."""
-        if b not in self.pos:
+        issue = self.order.before_use(b)
+        if issue is None:
             return None, net_free
-        net_free = self._issue_upto(self.pos[b], now, net_free)
+        net_free = self._issue(issue, now, net_free)
         return self.end[b], net_free
 
     def finished(self, b, now, net_free):
-        return self._issue_upto(self.pos[b] + self.prefetch + 1, now, net_free)
+        return self._issue(self.order.after_use(b), now, net_free)
