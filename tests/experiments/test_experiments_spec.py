@@ -307,3 +307,28 @@ def test_an_experiment_name_labels_something(name):
     assert not validator.is_valid({**BASE, "name": name})
     assert parse({"name": "ok name-1 (v2)"}).name == "ok name-1 (v2)"
     assert validator.is_valid({**BASE, "name": "ok name-1 (v2)"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(links=st.lists(st.sampled_from([25, 50, 100, 200]), min_size=1, max_size=4, unique=True),
+       batches=st.lists(st.integers(1, 64), min_size=1, max_size=5, unique=True),
+       hops=st.lists(st.sampled_from([0.5, 1, 2]), min_size=1, max_size=3, unique=True),
+       mxu=st.sampled_from([None, [0.5], [0.4, 0.6]]), reduce_links=st.booleans(),
+       limit=st.one_of(st.none(), st.integers(1, 12), st.sampled_from([8, 16, 24, 32, 48]), st.integers(1, 400)))
+def test_values_of_a_key_are_those_of_the_points(links, batches, hops, mxu, reduce_links, limit):
+    """Experiment.values_of, read from the axes, equals the values the expanded points take, with
+    --reduced and --limit: what `wus-sim run` summarizes without expanding a big sweep again."""
+    sweep = {"link_GBps": links, "zip": [{"per_replica_batch": batches, "steps": list(range(2, 2 + len(batches)))}],
+             "hop_latency_us": hops}
+    doc = {"workloads": ["resnet50", "bert-large"], "sweep": sweep}
+    if mxu is not None:
+        doc["base"] = {"mxu_efficiency": mxu[0]} if len(mxu) == 1 else {}
+        if len(mxu) > 1:
+            sweep["mxu_efficiency"] = mxu
+    if reduce_links:
+        doc["reduce"] = {"link_GBps": links[:1]}
+    exp = parse(doc)
+    points = exp.points(reduced=reduce_links, limit=limit)
+    for key in ("link_GBps", "per_replica_batch", "steps", "hop_latency_us", "workload", "mxu_efficiency",
+                "calibration", "topology"):
+        assert exp.values_of(key, reduced=reduce_links, limit=limit) == {p[key] for p in points}, key

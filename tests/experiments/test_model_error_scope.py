@@ -38,3 +38,13 @@ def test_a_workload_measured_only_as_upper_bounds_is_outside():
     why = outside_validated_range(cal, chip="tpu-v3", workload="transformer-big", examples_per_core=8, cores=512)
     assert why == ["workload transformer-big: only upper bounds measured (eval inside every timed interval)"]
     assert outside_validated_range(cal, chip="tpu-v3", workload="resnet50", examples_per_core=64, cores=512) == []
+
+
+def test_points_that_set_mxu_efficiency_are_said_to_be_outside_the_fit(tmp_path, capsys):
+    swept = {"workloads": ["resnet50"], "topologies": ["tpu-v3-32"], "sweep": {"mxu_efficiency": [0.5]}}
+    text, page = _run(tmp_path, capsys, swept)
+    for where in (text, page):
+        assert "points that set mxu_efficiency override a fitted value" in where
+    (tmp_path / "plain").mkdir()
+    text, page = _run(tmp_path / "plain", capsys, {"workloads": ["resnet50"], "topologies": ["tpu-v3-32"]})
+    assert "override a fitted value" not in text + page

@@ -148,40 +148,41 @@ def _write_report(args, experiment, plots, result, out_dir, written, skips):
 def _model_error_lines(experiment, frame, *, reduced, limit):
     """One line per calibration the points ran with: the error its numbers were checked to, stated
     only for the rows inside its validated range (the error was measured there and nowhere else);
-    where no row is inside, why instead."""
+    where no row is inside, why instead. Read from the results' columns and the experiment's axes
+    (a 100,000-point run is not expanded or turned into dicts again)."""
     from ..model.calibration import load_calibration
     from ..validation.calibrate import model_error_line
 
     lines = []
-    points = list(experiment.points(reduced=reduced, limit=limit))
-    names = {p.get("calibration") for p in points}
-    for name in sorted(names, key=str):
+    for name in sorted(experiment.values_of("calibration", reduced=reduced, limit=limit), key=str):
         cal = load_calibration(name)
         checked = cal.provenance.get("validation") if cal.provenance else None
         line = model_error_line(checked if isinstance(checked, dict) else None, cal.id, name_calibration=True)
-        rows = _rows_of(frame, cal.id)
-        inside = [r for r in rows if r.get("inside_validated_range") is True]
-        if isinstance(checked, dict) and rows and not inside:
-            reasons = sorted({why for r in rows for why in str(r.get("outside_validated_range") or "").split("; ")
-                              if why})
-            line = (f"model error (calibration {cal.id}): none stated: none of the {len(rows)} rows lies inside "
+        ok = _rows_of(frame, cal.id)
+        inside = int(ok["inside_validated_range"].map(lambda v: v is True).sum()) if len(ok) else 0
+        if isinstance(checked, dict) and len(ok) and not inside:
+            reasons = sorted({why for text in ok["outside_validated_range"].unique()
+                              for why in str(text if isinstance(text, str) else "").split("; ") if why})
+            line = (f"model error (calibration {cal.id}): none stated: none of the {len(ok)} rows lies inside "
                     f"the range it was checked on ({'; '.join(reasons[:3])}"
                     + (f"; {len(reasons) - 3} more reasons" if len(reasons) > 3 else "") + ")")
-        elif isinstance(checked, dict) and len(inside) < len(rows):
-            line += (f" -- applies to the {len(inside)} of {len(rows)} rows inside the range it was checked on "
+        elif isinstance(checked, dict) and inside < len(ok):
+            line += (f" -- applies to the {inside} of {len(ok)} rows inside the range it was checked on "
                      "(inside_validated_range); the others are outside it (outside_validated_range says why)")
         lines.append("  " + line)
-    if any(p.get("mxu_efficiency") is not None for p in points):
+    if experiment.values_of("mxu_efficiency", reduced=reduced, limit=limit) - {None}:
         lines.append("  points that set mxu_efficiency override a fitted value: the error above does not apply to them")
     return lines
 
 
 def _rows_of(frame, calibration_id):
-    """The simulated rows (status ok) of *frame* that ran with *calibration_id*, as dicts."""
+    """The simulated rows (status ok) of *frame* that ran with *calibration_id* (a frame; empty
+    when there are none)."""
+    import pandas as pd
+
     if frame is None or frame.empty or "calibration" not in frame.columns:
-        return []
-    ok = frame[(frame["calibration"] == calibration_id) & (frame["status"] == "ok")]
-    return ok.to_dict("records")
+        return pd.DataFrame({"inside_validated_range": [], "outside_validated_range": []})
+    return frame[(frame["calibration"] == calibration_id) & (frame["status"] == "ok")]
 
 
 def _quote(text):

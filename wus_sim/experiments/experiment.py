@@ -8,7 +8,7 @@ from ..inputs.config import Section, key_join
 from ..inputs.errors import ConfigError
 from ..inputs.limits import MAX_SWEEP_POINTS, check_limit
 
-from ..training.params import complete_point
+from ..training.params import complete_point, default_of
 
 __all__ = ["Axis", "PlotSpec", "Experiment"]
 
@@ -100,6 +100,23 @@ class Experiment:
         check_limit("the points to run", self.count(reduced=reduced, limit=limit), MAX_SWEEP_POINTS,
                     file=self.file, key_path="sweep", hint="use --limit N or --reduced, or sweep fewer values")
         return list(self.iter_points(reduced=reduced, limit=limit))
+
+    def values_of(self, key, *, reduced=False, limit=None):
+        """The distinct values point key *key* takes over the points :meth:`points` would give
+        (its default where neither the base nor an axis sets it), found from the axes alone: a
+        summary of a 100,000-point run need not expand the sweep again."""
+        rows = self._axis_rows(reduced)
+        n = math.prod(len(r) for r in rows)
+        if limit is not None:
+            n = min(n, limit)
+        if n == 0:
+            return set()
+        for i, axis_rows in enumerate(rows):
+            if key in axis_rows[0]:
+                # the first n points (first axis outermost) reach this axis's positions 0..(n-1)//stride
+                stride = math.prod(len(r) for r in rows[i + 1:])
+                return {r[key] for r in axis_rows[:(n - 1) // stride + 1]}
+        return {self.base.get(key, default_of(key))}
 
     def _check_cross(self):
         """per_replica_batch and global_batch never both set on one point (checked on the
