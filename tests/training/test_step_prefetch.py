@@ -6,12 +6,14 @@ import pytest
 
 from wus_sim.collectives import clear_caches, window_engine
 from wus_sim.hardware.topology_files import load_topology
+from wus_sim.inputs.memo import clear_memos
 from wus_sim.training import step as step_module
 from wus_sim.training.step import StepOptions, simulate_strategies
 
 
 def _results(topo, options):
     clear_caches()
+    clear_memos()  # the step's memoized collective parts too: each run simulates afresh
     return simulate_strategies("bert-large", topo, "lamb", ("replicated", "sharded"), options=options).results
 
 

@@ -346,8 +346,13 @@ def _execute(point_fn, todo, jobs, scheduler):
 
         yield from execute_dask(evaluate_point, point_fn, todo, *scheduler)
     elif jobs == 1 or len(todo) == 1:
-        for index, h, point in todo:
-            yield index, h, point, evaluate_point(point_fn, point)
+        from ..inputs.memo import files_fixed
+
+        size = chunk_size(len(todo), 1)
+        for i in range(0, len(todo), size):
+            with files_fixed():  # as a worker's chunk: each point is journaled as soon as it is done
+                for index, h, point in todo[i:i + size]:
+                    yield index, h, point, evaluate_point(point_fn, point)
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -385,8 +390,12 @@ def chunk_size(points, jobs):
 
 
 def _evaluate_chunk(point_fn, points):
-    """:func:`evaluate_point` of each of *points*, in order (in a worker process)."""
-    return [evaluate_point(point_fn, point) for point in points]
+    """:func:`evaluate_point` of each of *points*, in order (in a worker process), the named input
+    files looked up once for the chunk (:func:`~wus_sim.inputs.memo.files_fixed`)."""
+    from ..inputs.memo import files_fixed
+
+    with files_fixed():
+        return [evaluate_point(point_fn, point) for point in points]
 
 
 def _worker_init(parent_pid):

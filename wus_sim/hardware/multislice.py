@@ -66,7 +66,7 @@ from pathlib import Path
 
 from ..inputs.config import Section, load_yaml, present
 from ..inputs.errors import ConfigError
-from ..inputs.memo import IdentityMemo
+from ..inputs.memo import IdentityMemo, fixed_while_running
 from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, RATE_RANGES, check_limit
 from .topology import Topology
 from .topology_files import load_topology, topology_dirs
@@ -265,6 +265,7 @@ def _read_file_section(path):
     return out, cited
 
 
+@fixed_while_running
 def load_multislice(spec, *, slices=None, dcn_GBps=None, dcn_latency_us=None, **topology_overrides):
     """``(slice, multislice)``: the slice :class:`~wus_sim.hardware.topology.Topology` of *spec* and
     the :class:`Multislice` it is part of, or ``None`` for a single slice.

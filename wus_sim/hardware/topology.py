@@ -146,7 +146,7 @@ class Topology:
 
     @property
     def num_chips(self):
-        return int(np.prod(self.dims))
+        return math.prod(self.dims)  # Python ints (checked in __post_init__): no numpy call, asked often
 
     @property
     def num_cores(self):

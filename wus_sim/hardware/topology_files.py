@@ -14,7 +14,7 @@ from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 from ..inputs.limits import RATE_RANGES
-from ..inputs.memo import IdentityMemo
+from ..inputs.memo import IdentityMemo, fixed_while_running
 from ..inputs.shipped import env_dirs, note_once, note_override, shipped_dir
 from ..inputs.text import short_repr
 from ..inputs.units import GB, GiB, US
@@ -273,6 +273,7 @@ def megacore_hint(topo):
             f"one replica per chip over its {chip.cores_per_chip} TensorCores with all {format_bytes(chip.hbm_bytes)}")
 
 
+@fixed_while_running
 def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                   cores_per_chip=None, failed_links=None, slow_links=None, seed=None, megacore=False):
     """A :class:`Topology` from a name (file stem), a path to YAML, or an inline spec.

@@ -16,8 +16,9 @@ to every object of a key, so an id is never reused while its entry lives; entrie
 """
 
 from contextlib import contextmanager
+import functools
 
-__all__ = ["IdentityMemo", "clear_memos", "memos_off"]
+__all__ = ["IdentityMemo", "clear_memos", "files_fixed", "fixed_while_running", "memos_off"]
 
 _MEMOS = []
 """Every :class:`IdentityMemo`, for :func:`clear_memos`."""
@@ -66,3 +67,50 @@ def memos_off():
         yield
     finally:
         _ON[0] = True
+
+
+_FIXED = [None]
+"""While :func:`files_fixed` is in force: ``{(loader, arguments): result}``; else ``None``."""
+
+_MISSING = object()
+
+
+@contextmanager
+def files_fixed():
+    """Inside: a named input (a slice, workload, optimizer or calibration file) loaded once is not
+    looked up again: a loader wrapped by :func:`fixed_while_running` and called again with the same
+    arguments returns what it returned the first time, without the file-system calls that find
+    and check the file (a search of every folder, a stat, a resolve: about a sixth of a what-if
+    point). A sweep runs its points under it, a chunk of points at a time: the run's inputs are
+    the files as they were when it started (the journal's model fingerprint hashes them then),
+    so an edit in the middle of a run is not half-seen. Forgotten when the outermost one ends."""
+    outer = _FIXED[0]
+    if outer is None:
+        _FIXED[0] = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _FIXED[0] = None
+
+
+def fixed_while_running(loader):
+    """Decorator: *loader*'s results are kept while :func:`files_fixed` is in force, for calls
+    whose first argument is a name or path (text) or ``None`` and whose arguments are hashable
+    (a loaded object passed in, or a list, goes straight to *loader*). Errors are not kept."""
+
+    @functools.wraps(loader)
+    def wrapper(*args, **kwargs):
+        table = _FIXED[0]
+        if table is None or not _ON[0] or (args and not (args[0] is None or isinstance(args[0], str))):
+            return loader(*args, **kwargs)
+        key = (loader, args, tuple(sorted(kwargs.items())))
+        try:
+            hit = table.get(key, _MISSING)
+        except TypeError:  # an unhashable override (a per-axis list): not kept
+            return loader(*args, **kwargs)
+        if hit is _MISSING:
+            hit = table[key] = loader(*args, **kwargs)
+        return hit
+
+    return wrapper

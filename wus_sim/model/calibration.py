@@ -32,6 +32,7 @@ from .compute import ComputeParams
 from ..inputs.config import Section, is_file, load_yaml, present
 from ..inputs.files import check_file
 from ..inputs.errors import ConfigError
+from ..inputs.memo import IdentityMemo, fixed_while_running
 
 __all__ = [
     "Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION",
@@ -47,6 +48,8 @@ NO_CALIBRATION = "none"
 """Name that selects the uncalibrated physics (no file)."""
 
 _COMPUTE_FIELDS = tuple(f.name for f in fields(ComputeParams))
+
+_COMPUTE_PARAMS = IdentityMemo()
 
 STACK_PARAMS = ("op_overhead_s", "step_overhead_s")
 """The values a calibration fits once per software stack: what the program's ops and step cost
@@ -86,7 +89,14 @@ class Calibration:
 
         check_keywords(overrides, _COMPUTE_FIELDS, "compute_params (the fields of ComputeParams)")
         given = {k: v for k, v in overrides.items() if v is not None}
-        return ComputeParams(**{**params, **given})
+        try:
+            key = (stack, tuple(sorted(given.items())))
+            hash(key)
+        except TypeError:  # an unhashable value: ComputeParams says what is wrong with it
+            return ComputeParams(**{**params, **given})
+        # one object per calibration and arguments (frozen): the points of a sweep then share
+        # the layer times and band gradients memoized by it (wus_sim.inputs.memo)
+        return _COMPUTE_PARAMS.get((self,), key, lambda: ComputeParams(**{**params, **given}))
 
     def has_stack(self, stack):
         """Whether *stack* (``None``: the default one) has fitted fixed costs here."""
@@ -124,6 +134,7 @@ def calibration_path(name):
     return shipped
 
 
+@fixed_while_running
 def load_calibration(name=None):
     """The calibration named *name* (``None`` = the shipped default, ``'none'`` = none)."""
     if isinstance(name, Calibration):

@@ -265,12 +265,23 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
     _check_batch(per_replica_batch)
     ways = int(spatial_ways)
     # a step asks for the same times several times (each strategy's program, each band's
-    # gradient): computed once; the arrays are read-only, so a memoized result cannot be changed
-    return _LAYER_TIMES.get((workload, topology), (p, per_replica_batch, ways, remat, quantization),
+    # gradient), and a sweep's points that differ only in their links ask again: computed once;
+    # the arrays are read-only, so a memoized result cannot be changed
+    return _LAYER_TIMES.get((workload, topology.chip), (p, per_replica_batch, ways, remat, quantization,
+                                                        *compute_view(topology, ways)),
                             lambda: _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantization))
 
 
-_LAYER_TIMES = IdentityMemo(maxsize=64)
+_LAYER_TIMES = IdentityMemo(maxsize=512)
+
+
+def compute_view(topology, spatial_ways=1):
+    """What of *topology* (besides its chip) the layer times read: its cores per chip, and for a
+    spatially partitioned replica (*spatial_ways* > 1: a halo exchange over the links) its
+    slowest link and hop latency. Slices equal in these have the same layer times."""
+    if int(spatial_ways) > 1:
+        return topology.cores_per_chip, min(topology.axis_link_Bps), topology.hop_latency_s
+    return topology.cores_per_chip, None, None
 
 
 def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantization):

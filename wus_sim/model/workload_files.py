@@ -13,7 +13,7 @@ from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError
 from ..inputs.keys import Key, KeyTable
 from ..inputs.limits import MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
-from ..inputs.memo import IdentityMemo
+from ..inputs.memo import IdentityMemo, fixed_while_running
 # the dtype tables live in units (light, so the command line builds its choices from them)
 from ..inputs.units import DTYPE_BYTES
 from .workload import ActivationTerm, AttentionScores, MLPerfConfig, Tensor, Workload
@@ -44,6 +44,7 @@ def known_workloads():
     return sorted(names)
 
 
+@fixed_while_running
 def load_workload(name_or_path):
     """A :class:`Workload` from a shipped name (``'transformer-big'``) or a path to YAML."""
     if isinstance(name_or_path, Workload):

@@ -13,6 +13,7 @@ from ..inputs.config import is_file, load_yaml
 from ..inputs.files import check_file
 from ..inputs.errors import ConfigError, UnknownNameError, WusError
 from ..inputs.text import short_repr
+from ..inputs.memo import fixed_while_running
 from .spec import Optimizer, compose, parse_optimizer
 
 __all__ = ["known_optimizers", "known_prefixes", "load_optimizer", "optimizer_dirs",
@@ -58,6 +59,7 @@ def _kind_of(path):
         return None
 
 
+@fixed_while_running
 def load_optimizer(spec):
     """An :class:`Optimizer` from a name (``'adam'``), a composition (``'adam+clip'``) or a path.
 

@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 from ..inputs.memo import IdentityMemo
-from ..model.compute import layer_times
+from ..model.compute import compute_view, layer_times
 
 __all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names", "point_bands", "band_kind",
            "extrapolated_ranges", "UNMEASURED_CHIP_MXU_EFFICIENCY", "ELEMENTWISE_BYTES_RANGE"]
@@ -78,8 +78,9 @@ def step_gradient(workload, topology, per_replica_batch, compute, *, spatial_way
     *ops*: the ops the step runs (forward, backward and update); *quantization*: the matmul
     precision the step ran at (int8 matrix time moves less with mxu_efficiency)."""
     # the layers' part is the same for every strategy of a point: computed once
-    layers = _LAYER_GRADIENTS.get((workload, topology, compute), (per_replica_batch, spatial_ways, quantization,
-                                                                   tuple(names)),
+    layers = _LAYER_GRADIENTS.get((workload, topology.chip, compute),
+                                  (per_replica_batch, spatial_ways, quantization, tuple(names),
+                                   *compute_view(topology, spatial_ways)),
                                   lambda: _layer_gradient(workload, topology, per_replica_batch, compute,
                                                           spatial_ways, quantization, names))
     out = {}

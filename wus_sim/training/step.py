@@ -26,6 +26,7 @@ import math
 from ..model.calibration import load_calibration
 from ..model.compute import ComputeParams, layer_times, memory_bound_time_s
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..inputs.memo import IdentityMemo
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
 from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
@@ -139,6 +140,8 @@ class StepOptions:
             object.__setattr__(self, "calibration_id", label)
 
 
+_OPTION_FIELDS = tuple(f.name for f in fields(StepOptions) if f.name != "calibration")
+
 OPTION_POINT_KEYS = tuple(f.name for f in fields(StepOptions) if f.name in POINT_KEYS and f.name != "calibration")
 """StepOptions fields that are point parameters, defaults and rules from wus_sim.training.params
 (``calibration`` too is a point key, but a StepOptions holds the loaded calibration)."""
@@ -207,10 +210,28 @@ def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None)
                              shard_across_slices=options.shard_across_slices)
 
 
-def _program(plan, work, topology, per_replica_batch, options, multislice=None):
-    """The :class:`StepProgram` of one strategy, every duration derived. With a
-    *multislice*, every collective is hierarchical (:mod:`wus_sim.hardware.multislice`): ICI phases
-    on *topology* (one slice), the cross-slice phase over the DCN."""
+_COMM_PARTS = IdentityMemo(maxsize=512)
+"""A strategy's collective parts per slice and options (the points of a sweep that differ in
+batch share them: the collectives do not depend on it)."""
+
+_PREFETCHED = IdentityMemo(maxsize=512)
+
+
+def _comm_parts(work, topology, options, multislice):
+    """``(buckets, extra)``: the :class:`TimelineBucket` of each gradient collective, with its
+    all-gathers, and the extra reductions' seconds, of *work* on *topology* (with a *multislice*,
+    every collective is hierarchical: :mod:`wus_sim.hardware.multislice`)."""
+    return _COMM_PARTS.get((work, topology, multislice), _options_key(options),
+                           lambda: _build_comm_parts(work, topology, options, multislice))
+
+
+def _options_key(options):
+    """*options* by value, hashable: every field but the calibration as given (a loaded
+    calibration holds mappings; what it sets is in ``compute`` and ``calibration_id``)."""
+    return tuple(getattr(options, name) for name in _OPTION_FIELDS)
+
+
+def _build_comm_parts(work, topology, options, multislice):
     from ..collectives import collective_time
 
     def ici_s(op, nbytes):
@@ -225,13 +246,6 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
             return ici_s(op, nbytes)
         return hierarchical_time(multislice, op, nbytes, ici_s, shard_across_slices=options.shard_across_slices)
 
-    layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
-                         spatial_ways=plan.spatial_ways, remat=options.remat, quantization=options.quantization)
-    fwd_s, bwd_s = layers.forward_s, layers.backward_s
-    bn = ()
-    if options.bn_group_replicas > 1:
-        bn = tuple(float(t) for t in batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways))
-
     def gather(g):
         """``(nbytes, seconds)`` of all-gather *g*, or zeros for none."""
         return (g.nbytes, coll_s("all-gather", g.nbytes)) if g else (0.0, 0.0)
@@ -244,19 +258,33 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
             grad_op=c.op, grad_nbytes=c.nbytes, grad_time_s=coll_s(c.op, c.nbytes),
             gather_nbytes=after[0], gather_time_s=after[1], fwd_gather_nbytes=fwd[0], fwd_gather_time_s=fwd[1],
             bwd_gather_nbytes=bwd[0], bwd_gather_time_s=bwd[1]))
-    update_s = (memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
-                + work.update.kernels * options.compute.op_overhead_s)
 
     def small_s(nbytes):
         return small_allreduce_s(topology, nbytes, options, multislice, ici_s=ici_s)
 
     extra = tuple(small_s(c.nbytes) if c.op == "all-reduce" else coll_s(c.op, c.nbytes)
                   for c in work.extra_allreduces)
+    return tuple(buckets), extra
+
+
+def _program(plan, work, topology, per_replica_batch, options, multislice=None):
+    """The :class:`StepProgram` of one strategy, every duration derived. With a
+    *multislice*, every collective is hierarchical (:mod:`wus_sim.hardware.multislice`): ICI phases
+    on *topology* (one slice), the cross-slice phase over the DCN."""
+    layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
+                         spatial_ways=plan.spatial_ways, remat=options.remat, quantization=options.quantization)
+    fwd_s, bwd_s = layers.forward_s, layers.backward_s
+    bn = ()
+    if options.bn_group_replicas > 1:
+        bn = tuple(float(t) for t in batch_norm_allreduce_s(plan.workload, topology, options, plan.spatial_ways))
+    buckets, extra = _comm_parts(work, topology, options, multislice)
+    update_s = (memory_bound_time_s(work.update.bytes_moved, work.update.flops, topology, options.compute)
+                + work.update.kernels * options.compute.op_overhead_s)
     return StepProgram(
         strategy=work.strategy,
         fwd_layer_s=tuple(fwd_s.tolist()),  # Python floats, the same doubles
         bwd_layer_s=tuple(bwd_s.tolist()),
-        buckets=tuple(buckets), update_s=update_s, extra_reduction_s=extra,
+        buckets=buckets, update_s=update_s, extra_reduction_s=extra,
         overlap_grad_reduce=options.overlap_grad_reduce,
         overlap_all_gather=options.overlap_all_gather and work.strategy == "sharded",
         step_overhead_s=options.compute.step_overhead_s,
@@ -352,7 +380,9 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
             checked.append((strategy, work, memory_breakdown(plan, strategy, batch, **gather), exc))
     reference = "replicated" if len(strategies) > 1 else None  # timed even if infeasible (below)
     if multislice is None:
-        prefetch_collectives([w for s, w, _, exc in checked if exc is None or s == reference], topology, options)
+        timed = [w for s, w, _, exc in checked if exc is None or s == reference]
+        # once per slice, strategies and options: later points (other batches) find every time memoized
+        _PREFETCHED.get([topology, *timed], _options_key(options), lambda: prefetch_collectives(timed, topology, options))
     for strategy, work, memory, exc in checked:
         if exc is not None:
             nan = dict.fromkeys(BREAKDOWN_PARTS, math.nan)

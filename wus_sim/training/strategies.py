@@ -176,10 +176,19 @@ def _update_work(plan, strategy):
                       kernels=kernels)
 
 
+_STEP_WORK = IdentityMemo()
+
+
 def step_work(plan: Plan, strategy, *, keep_gathered_weights=False):
     """The :class:`StepWork` of *strategy* for *plan*; *keep_gathered_weights* (fully-sharded
-    only) keeps each bucket's weights from its forward to its backward instead of gathering twice."""
+    only) keeps each bucket's weights from its forward to its backward instead of gathering twice.
+    One object per plan and arguments (the points of a sweep on one plan share it; it is frozen)."""
     _check(strategy)
+    return _STEP_WORK.get((plan,), (strategy, bool(keep_gathered_weights)),
+                          lambda: _step_work(plan, strategy, keep_gathered_weights))
+
+
+def _step_work(plan, strategy, keep_gathered_weights):
     gb, ab = plan.grad_bytes, plan.gather_bytes
     grads, gathers, extra = [], [], []
     # the replicated update all-reduces every gradient: its own buckets, whatever the shard format
