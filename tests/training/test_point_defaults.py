@@ -67,3 +67,29 @@ def test_simulate_point_refuses_unknown_and_missing_keys(point, where, rule):
     with pytest.raises(ConfigError) as err:
         simulate_point(point)
     assert str(err.value).startswith(f"{where}: {rule}")
+
+
+def test_a_value_checked_again_gives_what_a_first_check_gives():
+    """check_param keeps the values that passed (a sweep checks the same few values at every
+    point): a kept value comes back as checked, of the same type; a bad one raises every time;
+    -0.0 stays -0.0 (it equals 0.0); a numpy scalar comes back as the Python value."""
+    import math
+
+    import numpy as np
+    import pytest
+
+    from wus_sim.inputs.errors import ConfigError
+    from wus_sim.training.params import check_point_value
+
+    for _ in range(3):
+        assert check_point_value("per_replica_batch", 16.0) == 16 and type(check_point_value("per_replica_batch", 16.0)) is int
+        assert check_point_value("link_GBps", 100) == 100.0 and type(check_point_value("link_GBps", 100)) is float
+        assert type(check_point_value("link_GBps", np.float64(50))) is float
+        assert math.copysign(1, check_point_value("hop_latency_us", 0.0)) == 1
+        assert math.copysign(1, check_point_value("hop_latency_us", -0.0)) == -1
+        for bad in (1.5, -3, True, "8"):
+            with pytest.raises(ConfigError):
+                check_point_value("per_replica_batch", bad)
+        assert check_point_value("overlap_grad_reduce", True) is True
+        with pytest.raises(ConfigError):
+            check_point_value("overlap_grad_reduce", 1)

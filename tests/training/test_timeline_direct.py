@@ -57,6 +57,7 @@ def _same(program, steps):
     assert out.step_time_s == ref.step_time_s
     assert out.step_starts_s == ref.step_starts_s
     assert out.breakdown == ref.breakdown
+    assert out.events == len(out.activities)  # counted from the last step's: every activity of every step
     # the same activities; those ending at the same time may be listed in either order
     key = lambda a: (a[4], a[3], a[0], a[1], a[2], a[5])  # noqa: E731
     assert sorted(out.activities, key=key) == sorted(ref.activities, key=key)

@@ -11,15 +11,15 @@ default" (the workload's optimizer, the topology's link bandwidth, ...).
 from dataclasses import dataclass, field
 import hashlib
 import json
-import math
 
 from ..hardware.mesh import mesh_json_schema, mesh_text
 from ..hardware.network import DEFAULT_ROUTING
 from ..hardware.topology_files import OVERRIDE_RANGES
 from ..inputs.limits import RATE_RANGES
-from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
+from ..inputs.errors import ConfigError, did_you_mean
 from ..inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ..model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
+from .param_checks import check_param
 from .param_names import _check_calibration, _check_software_stack, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
 __all__ = [
@@ -337,86 +337,6 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
         raise ConfigError(f"is not a point parameter{did_you_mean(key, POINT_KEYS)}; known: {', '.join(POINT_KEYS)}",
                           file=file, key_path=key_path)
     return check_param(param, value, file=file, key_path=key_path, base_dir=base_dir)
-
-
-def check_param(param, value, *, file=None, key_path=None, base_dir=None, option=False):
-    """Validate *value* against *param*'s kind and declared range (the one check that
-    YAML points and command-line options alike go through); return it normalised.
-    *option*: the value came from the command line (the rule then does not offer null)."""
-    from ..inputs.api_args import plain
-
-    key_path = key_path or param.name
-    raw = value
-    value = plain(value)  # numpy scalars follow their value (np.int64(3) is 3, np.bool_ a bool)
-
-    def bad(rule=None):
-        return ConfigError(f"must be {rule or param.rule(option=option)}", file=file, key_path=key_path, value=raw)
-
-    if value is None:
-        if param.required or not param.nullable:
-            raise bad()
-        return None
-    kind = param.kind
-    if kind == "name":
-        try:
-            return param.check(value, base_dir)
-        except ConfigError as exc:
-            shown = exc.value if exc.value is not None else value  # e.g. the bad part of 'clip+adam'
-            raise ConfigError(exc.rule, file=file, key_path=key_path, value=shown) from None
-        except UnknownNameError as exc:
-            raise ConfigError(f"is not a known {exc.kind}{exc.hint()}",
-                              file=file, key_path=key_path, value=value) from None
-    if kind == "choice":
-        if not _hashable(value) or value not in param._choices():
-            raise bad()
-        return value
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise bad()
-        return value
-    if kind == "wrap":
-        if isinstance(value, bool):
-            return value
-        if (isinstance(value, list) and 1 <= len(value) <= 3
-                and all(isinstance(v, bool) for v in value)):
-            return list(value)
-        raise bad()
-    if isinstance(value, str):  # e.g. per_replica_batch: "16" in YAML: quoted, so text
-        raise ConfigError(f"is text, not a number (write it without quotes); must be {param.rule(option=option)}",
-                          file=file, key_path=key_path, value=raw)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise bad()
-    if not _finite(value):
-        raise bad("a finite number")
-    if kind == "int":
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise bad()
-            value = int(value)
-    else:
-        value = float(value)
-    if param.positive and not value > 0:
-        raise bad()
-    if param.minimum is not None and value < param.minimum:
-        raise bad()
-    if param.maximum is not None and value > param.maximum:
-        raise bad()
-    return value
-
-
-def _finite(value):
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an int such as 10**400
-        return False
-
-
-def _hashable(value):
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def complete_point(values):

@@ -11,6 +11,7 @@ the functions here, so they agree by construction on everything but the times th
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..inputs.memo import IdentityMemo
 from .params import POINT_KEYS
 
 __all__ = ["BREAKDOWN_PARTS", "TimelineBucket", "StepProgram", "Interval", "TimelineResult", "ProgramShape",
@@ -180,6 +181,20 @@ def check_program(program, steps):
     low = POINT_KEYS["steps"].minimum  # the table's rule (one period needs two step starts)
     if steps < low:
         raise ValueError(f'"steps" must be >= {low:g}')
+    key = (len(program.fwd_layer_s), program.layer_names, program.fwd_batch_norm_s, program.bwd_batch_norm_s,
+           program.gather_prefetch)
+    try:
+        hash(key)
+    except TypeError:  # a malformed program: its check says what is wrong
+        return _shape(program)
+    # the points of a sweep that differ in batch share their buckets (and so their shape)
+    return _SHAPES.get((program.buckets,), key, lambda: _shape(program))
+
+
+_SHAPES = IdentityMemo(maxsize=256)
+
+
+def _shape(program):
     nlayers = len(program.fwd_layer_s)
     buckets = program.buckets
     # layer -> buckets whose weights that layer needs before its forward
@@ -262,9 +277,15 @@ def step_breakdown(core, net, t0, t1):
     equal values), inline: a sweep runs this for every point."""
     out = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
     busy = []
-    for s, e, kind in _clipped(core, t0, t1):
-        out[_CORE_PARTS[kind]] += e - s
-        busy.append((s, e))
+    parts = _CORE_PARTS
+    for kind, _, s, e, _ in core:  # clipped as _clipped does, in one pass (a sweep's hot loop)
+        if s < t0:
+            s = t0
+        if e > t1:
+            e = t1
+        if e > s:
+            out[parts[kind]] += e - s
+            busy.append((s, e))
     busy.sort()
     gaps, cur = [], t0
     for s, e in busy:

@@ -28,6 +28,27 @@ __all__ = ["run_timeline_direct"]
 def run_timeline_direct(program, steps=3):
     """Evaluate *steps* consecutive steps of *program*; the same :class:`~.timeline.TimelineResult`
     as :func:`~.timeline.run_timeline` (its ``events`` counts activities, not SimPy events)."""
+    shape, starts, core, net, first_kept = _evaluate(program, steps, record_all=False)
+    t0, t1 = starts[-2], starts[-1]
+    # only the last step's core activities and the collectives still running in it can fall in
+    # [t0, t1]; the others would add nothing (the same float operations on the ones that do)
+    in_step = [n for n in net if n[3] > t0]
+    names = _Names(program, shape.layer_names)
+
+    def activities():  # evaluated again, every step's activities kept: the same floats
+        _, _, every, net_again, _ = _evaluate(program, steps, record_all=True)
+        return names.activities(every, net_again)
+
+    # every step runs the same core activities (the program's), so the last one's count them all
+    return TimelineResult(step_time_s=t1 - t0, breakdown=step_breakdown(core[first_kept:], in_step, t0, t1),
+                          step_starts_s=tuple(starts), events=(len(core) - first_kept) * steps + len(net),
+                          _activities=activities)
+
+
+def _evaluate(program, steps, record_all):
+    """``(shape, step starts, core activities, network activities, where the last step's core
+    activities begin)``; the core's activities of the steps before the last only with
+    *record_all* (a sweep needs the last step's alone: its breakdown)."""
     shape = check_program(program, steps)
     buckets = program.buckets
     nlayers = len(program.fwd_layer_s)
@@ -57,15 +78,18 @@ def run_timeline_direct(program, steps=3):
     for step in range(steps):
         starts.append(now)
         last_step_core = len(core)
+        record = record_all or step == steps - 1
         if fully_sharded:
             fwd_pass = _Pass(shape.fwd_seq, program.gather_prefetch, buckets, "forward", step, net)
             net_free = fwd_pass.start(now, net_free)
         if overhead_s > 0:
             t0, now = now, now + overhead_s
-            core.append(("overhead", 0, t0, now, step))
+            if record:
+                core.append(("overhead", 0, t0, now, step))
         if host_s > 0:
             t0, now = now, now + host_s
-            core.append(("host", 0, t0, now, step))
+            if record:
+                core.append(("host", 0, t0, now, step))
         for layer in range(nlayers):
             for b in (layer_buckets[layer] if waits_in_forward else ()):
                 if gathered[b] > now:
@@ -75,10 +99,12 @@ def run_timeline_direct(program, steps=3):
                     if done is not None and done > now:
                         now = done
             t0, now = now, now + fwd_s[layer]
-            core.append(("fwd", layer, t0, now, step))
+            if record:
+                core.append(("fwd", layer, t0, now, step))
             if fwd_bn[layer] > 0:
                 t0, now = now, now + fwd_bn[layer]
-                core.append(("bn", layer, t0, now, step))
+                if record:
+                    core.append(("bn", layer, t0, now, step))
             if fully_sharded:
                 for b in shape.fwd_last[layer]:
                     net_free = fwd_pass.finished(b, now, net_free)
@@ -96,9 +122,11 @@ def run_timeline_direct(program, steps=3):
                         now = done
             if bwd_bn[layer] > 0:
                 t0, now = now, now + bwd_bn[layer]
-                core.append(("bn", layer, t0, now, step))
+                if record:
+                    core.append(("bn", layer, t0, now, step))
             t0, now = now, now + bwd_s[layer]
-            core.append(("bwd", layer, t0, now, step))
+            if record:
+                core.append(("bwd", layer, t0, now, step))
             if fully_sharded:
                 for b in shape.bwd_last[layer]:
                     net_free = bwd_pass.finished(b, now, net_free)  # before the reduce-scatter below
@@ -124,7 +152,8 @@ def run_timeline_direct(program, steps=3):
             net.append(("extra", i, t0, net_free, step, None))
             now = net_free
         t0, now = now, now + update_s
-        core.append(("update", 0, t0, now, step))
+        if record:
+            core.append(("update", 0, t0, now, step))
         gathered = [0.0] * len(buckets)
         for b, t_s in gathers:
             t0 = now if now >= net_free else net_free
@@ -134,14 +163,7 @@ def run_timeline_direct(program, steps=3):
         if not program.overlap_all_gather and gathers and net_free > now:
             now = net_free
     starts.append(now)  # where step `steps` would begin: closes the last measured step
-    t0, t1 = starts[-2], starts[-1]
-    # only the last step's core activities and the collectives still running in it can fall in
-    # [t0, t1]; the others would add nothing (the same float operations on the ones that do)
-    in_step = [n for n in net if n[3] > t0]
-    names = _Names(program, shape.layer_names)
-    return TimelineResult(step_time_s=t1 - t0, breakdown=step_breakdown(core[last_step_core:], in_step, t0, t1),
-                          step_starts_s=tuple(starts), events=len(core) + len(net),
-                          _activities=lambda: names.activities(core, net))
+    return shape, starts, core, net, last_step_core
 
 
 class _Names:
