@@ -273,3 +273,34 @@ def test_replayed_data_catches_a_member_that_sends_before_it_sums():
     sched.deps = [d for d in sched.deps if not np.all(d[2] == 0)]
     out = run_schedule(sched, record=True)
     assert not replay_data(sched, out.ready_t, out.deliver_t)["ok"]
+
+
+@pytest.mark.parametrize("algorithm", [RD, HD])
+def test_route_tables_are_shared_by_slices_that_differ_only_in_link_figures(algorithm):
+    """The pairwise exchanges' routes depend on the slice's shape, wraparound, cores and failed
+    links, not on its bandwidths or latencies: slices of a link-bandwidth sweep share one table,
+    and each slice's closed form still uses its own link figures (the same as computed cold)."""
+    from wus_sim.collectives import clear_caches
+    from wus_sim.collectives import analytic_time
+    from wus_sim.collectives.messages import hd_routes
+
+    slow, fast = make((4, 4), True, link_GBps=25.0), make((4, 4), True, link_GBps=200.0, hop_latency_us=3.0)
+    (p_slow,), (p_fast,) = (plan_collective(t, "all-reduce", algorithm).passes for t in (slow, fast))
+    assert hd_routes(slow, p_slow) is hd_routes(fast, p_fast)
+    other = make((4, 4), False)  # no wraparound: other routes
+    assert hd_routes(other, plan_collective(other, "all-reduce", algorithm).passes[0]) is not hd_routes(slow, p_slow)
+
+    nbytes = 64 * KiB
+    warm = [analytic_time(t, "all-reduce", algorithm, nbytes) for t in (slow, fast)]
+    cold = []
+    for t in (fast, slow):
+        clear_caches()
+        cold.append(analytic_time(t, "all-reduce", algorithm, nbytes))
+    assert warm == cold[::-1]
+    # by hand (recursive doubling, one core per chip): 4 steps, distances 1, 2, 4, 8 over a 4x4
+    # torus; each exchange of the whole buffer over a dimension-order route
+    if algorithm == RD:
+        hops = [1, 2, 1, 2]  # chip ids 0..15, x fastest: i ^ 1, ^2 on x; ^4, ^8 on y (2 hops: the ring's far side)
+        for t, bw, lat in ((slow, 25e9, 1e-6), (fast, 200e9, 3e-6)):
+            expected = sum(h * (nbytes / bw + lat) for h in hops)
+            assert analytic_time(t, "all-reduce", RD, nbytes) == pytest.approx(expected, rel=REL)

@@ -256,16 +256,33 @@ def _hd_step(topo, p, k):
     max of 1/bw over the route to the partner."""
     e = p.rings[0]
     R, n = e.members.shape
-    flat = [route for row in hd_routes(topo, p)[k] for route in row]
+    keys, idx, count = _hd_step_links(hd_routes(topo, p), k)
+    inv = 1.0 / link_key_Bps(topo)[keys]
+    inv_sum = np.bincount(idx, weights=inv, minlength=count)
+    lat_sum = np.bincount(idx, weights=link_key_latency_s(topo)[keys], minlength=count)
+    inv_max = np.zeros(count)
+    np.maximum.at(inv_max, idx, inv)
+    return inv_sum.reshape(R, n), lat_sum.reshape(R, n), inv_max.reshape(R, n)
+
+
+def _hd_step_links(table, k):
+    """``(link keys, route index of each, routes)`` of step *k* of a pairwise-exchange route
+    *table* (:func:`.messages.hd_routes`): the same for every slice that shares the table."""
+    hit = _HD_STEP_LINKS.get((id(table), k))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    flat = [route for row in table[k] for route in row]
     lengths = np.fromiter(map(len, flat), np.int64, count=len(flat))
     keys = np.fromiter((key for route in flat for key in route), np.int64, count=int(lengths.sum()))
     idx = np.repeat(np.arange(len(flat)), lengths)
-    inv = 1.0 / link_key_Bps(topo)[keys]
-    inv_sum = np.bincount(idx, weights=inv, minlength=len(flat))
-    lat_sum = np.bincount(idx, weights=link_key_latency_s(topo)[keys], minlength=len(flat))
-    inv_max = np.zeros(len(flat))
-    np.maximum.at(inv_max, idx, inv)
-    return inv_sum.reshape(R, n), lat_sum.reshape(R, n), inv_max.reshape(R, n)
+    keys.flags.writeable = idx.flags.writeable = False
+    if len(_HD_STEP_LINKS) >= 1024:
+        _HD_STEP_LINKS.pop(next(iter(_HD_STEP_LINKS)))
+    _HD_STEP_LINKS[(id(table), k)] = (table, (keys, idx, len(flat)))  # the table kept: its id stays its own
+    return keys, idx, len(flat)
+
+
+_HD_STEP_LINKS = {}
 
 
 def _hd_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):

@@ -20,11 +20,26 @@ __all__ = [
 ]
 
 
-@lru_cache(maxsize=256)
 def hd_routes(topology, p):
     """Pairwise-exchange pass *p* (halving-doubling, recursive-doubling): per step, the
-    ``(R, n)`` nested list of link-key tuples from member ``i`` to its partner (cached;
-    routes depend only on the partner distance)."""
+    ``(R, n)`` nested list of link-key tuples from member ``i`` to its partner (read only;
+    cached by what routes depend on: the slice's :attr:`~wus_sim.hardware.topology.Topology.routing_key`,
+    the members and the partner distances, so slices that differ in link figures share it)."""
+    e = p.rings[0]
+    key = (topology.routing_key, p.level, e.members.shape, e.members.tobytes(),
+           tuple(p.step_partner_distance(k) for k in range(p.steps)))
+    table = _HD_ROUTES.get(key)
+    if table is None:
+        if len(_HD_ROUTES) >= 256:
+            _HD_ROUTES.pop(next(iter(_HD_ROUTES)))
+        table = _HD_ROUTES[key] = _hd_routes(topology, p)
+    return table
+
+
+_HD_ROUTES = {}
+
+
+def _hd_routes(topology, p):
     e = p.rings[0]
     R, n = e.members.shape
     by_distance = {}
@@ -265,8 +280,10 @@ def _structure(plan, chunks):
 
 
 def clear_structure_cache():
-    """Forget the cached schedule structures (with the tables engines keep on them)."""
+    """Forget the cached schedule structures (with the tables engines keep on them) and the
+    pairwise exchanges' route tables."""
     _structure.cache_clear()
+    _HD_ROUTES.clear()
 
 
 def _build(plan, chunks, track):

@@ -158,6 +158,13 @@ class Topology:
         return self.num_cores
 
     @property
+    def routing_key(self):
+        """What every route of this slice depends on: its shape, wraparound, cores per chip and
+        failed links (not its bandwidths or latencies). Slices equal in it have the same routes
+        and link keys, so route tables are shared between them (a sweep over link bandwidths)."""
+        return self.dims, self.wrap, self.cores_per_chip, self.failed_links
+
+    @property
     def num_link_slots(self):
         """Length of dense link-id arrays (``num_chips * 2 * ndim``)."""
         return self.num_chips * 2 * self.ndim
