@@ -76,6 +76,7 @@ import math
 
 import numpy as np
 
+from ..inputs.memo import IdentityMemo
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s
 from .loads import distinct, first_of_distinct_rows, shared_link_streams
 from .messages import hd_routes
@@ -268,21 +269,19 @@ def _hd_step(topo, p, k):
 def _hd_step_links(table, k):
     """``(link keys, route index of each, routes)`` of step *k* of a pairwise-exchange route
     *table* (:func:`.messages.hd_routes`): the same for every slice that shares the table."""
-    hit = _HD_STEP_LINKS.get((id(table), k))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    flat = [route for row in table[k] for route in row]
+    return _HD_STEP_LINKS.get((table,), k, lambda: _step_links(table[k]))
+
+
+def _step_links(step):
+    flat = [route for row in step for route in row]
     lengths = np.fromiter(map(len, flat), np.int64, count=len(flat))
     keys = np.fromiter((key for route in flat for key in route), np.int64, count=int(lengths.sum()))
     idx = np.repeat(np.arange(len(flat)), lengths)
     keys.flags.writeable = idx.flags.writeable = False
-    if len(_HD_STEP_LINKS) >= 1024:
-        _HD_STEP_LINKS.pop(next(iter(_HD_STEP_LINKS)))
-    _HD_STEP_LINKS[(id(table), k)] = (table, (keys, idx, len(flat)))  # the table kept: its id stays its own
     return keys, idx, len(flat)
 
 
-_HD_STEP_LINKS = {}
+_HD_STEP_LINKS = IdentityMemo(maxsize=1024)
 
 
 def _hd_time(topo, p, S, K, reduce_Bps, routing="store-and-forward"):

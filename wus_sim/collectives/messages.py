@@ -10,6 +10,7 @@ import weakref
 
 import numpy as np
 
+from ..inputs.memo import IdentityMemo
 from ..hardware.network import replica_route
 from .embedding import routes
 from .plan import CollectivePlan
@@ -28,15 +29,10 @@ def hd_routes(topology, p):
     e = p.rings[0]
     key = (topology.routing_key, p.level, e.members.shape, e.members.tobytes(),
            tuple(p.step_partner_distance(k) for k in range(p.steps)))
-    table = _HD_ROUTES.get(key)
-    if table is None:
-        if len(_HD_ROUTES) >= 256:
-            _HD_ROUTES.pop(next(iter(_HD_ROUTES)))
-        table = _HD_ROUTES[key] = _hd_routes(topology, p)
-    return table
+    return _HD_ROUTES.get((), key, lambda: _hd_routes(topology, p))
 
 
-_HD_ROUTES = {}
+_HD_ROUTES = IdentityMemo(maxsize=256)
 
 
 def _hd_routes(topology, p):

@@ -35,11 +35,15 @@ class IdentityMemo:
         _MEMOS.append(self)
 
     def get(self, objects, key, compute):
-        """``compute()``, or its result for the same *objects* (by identity) and *key* (by value)."""
+        """``compute()``, or its result for the same *objects* (by identity) and *key* (by value);
+        a *key* that cannot be hashed (a malformed argument) is computed afresh, not kept."""
         if not _ON[0]:
             return compute()
         k = (tuple(map(id, objects)), key)
-        hit = self._entries.get(k)
+        try:
+            hit = self._entries.get(k)
+        except TypeError:  # unhashable: compute() says what is wrong with it, or works uncached
+            return compute()
         if hit is not None and all(a is b for a, b in zip(hit[0], objects)):
             return hit[1]
         value = compute()

@@ -89,14 +89,10 @@ class Calibration:
 
         check_keywords(overrides, _COMPUTE_FIELDS, "compute_params (the fields of ComputeParams)")
         given = {k: v for k, v in overrides.items() if v is not None}
-        try:
-            key = (stack, tuple(sorted(given.items())))
-            hash(key)
-        except TypeError:  # an unhashable value: ComputeParams says what is wrong with it
-            return ComputeParams(**{**params, **given})
         # one object per calibration and arguments (frozen): the points of a sweep then share
         # the layer times and band gradients memoized by it (wus_sim.inputs.memo)
-        return _COMPUTE_PARAMS.get((self,), key, lambda: ComputeParams(**{**params, **given}))
+        return _COMPUTE_PARAMS.get((self,), (stack, tuple(sorted(given.items()))),
+                                   lambda: ComputeParams(**{**params, **given}))
 
     def has_stack(self, stack):
         """Whether *stack* (``None``: the default one) has fitted fixed costs here."""
