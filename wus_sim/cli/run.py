@@ -216,7 +216,9 @@ class _sigterm_as_interrupt:
 
 def summary_table(frame, swept_keys, *, max_rows=40):
     """Text table: one line per point with its swept parameters, each strategy's step time and
-    the speedup (sharded over replicated; with fully-sharded rows, its speedup too)."""
+    the speedup (sharded over replicated; with fully-sharded rows, its speedup too); the first
+    *max_rows* points, then how many more there are."""
+    import numpy as np
     import pandas as pd
 
     from ..training.strategies import STRATEGIES
@@ -232,6 +234,11 @@ def summary_table(frame, swept_keys, *, max_rows=40):
     for k in ("per_replica_batch", "global_batch"):
         if k in frame.columns and k not in keys and frame[k].nunique(dropna=True) > 1:
             keys.append(k)
+    # only the points shown are tabulated: a sweep of 100,000 points grouped row by row took minutes
+    points = np.sort(frame["point_index"].unique())
+    more = len(points) - max_rows
+    if more > 0:
+        frame = frame[frame["point_index"].isin(points[:max_rows])]
     lines = []
     for _, group in frame.groupby("point_index", sort=True):
         row = {k: group[k].iloc[0] for k in keys}
@@ -256,9 +263,9 @@ def summary_table(frame, swept_keys, *, max_rows=40):
         # a file given by path is shown by its name, as in the figures
         table[k] = table[k].map(lambda v, k=k: display_value(k, v) if k in NAMED_KEYS and isinstance(v, str)
                                 else _cell(v))
-    text = table.head(max_rows).to_string(index=False)
-    if len(table) > max_rows:
-        text += f"\n... {len(table) - max_rows} more points in results.csv"
+    text = table.to_string(index=False)
+    if more > 0:
+        text += f"\n... {more} more points in results.csv"
     if any(str(v).endswith("*") for column in table.columns if "speedup" in column for v in table[column]):
         text += "\n* replicated does not fit in HBM: the speedup if it did (capacity ignored), as step prints it"
     return text
