@@ -38,7 +38,7 @@ import time
 
 from ..inputs.errors import ConfigError, InfeasibleError, WusError
 from .dask_points import SCHEDULER_TIMEOUT_S
-from .rundir import JOURNAL_NAME, _Journal, read_journal
+from .rundir import JOURNAL_NAME, _Journal, journal_text, read_journal
 from .spec import point_hash, strategies_of
 
 __all__ = [
@@ -107,8 +107,13 @@ def _slice_columns(point, cache):
     from ..hardware.topology_files import load_topology
     from .records import slice_columns
 
-    key = tuple(json.dumps(point.get(k), default=str)
+    # (each value with its type: True and 1 are equal keys but not the same wraparound)
+    key = tuple((point.get(k).__class__, point.get(k))
                 for k in ("topology", "link_GBps", "hop_latency_us", "wraparound", "cores_per_chip"))
+    try:
+        hash(key)
+    except TypeError:  # an inline topology or a list: its JSON text stands for it
+        key = tuple(json.dumps(v, default=str) for _, v in key)
     if key in cache:
         return cache[key]
     cache[key] = {}
@@ -280,9 +285,9 @@ def _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, 
     journal = _Journal(journal_path, fresh=not resume)
     bar = _progress_bar(len(set(hashes)), len(done), progress)
     try:
-        for index, h, point, outcome in _execute(point_fn, unique_todo, jobs, scheduler):
+        for index, h, point, outcome, text in _execute(point_fn, unique_todo, jobs, scheduler):
             entry = {"hash": h, "index": index, "model": fingerprint, "point": point, **outcome}
-            journal.append(entry)
+            journal.append(entry, text)
             done[h] = entry
             bar.update(1)
     finally:
@@ -338,13 +343,15 @@ def _progress_bar(total, initial, enabled):
 
 
 def _execute(point_fn, todo, jobs, scheduler):
-    """Yield ``(index, hash, point, outcome)`` as points finish, in completion order."""
+    """Yield ``(index, hash, point, outcome, text)`` as points finish, in completion order;
+    *text*: the point's journal text (:func:`journal_text`) where a worker made it, else ``None``."""
     if not todo:
         return
     if scheduler is not None:
         from .dask_points import execute_dask
 
-        yield from execute_dask(evaluate_point, point_fn, todo, *scheduler)
+        for item in execute_dask(evaluate_point, point_fn, todo, *scheduler):
+            yield *item, None
     elif jobs == 1 or len(todo) == 1:
         from ..inputs.memo import files_fixed
 
@@ -352,7 +359,7 @@ def _execute(point_fn, todo, jobs, scheduler):
         for i in range(0, len(todo), size):
             with files_fixed():  # as a worker's chunk: each point is journaled as soon as it is done
                 for index, h, point in todo[i:i + size]:
-                    yield index, h, point, evaluate_point(point_fn, point)
+                    yield index, h, point, evaluate_point(point_fn, point), None
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -364,8 +371,8 @@ def _execute(point_fn, todo, jobs, scheduler):
             futures = {pool.submit(_evaluate_chunk, point_fn, [p for _, _, p in todo[i:i + size]]): todo[i:i + size]
                        for i in range(0, len(todo), size)}
             for future in as_completed(futures):
-                for (index, h, point), outcome in zip(futures[future], future.result()):
-                    yield index, h, point, outcome
+                for (index, h, point), (outcome, text) in zip(futures[future], future.result()):
+                    yield index, h, point, outcome, text
             finished = True
         finally:
             # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
@@ -390,12 +397,15 @@ def chunk_size(points, jobs):
 
 
 def _evaluate_chunk(point_fn, points):
-    """:func:`evaluate_point` of each of *points*, in order (in a worker process), the named input
-    files looked up once for the chunk (:func:`~wus_sim.inputs.memo.files_fixed`)."""
+    """``(outcome, journal text)`` of each of *points*, in order (in a worker process): its
+    :func:`evaluate_point` with the named input files looked up once for the chunk
+    (:func:`~wus_sim.inputs.memo.files_fixed`), and the outcome's JSON (:func:`journal_text`),
+    written here so that the workers share it instead of the parent alone."""
     from ..inputs.memo import files_fixed
 
     with files_fixed():
-        return [evaluate_point(point_fn, point) for point in points]
+        outcomes = [evaluate_point(point_fn, point) for point in points]
+    return [(outcome, journal_text(point, outcome)) for point, outcome in zip(points, outcomes)]
 
 
 def _worker_init(parent_pid):
