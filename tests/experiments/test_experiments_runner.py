@@ -15,6 +15,7 @@ import time
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.results import columns, read_results
@@ -343,3 +344,29 @@ def test_progress_bar_on_stderr_only_when_asked(tmp_path, capsys):
     assert f"{exp.num_points}/{exp.num_points}" in err and "points" in err
     run_experiment(exp, tmp_path / "b", point_fn=fake_point)  # default: only on a terminal
     assert capsys.readouterr().err == ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs=st.lists(st.integers(1, 120), min_size=1, max_size=60), jobs=st.integers(1, 8))
+def test_worker_chunks_keep_runs_of_batches_together(runs, jobs):
+    """Worker tasks: every point once, in order, at most 64 a task, at least 16 tasks a worker
+    (or one a point), and a run of points that differ only in the batch is not cut in two when
+    it is no longer than a task's usual size (which is where the run's collectives are shared)."""
+    from wus_sim.experiments.runner import worker_chunks
+
+    todo, run_of = [], []
+    for r, length in enumerate(runs):
+        for b in range(length):
+            point = {"workload": "resnet50", "link_GBps": float(10 + r), "per_replica_batch": b + 1}
+            todo.append((len(todo), f"h{len(todo)}", point))
+            run_of.append(r)
+    chunks = worker_chunks(todo, jobs)
+    assert [item for chunk in chunks for item in chunk] == todo
+    assert all(1 <= len(chunk) <= 64 for chunk in chunks)
+    n = len(todo)
+    assert len(chunks) >= min(n, 16 * jobs)
+    usual = min(32, n // (16 * jobs))
+    chunk_of = [c for c, chunk in enumerate(chunks) for _ in chunk]
+    for r, length in enumerate(runs):
+        if length <= usual:
+            assert len({chunk_of[i] for i in range(n) if run_of[i] == r}) == 1, (r, length)

@@ -10,9 +10,9 @@ Resume. Every finished point is appended to ``DIR/points.jsonl`` as one JSON
 line (``hash``, ``index``, ``model``, ``point``, ``rows``, ``wall_s``), flushed
 before the next one is taken (and fsynced at least once a second and at the end), so a run
 killed at any moment has every point it has collected on disk (a line cut short by the kill is ignored and
-truncated on resume; with ``jobs > 1`` a worker hands points back in chunks of
-:func:`chunk_size`, so a kill also loses the chunks still in a worker, under a second of work
-each). With ``resume=True`` the points whose hash is in the
+truncated on resume; with ``jobs > 1`` a worker hands points back in chunks of about
+:func:`chunk_size` (:func:`worker_chunks`), so a kill also loses the chunks still in a worker,
+under a second of work each). With ``resume=True`` the points whose hash is in the
 journal are not run again; the results are always assembled from the journal,
 one entry per hash, so each point appears exactly once. ``model`` is the *model
 fingerprint* (a hash of the simulator's source, its data files and the shipped
@@ -366,10 +366,9 @@ def _execute(point_fn, todo, jobs, scheduler):
         pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_worker_init,
                                    initargs=(os.getpid(),))
         finished = False
-        size = chunk_size(len(todo), jobs)
         try:
-            futures = {pool.submit(_evaluate_chunk, point_fn, [p for _, _, p in todo[i:i + size]]): todo[i:i + size]
-                       for i in range(0, len(todo), size)}
+            futures = {pool.submit(_evaluate_chunk, point_fn, [p for _, _, p in chunk]): chunk
+                       for chunk in worker_chunks(todo, jobs)}
             for future in as_completed(futures):
                 for (index, h, point), (outcome, text) in zip(futures[future], future.result()):
                     yield index, h, point, outcome, text
@@ -394,6 +393,60 @@ def chunk_size(points, jobs):
     a fraction of a second), one each when there are few, and at least 16 tasks per worker so
     that the workers finish together and the progress bar moves."""
     return max(1, min(32, points // (16 * max(jobs, 1))))
+
+
+SHARED_ACROSS = ("per_replica_batch", "global_batch", "mxu_efficiency")
+"""Point keys that points may differ in and still share most of their work: their collectives,
+plans and slice (only compute and memory move). :func:`worker_chunks` keeps such runs of points
+in one task, so that one worker pays for what they share."""
+
+
+def worker_chunks(todo, jobs):
+    """*todo* (``(index, hash, point)`` items) cut into worker tasks of about :func:`chunk_size`
+    points, in order, at the ends of runs of consecutive points that differ only in
+    :data:`SHARED_ACROSS` keys where that keeps a task at most twice that size (and every worker
+    at least 16 tasks). Why: a sweep's innermost axis is usually the batch; a run of batches cut
+    in two went to both workers, and each simulated the run's collectives (a sweep over link
+    bandwidths and batches paid every bandwidth's collectives about twice)."""
+    target = chunk_size(len(todo), jobs)
+    if target == 1:
+        return [[item] for item in todo]
+    cap = max(target, min(2 * 32, len(todo) // (16 * max(jobs, 1))))
+    chunks, current = [], []
+    for run in _shared_runs(todo):
+        if len(run) > cap:  # in equal pieces of at most cap, each its own task
+            if current:
+                chunks.append(current)
+                current = []
+            pieces = -(-len(run) // cap)
+            step = -(-len(run) // pieces)
+            chunks.extend(run[i:i + step] for i in range(0, len(run), step))
+            continue
+        if current and (len(current) >= target or len(current) + len(run) > cap):
+            chunks.append(current)
+            current = []
+        current.extend(run)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _shared_runs(todo):
+    """Runs of consecutive items whose points are equal but for :data:`SHARED_ACROSS` keys."""
+    run = []
+    for item in todo:
+        if run and not _share_work(run[-1][2], item[2]):
+            yield run
+            run = []
+        run.append(item)
+    if run:
+        yield run
+
+
+def _share_work(a, b):
+    if a.keys() != b.keys():
+        return False
+    return all(a[k] == b[k] and a[k].__class__ is b[k].__class__ for k in a if k not in SHARED_ACROSS)
 
 
 def _evaluate_chunk(point_fn, points):
