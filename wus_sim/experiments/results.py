@@ -223,7 +223,9 @@ def to_frame(rows):
     df = pd.DataFrame(rows)
     for name in df.columns:  # column by column: a sweep's 200,000 rows are 20 million cells
         col = df[name]
-        if col.dtype == object and any(isinstance(v, (list, tuple, dict)) for v in col):
+        # (infer_dtype, in C, says which columns can hold a list at all: only a 'mixed' one)
+        if col.dtype == object and pd.api.types.infer_dtype(col, skipna=True).startswith("mixed") \
+                and any(isinstance(v, (list, tuple, dict)) for v in col):
             df[name] = col.map(_cell)
     documented = list(columns())
     extra = [c for c in df.columns if c not in {d.name for d in documented}]

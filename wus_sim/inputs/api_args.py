@@ -34,15 +34,19 @@ def check_int(value, name, *, minimum=None, maximum=None, nullable=False):
     raw, value = value, plain(value)
     if value is None and nullable:
         return None
-    rule = "must be a whole number" + _bounds(minimum, maximum) + (" (or None)" if nullable else "")
+
+    def bad():  # the rule is written only for an error (a sweep checks at every point)
+        rule = "must be a whole number" + _bounds(minimum, maximum) + (" (or None)" if nullable else "")
+        return ConfigError(rule, key_path=name, value=raw)
+
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(rule, key_path=name, value=raw)
+        raise bad()
     if isinstance(value, float):
         if not (math.isfinite(value) and value.is_integer()):
-            raise ConfigError(rule, key_path=name, value=raw)
+            raise bad()
         value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ConfigError(rule, key_path=name, value=raw)
+        raise bad()
     return value
 
 
@@ -51,17 +55,21 @@ def check_number(value, name, *, minimum=None, maximum=None, positive=False, nul
     raw, value = value, plain(value)
     if value is None and nullable:
         return None
-    rule = ("must be a finite number" + _bounds(minimum, maximum, positive)
-            + (" (or None)" if nullable else ""))
+
+    def bad():  # the rule is written only for an error (a sweep checks at every point)
+        rule = ("must be a finite number" + _bounds(minimum, maximum, positive)
+                + (" (or None)" if nullable else ""))
+        return ConfigError(rule, key_path=name, value=raw)
+
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigError(rule, key_path=name, value=raw)
+        raise bad()
     try:
         value = float(value)
     except (OverflowError, ValueError, TypeError):
-        raise ConfigError(rule, key_path=name, value=raw) from None
+        raise bad() from None
     if (not math.isfinite(value) or (positive and not value > 0) or (minimum is not None and value < minimum)
             or (maximum is not None and value > maximum)):
-        raise ConfigError(rule, key_path=name, value=raw)
+        raise bad()
     return value
 
 

@@ -361,9 +361,11 @@ def spatial_activation_share(workload, spatial_ways):
     layer outputs assumes it is spread over the layers as their outputs are (what backward
     keeps is mostly each layer's output). SSD-ResNet34 over 4 cores: 1.04.
     """
+    if int(spatial_ways) == 1:  # (before the sum: most replicas are one core each)
+        return 1.0
     outputs = workload.layer_output_elements
     total = outputs.sum()
-    if int(spatial_ways) == 1 or total <= 0:
+    if total <= 0:
         return 1.0
     return float((outputs * spatial_row_share(workload, spatial_ways)).sum() / total)
 

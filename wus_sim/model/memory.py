@@ -216,12 +216,31 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     check = check_bool(check, "check")
     keep_gathered_weights = check_bool(keep_gathered_weights, "keep_gathered_weights")
     w = plan.workload
-    wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
     activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model) * activation_scale
                    / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
+    weights, gradients, slots, padding, collective, details = _STATIC.get(
+        (plan,), (strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce),
+        lambda: _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce))
+    peak = weights + gradients + slots + activations + collective
+    out = MemoryBreakdown(strategy=strategy, weights=float(weights), gradients=float(gradients),
+                          slots=float(slots), padding=float(padding), activations=float(activations),
+                          collective_buffers=float(collective), peak=float(peak),
+                          capacity=float(plan.topology.hbm_bytes_per_replica),
+                          per_replica_batch=int(per_replica_batch),
+                          details=dict(details))
+    if check and not out.fits:
+        raise _infeasible(plan, out)
+    return out
+
+
+def _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce):
+    """``(weights, gradients, slots, padding, collective buffers, details)`` of
+    :func:`memory_breakdown`: every part but the activations, which alone move with the batch (a
+    sweep's points at other batches share these, :data:`_STATIC`)."""
+    wb, gb, sb = plan.weight_bytes, plan.grad_bytes, plan.slot_bytes
     largest_ar = lambda kinds: max((b.elements * gb for b in plan.buckets if b.kind in kinds), default=0)
 
     if strategy == "replicated":
@@ -282,16 +301,11 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
                    "reducing_gradients": reducing * gb}
         padding = details["weight_padding"] + details["grad_padding"] + slot_pad
 
-    peak = weights + gradients + slots + activations + collective
-    out = MemoryBreakdown(strategy=strategy, weights=float(weights), gradients=float(gradients),
-                          slots=float(slots), padding=float(padding), activations=float(activations),
-                          collective_buffers=float(collective), peak=float(peak),
-                          capacity=float(plan.topology.hbm_bytes_per_replica),
-                          per_replica_batch=int(per_replica_batch),
-                          details={k: float(v) for k, v in details.items()})
-    if check and not out.fits:
-        raise _infeasible(plan, out)
-    return out
+    return weights, gradients, slots, padding, collective, {k: float(v) for k, v in details.items()}
+
+
+_STATIC = IdentityMemo()
+""":func:`_batch_free_parts` per plan and the arguments it reads."""
 
 
 def memory_both(plan, per_replica_batch, *, activation_scale=1.0, check=False, strategies=("replicated", "sharded"),

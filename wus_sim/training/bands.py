@@ -135,24 +135,43 @@ def _spread(gradient, calibration, stack, exclude=()):
     calibration parameter names; a stack's own values are ``name@stack``); names in *exclude*
     (moved over their extrapolated range instead) take no part."""
     gradient = {k: v for k, v in gradient.items() if k not in exclude}
-    prov = calibration.provenance or {}
-    cov = prov["param_covariance"]
-    names = cov["names"]
-    matrix = np.asarray(cov["matrix"], dtype=float)
-    g = np.array([gradient.get(_local(n, stack), 0.0) if _applies(n, stack) else 0.0 for n in names])
+    matrix, keys, declared = _covariance(calibration, stack)
+    g = np.array([0.0 if k is None else gradient.get(k, 0.0) for k in keys])
     half = Z_95 * math.sqrt(max(float(g @ matrix @ g), 0.0))
     lo = hi = 0.0
-    for name, (low, high) in (prov.get("declared_ranges") or {}).items():
-        if not _applies(name, stack) or _local(name, stack) in exclude:
+    for base, low, high, value in declared:
+        if base in exclude:
             continue
-        base = _local(name, stack)
         d = gradient.get(base, 0.0)
-        value = (calibration.stacks.get(stack) or {}).get(base, calibration.params.get(base, 0.0)) \
-            if "@" in name else calibration.params.get(name, 0.0)
         shifts = (d * (low - value), d * (high - value))
         lo += min(shifts)
         hi += max(shifts)
     return half, lo, hi
+
+
+def _covariance(calibration, stack):
+    """What :func:`_spread` reads of *calibration* for *stack*, once per calibration and stack (a
+    sweep asks at every point): the fitted values' covariance matrix, the gradient key of each of
+    its names (``None`` where the name is another stack's), and ``(gradient key, low, high, value)``
+    of each declared range that applies."""
+    def compute():
+        prov = calibration.provenance or {}
+        cov = prov["param_covariance"]
+        keys = [_local(n, stack) if _applies(n, stack) else None for n in cov["names"]]
+        declared = []
+        for name, (low, high) in (prov.get("declared_ranges") or {}).items():
+            if not _applies(name, stack):
+                continue
+            base = _local(name, stack)
+            value = (calibration.stacks.get(stack) or {}).get(base, calibration.params.get(base, 0.0)) \
+                if "@" in name else calibration.params.get(name, 0.0)
+            declared.append((base, low, high, value))
+        return np.asarray(cov["matrix"], dtype=float), keys, declared
+
+    return _COVARIANCES.get((calibration,), stack, compute)
+
+
+_COVARIANCES = IdentityMemo(maxsize=64)
 
 
 def _applies(name, stack):
