@@ -5,7 +5,7 @@ sequence); this module only lays them out as nodes, paths and dependencies.
 """
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 import weakref
 
 import numpy as np
@@ -71,12 +71,14 @@ class Schedule:
     """Per node: index into :attr:`paths`, or -1 for a barrier node."""
     paths: list
     """Tuples of link keys."""
-    msg_bytes: np.ndarray
-    """Per node: bytes of the message (0 for barriers)."""
+    frac: np.ndarray
+    """Per node: the fraction of ``S / K`` its message carries (0 for barriers)."""
     rank: np.ndarray
     """Per node: sender replica (tie-break)."""
-    rho: np.ndarray
-    """Per node: reduction time added to its ready time, s."""
+    rho_frac: np.ndarray
+    """Per node: the fraction of ``S / K`` whose reduction is added to its ready time."""
+    reduce_Bps: float = None
+    """Reduction speed, bytes/s (``None``: reductions take no time)."""
     deps: list = field(default_factory=list)
     """``(child, parent, kind)`` int arrays; kind 0: parent delivered, 1: parent ready."""
     meta: dict = field(default_factory=dict)
@@ -84,6 +86,21 @@ class Schedule:
     structure: object = None
     """The size-free :class:`_Structure` this schedule was sized from (shared, read-only), or
     ``None`` for a schedule built with ``track=True``; engines cache their own tables per structure."""
+
+    # Why computed on first use: an engine that runs several sizes of one structure at once
+    # (the window engine) reads a few nodes' bytes, and a 2048-chip all-reduce has 267k nodes:
+    # a dozen sizes' full arrays were tens of MiB written for a few thousand reads.
+    @cached_property
+    def msg_bytes(self):
+        """Per node: bytes of the message (0 for barriers): ``frac * S / K``."""
+        return self.frac * self.nbytes / self.chunks
+
+    @cached_property
+    def rho(self):
+        """Per node: reduction time added to its ready time, s: ``(rho_frac * S / K) / reduce_Bps``."""
+        if self.reduce_Bps is None:
+            return np.zeros(self.num_nodes)
+        return self.rho_frac * self.nbytes / self.chunks / self.reduce_Bps
 
     @property
     def num_hops(self):
@@ -222,14 +239,10 @@ class _Structure:
                    cat(b.rank, np.int64), cat(b.rho_frac, float), b.deps, {}, tuple(b.layouts))
 
     def sized(self, nbytes, reduce_Bps):
-        """The :class:`Schedule` for ``S = nbytes``: bytes and reduction times from the fractions,
-        in the order of operations the per-step formulas use."""
-        S = float(nbytes)
-        msg_bytes = self.frac * S / self.chunks
-        rho = (self.rho_frac * S / self.chunks / reduce_Bps) if reduce_Bps is not None \
-            else np.zeros(self.num_nodes)
-        return Schedule(self.plan, S, self.chunks, self.num_nodes, self.path_id, self.paths, msg_bytes,
-                        self.rank, rho, self.deps, self.meta, structure=self)
+        """The :class:`Schedule` for ``S = nbytes``: bytes and reduction times from the fractions
+        (computed when first read), in the order of operations the per-step formulas use."""
+        return Schedule(self.plan, float(nbytes), self.chunks, self.num_nodes, self.path_id, self.paths, self.frac,
+                        self.rank, self.rho_frac, reduce_Bps, self.deps, self.meta, structure=self)
 
 
 # Pass tags: ``Schedule.meta["pass"]`` names the pass of the plan each message belongs to.

@@ -53,7 +53,8 @@ no latency (cut-through: on-chip links, or a slice declared with zero hop latenc
 (:class:`WindowTooSmall`). The api runs SimPy then.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 import time
 
 import numpy as np
@@ -61,7 +62,7 @@ import numpy as np
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
 from .window_steps import serve, settle
-from .window_tables import clean_units_of, graph_of, link_counters
+from .window_tables import SizedNodes, clean_units_of, graph_of, link_counters
 
 __all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule", "run_schedules"]
 
@@ -89,11 +90,22 @@ class WindowOutcome:
     windows: int
     """Time windows the run took (in a batch: those that served this schedule, which are the
     windows it takes alone)."""
-    event_s: np.ndarray
-    """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
-    (``-inf`` inside clean rings, where only the events others wait for are kept)."""
     wall_s: float
     """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
+    _event_log: tuple = field(default=None, repr=False, compare=False)
+    """What :attr:`event_s` is read from: the table before the run (``None``: all ``inf``),
+    the run's logged events (global numbers) and their times, this copy's first event, and
+    its number of events."""
+
+    @cached_property
+    def event_s(self):
+        """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
+        (``-inf`` inside clean rings, where only the events others wait for are kept)."""
+        initial, logged_e, logged_t, first, count = self._event_log
+        out = np.full(count, np.inf) if initial is None else initial.copy()
+        mine = (logged_e >= first) & (logged_e < first + count)
+        out[logged_e[mine] - first] = logged_t[mine]
+        return out
 
 
 def run_schedule(sched, *, clean_rings=True, routing="store-and-forward"):
@@ -141,20 +153,24 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     lat = link_key_latency_s(topo)
     lat = lat if C == 1 else np.tile(lat, C)
     rank = sched.rank  # per local node (the same in every copy)
-    nbytes = sched.msg_bytes if C == 1 else np.concatenate([s.msg_bytes for s in scheds])
     if C == 1:
-        rho = sched.rho
-    elif any(s.rho.any() for s in scheds):
-        rho = np.concatenate([s.rho for s in scheds])
-    else:  # no reductions timed: one zero seen N times (read only: nothing writes rho)
-        rho = np.broadcast_to(0.0, N)
+        nbytes, rho = sched.msg_bytes, sched.rho
+    else:
+        nbytes = SizedNodes(sched.frac, [s.nbytes for s in scheds], sched.chunks)
+        if all(s.reduce_Bps is None for s in scheds):  # no reductions timed: one zero seen N times
+            rho = np.broadcast_to(0.0, N)  # (read only: nothing writes rho)
+        elif all(s.reduce_Bps is not None for s in scheds):
+            rho = SizedNodes(sched.rho_frac, [s.nbytes for s in scheds], sched.chunks, [s.reduce_Bps for s in scheds])
+        else:
+            rho = np.concatenate([s.rho for s in scheds])
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
     copies = _Copies(C, n, NL)
+    # When each event happened: (events, times) arrays in the order they were settled; the
+    # outcomes read them into each copy's table only if asked (most runs want the last time).
+    event_log = []
     if units is None:
-        event_t = np.full(2 * N, np.inf)  # when each event happened (inf: not yet), copy by copy
         remaining = np.tile(g.num_parents, C)  # events each node still waits for
-    else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
-        event_t = np.tile(units.initial_event_s, C)
+    else:  # a clean ring's later steps wait for nothing the engine counts (see CleanUnits)
         remaining = _sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
     # The latest time among a node's events so far. Every time is >= 0 (they start at 0 and only
     # add and take maxima), so a start at 0 instead of -inf changes no maximum, and zeros come
@@ -201,7 +217,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t, tail))
 
     def settle_events(events, t):
-        settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
+        settle(events, t, g, copies, event_log, remaining, latest, owner, rho, request)
 
     def run_startable():
         """Run the startable clean units and pass their outputs on."""
@@ -299,14 +315,19 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
     wall = time.perf_counter() - t0
+    logged_e = np.concatenate([e for e, _ in event_log]) if event_log else np.zeros(0, np.int64)
+    logged_t = np.concatenate([t for _, t in event_log]) if event_log else np.zeros(0)
+    # each copy's last event (every event the engine did not log is -inf: inside a clean ring)
+    last_s = np.full(C, -np.inf)
+    np.maximum.at(last_s, logged_e // (2 * n) if C > 1 else np.zeros(len(logged_e), np.int64), logged_t)
+    initial = units.initial_event_s if units is not None else None
     out = []
     for c, s in enumerate(scheds):
-        ev = event_t[2 * n * c:2 * n * (c + 1)]  # a view: each copy's events are its own block
         link_bytes, link_busy_s, link_messages = link_counters(s, g, bw1)
         out.append(WindowOutcome(
-            time_s=float(ev.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
-            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]), event_s=ev,
-            wall_s=wall))
+            time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
+            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]),
+            wall_s=wall, _event_log=(initial, logged_e, logged_t, 2 * n * c, 2 * n)))
     return out
 
 

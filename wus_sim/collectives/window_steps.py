@@ -14,8 +14,9 @@ readiness along one member's steps (a member that starts late finds its pieces t
 is a chain of tiny batches, where array calls cost more than the work."""
 
 
-def settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request):
-    """Events *events* happened at times *t*: count them off the nodes waiting for them
+def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, request):
+    """Events *events* happened at times *t*: log them (``(events, times)`` arrays appended to
+    *event_log*), count them off the nodes waiting for them
     (*remaining*, *latest* = the latest time among their events so far), and *request* the
     first hop of every message whose last event this was. Nodes and events are global
     (*copies*: see :func:`.window_engine.run_schedules`); *g*'s tables are the structure's own."""
@@ -23,9 +24,9 @@ def settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request
     n, C = copies.nodes, copies.count
     while len(events):
         if len(events) < _SMALL:
-            return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_t, remaining, latest, rho,
+            return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_log, remaining, latest, rho,
                                       request)
-        event_t[events] = t
+        event_log.append((events, t))
         # (take along an axis: far quicker than fancy indexing for rows of a 2-D table)
         if C == 1:
             ch = children.take(events, axis=0).ravel()
@@ -58,16 +59,18 @@ def settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request
         t = np.concatenate([tr, tr[barrier]])
 
 
-def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho, request):
+def _settle_one_by_one(events, times, g, copies, event_log, remaining, latest, rho, request):
     """:func:`settle` for a few events, in Python (the same rule: a node is ready at the
     latest of its events' times plus its reduction time; a barrier is delivered then)."""
     children, is_message = g.children, g.is_message
     n = copies.nodes
     stack = list(zip(events, times))
     new_nodes, new_times = [], []
+    log_e, log_t = [], []
     while stack:
         e, t = stack.pop()
-        event_t[e] = t
+        log_e.append(e)
+        log_t.append(t)
         base = e // (2 * n) * n  # the event's copy's first node (its first event is 2 * base)
         for c in children[e - 2 * base].tolist():
             if c < 0:
@@ -86,6 +89,7 @@ def _settle_one_by_one(events, times, g, copies, event_t, remaining, latest, rho
                 new_times.append(tr)
             else:
                 stack.append((c + base + n, tr))
+    event_log.append((np.array(log_e, np.int64), np.array(log_t)))
     if new_nodes:
         request(np.array(new_nodes, np.int64), np.array(new_times))
 
