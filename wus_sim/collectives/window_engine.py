@@ -94,14 +94,15 @@ class WindowOutcome:
     """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
     _event_log: tuple = field(default=None, repr=False, compare=False)
     """What :attr:`event_s` is read from: the table before the run (``None``: all ``inf``),
-    the run's logged events (global numbers) and their times, this copy's first event, and
-    its number of events."""
+    the run's event log (``(events, times)`` arrays, events numbered globally), this copy's
+    first event, and its number of events."""
 
     @cached_property
     def event_s(self):
         """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
         (``-inf`` inside clean rings, where only the events others wait for are kept)."""
-        initial, logged_e, logged_t, first, count = self._event_log
+        initial, event_log, first, count = self._event_log
+        logged_e, logged_t = _logged(event_log)
         out = np.full(count, np.inf) if initial is None else initial.copy()
         mine = (logged_e >= first) & (logged_e < first + count)
         out[logged_e[mine] - first] = logged_t[mine]
@@ -315,11 +316,13 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
     wall = time.perf_counter() - t0
-    logged_e = np.concatenate([e for e, _ in event_log]) if event_log else np.zeros(0, np.int64)
-    logged_t = np.concatenate([t for _, t in event_log]) if event_log else np.zeros(0)
-    # each copy's last event (every event the engine did not log is -inf: inside a clean ring)
-    last_s = np.full(C, -np.inf)
-    np.maximum.at(last_s, logged_e // (2 * n) if C > 1 else np.zeros(len(logged_e), np.int64), logged_t)
+    if g.last_barriers is not None:  # each copy's last event: its last barriers' readiness
+        last = g.last_barriers[None, :] + n * np.arange(C)[:, None]
+        last_s = (latest[last] + rho[last]).max(axis=1)
+    else:  # ... or the latest event it logged (the engine logs no event inside a clean ring)
+        logged_e, logged_t = _logged(event_log)
+        last_s = np.full(C, -np.inf)
+        np.maximum.at(last_s, logged_e // (2 * n), logged_t)
     initial = units.initial_event_s if units is not None else None
     out = []
     for c, s in enumerate(scheds):
@@ -327,8 +330,15 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         out.append(WindowOutcome(
             time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
             link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]),
-            wall_s=wall, _event_log=(initial, logged_e, logged_t, 2 * n * c, 2 * n)))
+            wall_s=wall, _event_log=(initial, event_log, 2 * n * c, 2 * n)))
     return out
+
+
+def _logged(event_log):
+    """The events and times of *event_log*, each as one array."""
+    if not event_log:
+        return np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate([e for e, _ in event_log]), np.concatenate([t for _, t in event_log])
 
 
 def _sparse_tile(initial, C, tables):

@@ -41,6 +41,10 @@ class WindowGraph:
     """Every message hop (in node order): its node."""
     hop_link: np.ndarray
     """Every message hop: its link key."""
+    last_barriers: np.ndarray = None
+    """The barrier nodes whose events no node waits for, when every such event is a barrier's
+    (else ``None``). Every other event has a node waiting for it, ready no earlier, so the
+    schedule's last event is one of these nodes' readiness: ``latest + rho``."""
 
 
 class SizedNodes:
@@ -71,7 +75,8 @@ class SizedNodes:
 
 def _children(deps, n):
     """``(2n, W)``: the nodes waiting for each event (``m`` = node m ready, ``n + m`` = node m
-    delivered), :data:`NO_CHILD` padded; and the number of events each node waits for."""
+    delivered), :data:`NO_CHILD` padded; the number of events each node waits for; and the
+    events no node waits for."""
     if deps:
         child = np.concatenate([d[0] for d in deps])
         event = np.concatenate([d[1] + n * (d[2] == 0) for d in deps])
@@ -85,13 +90,13 @@ def _children(deps, n):
     slot[order] = np.arange(len(event)) - (np.cumsum(counts) - counts)[event[order]]
     table = np.full(2 * n * W, NO_CHILD, np.int64)
     table[event * W + slot] = child
-    return table.reshape(2 * n, W), np.bincount(child, minlength=n)
+    return table.reshape(2 * n, W), np.bincount(child, minlength=n), np.flatnonzero(counts == 0)
 
 
 def _graph(sched):
     """The :class:`WindowGraph` of *sched* (size-free)."""
     n = sched.num_nodes
-    children, ndeps = _children(sched.deps, n)
+    children, ndeps, sinks = _children(sched.deps, n)
     lengths = np.array([len(p) for p in sched.paths] + [0], np.int64)
     H = max(int(lengths.max()), 1)
     table = np.full((len(sched.paths) + 1, H), -1, np.int64)
@@ -100,11 +105,14 @@ def _graph(sched):
         np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
     pid = sched.path_id
     path_len = lengths[pid]
+    last = sinks % n  # nodes of the events no node waits for
+    last = np.unique(last) if not path_len[last].any() else None
     path_links = table.take(pid, axis=0).ravel()  # (take: quicker than fancy indexing of rows)
     return WindowGraph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
                        path_links=path_links, hops=H, path_len=path_len, is_message=path_len > 0,
                        roots=np.flatnonzero(ndeps == 0), hop_node=np.repeat(np.arange(n), path_len),
-                       hop_link=path_links[path_links >= 0])  # link keys are >= 0, -1 pads
+                       hop_link=path_links[path_links >= 0],  # link keys are >= 0, -1 pads
+                       last_barriers=last if last is not None and len(last) else None)
 
 
 def graph_of(sched):
