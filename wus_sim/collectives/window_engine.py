@@ -81,21 +81,37 @@ class WindowOutcome:
     """Completion time: the last node ready or delivered."""
     events: int
     """Message hops sent (one per message per link)."""
-    link_bytes: np.ndarray
-    """Bytes sent per link key (ICI slots, then on-chip links)."""
-    link_busy_s: np.ndarray
-    """Seconds each link key was busy."""
-    link_messages: np.ndarray
-    """Messages sent per link key."""
     windows: int
     """Time windows the run took (in a batch: those that served this schedule, which are the
     windows it takes alone)."""
     wall_s: float
     """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
+    _counted: tuple = field(default=None, repr=False, compare=False)
+    """What the link counters are read from: the schedule, its engine tables and the
+    bandwidth per link key (they need no timing, and most callers want the time only)."""
     _event_log: tuple = field(default=None, repr=False, compare=False)
     """What :attr:`event_s` is read from: the table before the run (``None``: all ``inf``),
     the run's event log (``(events, times)`` arrays, events numbered globally), this copy's
     first event, and its number of events."""
+
+    @cached_property
+    def _link_counters(self):
+        return link_counters(*self._counted)
+
+    @property
+    def link_bytes(self):
+        """Bytes sent per link key (ICI slots, then on-chip links)."""
+        return self._link_counters[0]
+
+    @property
+    def link_busy_s(self):
+        """Seconds each link key was busy."""
+        return self._link_counters[1]
+
+    @property
+    def link_messages(self):
+        """Messages sent per link key."""
+        return self._link_counters[2]
 
     @cached_property
     def event_s(self):
@@ -164,6 +180,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             rho = SizedNodes(sched.rho_frac, [s.nbytes for s in scheds], sched.chunks, [s.reduce_Bps for s in scheds])
         else:
             rho = np.concatenate([s.rho for s in scheds])
+    rho_settle = None if all(s.reduce_Bps is None for s in scheds) else rho
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
     copies = _Copies(C, n, NL)
     # When each event happened: (events, times) arrays in the order they were settled; the
@@ -182,7 +199,8 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     owner = np.zeros(max(len(bw), N), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
 
-    new = []  # requests made in this window: (node, hop, ready time) arrays
+    first = []  # first hops requested since the last window: (node, ready time) arrays
+    new = []  # later hops: (node, hop, ready time, tail) arrays
     if units is not None:
         U = len(units.size)
         # step-0 ready times of the clean units' members (last: padding, -inf); only those of
@@ -195,9 +213,11 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         startable = []  # clean units whose members have all started, not run yet
         earliest = np.full(C, np.inf)  # per copy: no event a startable unit hands back is earlier
 
-    def request(nodes, t, hop=None, tail=None):
-        if units is not None and hop is None:
-            u = units.start_unit[copies.local(nodes)]
+    def request(nodes, t, local=None):
+        """Messages *nodes* (*local*: their structure's nodes, if known) are ready at *t*: a
+        clean unit's member counts off its unit, the others request their first hop."""
+        if units is not None:
+            u = units.start_unit[copies.local(nodes) if local is None else local]
             mine = u >= 0
             if mine.any():
                 start_t[nodes[mine]] = t[mine]
@@ -213,12 +233,11 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                     else:
                         np.minimum.at(earliest, full // U, bound)
                 nodes, t = nodes[~mine], t[~mine]
-        if cut and tail is None:  # a first hop: no tail to wait for
-            tail = np.full(len(nodes), -np.inf)
-        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t, tail))
+        if len(nodes):
+            first.append((nodes, t))
 
     def settle_events(events, t):
-        settle(events, t, g, copies, event_log, remaining, latest, owner, rho, request)
+        settle(events, t, g, copies, event_log, remaining, latest, owner, rho_settle, request)
 
     def run_startable():
         """Run the startable clean units and pass their outputs on."""
@@ -244,6 +263,11 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     pend_i, pend_f = np.zeros((3, 0), np.int64), np.zeros((6, 0))
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
     while True:
+        if first:  # hop 0 of each, with no tail to wait for under cut-through
+            fn = np.concatenate([a for a, _ in first]) if len(first) > 1 else first[0][0]
+            ft = np.concatenate([b for _, b in first]) if len(first) > 1 else first[0][1]
+            new.append((fn, np.zeros(len(fn), np.int64), ft, np.full(len(fn), -np.inf) if cut else None))
+            first.clear()
         if new:
             fresh = np.concatenate([a for a, _, _, _ in new]) if len(new) > 1 else new[0][0]
             hop = np.concatenate([b for _, b, _, _ in new]) if len(new) > 1 else new[0][1]
@@ -307,8 +331,8 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         more = nh < path_len[copies.local(sn)]
         if more.any():
             # cut-through: the head moves on a latency after the hop starts, the tail follows
-            request(sn[more], (start[more] + lat[sl[more]]) if cut else arrival[more], nh[more],
-                    tail=arrival[more] if cut else None)
+            new.append((sn[more], nh[more], (start[more] + lat[sl[more]]) if cut else arrival[more],
+                        arrival[more] if cut else None))
             done = ~more
             settle_events(copies.delivered(sn[done]), arrival[done])
         else:
@@ -326,11 +350,9 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     initial = units.initial_event_s if units is not None else None
     out = []
     for c, s in enumerate(scheds):
-        link_bytes, link_busy_s, link_messages = link_counters(s, g, bw1)
         out.append(WindowOutcome(
-            time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
-            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]),
-            wall_s=wall, _event_log=(initial, event_log, 2 * n * c, 2 * n)))
+            time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()),
+            windows=int(windows if C == 1 else windows[c]), wall_s=wall, _counted=(s, g, bw1), _event_log=(initial, event_log, 2 * n * c, 2 * n)))
     return out
 
 

@@ -19,9 +19,12 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
     *event_log*), count them off the nodes waiting for them
     (*remaining*, *latest* = the latest time among their events so far), and *request* the
     first hop of every message whose last event this was. Nodes and events are global
-    (*copies*: see :func:`.window_engine.run_schedules`); *g*'s tables are the structure's own."""
+    (*copies*: see :func:`.window_engine.run_schedules`); *g*'s tables are the structure's own.
+    *rho*: per node, its reduction time, or ``None`` when none takes time (adding 0 to a time
+    changes no bit, so it is skipped)."""
     children, is_message = g.children, g.is_message
     n, C = copies.nodes, copies.count
+    W = children.shape[1]
     while len(events):
         if len(events) < _SMALL:
             return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_log, remaining, latest, rho,
@@ -37,7 +40,7 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
         waiting = ch[has]
         if not len(waiting):
             return
-        tw = np.repeat(t, children.shape[1])[has]
+        tw = np.repeat(t, W)[has]
         # unbuffered, so a node listed twice (two of its events in this batch) counts both
         np.maximum.at(latest, waiting, tw)
         np.subtract.at(remaining, waiting, 1)
@@ -50,13 +53,20 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
             once = owner[ready] == pos
             if not once.all():
                 ready = ready[once]
-        tr = latest[ready] + rho[ready]
-        msg = is_message[copies.local(ready)]
-        request(ready[msg], tr[msg])
-        barrier = ~msg
+        tr = latest[ready] if rho is None else latest[ready] + rho[ready]
+        local = copies.local(ready)
+        msg = is_message[local]
         # every new node's readiness is an event; a barrier is delivered at once
-        events = np.concatenate([copies.ready(ready), copies.delivered(ready[barrier])])
-        t = np.concatenate([tr, tr[barrier]])
+        events = copies.ready(ready)
+        if msg.all():
+            request(ready, tr, local)
+            t = tr
+        else:
+            if msg.any():
+                request(ready[msg], tr[msg], local[msg])
+            barrier = ~msg
+            events = np.concatenate([events, events[barrier] + n])  # (delivered: n after ready)
+            t = np.concatenate([tr, tr[barrier]])
 
 
 def _settle_one_by_one(events, times, g, copies, event_log, remaining, latest, rho, request):
@@ -82,7 +92,7 @@ def _settle_one_by_one(events, times, g, copies, event_log, remaining, latest, r
             remaining[c] = k
             if k:
                 continue
-            tr = latest.item(c) + rho.item(c)
+            tr = latest.item(c) if rho is None else latest.item(c) + rho.item(c)
             stack.append((c + base, tr))  # its ready event
             if is_message[c - base]:
                 new_nodes.append(c)
