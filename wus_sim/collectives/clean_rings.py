@@ -60,9 +60,9 @@ class CleanUnits:
     """Per clean unit: the least latency of its first hops."""
     first_nodes: np.ndarray
     """``(units, most members)``: each unit's step-0 messages, padded with ``num_nodes``."""
-    initial_event_s: np.ndarray
-    """The window engine's event times before a run: ``inf`` (not yet), but ``-inf`` for the
-    clean units' events (those the window engine settles are overwritten)."""
+    held_nodes: np.ndarray
+    """The clean units' nodes: the window engine's event table before a run is ``inf`` (not
+    yet), but ``-inf`` for these nodes' events (those the window engine settles are overwritten)."""
     initial_remaining: np.ndarray
     """Events each node waits for before a run, ``0`` for the clean units' later steps (the
     window engine counts them down only from step 0, to ``-1``: never ready for it)."""
@@ -91,7 +91,7 @@ def clean_units(sched, g, bw, lat):
     steps = np.zeros(len(clean), np.int64)
     floor_spb, floor_lat = np.zeros(len(clean)), np.zeros(len(clean))
     first_nodes = np.full((len(clean), int(sizes.max())), n, np.int64)
-    initial_event_s = np.full(2 * n, np.inf)
+    held_nodes = []
     initial_remaining = g.num_parents.copy()
     held = 0
     for L in layouts:
@@ -109,12 +109,12 @@ def clean_units(sched, g, bw, lat):
         first_nodes[cu, : ids.shape[-1]] = ids[0][mine]
         held_ids = ids[:, mine]  # (N, rings, m)
         held += held_ids.size
-        initial_event_s[held_ids] = -np.inf
-        initial_event_s[n + held_ids] = -np.inf
+        held_nodes.append(held_ids.ravel())
         initial_remaining[held_ids[1:]] = 0
     return CleanUnits(start_unit=start_unit, layout=lay, direction=dirs, ring=rings, size=sizes, steps=steps,
                       floor_s_per_byte=floor_spb, floor_lat_s=floor_lat, first_nodes=first_nodes,
-                      initial_event_s=initial_event_s, initial_remaining=initial_remaining, num_nodes=held)
+                      held_nodes=np.concatenate(held_nodes) if held_nodes else np.zeros(0, np.int64),
+                      initial_remaining=initial_remaining, num_nodes=held)
 
 
 def _units(sched, layouts):

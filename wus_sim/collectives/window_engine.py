@@ -61,6 +61,7 @@ import numpy as np
 
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
+from .malloc_tuning import keep_freed_memory
 from .window_steps import serve, settle
 from .window_tables import SizedNodes, clean_units_of, graph_of, link_counters
 
@@ -90,9 +91,9 @@ class WindowOutcome:
     """What the link counters are read from: the schedule, its engine tables and the
     bandwidth per link key (they need no timing, and most callers want the time only)."""
     _event_log: tuple = field(default=None, repr=False, compare=False)
-    """What :attr:`event_s` is read from: the table before the run (``None``: all ``inf``),
-    the run's event log (``(events, times)`` arrays, events numbered globally), this copy's
-    first event, and its number of events."""
+    """What :attr:`event_s` is read from: the clean rings' nodes (their events ``-inf``, the
+    others ``inf`` before the run; ``None``: no clean rings), the run's event log (``(events,
+    times)`` arrays, events numbered globally), this copy's first event, and its number of nodes."""
 
     @cached_property
     def _link_counters(self):
@@ -117,10 +118,12 @@ class WindowOutcome:
     def event_s(self):
         """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
         (``-inf`` inside clean rings, where only the events others wait for are kept)."""
-        initial, event_log, first, count = self._event_log
+        held, event_log, first, n = self._event_log
         logged_e, logged_t = _logged(event_log)
-        out = np.full(count, np.inf) if initial is None else initial.copy()
-        mine = (logged_e >= first) & (logged_e < first + count)
+        out = np.full(2 * n, np.inf)
+        if held is not None:
+            out[held] = out[n + held] = -np.inf
+        mine = (logged_e >= first) & (logged_e < first + 2 * n)
         out[logged_e[mine] - first] = logged_t[mine]
         return out
 
@@ -154,6 +157,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     t0 = time.perf_counter()
     if not len(scheds):
         return []
+    keep_freed_memory()  # a run's arrays are freed and asked for again by the next: see malloc_tuning
     cut = check_routing(routing) == "cut-through"
     sched = scheds[0]
     C = len(scheds)
@@ -347,12 +351,12 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         logged_e, logged_t = _logged(event_log)
         last_s = np.full(C, -np.inf)
         np.maximum.at(last_s, logged_e // (2 * n), logged_t)
-    initial = units.initial_event_s if units is not None else None
+    held = units.held_nodes if units is not None else None
     out = []
     for c, s in enumerate(scheds):
         out.append(WindowOutcome(
             time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()),
-            windows=int(windows if C == 1 else windows[c]), wall_s=wall, _counted=(s, g, bw1), _event_log=(initial, event_log, 2 * n * c, 2 * n)))
+            windows=int(windows if C == 1 else windows[c]), wall_s=wall, _counted=(s, g, bw1), _event_log=(held, event_log, 2 * n * c, n)))
     return out
 
 
