@@ -231,12 +231,13 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     num_links = len(bw) // copies
     out_e, out_t = [], []
     u_all, c_all = which % U, which // U
-    key = units.layout[u_all] * 4096 + units.direction[u_all]
+    # one call per pass: its directions share the step pattern (src_pos), so they run together
+    key = units.layout[u_all]
     for k in np.unique(key):
         sel = key == k
         u, c = u_all[sel], c_all[sel]
-        L = layouts[int(units.layout[u[0]])]
-        local = L.ids[:, 0, int(units.direction[u[0]])].take(units.ring[u], axis=1)  # (N, U, m)
+        L = layouts[int(k)]
+        local = L.ids[:, 0][:, units.direction[u], units.ring[u]]  # (N, U, m)
         ids = local + (c * n)[None, :, None] if copies > 1 else local
         link_off = (c * num_links)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first link
         one_hop = (path_len[local[0]] == 1).all()  # a ring pass sends over the same edges every step

@@ -22,7 +22,7 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
     (*copies*: see :func:`.window_engine.run_schedules`); *g*'s tables are the structure's own.
     *rho*: per node, its reduction time, or ``None`` when none takes time (adding 0 to a time
     changes no bit, so it is skipped)."""
-    children, is_message = g.children, g.is_message
+    children, first_child, more_children, is_message = g.children, g.first_child, g.more_children, g.is_message
     n, C = copies.nodes, copies.count
     W = children.shape[1]
     while len(events):
@@ -30,18 +30,29 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
             return _settle_one_by_one(events.tolist(), t.tolist(), g, copies, event_log, remaining, latest, rho,
                                       request)
         event_log.append((events, t))
-        # (take along an axis: far quicker than fancy indexing for rows of a 2-D table)
+        # each event's first child, moved to the event's copy (padding stays < 0); then the
+        # others of the few events that have more
         if C == 1:
-            ch = children.take(events, axis=0).ravel()
-        else:  # the structure's event, then its children moved to the event's copy (padding stays < 0)
+            local = events
+            ch = first_child.take(events)
+        else:
             c, local = np.divmod(events, 2 * n)
-            ch = (children.take(local, axis=0) + (c * n)[:, None]).ravel()
+            ch = first_child.take(local)
+            ch += c * n
         has = ch >= 0
-        waiting = ch[has]
+        waiting, tw = ch[has], t[has]
+        multi = np.flatnonzero(more_children.take(local)) if more_children is not None else ()
+        if len(multi):
+            # (take along an axis: far quicker than fancy indexing for rows of a 2-D table)
+            rest = children.take(local[multi], axis=0)[:, 1:]
+            if C > 1:
+                rest = rest + (c[multi] * n)[:, None]
+            rest = rest.ravel()
+            has = rest >= 0
+            waiting = np.concatenate([waiting, rest[has]])
+            tw = np.concatenate([tw, np.repeat(t[multi], W - 1)[has]])
         if not len(waiting):
             return
-        tw = np.repeat(t, W)[has]
-        # unbuffered, so a node listed twice (two of its events in this batch) counts both
         np.maximum.at(latest, waiting, tw)
         np.subtract.at(remaining, waiting, 1)
         ready = waiting[remaining[waiting] == 0]

@@ -28,6 +28,12 @@ class WindowGraph:
     """Per node: the events it waits for (``m`` = node m ready, ``n + m`` = node m delivered)."""
     children: np.ndarray
     """``(2n, W)`` nodes that wait for each event (:data:`NO_CHILD` pads)."""
+    first_child: np.ndarray
+    """``children[:, 0]``, contiguous: nearly every event has one child (a step's message
+    waits for its own previous step and its neighbour's delivery), so the window engine
+    reads this column and the rest only for the events in :attr:`more_children`."""
+    more_children: np.ndarray
+    """Per event: whether it has a second child (``None`` when none has)."""
     path_links: np.ndarray
     """``(n * H,)`` link key of hop ``h`` of node ``m`` at ``m * H + h`` (``-1`` past its path)."""
     hops: int
@@ -109,6 +115,8 @@ def _graph(sched):
     last = np.unique(last) if not path_len[last].any() else None
     path_links = table.take(pid, axis=0).ravel()  # (take: quicker than fancy indexing of rows)
     return WindowGraph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
+                       first_child=np.ascontiguousarray(children[:, 0]),
+                       more_children=(children[:, 1] >= 0) if children.shape[1] > 1 else None,
                        path_links=path_links, hops=H, path_len=path_len, is_message=path_len > 0,
                        roots=np.flatnonzero(ndeps == 0), hop_node=np.repeat(np.arange(n), path_len),
                        hop_link=path_links[path_links >= 0],  # link keys are >= 0, -1 pads
