@@ -286,8 +286,11 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                 wait = np.where(hop + 1 == path_len[local], occ, 0.0)
             else:
                 tail, wait = t, occ  # (no tail under store-and-forward: the row is not read)
-            pend_i = np.concatenate([pend_i, np.stack([fresh, hop, links])], axis=1)
-            pend_f = np.concatenate([pend_f, np.stack([t, occ, tie_key(t), tail, wait, lat[links]])], axis=1)
+            add_i, add_f = np.stack([fresh, hop, links]), np.stack([t, occ, tie_key(t), tail, wait, lat[links]])
+            if pend_i.shape[1]:
+                pend_i, pend_f = np.concatenate([pend_i, add_i], axis=1), np.concatenate([pend_f, add_f], axis=1)
+            else:
+                pend_i, pend_f = add_i, add_f
             new.clear()
         pn, pt, pl = pend_i[0], pend_f[0], pend_i[2]
         # The lookahead: a pending hop starts no earlier than its ready time and its link's free
@@ -378,7 +381,7 @@ def _sparse_tile(initial, C, tables):
         nonzero = tables["window nonzero remaining"] = np.flatnonzero(initial)
     n = len(initial)
     out = np.zeros(C * n, initial.dtype)
-    out[(nonzero[None, :] + n * np.arange(C)[:, None]).ravel()] = np.tile(initial[nonzero], C)
+    out.reshape(C, n)[:, nonzero] = initial[nonzero]  # (every copy's row: one broadcast write)
     return out
 
 
