@@ -59,7 +59,8 @@ class CleanUnits:
     floor_lat_s: np.ndarray
     """Per clean unit: the least latency of its first hops."""
     first_nodes: np.ndarray
-    """``(units, most members)``: each unit's step-0 messages, padded with ``num_nodes``."""
+    """``(units, most members)``: each unit's step-0 messages, padded with its first one
+    again (so a minimum or maximum over a row needs no mask)."""
     held_nodes: np.ndarray
     """The clean units' nodes: the window engine's event table before a run is ``inf`` (not
     yet), but ``-inf`` for these nodes' events (those the window engine settles are overwritten)."""
@@ -90,7 +91,7 @@ def clean_units(sched, g, bw, lat):
     start_unit = np.full(n, -1, np.int64)
     steps = np.zeros(len(clean), np.int64)
     floor_spb, floor_lat = np.zeros(len(clean)), np.zeros(len(clean))
-    first_nodes = np.full((len(clean), int(sizes.max())), n, np.int64)
+    first_nodes = np.empty((len(clean), int(sizes.max())), np.int64)
     held_nodes = []
     initial_remaining = g.num_parents.copy()
     held = 0
@@ -107,6 +108,7 @@ def clean_units(sched, g, bw, lat):
         floor_spb[cu] = (frac[ids] / bw[first]).min(axis=(0, 3))[mine]
         floor_lat[cu] = lat[first].min(axis=(0, 3))[mine]
         first_nodes[cu, : ids.shape[-1]] = ids[0][mine]
+        first_nodes[cu, ids.shape[-1]:] = ids[0][mine][:, :1]  # padding: the first member again
         held_ids = ids[:, mine]  # (N, rings, m)
         held += held_ids.size
         held_nodes.append(held_ids.ravel())
@@ -188,7 +190,7 @@ def hop_floors(units, piece_bytes):
 
 def earliest_outputs(units, which, start_t, hop_floor):
     """Per unit of *which*, a time no later than any node outside it can become ready
-    through it (*start_t*: step-0 ready times, ``-inf`` at the last index; *hop_floor*: per
+    through it (*start_t*: step-0 ready times; *hop_floor*: per
     unit, no hop is quicker). Those nodes are the members' end-of-pass barriers, so:
 
     Member ``x``'s step ``k`` is ready no earlier than member ``x - j``'s start plus ``j``
@@ -199,17 +201,16 @@ def earliest_outputs(units, which, start_t, hop_floor):
     for ``m`` members, no earlier than the last start.
 
     Units of several copies of one structure (see :func:`run_units`): unit ``c * U + u`` is
-    copy ``c``'s unit ``u``, its nodes ``c * n + m``, *start_t* ``C * n + 1`` long,
+    copy ``c``'s unit ``u``, its nodes ``c * n + m``, *start_t* at least ``C * n`` long,
     *hop_floor* ``C * U``."""
     U, n = len(units.size), len(units.start_unit)
     u = which % U
     first = units.first_nodes.take(u, axis=0)
-    # the padding (n) goes to start_t's last entry, the others to their copy's nodes
-    starts = start_t[np.where(first < n, first + (which // U * n)[:, None], len(start_t) - 1)]
-    earliest = np.where(starts == -np.inf, np.inf, starts).min(axis=1)
+    starts = start_t[first + (which // U * n)[:, None]]  # each unit's copy's nodes
+    earliest = starts.min(axis=1)
     size, steps = units.size[u], units.steps[u]
     paced = earliest + steps * hop_floor[which]
-    last = np.where(steps >= size - 1, starts.max(axis=1), -np.inf)
+    last = np.where(steps >= size - 1, starts.max(axis=1), -np.inf)  # (padding repeats a member)
     return np.maximum(paced, last)
 
 

@@ -162,7 +162,11 @@ class _Builder:
     def dep(self, child, parent, kind):
         child, parent = np.broadcast_arrays(np.asarray(child, np.int64), np.asarray(parent, np.int64))
         ok = parent >= 0
-        self.deps.append((child[ok].ravel(), parent[ok].ravel(), np.full(int(ok.sum()), kind, np.int64)))
+        if ok.all():  # (the usual case: a copy of each, without a mask's gathers)
+            child, parent = child.ravel(), parent.ravel()
+        else:
+            child, parent = child[ok].ravel(), parent[ok].ravel()
+        self.deps.append((child, parent, np.full(len(child), kind, np.int64)))
 
     def path(self, keys):
         """Index of a new path entry (tuples of link keys; -1 padding dropped)."""

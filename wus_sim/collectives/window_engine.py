@@ -207,10 +207,9 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     new = []  # later hops: (node, hop, ready time, tail) arrays
     if units is not None:
         U = len(units.size)
-        # step-0 ready times of the clean units' members (last: padding, -inf); only those of
-        # units whose members all started are read, so the rest need no value (and no page)
-        start_t = np.empty(N + 1)
-        start_t[-1] = -np.inf
+        # step-0 ready times of the clean units' members; only those of units whose members
+        # all started are read, so the rest need no value (and no page)
+        start_t = np.empty(N)
         waiting_for = np.tile(units.size, C)  # members each clean unit still waits for
         # no hop of a unit is quicker than this; 1e-9 below it, so float rounding cannot cross it
         hop_floor = np.concatenate([hop_floors(units, s.nbytes / s.chunks) for s in scheds])

@@ -68,7 +68,7 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
         local = copies.local(ready)
         msg = is_message[local]
         # every new node's readiness is an event; a barrier is delivered at once
-        events = copies.ready(ready)
+        events = ready if C == 1 else 2 * ready - local  # copies.ready: ready + (its copy) * n
         if msg.all():
             request(ready, tr, local)
             t = tr
