@@ -215,16 +215,20 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         hop_floor = np.concatenate([hop_floors(units, s.nbytes / s.chunks) for s in scheds])
         startable = []  # clean units whose members have all started, not run yet
         earliest = np.full(C, np.inf)  # per copy: no event a startable unit hands back is earlier
+        starts_unit = units.start_unit >= 0  # (a byte a node: the lookup a ready message makes stays in cache)
 
     def request(nodes, t, local=None):
         """Messages *nodes* (*local*: their structure's nodes, if known) are ready at *t*: a
         clean unit's member counts off its unit, the others request their first hop."""
         if units is not None:
-            u = units.start_unit[copies.local(nodes) if local is None else local]
-            mine = u >= 0
+            local = copies.local(nodes) if local is None else local
+            mine = starts_unit[local]
             if mine.any():
-                start_t[nodes[mine]] = t[mine]
-                u = u[mine] + copies.of(nodes[mine]) * U if C > 1 else u[mine]
+                mn = nodes[mine]
+                start_t[mn] = t[mine]
+                u = units.start_unit[local[mine]]
+                if C > 1:
+                    u += copies.of(mn) * U
                 np.subtract.at(waiting_for, u, 1)
                 full = u[waiting_for[u] == 0]
                 if len(full):
