@@ -238,16 +238,25 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
         sel = key == k
         u, c = u_all[sel], c_all[sel]
         L = layouts[int(k)]
-        local = L.ids[:, 0][:, units.direction[u], units.ring[u]]  # (N, U, m)
-        ids = local + (c * n)[None, :, None] if copies > 1 else local
+        d, r = units.direction[u], units.ring[u]
+        first = L.ids[0, 0][d, r]  # (U, m): step 0's nodes
         link_off = (c * num_links)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first link
-        one_hop = (path_len[local[0]] == 1).all()  # a ring pass sends over the same edges every step
-        ready, arrival = (_one_hop if one_hop else _any_hops)(
-            ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
-            path_links=path_links, path_len=path_len, H=H, link_free=link_free,
-            cut_through=routing == "cut-through")
-        last = (local[-1] + (c * 2 * n)[:, None] if copies > 1 else local[-1]).ravel()  # the last step's ready events
-        if len(ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
+        node_off = (c * n)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first node
+        if (path_len[first] == 1).all():  # a ring pass sends over the same edges every step
+            # (one hop: the recurrence reads step 0's nodes and one member's per step, not all)
+            step_ids = L.ids[:, 0, :, :, 0][:, d, r]  # (N, U): member 0's node of each step
+            ready, arrival = _one_hop(first, step_ids + c * n if copies > 1 else step_ids, link_off, L.src_pos,
+                                      start_t[first + node_off], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
+                                      path_links=path_links, H=H, link_free=link_free)
+        else:
+            local = L.ids[:, 0][:, d, r]  # (N, U, m)
+            ids = local + node_off[None] if copies > 1 else local
+            ready, arrival = _any_hops(ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho,
+                                       bw=bw, lat=lat, path_links=path_links, path_len=path_len, H=H,
+                                       link_free=link_free, cut_through=routing == "cut-through")
+        last = L.ids[-1, 0][d, r]
+        last = (last + 2 * node_off if copies > 1 else last).ravel()  # the last step's ready events
+        if len(L.ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
             out_e.append(last)
             out_t.append(ready.ravel())
         out_e.append(n + last)
@@ -255,26 +264,26 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     return np.concatenate(out_e), np.concatenate(out_t)
 
 
-def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free,
-             cut_through=False):
+def _one_hop(first, step_ids, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, H, link_free):
     """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links
-    (*ids*: global nodes, *local*: the structure's, *link_off*: per row, its copy's link offset;
-    on one hop both routings are the same recurrence, so *cut_through* changes nothing)."""
-    links = path_links[local[0] * H] + link_off
+    (*first*: step 0's nodes, the structure's; *step_ids*: ``(N, U)`` one global node per step
+    and unit; *link_off*: per row, its copy's link offset). On one hop both routings are the
+    same recurrence."""
+    links = path_links[first * H] + link_off
     free = link_free[links]
     link_bw = bw[links]
     hop_lat = lat[links]
-    step_bytes = nbytes[ids[:, :, 0]]  # (N, U): one size per step and unit (see _sizes_per_step)
-    step_rho = rho[ids[:, :, 0]]
+    step_bytes = nbytes[step_ids]  # (N, U): one size per step and unit (see _sizes_per_step)
+    step_rho = rho[step_ids]
     new_size = [True] + (step_bytes[1:] != step_bytes[:-1]).any(axis=1).tolist()
     reduces = step_rho.any(axis=1).tolist()
-    for k in range(len(ids)):
+    for k in range(len(step_ids)):
         if new_size[k]:
             occ = step_bytes[k][:, None] / link_bw  # the network's own division
         np.maximum(t, free, out=free)  # each link carries this edge only: free when its last piece left
         free += occ
         a = free + hop_lat
-        if k + 1 < len(ids):
+        if k + 1 < len(step_ids):
             t = np.maximum(t, a.take(src_pos[k], axis=1))  # take: quicker than fancy indexing
             if reduces[k + 1]:
                 t += step_rho[k + 1][:, None]  # adding 0 to the rows without one changes no bit

@@ -289,7 +289,8 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                 wait = np.where(hop + 1 == path_len[local], occ, 0.0)
             else:
                 tail, wait = t, occ  # (no tail under store-and-forward: the row is not read)
-            add_i, add_f = np.stack([fresh, hop, links]), np.stack([t, occ, tie_key(t), tail, wait, lat[links]])
+            # (np.array of equal rows: a stack without np.stack's Python-level checks)
+            add_i, add_f = np.array([fresh, hop, links]), np.array([t, occ, tie_key(t), tail, wait, lat[links]])
             if pend_i.shape[1]:
                 pend_i, pend_f = np.concatenate([pend_i, add_i], axis=1), np.concatenate([pend_f, add_f], axis=1)
             else:
