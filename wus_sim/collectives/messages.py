@@ -403,7 +403,8 @@ def _compile_pass(b, p, gate, track, pass_tag):
         prev = np.take_along_axis(ids[:-1], np.broadcast_to(src, ids[:-1].shape), axis=-1)
         b.dep(ids[1:], prev, 0)
     # done node per member: after the last step's arrival (and own last send), + reduction
-    uniq = np.unique(members[0])
+    uniq = np.sort(members[0], axis=None)  # np.unique's result, without its hashing (slower here)
+    uniq = uniq[np.r_[True, uniq[1:] != uniq[:-1]]]
     done_ids = b.nodes(len(uniq), rho_frac=rho_step[-1])
     done[uniq] = done_ids
     last = ids[-1]  # (K, D, R, n)

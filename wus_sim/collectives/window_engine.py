@@ -232,7 +232,10 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                 np.subtract.at(waiting_for, u, 1)
                 full = u[waiting_for[u] == 0]
                 if len(full):
-                    full = np.unique(full)
+                    if len(full) > 1:  # a unit two of whose members started now is listed twice: keep one
+                        pos = np.arange(len(full))
+                        owner[full] = pos
+                        full = full[owner[full] == pos]
                     startable.append(full)
                     bound = earliest_outputs(units, full, start_t, hop_floor)
                     if C == 1:

@@ -126,8 +126,8 @@ def _graph(sched):
         np.fromiter(itertools.chain.from_iterable(sched.paths), np.int64, len(row))
     pid = sched.path_id
     path_len = lengths[pid]
-    last = sinks % n  # nodes of the events no node waits for
-    last = np.unique(last) if not path_len[last].any() else None
+    last = sinks % n  # nodes of the events no node waits for (a barrier twice: harmless in a maximum)
+    last = last if not path_len[last].any() else None
     path_links = table.take(pid, axis=0).ravel()  # (take: quicker than fancy indexing of rows)
     return WindowGraph(num_nodes=n, num_parents=np.asarray(ndeps, np.int64), children=children,
                        first_child=first_child, more_children=more_children if children.shape[1] > 1 else None,
