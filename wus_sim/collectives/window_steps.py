@@ -8,6 +8,9 @@ import numpy as np
 __all__ = ["serve", "settle"]
 
 
+# Bool tests on the hot paths use np.count_nonzero and ndarray.nonzero: a few times quicker
+# than .any(), .all() and np.flatnonzero on the small arrays of a window (their cost is the call).
+
 _SMALL = 24
 """Below this many events, :func:`settle` resolves them one at a time in Python: a cascade of
 readiness along one member's steps (a member that starts late finds its pieces there already)
@@ -41,7 +44,7 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
             ch += c * n
         has = ch >= 0
         waiting, tw = ch[has], t[has]
-        multi = np.flatnonzero(more_children.take(local)) if more_children is not None else ()
+        multi = more_children.take(local).nonzero()[0] if more_children is not None else ()
         if len(multi):
             # (take along an axis: far quicker than fancy indexing for rows of a 2-D table)
             rest = children.take(local[multi], axis=0)[:, 1:]
@@ -62,18 +65,19 @@ def settle(events, t, g, copies, event_log, remaining, latest, owner, rho, reque
             pos = np.arange(len(ready))
             owner[ready] = pos
             once = owner[ready] == pos
-            if not once.all():
+            if np.count_nonzero(once) < len(once):
                 ready = ready[once]
         tr = latest[ready] if rho is None else latest[ready] + rho[ready]
         local = copies.local(ready)
         msg = is_message[local]
         # every new node's readiness is an event; a barrier is delivered at once
         events = ready if C == 1 else 2 * ready - local  # copies.ready: ready + (its copy) * n
-        if msg.all():
+        messages = np.count_nonzero(msg)
+        if messages == len(msg):
             request(ready, tr, local)
             t = tr
         else:
-            if msg.any():
+            if messages:
                 request(ready[msg], tr[msg], local[msg])
             barrier = ~msg
             events = np.concatenate([events, events[barrier] + n])  # (delivered: n after ready)
@@ -133,7 +137,7 @@ def serve(nodes, ready, links, occ, keys, tail, rank, copies, link_free, owner, 
     pos = np.arange(m)
     owner[links] = pos
     shared = owner[links] != pos  # not the last request on its link: the link has several
-    if not shared.any():
+    if not np.count_nonzero(shared):
         start, end = _hop(ready, link_free[links], occ, tail)
         link_free[links] = end
         return start, end
@@ -142,13 +146,13 @@ def serve(nodes, ready, links, occ, keys, tail, rank, copies, link_free, owner, 
     on_busy_link[links] = False
     start, end = np.empty(m), np.empty(m)
     one = ~many
-    if one.any():
+    if np.count_nonzero(one):
         li = links[one]
         s, e = _hop(ready[one], link_free[li], occ[one], None if tail is None else tail[one])
         link_free[li] = e
         start[one], end[one] = s, e
     # the links with several requests: serve the i-th of every such link together, i = 0, 1, ...
-    idx = np.flatnonzero(many)
+    idx = many.nonzero()[0]
     idx = idx[np.lexsort((nodes[idx], rank[copies.local(nodes[idx])], keys[idx], links[idx]))]
     li = links[idx]
     first = np.ones(len(idx), bool)
