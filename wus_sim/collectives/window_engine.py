@@ -272,11 +272,16 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     # for a cut-through head that moves on), then the latency.
     pend_i, pend_f = np.zeros((3, 0), np.int64), np.zeros((6, 0))
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
+    no_window = np.full(C, np.inf)
     while True:
         if first:  # hop 0 of each, with no tail to wait for under cut-through
             fn = np.concatenate([a for a, _ in first]) if len(first) > 1 else first[0][0]
             ft = np.concatenate([b for _, b in first]) if len(first) > 1 else first[0][1]
-            new.append((fn, np.zeros(len(fn), np.int64), ft, np.full(len(fn), -np.inf) if cut else None))
+            tail = None
+            if cut:
+                tail = np.empty(len(fn))
+                tail.fill(-np.inf)  # (np.full does this in Python, slower)
+            new.append((fn, np.zeros(len(fn), np.int64), ft, tail))
             first.clear()
         if new:
             fresh = np.concatenate([a for a, _, _, _ in new]) if len(new) > 1 else new[0][0]
@@ -310,7 +315,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             run_units_now = units is not None and startable and earliest[0] <= E
         else:  # each copy's own window: the least r + o + lat over its own pending requests
             pc = copies.of(pn)
-            E = np.full(C, np.inf)
+            E = no_window.copy()  # (a copy: np.full costs more, in Python)
             np.minimum.at(E, pc, pe)
             run_units_now = units is not None and startable and bool(((earliest < np.inf) & (earliest <= E)).any())
         if run_units_now:
