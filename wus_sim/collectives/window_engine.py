@@ -62,8 +62,9 @@ import numpy as np
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
 from .malloc_tuning import keep_freed_memory
+from .window_copies import Copies, SizedNodes, sparse_tile
 from .window_steps import serve, settle
-from .window_tables import SizedNodes, clean_units_of, graph_of, link_counters
+from .window_tables import clean_units_of, graph_of, link_counters
 
 __all__ = ["WindowOutcome", "WindowTooSmall", "run_schedule", "run_schedules"]
 
@@ -167,7 +168,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     units = clean_units_of(sched, g) if clean_rings else None
     topo = sched.plan.topology
     n, H = g.num_nodes, g.hops
-    N = C * n  # nodes of all copies (events: see _Copies)
+    N = C * n  # nodes of all copies (events: see window_copies.Copies)
     bw1 = link_key_Bps(topo)
     NL = len(bw1)
     bw = bw1 if C == 1 else np.tile(bw1, C)
@@ -186,14 +187,14 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             rho = np.concatenate([s.rho for s in scheds])
     rho_settle = None if all(s.reduce_Bps is None for s in scheds) else rho
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
-    copies = _Copies(C, n, NL)
+    copies = Copies(C, n, NL)
     # When each event happened: (events, times) arrays in the order they were settled; the
     # outcomes read them into each copy's table only if asked (most runs want the last time).
     event_log = []
     if units is None:
         remaining = np.tile(g.num_parents, C)  # events each node still waits for
     else:  # a clean ring's later steps wait for nothing the engine counts (see CleanUnits)
-        remaining = _sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
+        remaining = sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
     # The latest time among a node's events so far. Every time is >= 0 (they start at 0 and only
     # add and take maxima), so a start at 0 instead of -inf changes no maximum, and zeros come
     # from pages the system maps only once they are written: the nodes inside clean rings,
@@ -372,7 +373,8 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     for c, s in enumerate(scheds):
         out.append(WindowOutcome(
             time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()),
-            windows=int(windows if C == 1 else windows[c]), wall_s=wall, _counted=(s, g, bw1), _event_log=(held, event_log, 2 * n * c, n)))
+            windows=int(windows if C == 1 else windows[c]), wall_s=wall, _counted=(s, g, bw1),
+            _event_log=(held, event_log, 2 * n * c, n)))
     return out
 
 
@@ -381,47 +383,3 @@ def _logged(event_log):
     if not event_log:
         return np.zeros(0, np.int64), np.zeros(0)
     return np.concatenate([e for e, _ in event_log]), np.concatenate([t for _, t in event_log])
-
-
-def _sparse_tile(initial, C, tables):
-    """``np.tile(initial, C)`` for a table that is zero but at a few entries (the counters of a
-    schedule whose clean rings hold most nodes): zeros, then the nonzero entries written, so
-    only the memory pages that hold them are ever touched."""
-    if C == 1:
-        return initial.copy()
-    nonzero = tables.get("window nonzero remaining")  # of the structure's clean units' counters
-    if nonzero is None:
-        nonzero = tables["window nonzero remaining"] = np.flatnonzero(initial)
-    n = len(initial)
-    out = np.zeros(C * n, initial.dtype)
-    out.reshape(C, n)[:, nonzero] = initial[nonzero]  # (every copy's row: one broadcast write)
-    return out
-
-
-@dataclass(frozen=True)
-class _Copies:
-    """Where a global node of :func:`run_schedules` lives: copy ``c`` of ``C``, node ``m`` of
-    the structure's ``n``, as ``c * n + m`` (one copy: the node itself, no array work). Events
-    are copy by copy, each copy's as a schedule alone numbers them (node ``m`` ready at
-    ``m``, delivered at ``n + m``), so copy ``c``'s event ``e`` is ``2 * n * c + e``: then
-    a copy's event times are one slice of the run's."""
-
-    count: int
-    nodes: int
-    links: int
-
-    def local(self, g):
-        """The structure's node of global nodes *g*."""
-        return g if self.count == 1 else g % self.nodes
-
-    def of(self, g):
-        """The copy of global nodes *g*."""
-        return g // self.nodes
-
-    def ready(self, g):
-        """The event: global nodes *g* ready."""
-        return g if self.count == 1 else g + g // self.nodes * self.nodes
-
-    def delivered(self, g):
-        """The event: global nodes *g* delivered."""
-        return self.nodes + self.ready(g)

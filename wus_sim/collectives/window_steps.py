@@ -1,7 +1,7 @@
 """What one window of the window engine (:mod:`.window_engine`) does with its requests and
 events: serve each link's requests in the network's order (:func:`serve`) and count
 deliveries and readiness off the nodes waiting for them (:func:`settle`). Both work on the
-engine's global nodes (copies of one structure, see :class:`.window_engine._Copies`)."""
+engine's global nodes (copies of one structure, see :class:`.window_copies.Copies`)."""
 
 import numpy as np
 
@@ -131,7 +131,7 @@ def serve(nodes, ready, links, occ, keys, tail, rank, copies, link_free, owner, 
     """Start and end times of one window's requests, each link serving in ``(tie key, rank,
     seq)`` order; *link_free* updated in place (*tail*: per request, when its tail reaches
     the hop under cut-through, else ``None``; *rank*: per node of the structure; *nodes*
-    global, see :class:`.window_engine._Copies`: a link never carries two copies' requests, so the global
+    global, see :class:`.window_copies.Copies`: a link never carries two copies' requests, so the global
     node orders like the local). *owner* and *on_busy_link* are scratch arrays."""
     m = len(nodes)
     pos = np.arange(m)

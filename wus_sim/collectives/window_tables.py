@@ -12,7 +12,7 @@ import numpy as np
 from ..hardware.network import link_key_Bps, link_key_latency_s
 from .clean_rings import clean_units
 
-__all__ = ["NO_CHILD", "SizedNodes", "WindowGraph", "clean_units_of", "graph_of", "link_counters"]
+__all__ = ["NO_CHILD", "WindowGraph", "clean_units_of", "graph_of", "link_counters"]
 
 NO_CHILD = -(1 << 62)
 """Padding of :attr:`WindowGraph.children`: negative, and still negative when the window
@@ -51,32 +51,6 @@ class WindowGraph:
     """The barrier nodes whose events no node waits for, when every such event is a barrier's
     (else ``None``). Every other event has a node waiting for it, ready no earlier, so the
     schedule's last event is one of these nodes' readiness: ``latest + rho``."""
-
-
-class SizedNodes:
-    """A per-node value of ``C`` sizes of one structure, read by global node (copy ``c``'s node
-    ``m`` is ``c * n + m``) and computed when read, with the schedule's float operations:
-    ``frac[m] * S[c] / K`` (the message bytes), then ``/ speed[c]`` if *speed* is given (the
-    reduction time of ``frac = rho_frac``).
-
-    Why not the copies' arrays side by side: the window engine reads a few thousand nodes'
-    values of a dozen sizes of 267k nodes each (a 2048-chip all-reduce), and writing those
-    arrays, tens of MiB, cost more than the run's reads."""
-
-    def __init__(self, frac, S, K, speed=None):
-        self.frac, self.S, self.K, self.speed = frac, np.asarray(S, float), K, speed
-        self.n = len(frac)
-        if speed is not None:
-            self.speed = np.asarray(speed, float)
-
-    def __getitem__(self, nodes):
-        c, m = np.divmod(nodes, self.n)
-        out = self.frac[m] * self.S[c] / self.K
-        return out if self.speed is None else out / self.speed[c]
-
-    def item(self, node):
-        """The value of one node, as a Python float."""
-        return float(self[node])
 
 
 def _children(deps, n):
