@@ -104,9 +104,12 @@ def clean_units(sched, g, bw, lat):
         start_unit[ids[0]] = u
         cu = u[:, :, 0][mine]
         steps[cu] = len(ids)
-        first = g.path_links[ids * H]  # first-hop links
-        floor_spb[cu] = (frac[ids] / bw[first]).min(axis=(0, 3))[mine]
-        floor_lat[cu] = lat[first].min(axis=(0, 3))[mine]
+        # A ring pass sends every step over the same edges and each step's messages carry one
+        # fraction (_sizes_per_step), so step 0's first hops and one member's fraction per step
+        # give every message's frac / bw (the same divisions, hence the same minimum).
+        first = g.path_links[ids[0] * H]  # (D, R, m) first-hop links
+        floor_spb[cu] = (frac[ids[..., :1]] / bw[first][None]).min(axis=(0, 3))[mine]
+        floor_lat[cu] = lat[first].min(axis=2)[mine]
         first_nodes[cu, : ids.shape[-1]] = ids[0][mine]
         first_nodes[cu, ids.shape[-1]:] = ids[0][mine][:, :1]  # padding: the first member again
         held_ids = ids[:, mine]  # (N, rings, m)
