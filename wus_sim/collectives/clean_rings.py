@@ -59,10 +59,11 @@ class CleanUnits:
     floor_lat_s: np.ndarray
     """Per clean unit: the least latency of its first hops."""
     first_nodes: np.ndarray
-    """``(units, most members)``: each unit's step-0 messages, padded with ``num_nodes``."""
-    initial_event_s: np.ndarray
-    """The window engine's event times before a run: ``inf`` (not yet), but ``-inf`` for the
-    clean units' events (those the window engine settles are overwritten)."""
+    """``(units, most members)``: each unit's step-0 messages, padded with its first one
+    again (so a minimum or maximum over a row needs no mask)."""
+    held_nodes: np.ndarray
+    """The clean units' nodes: the window engine's event table before a run is ``inf`` (not
+    yet), but ``-inf`` for these nodes' events (those the window engine settles are overwritten)."""
     initial_remaining: np.ndarray
     """Events each node waits for before a run, ``0`` for the clean units' later steps (the
     window engine counts them down only from step 0, to ``-1``: never ready for it)."""
@@ -90,8 +91,8 @@ def clean_units(sched, g, bw, lat):
     start_unit = np.full(n, -1, np.int64)
     steps = np.zeros(len(clean), np.int64)
     floor_spb, floor_lat = np.zeros(len(clean)), np.zeros(len(clean))
-    first_nodes = np.full((len(clean), int(sizes.max())), n, np.int64)
-    initial_event_s = np.full(2 * n, np.inf)
+    first_nodes = np.empty((len(clean), int(sizes.max())), np.int64)
+    held_nodes = []
     initial_remaining = g.num_parents.copy()
     held = 0
     for L in layouts:
@@ -103,18 +104,22 @@ def clean_units(sched, g, bw, lat):
         start_unit[ids[0]] = u
         cu = u[:, :, 0][mine]
         steps[cu] = len(ids)
-        first = g.path_links[ids * H]  # first-hop links
-        floor_spb[cu] = (frac[ids] / bw[first]).min(axis=(0, 3))[mine]
-        floor_lat[cu] = lat[first].min(axis=(0, 3))[mine]
+        # A ring pass sends every step over the same edges and each step's messages carry one
+        # fraction (_sizes_per_step), so step 0's first hops and one member's fraction per step
+        # give every message's frac / bw (the same divisions, hence the same minimum).
+        first = g.path_links[ids[0] * H]  # (D, R, m) first-hop links
+        floor_spb[cu] = (frac[ids[..., :1]] / bw[first][None]).min(axis=(0, 3))[mine]
+        floor_lat[cu] = lat[first].min(axis=2)[mine]
         first_nodes[cu, : ids.shape[-1]] = ids[0][mine]
+        first_nodes[cu, ids.shape[-1]:] = ids[0][mine][:, :1]  # padding: the first member again
         held_ids = ids[:, mine]  # (N, rings, m)
         held += held_ids.size
-        initial_event_s[held_ids] = -np.inf
-        initial_event_s[n + held_ids] = -np.inf
+        held_nodes.append(held_ids.ravel())
         initial_remaining[held_ids[1:]] = 0
     return CleanUnits(start_unit=start_unit, layout=lay, direction=dirs, ring=rings, size=sizes, steps=steps,
                       floor_s_per_byte=floor_spb, floor_lat_s=floor_lat, first_nodes=first_nodes,
-                      initial_event_s=initial_event_s, initial_remaining=initial_remaining, num_nodes=held)
+                      held_nodes=np.concatenate(held_nodes) if held_nodes else np.zeros(0, np.int64),
+                      initial_remaining=initial_remaining, num_nodes=held)
 
 
 def _units(sched, layouts):
@@ -188,7 +193,7 @@ def hop_floors(units, piece_bytes):
 
 def earliest_outputs(units, which, start_t, hop_floor):
     """Per unit of *which*, a time no later than any node outside it can become ready
-    through it (*start_t*: step-0 ready times, ``-inf`` at the last index; *hop_floor*: per
+    through it (*start_t*: step-0 ready times; *hop_floor*: per
     unit, no hop is quicker). Those nodes are the members' end-of-pass barriers, so:
 
     Member ``x``'s step ``k`` is ready no earlier than member ``x - j``'s start plus ``j``
@@ -199,17 +204,16 @@ def earliest_outputs(units, which, start_t, hop_floor):
     for ``m`` members, no earlier than the last start.
 
     Units of several copies of one structure (see :func:`run_units`): unit ``c * U + u`` is
-    copy ``c``'s unit ``u``, its nodes ``c * n + m``, *start_t* ``C * n + 1`` long,
+    copy ``c``'s unit ``u``, its nodes ``c * n + m``, *start_t* at least ``C * n`` long,
     *hop_floor* ``C * U``."""
     U, n = len(units.size), len(units.start_unit)
     u = which % U
     first = units.first_nodes.take(u, axis=0)
-    # the padding (n) goes to start_t's last entry, the others to their copy's nodes
-    starts = start_t[np.where(first < n, first + (which // U * n)[:, None], len(start_t) - 1)]
-    earliest = np.where(starts == -np.inf, np.inf, starts).min(axis=1)
+    starts = start_t[first + (which // U * n)[:, None]]  # each unit's copy's nodes
+    earliest = starts.min(axis=1)
     size, steps = units.size[u], units.steps[u]
     paced = earliest + steps * hop_floor[which]
-    last = np.where(steps >= size - 1, starts.max(axis=1), -np.inf)
+    last = np.where(steps >= size - 1, starts.max(axis=1), -np.inf)  # (padding repeats a member)
     return np.maximum(paced, last)
 
 
@@ -231,21 +235,31 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     num_links = len(bw) // copies
     out_e, out_t = [], []
     u_all, c_all = which % U, which // U
-    key = units.layout[u_all] * 4096 + units.direction[u_all]
-    for k in np.unique(key):
+    # one call per pass: its directions share the step pattern (src_pos), so they run together
+    key = units.layout[u_all]
+    for k in np.flatnonzero(np.bincount(key)):  # (the passes present: a few, so no sort)
         sel = key == k
         u, c = u_all[sel], c_all[sel]
-        L = layouts[int(units.layout[u[0]])]
-        local = L.ids[:, 0, int(units.direction[u[0]])].take(units.ring[u], axis=1)  # (N, U, m)
-        ids = local + (c * n)[None, :, None] if copies > 1 else local
+        L = layouts[int(k)]
+        d, r = units.direction[u], units.ring[u]
+        first = L.ids[0, 0][d, r]  # (U, m): step 0's nodes
         link_off = (c * num_links)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first link
-        one_hop = (path_len[local[0]] == 1).all()  # a ring pass sends over the same edges every step
-        ready, arrival = (_one_hop if one_hop else _any_hops)(
-            ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
-            path_links=path_links, path_len=path_len, H=H, link_free=link_free,
-            cut_through=routing == "cut-through")
-        last = (local[-1] + (c * 2 * n)[:, None] if copies > 1 else local[-1]).ravel()  # the last step's ready events
-        if len(ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
+        node_off = (c * n)[:, None] if copies > 1 else 0  # (U, 1): each row's copy's first node
+        if (path_len[first] == 1).all():  # a ring pass sends over the same edges every step
+            # (one hop: the recurrence reads step 0's nodes and one member's per step, not all)
+            step_ids = L.ids[:, 0, :, :, 0][:, d, r]  # (N, U): member 0's node of each step
+            ready, arrival = _one_hop(first, step_ids + c * n if copies > 1 else step_ids, link_off, L.src_pos,
+                                      start_t[first + node_off], nbytes=nbytes, rho=rho, bw=bw, lat=lat,
+                                      path_links=path_links, H=H, link_free=link_free)
+        else:
+            local = L.ids[:, 0][:, d, r]  # (N, U, m)
+            ids = local + node_off[None] if copies > 1 else local
+            ready, arrival = _any_hops(ids, local, link_off, L.src_pos, start_t[ids[0]], nbytes=nbytes, rho=rho,
+                                       bw=bw, lat=lat, path_links=path_links, path_len=path_len, H=H,
+                                       link_free=link_free, cut_through=routing == "cut-through")
+        last = L.ids[-1, 0][d, r]
+        last = (last + 2 * node_off if copies > 1 else last).ravel()  # the last step's ready events
+        if len(L.ids) > 1:  # a step-0 message's readiness came from the window engine, which passed it on
             out_e.append(last)
             out_t.append(ready.ravel())
         out_e.append(n + last)
@@ -253,26 +267,26 @@ def run_units(units, which, layouts, start_t, *, nbytes, rho, bw, lat, path_link
     return np.concatenate(out_e), np.concatenate(out_t)
 
 
-def _one_hop(ids, local, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, path_len, H, link_free,
-             cut_through=False):
+def _one_hop(first, step_ids, link_off, src_pos, t, *, nbytes, rho, bw, lat, path_links, H, link_free):
     """Ready and arrival times ``(U, m)`` of the last step of units whose edges are single links
-    (*ids*: global nodes, *local*: the structure's, *link_off*: per row, its copy's link offset;
-    on one hop both routings are the same recurrence, so *cut_through* changes nothing)."""
-    links = path_links[local[0] * H] + link_off
+    (*first*: step 0's nodes, the structure's; *step_ids*: ``(N, U)`` one global node per step
+    and unit; *link_off*: per row, its copy's link offset). On one hop both routings are the
+    same recurrence."""
+    links = path_links[first * H] + link_off
     free = link_free[links]
     link_bw = bw[links]
     hop_lat = lat[links]
-    step_bytes = nbytes[ids[:, :, 0]]  # (N, U): one size per step and unit (see _sizes_per_step)
-    step_rho = rho[ids[:, :, 0]]
+    step_bytes = nbytes[step_ids]  # (N, U): one size per step and unit (see _sizes_per_step)
+    step_rho = rho[step_ids]
     new_size = [True] + (step_bytes[1:] != step_bytes[:-1]).any(axis=1).tolist()
     reduces = step_rho.any(axis=1).tolist()
-    for k in range(len(ids)):
+    for k in range(len(step_ids)):
         if new_size[k]:
             occ = step_bytes[k][:, None] / link_bw  # the network's own division
         np.maximum(t, free, out=free)  # each link carries this edge only: free when its last piece left
         free += occ
         a = free + hop_lat
-        if k + 1 < len(ids):
+        if k + 1 < len(step_ids):
             t = np.maximum(t, a.take(src_pos[k], axis=1))  # take: quicker than fancy indexing
             if reduces[k + 1]:
                 t += step_rho[k + 1][:, None]  # adding 0 to the rows without one changes no bit

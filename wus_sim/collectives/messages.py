@@ -5,7 +5,7 @@ sequence); this module only lays them out as nodes, paths and dependencies.
 """
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 import weakref
 
 import numpy as np
@@ -71,12 +71,14 @@ class Schedule:
     """Per node: index into :attr:`paths`, or -1 for a barrier node."""
     paths: list
     """Tuples of link keys."""
-    msg_bytes: np.ndarray
-    """Per node: bytes of the message (0 for barriers)."""
+    frac: np.ndarray
+    """Per node: the fraction of ``S / K`` its message carries (0 for barriers)."""
     rank: np.ndarray
     """Per node: sender replica (tie-break)."""
-    rho: np.ndarray
-    """Per node: reduction time added to its ready time, s."""
+    rho_frac: np.ndarray
+    """Per node: the fraction of ``S / K`` whose reduction is added to its ready time."""
+    reduce_Bps: float = None
+    """Reduction speed, bytes/s (``None``: reductions take no time)."""
     deps: list = field(default_factory=list)
     """``(child, parent, kind)`` int arrays; kind 0: parent delivered, 1: parent ready."""
     meta: dict = field(default_factory=dict)
@@ -84,6 +86,21 @@ class Schedule:
     structure: object = None
     """The size-free :class:`_Structure` this schedule was sized from (shared, read-only), or
     ``None`` for a schedule built with ``track=True``; engines cache their own tables per structure."""
+
+    # Why computed on first use: an engine that runs several sizes of one structure at once
+    # (the window engine) reads a few nodes' bytes, and a 2048-chip all-reduce has 267k nodes:
+    # a dozen sizes' full arrays were tens of MiB written for a few thousand reads.
+    @cached_property
+    def msg_bytes(self):
+        """Per node: bytes of the message (0 for barriers): ``frac * S / K``."""
+        return self.frac * self.nbytes / self.chunks
+
+    @cached_property
+    def rho(self):
+        """Per node: reduction time added to its ready time, s: ``(rho_frac * S / K) / reduce_Bps``."""
+        if self.reduce_Bps is None:
+            return np.zeros(self.num_nodes)
+        return self.rho_frac * self.nbytes / self.chunks / self.reduce_Bps
 
     @property
     def num_hops(self):
@@ -145,7 +162,11 @@ class _Builder:
     def dep(self, child, parent, kind):
         child, parent = np.broadcast_arrays(np.asarray(child, np.int64), np.asarray(parent, np.int64))
         ok = parent >= 0
-        self.deps.append((child[ok].ravel(), parent[ok].ravel(), np.full(int(ok.sum()), kind, np.int64)))
+        if ok.all():  # (the usual case: a copy of each, without a mask's gathers)
+            child, parent = child.ravel(), parent.ravel()
+        else:
+            child, parent = child[ok].ravel(), parent[ok].ravel()
+        self.deps.append((child, parent, np.full(len(child), kind, np.int64)))
 
     def path(self, keys):
         """Index of a new path entry (tuples of link keys; -1 padding dropped)."""
@@ -222,14 +243,10 @@ class _Structure:
                    cat(b.rank, np.int64), cat(b.rho_frac, float), b.deps, {}, tuple(b.layouts))
 
     def sized(self, nbytes, reduce_Bps):
-        """The :class:`Schedule` for ``S = nbytes``: bytes and reduction times from the fractions,
-        in the order of operations the per-step formulas use."""
-        S = float(nbytes)
-        msg_bytes = self.frac * S / self.chunks
-        rho = (self.rho_frac * S / self.chunks / reduce_Bps) if reduce_Bps is not None \
-            else np.zeros(self.num_nodes)
-        return Schedule(self.plan, S, self.chunks, self.num_nodes, self.path_id, self.paths, msg_bytes,
-                        self.rank, rho, self.deps, self.meta, structure=self)
+        """The :class:`Schedule` for ``S = nbytes``: bytes and reduction times from the fractions
+        (computed when first read), in the order of operations the per-step formulas use."""
+        return Schedule(self.plan, float(nbytes), self.chunks, self.num_nodes, self.path_id, self.paths, self.frac,
+                        self.rank, self.rho_frac, reduce_Bps, self.deps, self.meta, structure=self)
 
 
 # Pass tags: ``Schedule.meta["pass"]`` names the pass of the plan each message belongs to.
@@ -386,7 +403,8 @@ def _compile_pass(b, p, gate, track, pass_tag):
         prev = np.take_along_axis(ids[:-1], np.broadcast_to(src, ids[:-1].shape), axis=-1)
         b.dep(ids[1:], prev, 0)
     # done node per member: after the last step's arrival (and own last send), + reduction
-    uniq = np.unique(members[0])
+    uniq = np.sort(members[0], axis=None)  # np.unique's result, without its hashing (slower here)
+    uniq = uniq[np.r_[True, uniq[1:] != uniq[:-1]]]
     done_ids = b.nodes(len(uniq), rho_frac=rho_step[-1])
     done[uniq] = done_ids
     last = ids[-1]  # (K, D, R, n)

@@ -53,13 +53,16 @@ no latency (cut-through: on-chip links, or a slice declared with zero hop latenc
 (:class:`WindowTooSmall`). The api runs SimPy then.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 import time
 
 import numpy as np
 
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s, tie_key
 from .clean_rings import earliest_outputs, hop_floors, run_units
+from .malloc_tuning import keep_freed_memory
+from .window_copies import Copies, SizedNodes, sparse_tile
 from .window_steps import serve, settle
 from .window_tables import clean_units_of, graph_of, link_counters
 
@@ -80,20 +83,50 @@ class WindowOutcome:
     """Completion time: the last node ready or delivered."""
     events: int
     """Message hops sent (one per message per link)."""
-    link_bytes: np.ndarray
-    """Bytes sent per link key (ICI slots, then on-chip links)."""
-    link_busy_s: np.ndarray
-    """Seconds each link key was busy."""
-    link_messages: np.ndarray
-    """Messages sent per link key."""
     windows: int
     """Time windows the run took (in a batch: those that served this schedule, which are the
     windows it takes alone)."""
-    event_s: np.ndarray
-    """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
-    (``-inf`` inside clean rings, where only the events others wait for are kept)."""
     wall_s: float
     """Wall-clock seconds of the run (not the schedule build; in a batch, the whole batch's)."""
+    _counted: tuple = field(default=None, repr=False, compare=False)
+    """What the link counters are read from: the schedule, its engine tables and the
+    bandwidth per link key (they need no timing, and most callers want the time only)."""
+    _event_log: tuple = field(default=None, repr=False, compare=False)
+    """What :attr:`event_s` is read from: the clean rings' nodes (their events ``-inf``, the
+    others ``inf`` before the run; ``None``: no clean rings), the run's event log (``(events,
+    times)`` arrays, events numbered globally), this copy's first event, and its number of nodes."""
+
+    @cached_property
+    def _link_counters(self):
+        return link_counters(*self._counted)
+
+    @property
+    def link_bytes(self):
+        """Bytes sent per link key (ICI slots, then on-chip links)."""
+        return self._link_counters[0]
+
+    @property
+    def link_busy_s(self):
+        """Seconds each link key was busy."""
+        return self._link_counters[1]
+
+    @property
+    def link_messages(self):
+        """Messages sent per link key."""
+        return self._link_counters[2]
+
+    @cached_property
+    def event_s(self):
+        """When each event happened: node ``m`` ready at ``m``, delivered at ``num_nodes + m``
+        (``-inf`` inside clean rings, where only the events others wait for are kept)."""
+        held, event_log, first, n = self._event_log
+        logged_e, logged_t = _logged(event_log)
+        out = np.full(2 * n, np.inf)
+        if held is not None:
+            out[held] = out[n + held] = -np.inf
+        mine = (logged_e >= first) & (logged_e < first + 2 * n)
+        out[logged_e[mine] - first] = logged_t[mine]
+        return out
 
 
 def run_schedule(sched, *, clean_rings=True, routing="store-and-forward"):
@@ -125,6 +158,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     t0 = time.perf_counter()
     if not len(scheds):
         return []
+    keep_freed_memory()  # a run's arrays are freed and asked for again by the next: see malloc_tuning
     cut = check_routing(routing) == "cut-through"
     sched = scheds[0]
     C = len(scheds)
@@ -134,28 +168,33 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     units = clean_units_of(sched, g) if clean_rings else None
     topo = sched.plan.topology
     n, H = g.num_nodes, g.hops
-    N = C * n  # nodes of all copies (events: see _Copies)
+    N = C * n  # nodes of all copies (events: see window_copies.Copies)
     bw1 = link_key_Bps(topo)
     NL = len(bw1)
     bw = bw1 if C == 1 else np.tile(bw1, C)
     lat = link_key_latency_s(topo)
     lat = lat if C == 1 else np.tile(lat, C)
     rank = sched.rank  # per local node (the same in every copy)
-    nbytes = sched.msg_bytes if C == 1 else np.concatenate([s.msg_bytes for s in scheds])
     if C == 1:
-        rho = sched.rho
-    elif any(s.rho.any() for s in scheds):
-        rho = np.concatenate([s.rho for s in scheds])
-    else:  # no reductions timed: one zero seen N times (read only: nothing writes rho)
-        rho = np.broadcast_to(0.0, N)
+        nbytes, rho = sched.msg_bytes, sched.rho
+    else:
+        nbytes = SizedNodes(sched.frac, [s.nbytes for s in scheds], sched.chunks)
+        if all(s.reduce_Bps is None for s in scheds):  # no reductions timed: one zero seen N times
+            rho = np.broadcast_to(0.0, N)  # (read only: nothing writes rho)
+        elif all(s.reduce_Bps is not None for s in scheds):
+            rho = SizedNodes(sched.rho_frac, [s.nbytes for s in scheds], sched.chunks, [s.reduce_Bps for s in scheds])
+        else:
+            rho = np.concatenate([s.rho for s in scheds])
+    rho_settle = None if all(s.reduce_Bps is None for s in scheds) else rho
     path_links, path_len, is_message = g.path_links, g.path_len, g.is_message
-    copies = _Copies(C, n, NL)
+    copies = Copies(C, n, NL)
+    # When each event happened: (events, times) arrays in the order they were settled; the
+    # outcomes read them into each copy's table only if asked (most runs want the last time).
+    event_log = []
     if units is None:
-        event_t = np.full(2 * N, np.inf)  # when each event happened (inf: not yet), copy by copy
         remaining = np.tile(g.num_parents, C)  # events each node still waits for
-    else:  # a clean ring's events stay -inf but those others wait for; none of its later steps waits
-        event_t = np.tile(units.initial_event_s, C)
-        remaining = _sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
+    else:  # a clean ring's later steps wait for nothing the engine counts (see CleanUnits)
+        remaining = sparse_tile(units.initial_remaining, C, sched.structure.engine_tables)
     # The latest time among a node's events so far. Every time is >= 0 (they start at 0 and only
     # add and take maxima), so a start at 0 instead of -inf changes no maximum, and zeros come
     # from pages the system maps only once they are written: the nodes inside clean rings,
@@ -165,30 +204,39 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     owner = np.zeros(max(len(bw), N), np.int64)  # scratch: which element wrote an index last
     on_busy_link = np.zeros(len(bw), bool)
 
-    new = []  # requests made in this window: (node, hop, ready time) arrays
+    first = []  # first hops requested since the last window: (node, ready time) arrays
+    new = []  # later hops: (node, hop, ready time, tail) arrays
     if units is not None:
         U = len(units.size)
-        # step-0 ready times of the clean units' members (last: padding, -inf); only those of
-        # units whose members all started are read, so the rest need no value (and no page)
-        start_t = np.empty(N + 1)
-        start_t[-1] = -np.inf
+        # step-0 ready times of the clean units' members; only those of units whose members
+        # all started are read, so the rest need no value (and no page)
+        start_t = np.empty(N)
         waiting_for = np.tile(units.size, C)  # members each clean unit still waits for
         # no hop of a unit is quicker than this; 1e-9 below it, so float rounding cannot cross it
         hop_floor = np.concatenate([hop_floors(units, s.nbytes / s.chunks) for s in scheds])
         startable = []  # clean units whose members have all started, not run yet
         earliest = np.full(C, np.inf)  # per copy: no event a startable unit hands back is earlier
+        starts_unit = units.start_unit >= 0  # (a byte a node: the lookup a ready message makes stays in cache)
 
-    def request(nodes, t, hop=None, tail=None):
-        if units is not None and hop is None:
-            u = units.start_unit[copies.local(nodes)]
-            mine = u >= 0
-            if mine.any():
-                start_t[nodes[mine]] = t[mine]
-                u = u[mine] + copies.of(nodes[mine]) * U if C > 1 else u[mine]
+    def request(nodes, t, local=None):
+        """Messages *nodes* (*local*: their structure's nodes, if known) are ready at *t*: a
+        clean unit's member counts off its unit, the others request their first hop."""
+        if units is not None:
+            local = copies.local(nodes) if local is None else local
+            mine = starts_unit[local]
+            if np.count_nonzero(mine):  # (quicker than .any(): see window_steps)
+                mn = nodes[mine]
+                start_t[mn] = t[mine]
+                u = units.start_unit[local[mine]]
+                if C > 1:
+                    u += copies.of(mn) * U
                 np.subtract.at(waiting_for, u, 1)
                 full = u[waiting_for[u] == 0]
                 if len(full):
-                    full = np.unique(full)
+                    if len(full) > 1:  # a unit two of whose members started now is listed twice: keep one
+                        pos = np.arange(len(full))
+                        owner[full] = pos
+                        full = full[owner[full] == pos]
                     startable.append(full)
                     bound = earliest_outputs(units, full, start_t, hop_floor)
                     if C == 1:
@@ -196,12 +244,11 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                     else:
                         np.minimum.at(earliest, full // U, bound)
                 nodes, t = nodes[~mine], t[~mine]
-        if cut and tail is None:  # a first hop: no tail to wait for
-            tail = np.full(len(nodes), -np.inf)
-        new.append((nodes, np.zeros(len(nodes), np.int64) if hop is None else hop, t, tail))
+        if len(nodes):
+            first.append((nodes, t))
 
     def settle_events(events, t):
-        settle(events, t, g, copies, event_t, remaining, latest, owner, rho, request)
+        settle(events, t, g, copies, event_log, remaining, latest, owner, rho_settle, request)
 
     def run_startable():
         """Run the startable clean units and pass their outputs on."""
@@ -226,7 +273,17 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     # for a cut-through head that moves on), then the latency.
     pend_i, pend_f = np.zeros((3, 0), np.int64), np.zeros((6, 0))
     windows = 0 if C == 1 else np.zeros(C, np.int64)  # per copy: the windows that served something of it
+    no_window = np.full(C, np.inf)
     while True:
+        if first:  # hop 0 of each, with no tail to wait for under cut-through
+            fn = np.concatenate([a for a, _ in first]) if len(first) > 1 else first[0][0]
+            ft = np.concatenate([b for _, b in first]) if len(first) > 1 else first[0][1]
+            tail = None
+            if cut:
+                tail = np.empty(len(fn))
+                tail.fill(-np.inf)  # (np.full does this in Python, slower)
+            new.append((fn, np.zeros(len(fn), np.int64), ft, tail))
+            first.clear()
         if new:
             fresh = np.concatenate([a for a, _, _, _ in new]) if len(new) > 1 else new[0][0]
             hop = np.concatenate([b for _, b, _, _ in new]) if len(new) > 1 else new[0][1]
@@ -241,8 +298,12 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
                 wait = np.where(hop + 1 == path_len[local], occ, 0.0)
             else:
                 tail, wait = t, occ  # (no tail under store-and-forward: the row is not read)
-            pend_i = np.concatenate([pend_i, np.stack([fresh, hop, links])], axis=1)
-            pend_f = np.concatenate([pend_f, np.stack([t, occ, tie_key(t), tail, wait, lat[links]])], axis=1)
+            # (np.array of equal rows: a stack without np.stack's Python-level checks)
+            add_i, add_f = np.array([fresh, hop, links]), np.array([t, occ, tie_key(t), tail, wait, lat[links]])
+            if pend_i.shape[1]:
+                pend_i, pend_f = np.concatenate([pend_i, add_i], axis=1), np.concatenate([pend_f, add_f], axis=1)
+            else:
+                pend_i, pend_f = add_i, add_f
             new.clear()
         pn, pt, pl = pend_i[0], pend_f[0], pend_i[2]
         # The lookahead: a pending hop starts no earlier than its ready time and its link's free
@@ -255,7 +316,7 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
             run_units_now = units is not None and startable and earliest[0] <= E
         else:  # each copy's own window: the least r + o + lat over its own pending requests
             pc = copies.of(pn)
-            E = np.full(C, np.inf)
+            E = no_window.copy()  # (a copy: np.full costs more, in Python)
             np.minimum.at(E, pc, pe)
             run_units_now = units is not None and startable and bool(((earliest < np.inf) & (earliest <= E)).any())
         if run_units_now:
@@ -271,14 +332,15 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         else:
             windows += E < np.inf
             sel = pend_f[2] < tie_key(E)[pc]
-        if sel.all():
+        selected = np.count_nonzero(sel)
+        if selected == len(sel):
             si, sf = pend_i, pend_f
             pend_i, pend_f = pend_i[:, :0], pend_f[:, :0]
         else:
-            if not sel.any() or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
+            if not selected or (C > 1 and (np.bincount(pc[sel], minlength=C)[E < np.inf] == 0).any()):
                 raise WindowTooSmall("a hop and its latency are shorter than the tie quantum")
             # take along the columns: far quicker than a boolean mask over a 2-D table
-            on, off = np.flatnonzero(sel), np.flatnonzero(~sel)
+            on, off = sel.nonzero()[0], (~sel).nonzero()[0]
             si, sf = pend_i.take(on, axis=1), pend_f.take(on, axis=1)
             pend_i, pend_f = pend_i.take(off, axis=1), pend_f.take(off, axis=1)
         sn, sh, sl = si
@@ -288,10 +350,10 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
         arrival = end + lat[sl]  # the tail's (store-and-forward: the whole message's) arrival
         nh = sh + 1
         more = nh < path_len[copies.local(sn)]
-        if more.any():
+        if np.count_nonzero(more):
             # cut-through: the head moves on a latency after the hop starts, the tail follows
-            request(sn[more], (start[more] + lat[sl[more]]) if cut else arrival[more], nh[more],
-                    tail=arrival[more] if cut else None)
+            new.append((sn[more], nh[more], (start[more] + lat[sl[more]]) if cut else arrival[more],
+                        arrival[more] if cut else None))
             done = ~more
             settle_events(copies.delivered(sn[done]), arrival[done])
         else:
@@ -299,56 +361,25 @@ def run_schedules(scheds, *, clean_rings=True, routing="store-and-forward"):
     if (remaining > 0).any():
         raise AssertionError(f"{int((remaining > 0).sum())} schedule nodes never became ready (a dependency cycle)")
     wall = time.perf_counter() - t0
+    if g.last_barriers is not None:  # each copy's last event: its last barriers' readiness
+        last = g.last_barriers[None, :] + n * np.arange(C)[:, None]
+        last_s = (latest[last] + rho[last]).max(axis=1)
+    else:  # ... or the latest event it logged (the engine logs no event inside a clean ring)
+        logged_e, logged_t = _logged(event_log)
+        last_s = np.full(C, -np.inf)
+        np.maximum.at(last_s, logged_e // (2 * n), logged_t)
+    held = units.held_nodes if units is not None else None
     out = []
     for c, s in enumerate(scheds):
-        ev = event_t[2 * n * c:2 * n * (c + 1)]  # a view: each copy's events are its own block
-        link_bytes, link_busy_s, link_messages = link_counters(s, g, bw1)
         out.append(WindowOutcome(
-            time_s=float(ev.max()) if n else 0.0, events=int(path_len.sum()), link_bytes=link_bytes,
-            link_busy_s=link_busy_s, link_messages=link_messages, windows=int(windows if C == 1 else windows[c]), event_s=ev,
-            wall_s=wall))
+            time_s=float(last_s[c]) if n else 0.0, events=int(path_len.sum()),
+            windows=int(windows if C == 1 else windows[c]), wall_s=wall, _counted=(s, g, bw1),
+            _event_log=(held, event_log, 2 * n * c, n)))
     return out
 
 
-def _sparse_tile(initial, C, tables):
-    """``np.tile(initial, C)`` for a table that is zero but at a few entries (the counters of a
-    schedule whose clean rings hold most nodes): zeros, then the nonzero entries written, so
-    only the memory pages that hold them are ever touched."""
-    if C == 1:
-        return initial.copy()
-    nonzero = tables.get("window nonzero remaining")  # of the structure's clean units' counters
-    if nonzero is None:
-        nonzero = tables["window nonzero remaining"] = np.flatnonzero(initial)
-    n = len(initial)
-    out = np.zeros(C * n, initial.dtype)
-    out[(nonzero[None, :] + n * np.arange(C)[:, None]).ravel()] = np.tile(initial[nonzero], C)
-    return out
-
-
-@dataclass(frozen=True)
-class _Copies:
-    """Where a global node of :func:`run_schedules` lives: copy ``c`` of ``C``, node ``m`` of
-    the structure's ``n``, as ``c * n + m`` (one copy: the node itself, no array work). Events
-    are copy by copy, each copy's as a schedule alone numbers them (node ``m`` ready at
-    ``m``, delivered at ``n + m``), so copy ``c``'s event ``e`` is ``2 * n * c + e``: then
-    a copy's event times are one slice of the run's."""
-
-    count: int
-    nodes: int
-    links: int
-
-    def local(self, g):
-        """The structure's node of global nodes *g*."""
-        return g if self.count == 1 else g % self.nodes
-
-    def of(self, g):
-        """The copy of global nodes *g*."""
-        return g // self.nodes
-
-    def ready(self, g):
-        """The event: global nodes *g* ready."""
-        return g if self.count == 1 else g + g // self.nodes * self.nodes
-
-    def delivered(self, g):
-        """The event: global nodes *g* delivered."""
-        return self.nodes + self.ready(g)
+def _logged(event_log):
+    """The events and times of *event_log*, each as one array."""
+    if not event_log:
+        return np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate([e for e, _ in event_log]), np.concatenate([t for _, t in event_log])
