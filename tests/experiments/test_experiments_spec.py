@@ -332,3 +332,15 @@ def test_values_of_a_key_are_those_of_the_points(links, batches, hops, mxu, redu
     for key in ("link_GBps", "per_replica_batch", "steps", "hop_latency_us", "workload", "mxu_efficiency",
                 "calibration", "topology"):
         assert exp.values_of(key, reduced=reduce_links, limit=limit) == {p[key] for p in points}, key
+
+
+@given(st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(), st.floats(),
+                                                       st.text(max_size=8), st.lists(st.integers(), max_size=3)),
+                       max_size=8))
+def test_point_hash_is_the_sha256_of_the_sorted_json(point):
+    # the id every journal holds: a change to how it is made would redo every resumed point
+    import hashlib
+    import json
+
+    text = json.dumps(point, sort_keys=True, separators=(",", ":"), default=str)
+    assert point_hash(point) == hashlib.sha256(text.encode()).hexdigest()[:16]

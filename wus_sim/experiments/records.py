@@ -12,6 +12,7 @@ import math
 
 from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
+from ..inputs.memo import memos_on
 from ..hardware.multislice import load_multislice
 from ..training.params import POINT_KEYS, check_param, check_point_value, default_of
 from ..model.memory import resolve_gather_prefetch
@@ -54,7 +55,13 @@ def _check_keys(point):
             raise ConfigError("is required: a point names its workload and topology", key_path=name,
                               show_value=False)
     out = dict(point)
+    last, last_out = _LAST_CHECKED if memos_on() else ({}, {})
     for name, value in point.items():
+        if value.__class__ in _SCALARS and name in last:  # passed at the last point: the same out
+            before = last[name]
+            if before.__class__ is value.__class__ and before == value:
+                out[name] = last_out[name]
+                continue
         param = POINT_KEYS[name]
         if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh"):
             if value is not None and (not isinstance(value, str) or not value):
@@ -63,7 +70,16 @@ def _check_keys(point):
         checked = check_param(param, value, key_path=name)
         if (param.kind == "int" or name in ("mesh", "dcn_mesh")) and checked is not None:
             out[name] = checked  # a mesh mapping as its text: the row's column
+    if memos_on():
+        _LAST_CHECKED[:] = (dict(point), out)
     return out
+
+
+_LAST_CHECKED = [{}, {}]
+"""The last point :func:`_check_keys` passed and what it returned: a sweep's next point differs
+in one or two values, and a value equal to the last one's (same type) passed the same check."""
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def simulate_point(point):

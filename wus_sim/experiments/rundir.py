@@ -28,6 +28,7 @@ Rules (docs/inputs.md, "Run folders"):
 import errno
 import fcntl
 import json
+from json.encoder import encode_basestring_ascii
 import math
 import os
 import time
@@ -152,7 +153,13 @@ def read_journal(path, *, repair=False, wanted=None):
 def journal_text(point, outcome):
     """The JSON of a journal entry's *point* and *outcome* (``rows``, ``wall_s``): the end of the
     line :class:`_Journal` writes for them, made where the point ran (a worker process)."""
-    return json.dumps({"point": point, **outcome}, default=str, separators=(",", ":"))
+    return _ENCODER.encode({"point": point, **outcome})
+
+
+_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"), check_circular=False)
+"""``json.dumps(..., default=str, separators=(",", ":"))``'s text, made by one encoder kept for
+every line and without the circular-reference check (an entry is fresh dicts and lists of
+scalars): a sweep point's 6 KB of JSON in about half the time."""
 
 
 class _Journal:
@@ -178,10 +185,16 @@ class _Journal:
         # is the kernel's. fsync (what survives a machine crash too) at most once a second and
         # on close: per point it cost more than a point of a sweep (about 3 ms against 1 ms).
         if text is None:
-            line = json.dumps(entry, default=str, separators=(",", ":"))
+            line = _ENCODER.encode(entry)
         else:
-            head = {k: entry[k] for k in ("hash", "index", "model")}
-            line = json.dumps(head, default=str, separators=(",", ":"))[:-1] + "," + text[1:]
+            h, index, model = entry["hash"], entry["index"], entry["model"]
+            if h.__class__ is str and index.__class__ is int and model.__class__ is str:
+                # json's own string encoder (what dumps calls), without a dict's walk per point
+                line = (f'{{"hash":{encode_basestring_ascii(h)},"index":{index},'
+                        f'"model":{encode_basestring_ascii(model)},{text[1:]}')
+            else:
+                head = {"hash": h, "index": index, "model": model}
+                line = json.dumps(head, default=str, separators=(",", ":"))[:-1] + "," + text[1:]
         self.file.write(line + "\n")
         self.file.flush()
         now = time.monotonic()

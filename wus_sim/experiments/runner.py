@@ -295,20 +295,9 @@ def _run_locked(experiment, out_dir, points, point_fn, jobs, resume, scheduler, 
         bar.close()
         journal.close()
 
-    rows, cache = [], {}
-    for index, (h, point) in enumerate(zip(hashes, points)):
-        entry = done[h]
-        slice_info = _slice_columns(point, cache)
-        for row in entry["rows"]:
-            full = {"experiment": experiment.name, "point_index": index, "point_hash": h,
-                    "wall_s": entry["wall_s"], **row}
-            for k, v in slice_info.items():
-                if full.get(k) is None:
-                    full[k] = v
-            rows.append(full)
-    from .results import to_frame
+    from .assemble import results_frame
 
-    frame = to_frame(rows)
+    frame = results_frame(experiment.name, hashes, points, done, _slice_columns)
     files = {"journal": journal_path}
     if write:
         files.update(write_run_files(experiment, frame, out_dir, reduced=reduced, limit=limit))

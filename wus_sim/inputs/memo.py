@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import functools
 from operator import is_
 
-__all__ = ["IdentityMemo", "clear_memos", "files_fixed", "fixed_while_running", "memos_off"]
+__all__ = ["IdentityMemo", "clear_memos", "files_fixed", "fixed_while_running", "memos_off", "memos_on"]
 
 _MEMOS = []
 """Every :class:`IdentityMemo`, for :func:`clear_memos`."""
@@ -62,6 +62,11 @@ def clear_memos():
     """Forget every memoized result (benchmarks and the point-by-point comparison start cold)."""
     for memo in _MEMOS:
         memo.clear()
+
+
+def memos_on():
+    """Whether memoized results may be kept and reused (not inside :func:`memos_off`)."""
+    return _ON[0]
 
 
 @contextmanager
