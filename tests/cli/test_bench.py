@@ -82,6 +82,25 @@ def test_registry_takes_new_cases_without_touching_the_loop():
     assert "test: a registered case" in table and "not built yet" in table
 
 
+def test_a_case_of_a_minute_runs_at_most_its_own_count():
+    calls = []
+    case = bench.BenchCase("test: a long case", "dummy", setup=lambda: 7,
+                           run=lambda n: calls.append(n) or bench.Measurement(None, 4), quick=True, full=False,
+                           problem="dummy long", max_runs=2)
+    try:
+        bench.register(case)
+        (rec,) = bench.run_bench(quick=True, repeat=5, names=["test: a long case"], memory=False)
+        (fewer,) = bench.run_bench(quick=True, repeat=1, names=["test: a long case"], memory=False)
+    finally:
+        bench.CASES.pop(case.name)
+    assert calls == [7, 7, 7] and rec["repeat"] == 2 and fewer["repeat"] == 1
+
+
+def test_the_whole_what_if_grid_is_a_case_of_the_full_set():
+    (case,) = [c for c in bench.CASES.values() if "whole 100,000-point grid" in c.name]
+    assert case.full and not case.quick and case.engine == "run" and case.max_runs == 3
+
+
 def test_full_set_names_the_issue_cases():
     full = [c for c in bench.CASES.values() if c.full]
     names = " | ".join(c.name for c in full)

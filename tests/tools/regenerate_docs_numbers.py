@@ -277,8 +277,23 @@ def bench_numbers():
     """Speed: the committed output of `wus-sim bench` (its last line names the machine), quoted
     as it is; never compared with a live run."""
     text = BENCH_FILE.read_text(encoding="utf-8").rstrip()
+    # each issue-34 case's median wall time, as the table prints it ("-" if the run lacks it)
+    walls = {cells[1].strip(): cells[4].strip() for cells in
+             (line.split("|") for line in text.splitlines() if line.startswith("| ")) if len(cells) > 5}
     return {"bench.table": f"\n```text\n$ wus-sim bench\n{text}\n```\n",
-            "bench.machine": text.splitlines()[-1].strip()}
+            "bench.machine": text.splitlines()[-1].strip(),
+            **{key: walls.get(case, "-") for key, case in BENCH_QUOTED.items()}}
+
+
+BENCH_QUOTED = {
+    "bench.sweep_100k": "what-if sweep: the whole 100,000-point grid, --jobs 2 (whole command)",
+    "bench.failed_cable": "step: transformer-big adam tpu-v3-2048, 1 failed cable, both strategies",
+    "bench.batch_norm": "step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, both strategies",
+    "bench.torus256": "2d all-reduce 64MiB torus:256x256",
+    "bench.collective_cmd": "wus-sim collective torus:32x32 2d all-reduce 64MiB (whole command)",
+    "bench.version": "wus-sim --version (whole command)",
+}
+"""Bench cases whose median wall time the README's Speed section quotes, by span key."""
 
 
 def api_numbers():

@@ -53,6 +53,7 @@ __all__ = [
 # ===================================================================== running
 def run_case(case, *, repeat=5, memory=True):
     """Time *case*; return its record (see the module docstring)."""
+    repeat = repeat if case.max_runs is None else min(repeat, case.max_runs)
     rec = {"case": case.name, "engine": case.engine, "problem": case.problem, "status": "ok",
            "sim_time_s": None, "events": None, "wall_median_s": None, "wall_min_s": None,
            "messages_per_s": None, "peak_mem_bytes": None, "repeat": repeat}

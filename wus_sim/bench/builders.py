@@ -44,6 +44,9 @@ class BenchCase:
     measure_memory: bool = True
     full: bool = True
     """Part of the full set."""
+    max_runs: int = None
+    """Timed runs at most, whatever ``repeat`` asks (``None``: no cap): a case of a minute (the
+    whole what-if grid) runs three times, not five."""
 
 
 CASES = {}
@@ -229,7 +232,7 @@ def point_case(name, point, *, quick=False, full=True):
                      problem=f"point {point['workload']} on {point['topology']} with bands")
 
 
-def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
+def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=(), max_runs=None):
     """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
     included); events are the points simulated, simulated time is not applicable. *path*: a
     file, or a callable that writes one and returns its path (the bench's own sweeps)."""
@@ -255,4 +258,5 @@ def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=()):
         return Measurement(None, points)
 
     return BenchCase(name, "run", setup, run, quick=quick, full=full,
-                     problem=f"experiment {name if callable(path) else path}", measure_memory=False)
+                     problem=f"experiment {name if callable(path) else path}", measure_memory=False,
+                     max_runs=max_runs)

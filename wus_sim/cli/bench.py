@@ -63,7 +63,10 @@ def run(args):
     else:
         load = info["load_average"]
         print(format_table(records))
-        print(f"\n{args.repeat} runs per case, median wall time; Python {info['python']}, numpy {info['numpy']}, "
+        capped = sorted({r["repeat"] for r in records if r["repeat"] != args.repeat})
+        print(f"\n{args.repeat} runs per case" + (f" ({' or '.join(map(str, capped))} for the cases of a minute)"
+                                                  if capped else "")
+              + f", median wall time; Python {info['python']}, numpy {info['numpy']}, "
               f"{info['cpus']} CPUs ({info['processor']})"
               + (f", load average {load[0]:g} {load[1]:g} {load[2]:g}" if load else ""))
     return 0

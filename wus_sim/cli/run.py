@@ -90,11 +90,14 @@ def run(args):
         return written
 
     try:
+        # (the summary too: a signal while it prints is the same one line, not a kill by SIGTERM)
         with _sigterm_as_interrupt():
             timeout = {} if args.scheduler_timeout is None else {"scheduler_timeout": args.scheduler_timeout}
             result = run_experiment(experiment, out_dir, jobs=jobs, resume=args.resume, scheduler=args.scheduler,
                                     **timeout, reduced=args.reduced, limit=args.limit, overwrite=args.overwrite,
                                     progress=False if args.quiet else None, on_results=draw)
+            if not args.quiet:
+                _print_summary(experiment, result, args, out_dir, written)
     except KeyboardInterrupt:
         # --overwrite cannot go with --resume (and its work is done: the folder is this run's now)
         again = [a for a in sys.argv[1:] if a not in ("--resume", "--overwrite")] if sys.argv[1:2] == ["run"] \
@@ -104,16 +107,6 @@ def run(args):
         print(f"wus-sim run: interrupted; finished points are kept in {out_dir}/points.jsonl. "
               f"Resume with: {hint}", file=sys.stderr)
         return 130
-    if not args.quiet:
-        print(summary_table(result.frame, experiment.swept_keys()))
-        print()
-        print(f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
-              f"in {result.wall_s:.1f} s -> {out_dir}/")
-        for line in _model_error_lines(experiment, result.frame, reduced=args.reduced, limit=args.limit):
-            print(line)
-        if result.num_stale:
-            print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
-        print("  " + ", ".join([p.name for p in result.files.values()] + sorted({p.name for p in written})))
     if result.num_errors:
         from ..inputs.text import excerpt
 
@@ -122,6 +115,19 @@ def run(args):
         print(f"wus-sim run: {n} row{'s' if n != 1 else ''} failed; first: {excerpt(first, 300)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_summary(experiment, result, args, out_dir, written):
+    """What a run prints when it ends: its first points, the count, the model's error, the files."""
+    print(summary_table(result.frame, experiment.swept_keys()))
+    print()
+    print(f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
+          f"in {result.wall_s:.1f} s -> {out_dir}/")
+    for line in _model_error_lines(experiment, result.frame, reduced=args.reduced, limit=args.limit):
+        print(line)
+    if result.num_stale:
+        print(f"  {result.num_stale} journal entries were made by another version of the model and ran again")
+    print("  " + ", ".join([p.name for p in result.files.values()] + sorted({p.name for p in written})))
 
 
 def _write_report(args, experiment, plots, result, out_dir, written, skips):

@@ -220,7 +220,11 @@ def to_frame(rows):
     """
     import pandas as pd
 
-    df = pd.DataFrame(rows)
+    # rows that all have the same keys (a sweep's) name the columns for pandas, which otherwise
+    # lists every row's keys to find their union
+    first = rows[0].keys() if rows and isinstance(rows[0], dict) else None
+    same = first is not None and all(isinstance(r, dict) and r.keys() == first for r in rows)
+    df = pd.DataFrame(rows, columns=list(first) if same else None)
     for name in df.columns:  # column by column: a sweep's 200,000 rows are 20 million cells
         col = df[name]
         # (infer_dtype, in C, says which columns can hold a list at all: only a 'mixed' one)
