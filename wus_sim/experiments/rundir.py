@@ -28,7 +28,6 @@ Rules (docs/inputs.md, "Run folders"):
 import errno
 import fcntl
 import json
-from json.encoder import encode_basestring_ascii
 import math
 import os
 import time
@@ -186,15 +185,9 @@ class _Journal:
         # on close: per point it cost more than a point of a sweep (about 3 ms against 1 ms).
         if text is None:
             line = _ENCODER.encode(entry)
-        else:
-            h, index, model = entry["hash"], entry["index"], entry["model"]
-            if h.__class__ is str and index.__class__ is int and model.__class__ is str:
-                # json's own string encoder (what dumps calls), without a dict's walk per point
-                line = (f'{{"hash":{encode_basestring_ascii(h)},"index":{index},'
-                        f'"model":{encode_basestring_ascii(model)},{text[1:]}')
-            else:
-                head = {"hash": h, "index": index, "model": model}
-                line = json.dumps(head, default=str, separators=(",", ":"))[:-1] + "," + text[1:]
+        else:  # the head's JSON without its closing brace, then the text without its opening one
+            head = {"hash": entry["hash"], "index": entry["index"], "model": entry["model"]}
+            line = _ENCODER.encode(head)[:-1] + "," + text[1:]
         self.file.write(line + "\n")
         self.file.flush()
         now = time.monotonic()

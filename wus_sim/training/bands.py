@@ -172,6 +172,7 @@ def _covariance(calibration, stack):
 
 
 _COVARIANCES = IdentityMemo(maxsize=64)
+""":func:`_covariance`'s tables, per calibration (by identity) and stack."""
 
 
 def _applies(name, stack):
