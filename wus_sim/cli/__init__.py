@@ -53,7 +53,8 @@ def main(argv=None):
     imported (building the parser imports every subcommand module), so an early Ctrl-C is not a
     traceback of an import. After the command, when main is the program (*argv* None), SIGINT is
     ignored: the interpreter's shutdown resets a Python handler to the default one, so a Ctrl-C
-    then killed the process (exit -2) after its work was done; an ignored signal stays ignored.
+    then killed the process (exit -2) after its work was done; an ignored signal stays ignored
+    (SIGTERM likewise: a signal to a finished run's group killed it, exit -15, while it exited).
     Called with *argv* (tests, scripts), the caller's handler is put back. The output is flushed here, so a full device (``> /dev/full``) or a
     closed pipe is one line (or none) and exit 2 (141), not Python's "Exception ignored"."""
     import signal
@@ -96,6 +97,8 @@ def main(argv=None):
              "(cannot write the output)")
         code = 2
     signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
+    if argv is None:  # SIGTERM too (run's sweep takes it as Ctrl-C): no kill during shutdown
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return code
 
 
