@@ -307,17 +307,17 @@ def _plots_section():
 
 
 def _import_section():
-    from .model.hf_families import CONFIG_KEYS
+    from .model.importers.hf_families import CONFIG_KEYS
 
     out = ["## Imported from Hugging Face: `wus-sim import-workload`", "",
            "`wus-sim import-workload PATH [--sequence-length N] [--name NAME] [--out FILE]` (Python: "
-           "`wus_sim.model.importers.import_workload`) writes a workload file of this format from a Hugging "
+           "`wus_sim.model.importers.importers.import_workload`) writes a workload file of this format from a Hugging "
            "Face `config.json`, or from a `.safetensors` file, a `model.safetensors.index.json` or a folder "
            "holding them with the `config.json` beside it (exact tensor names and shapes from the headers, "
            "checked against the config; only the headers are read; nothing is downloaded). `--sequence-length` "
            "(default: the config's `max_position_embeddings`, GPT-2's `n_positions`) sets the tokens per "
            "sequence: the example and the attention FLOPs. What is counted and why is the docstring of "
-           "`wus_sim/model/importers.py`. An unknown `model_type`, a missing or bad key, or a stored shape "
+           "`wus_sim/model/importers/importers.py`. An unknown `model_type`, a missing or bad key, or a stored shape "
            "that contradicts the config is one line naming the file and key, exit 2. The keys read are "
            f"also a JSON Schema, `wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json`.", "",
            "| model_type | config.json keys read (default when absent) |", "|---|---|"]
@@ -375,9 +375,9 @@ def _json(doc):
 
 def hf_config_schema():
     """JSON Schema of the Hugging Face ``config.json`` keys ``import-workload`` reads, per
-    ``model_type`` (:data:`wus_sim.model.hf_families.CONFIG_KEYS`): a key without a default is
+    ``model_type`` (:data:`wus_sim.model.importers.hf_families.CONFIG_KEYS`): a key without a default is
     required for its family; every other key of the file is Hugging Face's and is ignored."""
-    from .model.hf_families import CONFIG_KEYS, FAMILIES
+    from .model.importers.hf_families import CONFIG_KEYS, FAMILIES
 
     families = []
     for family, keys in CONFIG_KEYS.items():

@@ -358,7 +358,7 @@ API_REFUSED = {
     "StepOptions(compute=5)": lambda: wus_sim.StepOptions(compute=5),
     "compute_params(zz=1)": lambda: wus_sim.load_calibration().compute_params(zz=1),
     "validate(runs=5)": lambda: wus_sim.validate(runs=5),
-    "import_workload(5)": lambda: __import__("wus_sim.model.importers", fromlist=["x"]).import_workload(5),
+    "import_workload(5)": lambda: __import__("wus_sim.model.importers.importers", fromlist=["x"]).import_workload(5),
     "plan(bucket_bytes=nan)": lambda: _plan(bucket_bytes=math.nan),
     "plan(replicas=True)": lambda: _plan(replicas=True),
     "plan(replicas=1.5)": lambda: _plan(replicas=1.5),

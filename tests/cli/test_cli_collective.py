@@ -145,7 +145,9 @@ def cold_caches():
     (up to 8,192 replicas) would otherwise keep every plan, and the test process's size is what
     tests/inputs/test_fuzz.py's children inherit as their peak memory (fork copies it)."""
     yield
-    from wus_sim.collectives import analytic, api, fast_engine, loads
+    from wus_sim.collectives import analytic, api
+    from wus_sim.collectives.engines import fast_engine
+    from wus_sim.collectives.schedules import loads
 
     api.clear_caches()
     for module in (analytic, fast_engine, loads):

@@ -143,7 +143,7 @@ def test_errors_are_the_full_commands(capsys):
 def test_its_ranges_and_names_are_the_full_commands():
     """What the lean path accepts, the full command accepts: the same declared bounds."""
     from wus_sim.hardware import topology_files
-    from wus_sim.training.params import POINT_KEYS, default_of
+    from wus_sim.training.parameters.params import POINT_KEYS, default_of
 
     assert collective_lean.HOP_LATENCY_US_MAX == topology_files.OVERRIDE_RANGES["hop_latency_us"][1] \
         == POINT_KEYS["hop_latency_us"].maximum

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import ALGORITHMS, OPS, api, window_engine
-from wus_sim.collectives.messages import compile_messages
-from wus_sim.collectives.plan import plan_collective
-from wus_sim.collectives.simpy_engine import run_schedule as simpy_run
+from wus_sim.collectives import ALGORITHMS, OPS, api
+from wus_sim.collectives.engines import window_engine
+from wus_sim.collectives.schedules.messages import compile_messages
+from wus_sim.collectives.schedules.plan import plan_collective
+from wus_sim.collectives.engines.simpy_engine import run_schedule as simpy_run
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.hardware.link_faults import with_link_faults
 from wus_sim.hardware.network import ROUTINGS
@@ -65,7 +66,7 @@ def test_every_size_of_a_batch_is_its_run_alone(topo, op, alg, bidir, chunks, re
        routing=st.sampled_from(ROUTINGS))
 def test_a_batch_agrees_with_simpy(topo, op, bidir, red, routing):
     """Against the reference that shares no code with the window engine (to the last bits but
-    for ties between equal keys, as tests/collectives/test_window_engine.py explains)."""
+    for ties between equal keys, as tests/collectives/engines/test_window_engine.py explains)."""
     plan = plan_collective(topo, op, "ring", bidirectional=bidir)
     scheds = [compile_messages(plan, S, reduce_Bps=red) for S in (2e6, 64.0, 7e7)]
     try:
@@ -175,7 +176,7 @@ def test_a_step_point_does_not_move_with_the_prefetch(monkeypatch):
 @given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
        red=st.sampled_from([None, 30e9]), big_first=st.booleans())
 def test_each_copy_bounds_its_clean_rings_by_its_own_size(topo, op, alg, bidir, red, big_first):
-    """The bound that lets a copy's clean ring wait (tests/collectives/test_clean_rings.py) holds for every
+    """The bound that lets a copy's clean ring wait (tests/collectives/engines/test_clean_rings.py) holds for every
     copy of a batch: the nodes waiting on a clean ring's last step are ready no earlier than
     the bound the run computed for it, from that copy's own start times and piece size."""
     plan = drawn_plan(topo, op, alg, bidir)

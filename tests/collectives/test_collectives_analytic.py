@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from wus_sim.collectives import OPS, simulate_collective
 from wus_sim.collectives.analytic import _max_window, is_exact, plan_time, ring_time
-from wus_sim.collectives.loads import shared_link_streams
-from wus_sim.collectives.plan import plan_collective
+from wus_sim.collectives.schedules.loads import shared_link_streams
+from wus_sim.collectives.schedules.plan import plan_collective
 from wus_sim.inputs.units import GiB, KiB, MiB
 
 from make_topology import make

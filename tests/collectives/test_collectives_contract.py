@@ -2,7 +2,7 @@
 
 For each case the schedule is simulated on the SimPy engine with every message's
 ready and delivery time recorded, and the data every message carries is replayed
-(:func:`wus_sim.collectives.replay.replay_data`): after reduce-scatter each replica
+(:func:`wus_sim.collectives.engines.replay.replay_data`): after reduce-scatter each replica
 must hold its own shard, summed exactly once over its group; after all-gather and
 all-reduce every replica must hold the whole buffer. Then: shards partition the
 buffer into equal parts, each member sends what it receives, the links carry exactly
@@ -17,14 +17,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wus_sim.collectives import (ALGORITHMS, OPS, analytic_time, api, collective_time, fast_engine,
-                                 simulate_collective, window_engine)
+from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, api, collective_time, simulate_collective
+from wus_sim.collectives.engines import fast_engine, window_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
-from wus_sim.collectives.loads import link_loads
-from wus_sim.collectives.messages import compile_messages, passes_by_tag
-from wus_sim.collectives.plan import plan_collective
-from wus_sim.collectives.replay import replay_data
-from wus_sim.collectives.simpy_engine import run_schedule
+from wus_sim.collectives.schedules.loads import link_loads
+from wus_sim.collectives.schedules.messages import compile_messages, passes_by_tag
+from wus_sim.collectives.schedules.plan import plan_collective
+from wus_sim.collectives.engines.replay import replay_data
+from wus_sim.collectives.engines.simpy_engine import run_schedule
 from wus_sim.inputs.errors import ConfigError, UnknownNameError
 from wus_sim.hardware.network import ROUTINGS, num_link_keys
 from wus_sim.inputs.units import MiB
@@ -263,7 +263,7 @@ def test_replay_catches_a_broken_schedule(op):
 
 
 # ============================================================ embeddings
-from wus_sim.collectives.embedding import (axis_rings, line_ring_pattern, onchip_rings, routes,  # noqa: E402
+from wus_sim.collectives.schedules.embedding import (axis_rings, line_ring_pattern, onchip_rings, routes,  # noqa: E402
                                            sequence_ring, slice_ring)
 
 

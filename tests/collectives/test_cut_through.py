@@ -14,9 +14,9 @@ import simpy
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from wus_sim.collectives import OPS, analytic_time, collective_time, simulate_collective
-from wus_sim.collectives import fast_engine
+from wus_sim.collectives.engines import fast_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
-from wus_sim.collectives.plan import plan_collective
+from wus_sim.collectives.schedules.plan import plan_collective
 from wus_sim.inputs.errors import UnknownNameError
 from wus_sim.hardware.network import ROUTINGS, Network, link_key_Bps, link_key_latency_s, tie_key
 from wus_sim.hardware.topology_files import load_topology

@@ -14,10 +14,10 @@ import pytest
 
 from wus_sim.cli import main
 from wus_sim.collectives import simulate_collective
-from wus_sim.collectives.messages import compile_messages
-from wus_sim.collectives.plan import plan_collective
-from wus_sim.collectives.replay import replay_data
-from wus_sim.collectives.simpy_engine import run_schedule
+from wus_sim.collectives.schedules.messages import compile_messages
+from wus_sim.collectives.schedules.plan import plan_collective
+from wus_sim.collectives.engines.replay import replay_data
+from wus_sim.collectives.engines.simpy_engine import run_schedule
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.spec import check_point_value
 from wus_sim.hardware.link_faults import cable_names, parse_cables

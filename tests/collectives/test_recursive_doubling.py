@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import fast_engine, simulate_collective
+from wus_sim.collectives.engines import fast_engine
+from wus_sim.collectives import simulate_collective
 from wus_sim.collectives.analytic import phase_times
-from wus_sim.collectives.loads import contention, shared_link_streams
-from wus_sim.collectives.messages import compile_messages
-from wus_sim.collectives.plan import plan_collective
-from wus_sim.collectives.replay import replay_data
-from wus_sim.collectives.simpy_engine import run_schedule
+from wus_sim.collectives.schedules.loads import contention, shared_link_streams
+from wus_sim.collectives.schedules.messages import compile_messages
+from wus_sim.collectives.schedules.plan import plan_collective
+from wus_sim.collectives.engines.replay import replay_data
+from wus_sim.collectives.engines.simpy_engine import run_schedule
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.training.step import StepOptions, bidirectional_for
 from wus_sim.inputs.units import KiB, MiB
@@ -282,7 +283,7 @@ def test_route_tables_are_shared_by_slices_that_differ_only_in_link_figures(algo
     and each slice's closed form still uses its own link figures (the same as computed cold)."""
     from wus_sim.collectives import clear_caches
     from wus_sim.collectives import analytic_time
-    from wus_sim.collectives.messages import hd_routes
+    from wus_sim.collectives.schedules.messages import hd_routes
 
     slow, fast = make((4, 4), True, link_GBps=25.0), make((4, 4), True, link_GBps=200.0, hop_latency_us=3.0)
     (p_slow,), (p_fast,) = (plan_collective(t, "all-reduce", algorithm).passes for t in (slow, fast))

@@ -4,7 +4,7 @@ import pytest
 
 from wus_sim.experiments.records import simulate_point
 from wus_sim.inputs.errors import ConfigError
-from wus_sim.training.params import check_point_value
+from wus_sim.training.parameters.params import check_point_value
 
 
 def test_mesh_keys_normalise_text_and_mappings():

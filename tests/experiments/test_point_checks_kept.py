@@ -29,7 +29,7 @@ def test_a_whole_float_batch_is_an_int_after_an_int_batch_too():
 
 
 def test_with_memos_off_every_value_is_checked(monkeypatch):
-    from wus_sim.training import param_checks
+    from wus_sim.training.parameters import param_checks
 
     calls = []
     real = param_checks._check_param

@@ -14,7 +14,7 @@ from wus_sim.collectives import clear_caches
 from wus_sim.experiments.records import simulate_point
 from wus_sim.experiments.spec import parse_experiment
 from wus_sim.inputs.memo import clear_memos, files_fixed, memos_off
-from wus_sim.training import planner
+from wus_sim.training.update import planner
 
 SWEEP = {
     "name": "shared_work",

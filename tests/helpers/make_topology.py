@@ -6,7 +6,7 @@ per-axis bandwidths, mixed wraparound and the on-chip bandwidth that named slice
 
 import numpy as np
 
-from wus_sim.collectives import embedding
+from wus_sim.collectives.schedules import embedding
 
 from wus_sim.hardware.topology import Topology
 from wus_sim.hardware.topology_files import load_chips

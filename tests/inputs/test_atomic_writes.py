@@ -32,10 +32,10 @@ WRITERS = {
                     "from wus_sim.validation.calibrate import write_calibration\n"
                     "from wus_sim.model.calibration import load_calibration\ncal = load_calibration()"),
     "workload": ("w.yaml", "import_workload('config.json', out='w.yaml')",
-                 "from wus_sim.model.importers import import_workload\n"
+                 "from wus_sim.model.importers.importers import import_workload\n"
                  "import wus_sim.model.workload_files, wus_sim.inputs.writes"),
     "trace": ("t.json", "sys.exit(main(['step', 'ncf', '-t', 'tpu-v3-8', '--trace', 't.json']))",
-              "from wus_sim.cli import main\nimport wus_sim.training.trace, wus_sim.training.step, wus_sim.cli.step"),
+              "from wus_sim.cli import main\nimport wus_sim.training.timeline.trace, wus_sim.training.step, wus_sim.cli.step"),
     "validation table": ("v/validation.csv", "write_outputs(rows, Path('v'), plot=False)",
                          "from pathlib import Path\nfrom wus_sim.validation.report import write_outputs\n"
                          "from wus_sim.validation.measured import load_measured\n"

@@ -251,7 +251,7 @@ from wus_sim.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
-MODULES = ["argparse", "wus_sim.cli.options", "wus_sim.cli.step", "wus_sim.cli.run", "wus_sim.training.params",
+MODULES = ["argparse", "wus_sim.cli.options", "wus_sim.cli.step", "wus_sim.cli.run", "wus_sim.training.parameters.params",
            "numpy", "yaml", "wus_sim.hardware.topology_files", "wus_sim.training.step", "simpy", "pandas",
            "wus_sim.collectives", "wus_sim.model.calibration", "wus_sim.optimizers"]
 
@@ -290,7 +290,7 @@ API_NASTY = [None, True, False, -1, 0, 1.5, 2**63, 10**400, math.inf, -math.inf,
 @st.composite
 def api_call(draw):
     import wus_sim
-    from wus_sim.training.params import POINT_KEYS
+    from wus_sim.training.parameters.params import POINT_KEYS
 
     which = draw(st.sampled_from(["point", "topology", "compute", "read_results", "collective"]))
     value = draw(st.sampled_from(API_NASTY))

@@ -21,7 +21,7 @@ from test_fuzz_boundary import _within
 import wus_sim
 from wus_sim.inputs.errors import WusError
 from wus_sim.inputs.strict_json import loads_strict
-from wus_sim.model.importers import import_workload
+from wus_sim.model.importers.importers import import_workload
 from wus_sim.model.workload_files import workload_from_text
 
 _SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)

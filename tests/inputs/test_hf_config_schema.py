@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from wus_sim.inputs.errors import ConfigError
-from wus_sim.model.importers import import_workload
+from wus_sim.model.importers.importers import import_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "wus_sim" / "schemas" / "hf-config.v1.json").read_text())

@@ -113,7 +113,7 @@ def test_compute_params_refuse_what_a_file_would_refuse(kwargs):
 def test_bn_group_replicas_has_the_same_maximum_in_yaml_and_on_the_command_line():
     from wus_sim.cli import main
     from wus_sim.inputs.limits import MAX_REPLICAS
-    from wus_sim.training.params import check_point_value
+    from wus_sim.training.parameters.params import check_point_value
 
     assert check_point_value("bn_group_replicas", MAX_REPLICAS) == MAX_REPLICAS
     with pytest.raises(ConfigError, match="<= 131072"):

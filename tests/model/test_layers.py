@@ -83,6 +83,60 @@ def test_no_upward_imports(path):
             f"{path.relative_to(PKG)} (layer {RANK[me]}: {me}) imports {dep} (layer {RANK[dep]})")
 
 
+# The rooms inside the three big layers, lowest first (each sub-package's docstring says the
+# same): a module imports only from its own room, a lower room of its layer, or lower layers.
+# "" is the layer's top (its modules beside the rooms); rooms on one line share a rank.
+ROOMS = {
+    "collectives": [("schedules",), ("engines",), ("",)],
+    "training": [("parameters",), ("update", "timeline"), ("",), ("parallelism",)],
+    "model": [("",), ("importers",)],
+}
+ROOM_RANK = {layer: {room: i for i, rooms in enumerate(order) for room in rooms} for layer, order in ROOMS.items()}
+MAX_ENTRIES = 12
+"""Entries (modules and sub-packages, __init__ included) a layer's folder may list."""
+MORE_ENTRIES = {
+    "cli": "one module per command (its name is the command's), plus the parser and option ranges",
+    "inputs": "14 small boundary modules (errors, text, files, config, units, ...): not yet grouped",
+}
+"""Layers allowed past MAX_ENTRIES, each with why."""
+
+
+def _room(module):
+    """(layer, room) of a dotted module name below wus_sim ("" for a layer's top modules)."""
+    parts = module.split(".")
+    layer = parts[0]
+    if layer in ROOMS and len(parts) >= 2 and (PKG / layer / parts[1]).is_dir():
+        return layer, parts[1]
+    return layer, ""
+
+
+def test_every_room_has_a_rank():
+    for layer in ROOMS:
+        rooms = {p.name for p in (PKG / layer).iterdir() if (p / "__init__.py").is_file()}
+        assert rooms | {""} == set(ROOM_RANK[layer]), f"ROOMS[{layer!r}] must name exactly the sub-packages of wus_sim/{layer}/"
+
+
+@pytest.mark.parametrize("layer", sorted({p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}))
+def test_layer_folders_list_few_entries(layer):
+    entries = [p.name for p in (PKG / layer).iterdir()
+               if p.name != "__pycache__" and (p.suffix == ".py" or (p / "__init__.py").is_file())]
+    if layer in MORE_ENTRIES:
+        pytest.skip(MORE_ENTRIES[layer])
+    assert len(entries) <= MAX_ENTRIES, f"wus_sim/{layer}/ lists {len(entries)} entries: group them into rooms ({sorted(entries)})"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if top_module(p) in ROOMS], ids=lambda p: str(p.relative_to(PKG)))
+def test_no_upward_imports_between_rooms(path):
+    me = _module_name(path)
+    layer, room = _room(me[len("wus_sim."):] if me.startswith("wus_sim.") else me)
+    for dep in _imported_modules(path):
+        dep_layer, dep_room = _room(dep)
+        if dep_layer != layer or dep_room == room:
+            continue  # another layer (test_no_upward_imports) or its own room
+        assert ROOM_RANK[layer][dep_room] <= ROOM_RANK[layer][room], (
+            f"{path.relative_to(PKG)} (room {room or 'top'!r} of {layer}) imports {dep} (room {dep_room or 'top'!r})")
+
+
 def test_package_import_is_light():
     import subprocess
     import sys

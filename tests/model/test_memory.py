@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from wus_sim.inputs.errors import ConfigError, InfeasibleError, UnknownNameError
 from wus_sim.model.memory import PARTS, memory_both, memory_breakdown
 from wus_sim.optimizers import analyse
-from wus_sim.training.planner import plan
+from wus_sim.training.update.planner import plan
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.model.workload import Tensor, Workload
 from wus_sim.model.workload_files import known_workloads, load_workload

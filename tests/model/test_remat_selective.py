@@ -11,7 +11,7 @@ import pytest
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.model.compute import ComputeParams, layer_times
-from wus_sim.model.importers import workload_document
+from wus_sim.model.importers.importers import workload_document
 from wus_sim.model.workload_files import load_workload
 
 from make_workload import toy_yaml

@@ -63,7 +63,7 @@ def test_load_topology_overrides_have_the_point_rules(kwargs):
 
 def test_load_topology_override_ranges_are_the_point_parameters():
     from wus_sim.hardware.topology_files import OVERRIDE_RANGES
-    from wus_sim.training.params import POINT_KEYS
+    from wus_sim.training.parameters.params import POINT_KEYS
 
     for key, (_, maximum, _) in OVERRIDE_RANGES.items():
         assert POINT_KEYS[key].maximum == maximum

@@ -1,14 +1,14 @@
 """Regenerate the shipped LLM workloads from the public configs in tests/data/hf_configs/.
 
 Not runtime code and not shipped: run it from the repository root when the importer or a config
-changes (``python tests/tools/import_shipped_llms.py [--out DIR]``); tests/inputs/test_importers.py checks the
+changes (``python tests/tools/import_shipped_llms.py [--out DIR]``); tests/model/importers/test_importers.py checks the
 shipped files are what it writes.
 """
 
 import argparse
 from pathlib import Path
 
-from wus_sim.model.importers import import_workload
+from wus_sim.model.importers.importers import import_workload
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "hf_configs"

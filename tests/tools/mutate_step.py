@@ -18,16 +18,16 @@ import sys
 import tempfile
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ["tests/training/test_step_golden.py", "tests/training/test_step.py", "tests/model/test_memory.py", "tests/training/test_strategies.py",
+TESTS = ["tests/training/test_step_golden.py", "tests/training/test_step.py", "tests/model/test_memory.py", "tests/training/update/test_strategies.py",
          "tests/model/test_compute.py", "tests/training/test_small_allreduce.py"]
 
 # label, file, old (must occur exactly once), new, what it breaks
 MUTANTS = [
-    ("a", "wus_sim/training/strategies.py", "return self.bytes_read + self.bytes_written", "return self.bytes_read",
+    ("a", "wus_sim/training/update/strategies.py", "return self.bytes_read + self.bytes_written", "return self.bytes_read",
      "update time from bytes read only"),
-    ("b", "wus_sim/training/strategies.py", "int(b.padded_elements * ab)", "int(b.padded_elements * gb)",
+    ("b", "wus_sim/training/update/strategies.py", "int(b.padded_elements * ab)", "int(b.padded_elements * gb)",
      "weight all-gather timed at gradient bytes"),
-    ("c", "wus_sim/training/strategies.py",
+    ("c", "wus_sim/training/update/strategies.py",
      'extra = [Collective("all-reduce", int(r.nbytes), r.what) for r in plan.extra_reductions]', "extra = []",
      "LAMB/LARS norm all-reduces dropped"),
     ("d1", "wus_sim/training/step.py", "spatial_ways=plan.spatial_ways, remat=options.remat, quantization",
@@ -50,12 +50,12 @@ MUTANTS = [
     ("s5", "wus_sim/training/small_allreduce.py", "STATISTICS_BYTES_PER_CHANNEL = 2 * 4", "STATISTICS_BYTES_PER_CHANNEL = 4",
      "batch-norm all-reduce half its bytes"),
     # strategies.py
-    ("t1", "wus_sim/training/strategies.py", "kernels += case.passes", "kernels += 1", "LARS/LAMB second pass not costed"),
+    ("t1", "wus_sim/training/update/strategies.py", "kernels += case.passes", "kernels += 1", "LARS/LAMB second pass not costed"),
     # (an all-reduce bucket is unpadded by construction, Plan.allreduce_buckets, so timing it at
     # padded_elements changes nothing: an equivalent mutant, not listed)
-    ("t2", "wus_sim/training/strategies.py", 'if strategy == "replicated" or b.kind == "replicated":',
+    ("t2", "wus_sim/training/update/strategies.py", 'if strategy == "replicated" or b.kind == "replicated":',
      'if strategy == "replicated":', "sharded: replicated tensors reduce-scattered and gathered"),
-    ("t3", "wus_sim/training/strategies.py", 'Collective("reduce-scatter", int(b.padded_elements * gb)',
+    ("t3", "wus_sim/training/update/strategies.py", 'Collective("reduce-scatter", int(b.padded_elements * gb)',
      'Collective("reduce-scatter", int(b.elements * gb)', "reduce-scatter ignores padding"),
     # memory.py
     ("m1", "wus_sim/model/memory.py", "shards = sharded_padded / n * gb\n        weights = padded",

@@ -19,7 +19,7 @@ import math
 import pytest
 
 from wus_sim.training.step import simulate_strategies, speedups
-from wus_sim.training.strategies import STRATEGIES
+from wus_sim.training.update.strategies import STRATEGIES
 
 from test_step_golden import (ACT_PER_EXAMPLE, B, BWD_OPS_S, FWD_OPS_S, N, OP_S, P, STEP_S, TENSORS, adam_update, ag_2d, approx, hand_layers,
                               options, rs_2d, toy)  # noqa: F401 (toy is a fixture)
@@ -268,7 +268,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
        prefetch=st.integers(0, 4))
 def test_gathered_window_is_between_one_bucket_and_all(shapes, dims, bucket_kib, prefetch):
     from wus_sim.model.memory import gathered_window, memory_breakdown
-    from wus_sim.training.planner import plan
+    from wus_sim.training.update.planner import plan
     from wus_sim.model.workload import Tensor, Workload
 
     from make_topology import make

@@ -9,7 +9,7 @@ from wus_sim.cli import main
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.experiments.records import simulate_point
 from wus_sim.training.step import StepOptions, simulate_step, simulate_strategies, speedup
-from wus_sim.training.timeline import BREAKDOWN_PARTS
+from wus_sim.training.timeline.timeline import BREAKDOWN_PARTS
 
 
 def test_serial_replicated_step_is_compute_plus_collectives_plus_update():

@@ -4,7 +4,8 @@ run, and every time is the same as with each size asked for alone."""
 
 import pytest
 
-from wus_sim.collectives import clear_caches, window_engine
+from wus_sim.collectives import clear_caches
+from wus_sim.collectives.engines import window_engine
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.inputs.memo import clear_memos
 from wus_sim.training import step as step_module

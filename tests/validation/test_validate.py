@@ -370,7 +370,7 @@ def test_a_calibration_files_validation_record_is_checked_on_load(tmp_path, caps
 
 
 def test_rows_carry_where_the_simulated_step_goes(rows):
-    from wus_sim.training.timeline import BREAKDOWN_PARTS
+    from wus_sim.training.timeline.timeline import BREAKDOWN_PARTS
 
     parts = [f"simulated_{p}" for p in BREAKDOWN_PARTS]
     assert [c for c in COLUMNS if c.startswith("simulated_") and c != "simulated_step_s"

@@ -79,7 +79,7 @@ def collective_case(name, topology, op, algorithm, nbytes, *, engine="fast", qui
 
         topo = load_topology(topology, **faults)
         if engine == "fast":
-            from ..collectives import fast_engine
+            from ..collectives.engines import fast_engine
 
             reason = fast_engine.why_unsupported(topo, op, algorithm,
                                                  **{k: v for k, v in kw.items() if k != "reduce_Bps"})
@@ -183,7 +183,7 @@ def step_case(name, workload, topology, optimizer=None, *, strategies=("replicat
 
 def mesh_case(name, workload, topology, optimizer=None, *, mesh, dcn_mesh=None, megacore=False, global_batch=None,
               strategies=("sharded",), options=None, quick=False, full=True):
-    """A case simulating one device-mesh point (:func:`~wus_sim.training.mesh_step.simulate_mesh`),
+    """A case simulating one device-mesh point (:func:`~wus_sim.training.parallelism.mesh_step.simulate_mesh`),
     from cold caches; *dcn_mesh*'s product is the number of slices of *topology*."""
 
     def setup():
@@ -196,7 +196,7 @@ def mesh_case(name, workload, topology, optimizer=None, *, mesh, dcn_mesh=None, 
 
     def run(_):
         from ..hardware.mesh import Placement
-        from ..training.mesh_step import simulate_mesh
+        from ..training.parallelism.mesh_step import simulate_mesh
         from ..training.step import StepOptions
 
         placement = Placement(megacore=megacore, mesh=mesh, dcn_mesh=dcn_mesh)  # slices: dcn_mesh's product

@@ -8,7 +8,7 @@ shares).
 """
 
 from ..inputs.strict_json import dumps_strict
-from ..training.params import default_of
+from ..training.parameters.params import default_of
 from .collective_lean import COLLECTIVE_JSON_SCHEMA_VERSION, print_text  # the lean path writes them too
 from .options import add_fault_options, add_flag, add_json_option, fault_option_errors, fault_values
 

@@ -1,7 +1,7 @@
 """``wus-sim collective`` on a uniform torus, before numpy, YAML or argparse load.
 
 Most of a short command's time is imports (numpy alone is ~0.1 s; see docs/speed.md). When the
-command line asks for a collective that :mod:`wus_sim.collectives.uniform_torus` runs in plain
+command line asks for a collective that :mod:`wus_sim.collectives.engines.uniform_torus` runs in plain
 Python (an inline ``torus:...`` slice with both ``--link-GBps`` and ``--hop-latency-us`` given,
 so no chip file is read; a ring, bidir-ring or 2d algorithm over the slice or one axis; no
 faults, no reduction cost), :func:`run` answers it here and prints the same JSON document as
@@ -97,7 +97,7 @@ def _number(text, least, most):
 
 def _request(words):
     """The collective *words* ask for, checked, as keyword arguments of
-    :func:`wus_sim.collectives.uniform_torus.run` plus the record's own fields; ``None`` where the
+    :func:`wus_sim.collectives.engines.uniform_torus.run` plus the record's own fields; ``None`` where the
     full command must run."""
     o = _options(words)
     if o is None or os.environ.get(TOPOLOGY_PATH_ENV):
@@ -139,7 +139,7 @@ def run(words):
     q = _request(words)
     if q is None:
         return None
-    from ..collectives import uniform_torus
+    from ..collectives.engines import uniform_torus
 
     t0 = time.perf_counter()
     r = uniform_torus.run(q["dims"], q["link_Bps"], q["hop_latency_s"], q["op"], q["algorithm"], q["nbytes"],

@@ -3,7 +3,7 @@ file from a Hugging Face ``config.json`` or a safetensors checkpoint's headers.
 
 PATH is a ``config.json``, a ``.safetensors`` file, a ``model.safetensors.index.json`` or a folder
 holding them (a checkpoint needs the ``config.json`` beside it); nothing is downloaded and of a
-checkpoint only the headers are read (:mod:`wus_sim.model.importers`). The YAML goes to FILE, or
+checkpoint only the headers are read (:mod:`wus_sim.model.importers.importers`). The YAML goes to FILE, or
 to stdout; ``wus-sim describe workload FILE`` and every other command read it.
 """
 
@@ -33,7 +33,7 @@ def run(args):
     from ..inputs.errors import ConfigError
     from ..inputs.files import check_writable_file
     from ..inputs.writes import write_atomic
-    from ..model.importers import import_workload
+    from ..model.importers.importers import import_workload
     from ..model.workload_files import workload_from_text
 
     if args.out is not None:  # before any work: a folder, FIFO or read-only place is known now

@@ -2,7 +2,7 @@
 
 An option whose destination is a point parameter (``--link-GBps`` -> ``link_GBps``,
 ``--steps``, ``--bucket-MiB``, ...) is checked by that parameter's entry in
-:data:`wus_sim.training.params.POINT_KEYS`, so the command line and YAML accept exactly
+:data:`wus_sim.training.parameters.params.POINT_KEYS`, so the command line and YAML accept exactly
 the same values; options that are not point parameters have their range here.
 :func:`check_options` runs on every parsed command line before the subcommand does.
 """
@@ -11,7 +11,7 @@ import argparse
 from contextlib import contextmanager
 
 from ..inputs.errors import ConfigError
-from ..training.params import POINT_KEYS, Param, check_param, check_point_value
+from ..training.parameters.params import POINT_KEYS, Param, check_param, check_point_value
 from ..inputs.limits import MAX_CHUNKS
 
 __all__ = [
@@ -126,7 +126,7 @@ PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization")
 
 def add_placement_options(parser):
     """``--megacore``, ``--spatial-ways K``, ``--remat`` and ``--quantization`` of ``step`` and ``plan`` (point keys :data:`PLACEMENT_KEYS`)."""
-    from ..training.params import POINT_KEYS
+    from ..training.parameters.params import POINT_KEYS
 
     add_flag(parser, "--megacore",
              help="TPU v4/v5p: one replica per chip over both its TensorCores (default: one per TensorCore)")

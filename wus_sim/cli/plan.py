@@ -123,8 +123,8 @@ def build_report(args):
     from .options import placement_option_errors
     from ..inputs.errors import ConfigError
     from ..model.memory import memory_both
-    from ..training.planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
-    from ..training.strategies import STRATEGIES, step_work
+    from ..training.update.planner import DEFAULT_BUCKET_BYTES, DEFAULT_MAX_PADDING_RATIO, plan
+    from ..training.update.strategies import STRATEGIES, step_work
     from ..hardware.multislice import load_multislice, planning_topology
     from ..inputs.units import MiB
     from ..inputs.units import grad_dtype_bytes

@@ -19,7 +19,7 @@ PLAN_SEARCH_SCHEMA_VERSION = 1
 def run_search(args, placement):
     from ..hardware.multislice import load_multislice
     from ..model.calibration import load_calibration
-    from ..training.mesh_search import search_meshes
+    from ..training.parallelism.mesh_search import search_meshes
     from ..training.step import StepOptions
     from .options import placement_option_errors
 

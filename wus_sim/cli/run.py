@@ -227,7 +227,7 @@ def summary_table(frame, swept_keys, *, max_rows=40):
     import numpy as np
     import pandas as pd
 
-    from ..training.strategies import STRATEGIES
+    from ..training.update.strategies import STRATEGIES
 
     if frame.empty:
         return "(no points)"

@@ -27,7 +27,7 @@ import math
 import sys
 
 from ..inputs.strict_json import dumps_strict
-from ..training.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
+from ..training.parameters.params import SMALL_ALLREDUCE_ALGORITHMS, STRATEGY_CHOICES, default_of
 from ..inputs.units import GRAD_DTYPE_SPELLINGS
 from .options import (add_fault_options, add_flag, add_json_option, add_mesh_options, add_placement_options,
                       add_software_stack_option, fault_option_errors, fault_values, mesh_placement,
@@ -114,7 +114,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..model.calibration import load_calibration
-    from ..training.planner import DEFAULT_BUCKET_BYTES
+    from ..training.update.planner import DEFAULT_BUCKET_BYTES
     from ..training.step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..hardware.multislice import load_multislice
     from ..inputs.units import MiB
@@ -147,7 +147,7 @@ def run(args):
     strategies = strategies_named(args.strategy)
     with placement_option_errors():
         if placement.mesh is not None or placement.dcn_mesh is not None:
-            from ..training.mesh_step import simulate_mesh
+            from ..training.parallelism.mesh_step import simulate_mesh
             from .step_mesh import mesh_option_errors
 
             with mesh_option_errors():
@@ -161,7 +161,7 @@ def run(args):
                                                 global_batch=args.global_batch, options=options,
                                                 spatial_ways=args.spatial_ways)
     if args.trace:
-        from ..training.trace import write_trace
+        from ..training.timeline.trace import write_trace
 
         from functools import lru_cache
 

@@ -5,7 +5,7 @@ communication operations in MPICH", IJHPCA 2005): a ring of ``n`` members on a
 buffer ``B`` takes ``(n-1)(alpha + B/(n beta))`` for reduce-scatter or
 all-gather and twice that for all-reduce; recursive halving/doubling takes
 ``log2(n) alpha + (n-1)/n B/beta`` per half. Here they are extended to what
-the plans of :mod:`wus_sim.collectives.plan` do, and stay *exact* (equal
+the plans of :mod:`wus_sim.collectives.schedules.plan` do, and stay *exact* (equal
 to the simulation, to rounding) whenever no link carries two streams:
 
 * Store-and-forward multi-hop edges (mesh folded rings, routed closing edges)
@@ -58,7 +58,7 @@ torus, so the simulation is slower: this is a lower bound, not the time. (Recurs
 doubling sends ``b_k = B`` at every step and sums every arrival: ``log2(n)`` latency terms.)
 
 Exactness conditions (:func:`is_exact`): every link carries one stream (see
-:func:`~wus_sim.collectives.loads.shared_link_streams`), no halving- or
+:func:`~wus_sim.collectives.schedules.loads.shared_link_streams`), no halving- or
 recursive-doubling with more than two members, the rings of each pass are alike (no
 per-link bandwidth override on a pass of several rings), and no reordering
 of pieces at the all-reduce turn (see :func:`is_exact`); failed links, whose
@@ -78,9 +78,9 @@ import numpy as np
 
 from ..inputs.memo import IdentityMemo
 from ..hardware.network import check_routing, link_key_Bps, link_key_latency_s
-from .loads import distinct, first_of_distinct_rows, shared_link_streams
-from .messages import hd_routes
-from .plan_cache import cached_plan
+from .schedules.loads import distinct, first_of_distinct_rows, shared_link_streams
+from .schedules.messages import hd_routes
+from .schedules.plan_cache import cached_plan
 
 __all__ = ["plan_time", "is_exact", "ring_time", "outer_ring_times", "phase_times"]
 

@@ -2,23 +2,23 @@
 
 Engines (``engine=``):
 
-* ``"fast"``: :mod:`wus_sim.collectives.fast_engine`, an exact max-plus
+* ``"fast"``: :mod:`wus_sim.collectives.engines.fast_engine`, an exact max-plus
   recurrence over numpy arrays for static, uncontended schedules.
-* ``"window"``: :mod:`wus_sim.collectives.window_engine`, every message of any
+* ``"window"``: :mod:`wus_sim.collectives.engines.window_engine`, every message of any
   schedule, contended or not, served a time window at a time over numpy arrays
   (both routings); the same times as SimPy, to the last bits.
-* ``"simpy"``: :mod:`wus_sim.collectives.simpy_engine`, every message through
+* ``"simpy"``: :mod:`wus_sim.collectives.engines.simpy_engine`, every message through
   the SimPy network; the reference.
 * ``"auto"`` (default): the fast engine when ``loads.contention(plan)`` finds
   none (what ``fast_engine.supports(...)`` checks); else the window engine
   (contended schedules: halving- and recursive-doubling, explicit replica lists whose routed
   edges share links, bidirectional rings on mesh axes, 2d-split off a square
   uniform torus, detours around failed links), or SimPy where a window would hold nothing
-  (:class:`~wus_sim.collectives.window_engine.WindowTooSmall`).
+  (:class:`~wus_sim.collectives.engines.window_engine.WindowTooSmall`).
 
 All engines implement the same timing model, store-and-forward or, with
 ``routing="cut-through"``, cut-through, and the same schedule (see
-:mod:`wus_sim.hardware.network` and :mod:`wus_sim.collectives.plan`) and agree to
+:mod:`wus_sim.hardware.network` and :mod:`wus_sim.collectives.schedules.plan`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
 ``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
 ``algbw * (N-1)/N`` for reduce-scatter and all-gather (``N`` = group size).
@@ -37,12 +37,12 @@ from ..hardware.network import ROUTINGS, check_routing
 from ..hardware.topology import Topology
 from ..hardware.topology_files import load_topology
 from ..inputs.units import GB, parse_size
-from . import fast_engine
+from .engines import fast_engine
 from .analytic import is_exact, plan_time
-from .groups import group_key
-from .loads import contention
-from .plan_cache import cached_plan, clear_plan_cache
-from .uniform_torus import bandwidths as _bandwidths
+from .schedules.groups import group_key
+from .schedules.loads import contention
+from .schedules.plan_cache import cached_plan, clear_plan_cache
+from .engines.uniform_torus import bandwidths as _bandwidths
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
            "collective_times", "clear_caches"]
@@ -243,7 +243,7 @@ def _run(plan, S, K, red, routing, engine):
     if engine in ("auto", "fast") and why is None:
         out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
         return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
-    from . import window_engine  # contended schedules only: a short command does not load it
+    from .engines import window_engine  # contended schedules only: a short command does not load it
 
     sched = _schedule(plan, S, K, red)
     out = None
@@ -256,7 +256,7 @@ def _run(plan, S, K, red, routing, engine):
                                   "a multi-hop message crosses a link of zero latency); use --engine simpy",
                                   key_path="engine", value="window") from None
     if out is None:
-        from .simpy_engine import run_schedule
+        from .engines.simpy_engine import run_schedule
 
         out, used = run_schedule(sched, routing=routing), "simpy"
     n = plan.topology.num_link_slots
@@ -265,7 +265,7 @@ def _run(plan, S, K, red, routing, engine):
 
 def _schedule(plan, S, K, red):
     """The compiled schedule of *plan* for an event engine, within the message-hop limit."""
-    from .messages import compile_messages
+    from .schedules.messages import compile_messages
 
     check_limit("message hops for an event engine", message_hops_estimate(plan, K), MAX_MESSAGE_HOPS,
                 key_path="engine",
@@ -331,7 +331,7 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     # second pass over the links), uncontended ones the fast engine: only the rest batch
     if len(todo) > 1 and not is_exact(plan, chunks=K, reduce_Bps=red, routing=routing) \
             and contention(plan) is not None:
-        from . import window_engine
+        from .engines import window_engine
 
         for i in range(0, len(todo), MAX_BATCH):
             batch = todo[i:i + MAX_BATCH]
@@ -352,7 +352,7 @@ their own. A step asks for up to a dozen sizes of one plan (its buckets and norm
 
 def clear_caches():
     """Forget memoized plans and times (benchmarks time cold runs with it)."""
-    from .messages import clear_structure_cache
+    from .schedules.messages import clear_structure_cache
 
     clear_plan_cache()
     clear_structure_cache()

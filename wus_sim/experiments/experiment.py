@@ -8,7 +8,7 @@ from ..inputs.config import Section, key_join
 from ..inputs.errors import ConfigError
 from ..inputs.limits import MAX_SWEEP_POINTS, check_limit
 
-from ..training.params import complete_point, default_of
+from ..training.parameters.params import complete_point, default_of
 
 __all__ = ["Axis", "PlotSpec", "Experiment"]
 

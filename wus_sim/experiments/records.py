@@ -1,7 +1,7 @@
 """Results rows: every flat column of a simulated point is built here.
 
 :func:`simulate_point` runs one experiment point (the keys of
-:data:`wus_sim.training.params.POINT_KEYS`) through :func:`wus_sim.training.step.simulate_strategies` and
+:data:`wus_sim.training.parameters.params.POINT_KEYS`) through :func:`wus_sim.training.step.simulate_strategies` and
 flattens the outcome into one row per strategy: the point's keys, the strategy's result,
 the slice's facts (:func:`slice_columns`) and every value the model actually used
 (:func:`used_values`). The columns, their units and meanings are documented in
@@ -14,9 +14,9 @@ from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..inputs.memo import memos_on
 from ..hardware.multislice import load_multislice
-from ..training.params import POINT_KEYS, check_param, check_point_value, default_of
+from ..training.parameters.params import POINT_KEYS, check_param, check_point_value, default_of
 from ..model.memory import resolve_gather_prefetch
-from ..training.planner import DEFAULT_BUCKET_BYTES
+from ..training.update.planner import DEFAULT_BUCKET_BYTES
 from ..model.validated_range import point_validated_range
 from ..training.bands import point_bands
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
@@ -85,7 +85,7 @@ _SCALARS = (str, int, float, bool, type(None))
 def simulate_point(point):
     """Simulate one experiment point; returns one flat record per strategy.
 
-    *point* has the keys of :data:`wus_sim.training.params.POINT_KEYS` (missing ones
+    *point* has the keys of :data:`wus_sim.training.parameters.params.POINT_KEYS` (missing ones
     take their defaults). A point that does not fit in HBM gives rows with
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
@@ -116,7 +116,7 @@ def simulate_point(point):
 
     def simulate(which):
         if p.get("mesh") is not None or p.get("dcn_mesh") is not None:
-            from ..training.mesh_step import simulate_mesh
+            from ..training.parallelism.mesh_step import simulate_mesh
 
             return simulate_mesh(p["workload"], multislice or topology, p.get("optimizer"), which, mesh=p.get("mesh"),
                                  dcn_mesh=p.get("dcn_mesh"), per_replica_batch=p.get("per_replica_batch"),

@@ -23,7 +23,7 @@ only refers to workloads, topologies and optimizers by name::
         name: speedup
 
 Every point parameter, its type, default, unit and rule is in ONE table,
-:data:`wus_sim.training.params.POINT_KEYS`; ``wus_sim.experiments.records.simulate_point`` accepts exactly those keys
+:data:`wus_sim.training.parameters.params.POINT_KEYS`; ``wus_sim.experiments.records.simulate_point`` accepts exactly those keys
 and the results table documents them from the same entries. Points always
 carry every key (defaults filled in), so a point's hash names it completely.
 ``None`` (YAML ``null``) means "the model's own default" (the workload's
@@ -39,7 +39,7 @@ from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
 from ..inputs.keys import Key, KeyTable
 from ..inputs.shipped import shipped_dir
 
-from ..training.params import (POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, Param, check_param, check_point_value,  # noqa: F401
+from ..training.parameters.params import (POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, Param, check_param, check_point_value,  # noqa: F401
                       complete_point, point_hash, strategies_of)
 
 from .experiment import Axis, Experiment, PlotSpec

@@ -19,7 +19,7 @@ whole physical axes or a contiguous part of one (a *part*: ``(axis, stride, leng
 ``-1`` being the cores of a chip); a size that would straddle a physical axis without
 dividing it has no such layout and is refused, with the factorisations that have one.
 Each axis's collectives run on rings over its parts
-(:func:`wus_sim.collectives.groups.mesh_group`).
+(:func:`wus_sim.collectives.schedules.groups.mesh_group`).
 """
 
 from dataclasses import dataclass
@@ -92,7 +92,7 @@ def _physical_axes(topology):
     wrapped torus axes in axis order, then the unwrapped (mesh-line) ones. Why wrapped first:
     an axis split between two mesh axes leaves a strided part, and on a wrapped axis its
     interleaved groups run contention-free rings (one direction each, see
-    :func:`wus_sim.collectives.embedding.part_rings`), while on a line they would share every
+    :func:`wus_sim.collectives.schedules.embedding.part_rings`), while on a line they would share every
     link. JAX's ``create_device_mesh`` likewise picks which physical axes each mesh axis takes
     rather than reshaping blindly; on slices whose every axis wraps (v4, v5p, v6e) the order
     is plain x, y, z."""
@@ -117,7 +117,7 @@ class MeshLayout:
 
     def group_parts(self, *names):
         """The physical parts the named mesh axes span together, sorted, adjacent parts of one
-        axis merged (what :func:`wus_sim.collectives.groups.mesh_group` takes)."""
+        axis merged (what :func:`wus_sim.collectives.schedules.groups.mesh_group` takes)."""
         return _merge(sorted(p for n in MESH_AXES[::-1] if n in names for p in self.parts[n]))
 
     def members(self, name, index=0, cores_per_chip=1):

@@ -1,6 +1,6 @@
 """Per-replica HBM use of the update strategies, and the check that it fits.
 
-For a :class:`~wus_sim.training.planner.Plan` and a per-replica batch, each strategy's
+For a :class:`~wus_sim.training.update.planner.Plan` and a per-replica batch, each strategy's
 :class:`MemoryBreakdown` lists what one replica (core) allocates, in bytes:
 
 ==================  ===========================================  ==============================================
@@ -30,7 +30,7 @@ collective buffers  output of the largest all-reduce in flight   output of the l
 ==================  ===========================================  ==============================================
 
 ``fully-sharded`` (ZeRO-3 / FSDP style) keeps weights sharded too and gathers each
-sharded bucket's full weights just before it is used (see :mod:`wus_sim.training.strategies`):
+sharded bucket's full weights just before it is used (see :mod:`wus_sim.training.update.strategies`):
 
 ==================  ==============================================================================
 part                fully-sharded
@@ -50,7 +50,7 @@ collective buffers  as sharded
 
 The basis of each part (docs/model-error.md, "Memory"):
 
-* weights, slots: elements from the plan (:mod:`wus_sim.training.planner`) x the workload file's
+* weights, slots: elements from the plan (:mod:`wus_sim.training.update.planner`) x the workload file's
   dtypes (fp32 master weights and slots in Google's MLPerf TPU runs); the slots per element from
   the optimizer's analysis (:mod:`wus_sim.optimizers`);
 * gradients: replicated, the whole gradient, since the update reads every element after the

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..inputs.errors import WusError
 from ..experiments.results import column_label
-from ..training.timeline import BREAKDOWN_PARTS
+from ..training.timeline.timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
 from .labels import _groups, _label, follows_x, subtitle
 from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend

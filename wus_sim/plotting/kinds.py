@@ -77,7 +77,7 @@ by :data:`wus_sim.plotting.figure.FIGURE_MAX_IN`)."""
 
 def _check_heatmap_options(sec, options):
     """The heatmap's text options, which otherwise fail only when drawn, after the sweep."""
-    from ..training.strategies import STRATEGIES
+    from ..training.update.strategies import STRATEGIES
 
     if "strategy" in options and options["strategy"] not in STRATEGIES:
         raise sec.error("strategy", f"must be one of {', '.join(STRATEGIES)}", options["strategy"])

@@ -2,7 +2,7 @@
 
 from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
-from ..training.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
+from ..training.timeline.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
 from .labels import _axis_label, _label_keys, _numeric, _varying, _with
 from .layout import fit_y_range

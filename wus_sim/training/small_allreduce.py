@@ -101,7 +101,7 @@ def small_allreduce_report(plan, topology, options, *, bidirectional=False):
     per distinct (what, size), with ``what``, ``group_cores``, ``nbytes``, ``per_step`` (how
     many a step runs), ``algorithm`` and ``time_s`` (one all-reduce, within the slice). The
     optimizer's norms run only under the sharded strategies (a replicated update has the
-    whole tensors). *plan* is the sharding plan (:mod:`wus_sim.training.planner`)."""
+    whole tensors). *plan* is the sharding plan (:mod:`wus_sim.training.update.planner`)."""
     out = []
     if options.bn_group_replicas > 1:
         group = _batch_norm_group(topology, options, plan.spatial_ways)

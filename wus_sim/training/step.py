@@ -1,12 +1,12 @@
 """One training step, replicated, sharded or fully-sharded weight update: build it, simulate it, report it.
 
 :func:`simulate_step` turns a workload, a topology and an optimizer into a
-:class:`~wus_sim.training.timeline.StepProgram` whose every duration is derived:
+:class:`~wus_sim.training.timeline.timeline.StepProgram` whose every duration is derived:
 
 * forward/backward per layer from the layers' FLOPs and the replica's matrix
   unit (:mod:`wus_sim.model.compute`);
 * gradient collectives per fused bucket, their sizes from the plan
-  (:mod:`wus_sim.training.planner`, :mod:`wus_sim.training.strategies`) and their times from the
+  (:mod:`wus_sim.training.update.planner`, :mod:`wus_sim.training.update.strategies`) and their times from the
   collective engine over every replica and link of the slice
   (:func:`wus_sim.collectives.collective_time`);
 * the update from the optimizer analysis (bytes and flops per element) on the
@@ -15,7 +15,7 @@
   (sharded: after the update; fully-sharded: before each bucket's forward and backward);
 
 then runs it for a few consecutive steps on the SimPy timeline
-(:mod:`wus_sim.training.timeline`) and reports the steady-state step time, its
+(:mod:`wus_sim.training.timeline.timeline`) and reports the steady-state step time, its
 breakdown and the per-replica memory. :func:`simulate_point` is the same for
 one point of an experiment sweep, as flat records.
 """
@@ -29,13 +29,13 @@ from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
 from ..inputs.memo import IdentityMemo
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
-from .params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
-from .planner import DEFAULT_BUCKET_BYTES, plan as make_plan
+from .parameters.params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
+from .update.planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .small_allreduce import batch_norm_allreduce_s, small_allreduce
 from .step_prefetch import bidirectional_for, bucket_gathers as _bucket_gathers, prefetch_collectives
 from .speedups import fully_sharded_over_sharded, speedup, speedups, speedups_if_replicated_fit  # noqa: F401 (API)
-from .strategies import BOTH, STRATEGIES, step_work
-from .timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
+from .update.strategies import BOTH, STRATEGIES, step_work
+from .timeline.timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 from ..inputs.units import MiB, format_bytes, format_time, grad_dtype_bytes
 from .step_run import StepRun
 from ..model.workload import resolve_batch, resolve_replicas
@@ -57,7 +57,7 @@ class StepOptions:
     (the default) = yes for ring algorithms: TPU all-reduces use both directions of
     every ICI link (Ying et al. 2018, "Image Classification at Supercomputer Scale",
     arXiv 1811.06992). A mesh axis keeps its one folded ring either way (it already runs
-    over both directions of each link; see :mod:`wus_sim.collectives.plan`), so on a
+    over both directions of each link; see :mod:`wus_sim.collectives.schedules.plan`), so on a
     partial torus only the wrapped axes gain a second ring."""
     routing: str = default_of("routing")
     """Network routing, ``"store-and-forward"`` or ``"cut-through"`` (see :mod:`wus_sim.hardware.network`)."""
@@ -117,7 +117,7 @@ class StepOptions:
 
     def __post_init__(self):
         # every numeric and boolean field that is a point parameter obeys that parameter's rule
-        # (wus_sim.training.params); names (algorithm, routing, grad_dtype) are checked where they are
+        # (wus_sim.training.parameters.params); names (algorithm, routing, grad_dtype) are checked where they are
         # defined, by the collectives, the network and the planner, with the known names listed;
         # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
@@ -143,7 +143,7 @@ class StepOptions:
 _OPTION_FIELDS = tuple(f.name for f in fields(StepOptions) if f.name != "calibration")
 
 OPTION_POINT_KEYS = tuple(f.name for f in fields(StepOptions) if f.name in POINT_KEYS and f.name != "calibration")
-"""StepOptions fields that are point parameters, defaults and rules from wus_sim.training.params
+"""StepOptions fields that are point parameters, defaults and rules from wus_sim.training.parameters.params
 (``calibration`` too is a point key, but a StepOptions holds the loaded calibration)."""
 
 
@@ -156,13 +156,13 @@ class StepResult:
     """``'ok'`` or ``'infeasible'`` (does not fit in HBM; times are NaN)."""
     step_time_s: float
     breakdown: dict
-    """Seconds per part (:data:`wus_sim.training.timeline.BREAKDOWN_PARTS`), adding up to the step time."""
+    """Seconds per part (:data:`wus_sim.training.timeline.timeline.BREAKDOWN_PARTS`), adding up to the step time."""
     memory: object
     """:class:`wus_sim.model.memory.MemoryBreakdown` per replica."""
     work: object
-    """:class:`wus_sim.training.strategies.StepWork`: the collectives and update of the step."""
+    """:class:`wus_sim.training.update.strategies.StepWork`: the collectives and update of the step."""
     timeline: object = None
-    """:class:`wus_sim.training.timeline.TimelineResult` (None when infeasible)."""
+    """:class:`wus_sim.training.timeline.timeline.TimelineResult` (None when infeasible)."""
     error: str = ""
     step_time_if_fit_s: float = math.nan
     """An infeasible replicated update beside other strategies: its step time with HBM capacity
@@ -404,7 +404,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
 
 
 def simulate_step(workload, topology, optimizer=None, strategy="sharded", **kw):
-    """Simulate one strategy (one of :data:`~wus_sim.training.strategies.STRATEGIES`); returns its :class:`StepResult`."""
+    """Simulate one strategy (one of :data:`~wus_sim.training.update.strategies.STRATEGIES`); returns its :class:`StepResult`."""
     return simulate_strategies(workload, topology, optimizer, (strategy,), **kw).results[strategy]
 
 

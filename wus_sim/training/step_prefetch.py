@@ -43,7 +43,7 @@ def _small_allreduces_simulated(topology, options):
 
 def prefetch_collectives(works, topology, options):
     """Memoize the times of every collective that the programs of *works* (one
-    :class:`~wus_sim.training.strategies.StepWork` per strategy, on one slice) ask for with the
+    :class:`~wus_sim.training.update.strategies.StepWork` per strategy, on one slice) ask for with the
     step's algorithm: one :func:`~wus_sim.collectives.collective_times` call per op, so a
     contended plan's sizes run in one window-engine run (anything not asked for here is
     computed alone, as before; the times are the same)."""

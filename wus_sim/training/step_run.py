@@ -19,7 +19,7 @@ class StepRun:
     results: dict
     """``{strategy: StepResult}``, in the order asked."""
     plan: object
-    """The sharding plan (:class:`wus_sim.training.planner.Plan`) every strategy ran with."""
+    """The sharding plan (:class:`wus_sim.training.update.planner.Plan`) every strategy ran with."""
     replicas: int
     """Data-parallel replicas over every slice."""
     spatial_ways: int
@@ -31,7 +31,7 @@ class StepRun:
     replicas_per_slice: int = None
     multislice: object = None
     mesh: object = None
-    """A device-mesh run's :class:`~wus_sim.training.mesh_step.MeshSummary` (``None`` without a mesh)."""
+    """A device-mesh run's :class:`~wus_sim.training.parallelism.mesh_step.MeshSummary` (``None`` without a mesh)."""
 
     @property
     def speedups(self):

@@ -7,7 +7,7 @@ rows identically.
 
 from ..model.calibration import load_calibration
 from ..inputs.errors import ConfigError, UnknownNameError, WusError
-from ..training.params import default_of
+from ..training.parameters.params import default_of
 from ..training.step import StepOptions, simulate_strategies
 from ..hardware.topology_files import load_topology
 from .measured import COLUMNS, run_key, software_stack
@@ -31,7 +31,7 @@ TENSOR_PARALLEL = {
     "v0.7:transformer/tpu-v3-8192/tf1": 4,
 }
 """Rows that split each layer over a replica's cores, and how many ways: they run on the mesh
-``data = replicas, tensor = ways`` (:func:`wus_sim.training.mesh_step.simulate_mesh`). Lingvo's
+``data = replicas, tensor = ways`` (:func:`wus_sim.training.parallelism.mesh_step.simulate_mesh`). Lingvo's
 v0.7 Transformer run sets ``XLA_NUM_PARTITIONS=4`` (its run_and_time.sh in
 github.com/mlcommons/training_results_v0.7, Google/benchmarks/transformer): XLA's SPMD
 partitioner splits each layer's weights over the 4 cores of a replica (Xu et al. 2021, GSPMD,
@@ -80,7 +80,7 @@ def simulate_run(run, calibration=None, *, compute=None, network=None, topology=
         strategy = strategy_of(run)
         ways = TENSOR_PARALLEL.get(run_key(run))
         if ways:
-            from ..training.mesh_step import simulate_mesh
+            from ..training.parallelism.mesh_step import simulate_mesh
 
             return simulate_mesh(run.workload, topology or run.topology, run.optimizer, (strategy,),
                                  mesh={"data": run.replicas, "tensor": ways}, per_replica_batch=run.per_replica_batch,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import math
 
 from ..model.calibration import load_calibration
-from ..training.timeline import BREAKDOWN_PARTS
+from ..training.timeline.timeline import BREAKDOWN_PARTS
 from .measured import load_measured, run_key, same_table, software_stack, table_identity
 from .simulate import NOT_EXPRESSIBLE, run_topology, simulate_run, strategy_of
 
@@ -55,7 +55,7 @@ class ValidationRow:
     simulated_examples_per_s_per_chip: float
     simulated_overhead_s: float
     """Where the simulated step goes, seconds: this and the nine fields after it are the parts
-    of :data:`wus_sim.training.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``.
+    of :data:`wus_sim.training.timeline.timeline.BREAKDOWN_PARTS`, adding up to ``simulated_step_s``.
     ``simulated_overhead_s`` is the fixed cost per step no part of the model explains (the
     software stack's, fitted); the explained fixed costs are the two that follow."""
     simulated_host_loop_s: float
@@ -144,7 +144,7 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
 
 def _parts(breakdown):
     """The ``simulated_*`` columns of a row: the step's parts, a tensor-parallel row's wait on its
-    layers' collectives (``tensor_comm_s``, :data:`~wus_sim.training.mesh_step.MESH_PARTS`) counted
+    layers' collectives (``tensor_comm_s``, :data:`~wus_sim.training.parallelism.mesh_step.MESH_PARTS`) counted
     in ``exposed_comm_s``: time the core waits on collectives, so the columns still add up."""
     parts = {f"simulated_{part}": float(breakdown.get(part, math.nan)) for part in BREAKDOWN_PARTS}
     parts["simulated_exposed_comm_s"] += float(breakdown.get("tensor_comm_s", 0.0))

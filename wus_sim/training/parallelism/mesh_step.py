@@ -1,0 +1,377 @@
+"""One training step on a device mesh: data x fsdp x tensor in a slice, data x fsdp across slices.
+
+:func:`simulate_mesh` is :func:`wus_sim.training.step.simulate_strategies` for a mesh
+(:mod:`wus_sim.hardware.mesh`). The update strategy is what the ``data`` axis does.
+
+* A mesh that today's step already expresses runs through it unchanged, so it gives today's
+  numbers exactly: ``data=N`` is pure data parallelism with the strategy asked for; ``fsdp=N`` is
+  ``fully-sharded`` over the slice; with a DCN mesh, ``data=S`` across slices keeps each slice's
+  shards (``shard_across_slices`` false for an fsdp slice) and ``fsdp=S`` shards across slices.
+* Any other mesh is built here, every duration derived:
+
+  - ``tensor`` T (:mod:`wus_sim.training.parallelism.tensor_parallel`): each device runs and holds ``1/T``
+    of every layer; per layer the Megatron-LM activation collectives, reduce-scatter +
+    all-gather on the tensor rings, on the layer's critical path.
+  - ``fsdp`` F: weights, gradients and optimizer state ``/ F``; each bucket's weights are
+    all-gathered over the fsdp rings before its forward and again before its backward, its
+    gradients reduce-scattered after; the gathers run ``gather_prefetch`` buckets ahead of the
+    compute on the timeline. Why that overlap: XLA's latency-hiding scheduler moves a
+    collective's start as early as its operands allow, within a memory limit, and a weight
+    gather depends on nothing the step computes, so the next buckets' gathers run under the
+    current bucket's matmuls; its memory limit is the prefetch depth (one bucket, PyTorch
+    FSDP's default, unless ``gather_prefetch`` says otherwise).
+  - ``data`` D: ``fully-sharded`` makes the data axis another fsdp axis (collectives over
+    data x fsdp); ``replicated`` all-reduces the fsdp shard of each bucket's gradient over the
+    data rings (hybrid sharding); ``sharded`` reduce-scatters it over the data rings, updates
+    ``1/(D F)`` and all-gathers the shard back (Xu et al. 2020 on the fsdp shard).
+  - DCN axes: a collective over an axis with a DCN size runs hierarchically, as the
+    multislice model does (:mod:`wus_sim.hardware.multislice`): in-slice phases on the axis's
+    rings, the cross-slice phase on the DCN with every chip carrying its devices' shards.
+
+Memory per device: the 1/T workload's weights, gradients and slots under the strategy over the
+sharding group, activations / T, the gathered buckets of fsdp.
+"""
+
+from dataclasses import dataclass, replace
+import math
+
+from ...collectives.schedules.groups import mesh_group
+from ...hardware.mesh import Mesh, layout, parse_mesh
+from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
+from ...hardware.topology import Topology
+from ...inputs.errors import ConfigError
+from ...model.compute import layer_times, memory_bound_time_s
+from ...model.memory import memory_breakdown, resolve_gather_prefetch
+from ...model.workload import resolve_batch
+from ...model.workload_files import load_workload
+from ..update.planner import plan as make_plan
+from ..step import StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies
+from ..update.strategies import BOTH, step_work, update_work
+from .tensor_parallel import split_workload, tensor_collective_layers, tensor_collective_nbytes
+from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
+
+__all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
+
+MESH_PARTS = ("tensor_comm_s", "fsdp_comm_s", "data_comm_s")
+"""Breakdown parts a mesh step adds: ``tensor_comm_s`` is taken out of ``fwd_s``/``bwd_s`` (the
+layers wait on it), so the parts still add up; ``fsdp_comm_s`` + ``data_comm_s`` split
+``exposed_comm_s`` (the wait on fsdp gathers and reduce-scatters, and on the data axis's
+collectives: what the step would save with free fsdp collectives, and the rest)."""
+
+
+@dataclass(frozen=True)
+class MeshSummary:
+    """What the mesh did: its layout and per-axis collective totals of one step."""
+
+    mesh: Mesh
+    dcn_mesh: Mesh
+    layout: object
+    """:class:`wus_sim.hardware.mesh.MeshLayout`."""
+    comm: dict
+    """``{axis: {"collectives": count, "nbytes": bytes, "busy_s": seconds}}`` per step and device."""
+    path: str
+    """``'today'`` (a mesh today's step expresses, run through it) or ``'mesh'``."""
+
+    def to_dict(self, topology=None):
+        out = {"mesh": self.mesh.to_dict(), "dcn_mesh": None if self.dcn_mesh is None else
+               {a: getattr(self.dcn_mesh, a) for a in ("data", "fsdp")},
+               "layout": self.layout.describe(), "comm": self.comm, "path": self.path}
+        if topology is not None:
+            c = topology.cores_per_chip
+            out["groups"] = {a: self.layout.members(a) for a in ("tensor", "fsdp", "data")}
+            out["device"] = "TensorCore" if c > 1 else "chip"
+        return out
+
+
+def _device_topology(topology, devices):
+    """A flat grid of *devices* single-device chips with *topology*'s per-device HBM, peak and
+    bandwidth: what the planner and the memory model cut shards over (nothing is simulated on it)."""
+    c = topology.cores_per_chip
+    chip = replace(topology.chip, cores_per_chip=1, peak_flops=topology.chip.peak_flops / c,
+                   hbm_bytes=topology.chip.hbm_bytes / c, hbm_Bps=topology.chip.hbm_Bps / c)
+    return Topology(name=topology.name, chip=chip, dims=(devices,), wrap=(False,),
+                    axis_link_Bps=(min(topology.axis_link_Bps),), hop_latency_s=topology.hop_latency_s,
+                    onchip_Bps=topology.onchip_Bps, cores_per_chip=1, description=f"{devices} devices of {topology.name}")
+
+
+def _today(mesh, dcn, strategies, options):
+    """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
+    if mesh.tensor > 1 or (mesh.data > 1 and mesh.fsdp > 1) or (dcn is not None and dcn.data > 1 and dcn.fsdp > 1):
+        return None
+    fsdp = mesh.fsdp > 1 or (dcn is not None and dcn.fsdp > 1)
+    if fsdp and mesh.data > 1:
+        return None  # data in the slice, fsdp across slices: the hybrid is built here
+    if not fsdp:
+        return strategies, options
+    across = dcn is None or dcn.fsdp > 1
+    return ("fully-sharded",), replace(options, shard_across_slices=across)
+
+
+def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=None, dcn_mesh=None,
+                  per_replica_batch=None, global_batch=None, options=None, placement=None):
+    """Simulate each of *strategies* (what the data axis does) on *mesh* (a
+    :class:`~wus_sim.hardware.mesh.Mesh`, ``"fsdp=16,tensor=4"`` or a mapping; ``None`` = pure
+    data parallelism) and *dcn_mesh* (across the slices of *topology*, a multislice); returns a
+    :class:`~wus_sim.training.step.StepRun` whose ``mesh`` is a :class:`MeshSummary`.
+    *per_replica_batch* is the batch of one data-parallel group (the T devices of a tensor
+    group share it).
+
+    *placement* (a :class:`~wus_sim.hardware.mesh.Placement`) says megacore, slices and both
+    meshes in one value instead: a *topology* given by name is then loaded with its megacore and
+    slices, and its meshes are used (give it or *mesh*/*dcn_mesh*, not both)."""
+    options = options or StepOptions()
+    if isinstance(workload, str):
+        workload = load_workload(workload)
+    if placement is not None:
+        if mesh is not None or dcn_mesh is not None:
+            raise ConfigError("give a placement or mesh/dcn_mesh, not both", key_path="placement",
+                              value=placement, show_value=False)
+        mesh, dcn_mesh = placement.mesh, placement.dcn_mesh
+        if isinstance(topology, str):
+            topology = load_multislice(topology, slices=placement.slices, megacore=placement.megacore)
+            topology = topology[1] or topology[0]
+    topology, ms = load_multislice(topology)
+    slices = 1 if ms is None else ms.slices
+    dcn = parse_mesh(dcn_mesh, key_path="dcn_mesh", axes=("data", "fsdp"))
+    if dcn is None and slices > 1:
+        dcn = Mesh(data=slices)
+    if dcn is not None and dcn.size != slices:
+        raise ConfigError(f"multiplies to {dcn.size} slices; the topology has {slices}", key_path="dcn_mesh",
+                          value=str(dcn))
+    mesh = parse_mesh(mesh) or Mesh(data=topology.num_replicas)
+    lay = layout(topology, mesh)
+    today = _today(mesh, dcn, tuple(strategies), options)
+    if today is not None:
+        run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
+                                  global_batch=global_batch, options=today[1])
+        results = {s: _today_parts(r) for s, r in run.results.items()}
+        comm = _today_comm(next(iter(results.values())).work)
+        return replace(run, results=results, mesh=MeshSummary(mesh, dcn, lay, comm, "today"))
+    return _MeshStep(workload, topology, ms, optimizer, mesh, dcn, lay, options).run(
+        tuple(strategies), per_replica_batch, global_batch)
+
+
+class _MeshStep:
+    """The pieces of one mesh step that every strategy shares."""
+
+    def __init__(self, workload, topology, ms, optimizer, mesh, dcn, lay, options):
+        self.topology, self.ms, self.mesh, self.dcn, self.lay, self.options = topology, ms, mesh, dcn, lay, options
+        self.dcn = dcn or Mesh()
+        self.workload = workload
+        self.optimizer = workload.default_optimizer if optimizer is None else optimizer
+        self.split = split_workload(workload, mesh.tensor)
+
+    # ------------------------------------------------------------ collectives
+    def coll_s(self, op, nbytes, axes):
+        """Seconds of *op* over the mesh axes *axes* (full buffer *nbytes* per device), over the
+        DCN too where those axes span slices."""
+        from ...collectives import collective_time
+
+        if nbytes <= 0:
+            return 0.0
+        group = mesh_group(self.lay, *axes)
+        bidir = bidirectional_for(self.options)
+
+        def ici(phase_op, n):
+            if group.size <= 1 or n <= 0:
+                return 0.0
+            return collective_time(self.topology, phase_op, self.options.algorithm, n, group=group,
+                                   bidirectional=bidir, routing=self.options.routing)
+
+        across = math.prod(getattr(self.dcn, a) for a in axes if a in ("data", "fsdp"))
+        if across <= 1:
+            return ici(op, nbytes)
+        ms = replace(self.ms, slices=across)
+        scale = self.topology.num_replicas / max(group.size, 1)  # each chip carries its groups' shards
+        total = 0.0
+        for network, phase_op, n in hierarchical_phases(op, nbytes, shard_across_slices=True):
+            total += ici(phase_op, n) if network == "ici" else dcn_time_s(ms, phase_op, n * scale)
+        return total
+
+    # ------------------------------------------------------------ one strategy
+    def _scheme(self, strategy):
+        """``(shards, memory strategy, sharding axes, gather axes)`` of *strategy* on this mesh."""
+        m, d = self.mesh, self.dcn
+        fsdp = m.fsdp * d.fsdp
+        data = m.data * d.data
+        if fsdp == 1:  # the strategy over the data axis, on the 1/T workload
+            return data, strategy, ("data",), ("data",)
+        if strategy == "fully-sharded" or data == 1:
+            return data * fsdp, "fully-sharded", ("data", "fsdp"), ("data", "fsdp")
+        return fsdp, "fully-sharded", ("fsdp",), ("fsdp",)  # hybrid: fsdp shards, data replicas
+
+    def run(self, strategies, per_replica_batch, global_batch):
+        o, m = self.options, self.mesh
+        groups = m.data * m.fsdp * self.dcn.size  # data-parallel groups (each T devices)
+        batch = resolve_batch(self.workload, self.topology, groups, per_replica_batch=per_replica_batch,
+                              global_batch=global_batch)
+        tp = self._tensor_times(batch)
+        if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp > 1:
+            strategies = ("fully-sharded",)  # no data axis: the weights are sharded over fsdp, whatever is asked
+        results, plan = {}, None
+        for strategy in strategies:
+            shards, mem_strategy, shard_axes, gather_axes = self._scheme(strategy)
+            # the slice itself when the shards are its devices (the same cuts as today's step)
+            grid = self.topology if shards == self.topology.num_replicas else _device_topology(self.topology, shards)
+            plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
+            results[strategy] = self._one(strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes)
+        summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
+                              next((r for r in results.values() if r.result.status == "ok"),
+                                   next(iter(results.values()))).comm_summary, "mesh")
+        results = {s: r.result for s, r in results.items()}
+        return StepRun(results=results, plan=plan, replicas=groups, spatial_ways=1, per_replica_batch=batch,
+                       global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
+                       slices=self.dcn.size, replicas_per_slice=m.data * m.fsdp, multislice=self.ms, mesh=summary)
+
+    def _tensor_times(self, batch):
+        """Per layer ``(forward_s, backward_s)`` of the tensor-parallel collectives, and their
+        totals ``(count, nbytes)`` per step."""
+        n = len(self.workload.layer_fwd_flops)
+        if self.mesh.tensor == 1:
+            return [0.0] * n, [0.0] * n, 0, 0.0
+        nbytes = tensor_collective_nbytes(self.workload, batch)
+        one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
+        per_layer = tensor_collective_layers(self.workload)
+        # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
+        remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
+        fwd = [f * one for f, _ in per_layer]
+        bwd = [(b + (f if remat else 0)) * one for f, b in per_layer]
+        count = 2 * sum(f + b + (f if remat else 0) for f, b in per_layer)
+        return fwd, bwd, count, count / 2 * 2 * nbytes
+
+    def _one(self, strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes):
+        o = self.options
+        tp_fwd, tp_bwd, tp_count, tp_nbytes = tp
+        work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
+        data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
+        data_n = self.mesh.data * self.dcn.data
+        gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
+                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model)
+        memory = memory_breakdown(plan, mem_strategy, batch, **gather)
+        if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
+            memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
+        if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
+            nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
+            return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
+                                       error=_oom_text(memory, self.mesh, batch)), _no_comm())
+        layers = layer_times(self.split, self.topology, batch, o.compute, spatial_ways=1, remat=o.remat,
+                             quantization=o.quantization)
+        fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
+        bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
+        comm = _no_comm()
+        comm["tensor"] = {"collectives": tp_count, "nbytes": float(tp_nbytes), "busy_s": float(sum(tp_fwd) + sum(tp_bwd))}
+        # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
+        # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
+        # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
+        sharded_weights = mem_strategy == "fully-sharded"
+
+        def count(axis, nbytes, t):
+            comm[axis]["collectives"] += 1
+            comm[axis]["nbytes"] += float(nbytes)
+            comm[axis]["busy_s"] += float(t)
+            return t
+
+        def gathered(g):
+            if g is None:
+                return 0.0, 0.0
+            axis = "fsdp" if sharded_weights else "data"
+            return g.nbytes, count(axis, g.nbytes, self.coll_s("all-gather", g.nbytes, gather_axes))
+
+        from ..step import _bucket_gathers
+
+        buckets, data_part = [], []  # data_part: each bucket's gradient seconds on the data axis
+        for c in work.grad_collectives:
+            after, fwd_g, bwd_g = (gathered(g) for g in _bucket_gathers(work, c.bucket))
+            if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
+                t = count("fsdp", c.nbytes, self.coll_s("reduce-scatter", c.nbytes, ("fsdp",)))
+                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
+                ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
+                on_data = sum(count("data", part, self.coll_s(op, part, ("data",))) for op in ops)
+                t += on_data
+            else:
+                axis = "fsdp" if (sharded_weights and c.op == "reduce-scatter") else "data"
+                t = count(axis, c.nbytes, self.coll_s(c.op, c.nbytes, shard_axes))
+                on_data = t if axis == "data" else 0.0
+            data_part.append(on_data)
+            buckets.append(TimelineBucket(
+                name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
+                grad_nbytes=c.nbytes, grad_time_s=t, gather_nbytes=after[0], gather_time_s=after[1],
+                fwd_gather_nbytes=fwd_g[0], fwd_gather_time_s=fwd_g[1], bwd_gather_nbytes=bwd_g[0],
+                bwd_gather_time_s=bwd_g[1]))
+        upd = update_work(plan, mem_strategy)
+        if data_only and strategy == "sharded":
+            upd = replace(upd, elements=upd.elements // data_n, bytes_read=upd.bytes_read / data_n,
+                          bytes_written=upd.bytes_written / data_n, flops=upd.flops / data_n)
+        work = replace(work, update=upd)
+        update_s = (memory_bound_time_s(upd.bytes_moved, upd.flops, self.topology, o.compute)
+                    + upd.kernels * o.compute.op_overhead_s)
+        extra = tuple(self.coll_s(c.op, c.nbytes, ("data", "fsdp", "tensor")) for c in work.extra_allreduces)
+
+        def program(bks):
+            return StepProgram(
+                strategy=mem_strategy, fwd_layer_s=tuple(fwd_s), bwd_layer_s=tuple(bwd_s), buckets=tuple(bks),
+                update_s=update_s, extra_reduction_s=extra, overlap_grad_reduce=o.overlap_grad_reduce,
+                overlap_all_gather=o.overlap_all_gather and mem_strategy == "sharded",
+                step_overhead_s=o.compute.step_overhead_s, host_loop_s=o.compute.host_loop_s / o.steps_per_loop,
+                layer_names=tuple(self.workload.layer_names),
+                gather_prefetch=resolve_gather_prefetch(plan, o.gather_prefetch))
+
+        tl = run_timeline(program(buckets), steps=o.steps)
+        breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
+        breakdown["tensor_comm_s"] = tensor_s = float(sum(tp_fwd) + sum(tp_bwd))
+        # the layers wait on their tensor collectives: counted apart from the compute
+        fwd_tp = float(sum(tp_fwd))
+        breakdown["fwd_s"] -= fwd_tp
+        breakdown["bwd_s"] -= tensor_s - fwd_tp
+        fsdp_s = 0.0
+        if sharded_weights:  # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives
+            free = [replace(b, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0, grad_time_s=d)
+                    for b, d in zip(buckets, data_part)]
+            without = run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
+            fsdp_s = min(max(0.0, breakdown["exposed_comm_s"] - without), breakdown["exposed_comm_s"])
+        breakdown["fsdp_comm_s"] = fsdp_s
+        breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s
+        return _Outcome(StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl), comm)
+
+
+def _no_comm():
+    return {a: {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
+
+
+def _today_parts(result):
+    """*result* of today's step with the mesh parts: no tensor axis; its exposed collectives are
+    the fsdp axis's (fully-sharded) or the data axis's."""
+    b = dict(result.breakdown)
+    exposed = b.get("exposed_comm_s", math.nan)
+    fsdp = result.strategy == "fully-sharded"
+    b["tensor_comm_s"] = 0.0 if result.status == "ok" else math.nan
+    b["fsdp_comm_s"] = exposed if fsdp else (0.0 if result.status == "ok" else math.nan)
+    b["data_comm_s"] = (0.0 if result.status == "ok" else math.nan) if fsdp else exposed
+    return replace(result, breakdown=b)
+
+
+def _today_comm(work):
+    """Per-axis collective counts and bytes of a step today's path ran (``busy_s`` None: that
+    path times its collectives inside the timeline)."""
+    fsdp = work.strategy == "fully-sharded"
+    comm = {a: {"collectives": 0, "nbytes": 0.0, "busy_s": None} for a in ("tensor", "fsdp", "data")}
+    axis = comm["fsdp" if fsdp else "data"]
+    for c in tuple(work.grad_collectives) + tuple(work.all_gathers):
+        axis["collectives"] += 1
+        axis["nbytes"] += float(c.nbytes)
+    return comm
+
+
+def _oom_text(memory, mesh, batch):
+    from ...inputs.units import format_bytes
+
+    parts = ", ".join(f"{p} {format_bytes(getattr(memory, p))}" for p in
+                      ("weights", "gradients", "slots", "activations", "collective_buffers"))
+    return (f"needs {format_bytes(memory.peak)} of HBM per device, has {format_bytes(memory.capacity)} "
+            f"(mesh {mesh}, batch {batch} per data-parallel group: {parts})")
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    result: object
+    comm_summary: dict
