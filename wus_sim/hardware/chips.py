@@ -31,5 +31,14 @@ class Chip:
     peak_int8_ops: float = None
     """Matrix-unit peak of the whole chip in int8, operations/s (``None``: chips.yaml gives none,
     and the chip cannot run ``quantization: int8``)."""
+    mxus_per_core: int = None
+    """Matrix units (MXUs) per TensorCore (``None``: chips.yaml gives none; the compute model
+    then takes no tile padding into account)."""
+    mxu_dim: int = None
+    """Side of one MXU's systolic array: a matmul's contraction and output dimensions are padded
+    to multiples of it (128 on TPU v2-v5p, 256 on v6e; ``None``: not given)."""
+    host_Bps: float = None
+    """Host link (PCIe) bandwidth of one chip, one direction, bytes/s: what activations offloaded
+    to host memory move at (``None``: chips.yaml gives none; offloading is then refused)."""
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     """Where each figure came from (key -> citation), for reports."""

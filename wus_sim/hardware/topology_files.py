@@ -75,6 +75,15 @@ CHIP_KEYS = KeyTable("chip", [
     Key("dcn_GBps", "number", "Data-center network bandwidth per chip, one direction (10^9 B/s): the default of a "
         "multislice of this chip (cite it in `sources`).", unit="GB/s", minimum=RATE_RANGES["dcn_GBps"][0], maximum=RATE_RANGES["dcn_GBps"][1],
         default_text="none: a multislice takes 6.25 GB/s, an assumption that step and describe print"),
+    Key("mxus_per_core", "integer", "Matrix units (MXUs) per TensorCore (cite it in `sources`).", minimum=1,
+        maximum=64, default_text="none: no tile padding in the compute model"),
+    Key("mxu_dim", "integer", "Side of one MXU's systolic array (128 on TPU v2-v5p, 256 on v6e): a matmul's "
+        "dimensions are padded to multiples of it (cite it in `sources`).", minimum=8, maximum=4096,
+        default_text="none: no tile padding in the compute model"),
+    Key("host_GBps", "number", "Host link (PCIe) bandwidth per chip, one direction (10^9 B/s): what activations "
+        "offloaded to host memory move at (cite it in `sources`).", unit="GB/s",
+        minimum=RATE_RANGES["dcn_GBps"][0], maximum=RATE_RANGES["dcn_GBps"][1],
+        default_text="none: remat policies that offload to the host are refused on this chip"),
     Key("sources", "mapping", "Citation per figure: figure key -> where the value comes from.",
         schema=_SOURCES_SCHEMA),
 ], meaning="One chip model's datasheet figures; a topology file names it with `chip`.")
@@ -183,6 +192,9 @@ def _chips_from_file(path):
             onchip_Bps=read("onchip_GBps") * GB,
             dcn_Bps=read("dcn_GBps") * GB if "dcn_GBps" in sec else None,
             peak_int8_ops=read("peak_int8_TOPs") * 1e12 if "peak_int8_TOPs" in sec else None,
+            mxus_per_core=read("mxus_per_core") if "mxus_per_core" in sec else None,
+            mxu_dim=read("mxu_dim") if "mxu_dim" in sec else None,
+            host_Bps=read("host_GBps") * GB if "host_GBps" in sec else None,
             sources=_sources(sec),
         )
     return chips
