@@ -22,6 +22,12 @@ SHIPPED = {
     # MLPerf GPT-3 benchmark's; MaxText's 16,384 learned positions stay in the embedding table
     "gpt3-175b": ("gpt3-175b.json", "GPT-3 175B (Brown et al. 2020, arXiv 2005.14165) with the sizes of MaxText's "
                   "configs/models/gpt3-175b.yml, github.com/google/maxtext", 2048),
+    # the models of MaxText's tiering page (docs/reference/models/tiering.md), at its recipes' sequence
+    # lengths (max_target_length): the validation rows of wus_sim/data/validation/maxtext_tiering.csv
+    "llama2-70b": ("llama2-70b.json", "Llama-2-70b-hf config.json, huggingface.co/meta-llama/Llama-2-70b-hf", 4096),
+    "llama3.1-405b": ("llama3.1-405b.json", "Llama-3.1-405B config.json, huggingface.co/meta-llama/Llama-3.1-405B", 8192),
+    "mixtral-8x7b": ("mixtral-8x7b.json", "Mixtral-8x7B-v0.1 config.json, huggingface.co/mistralai/Mixtral-8x7B-v0.1", 4096),
+    "mixtral-8x22b": ("mixtral-8x22b.json", "Mixtral-8x22B-v0.1 config.json, huggingface.co/mistralai/Mixtral-8x22B-v0.1", 4096),
 }
 
 

@@ -151,15 +151,16 @@ def run(args):
             from .step_mesh import mesh_option_errors
 
             with mesh_option_errors():
-                results, meta = simulate_mesh(args.workload, multislice or topology, args.optimizer, strategies,
+                run_ = simulate_mesh(args.workload, multislice or topology, args.optimizer, strategies,
                                               mesh=placement.mesh, dcn_mesh=placement.dcn_mesh,
                                               per_replica_batch=args.per_replica_batch,
                                               global_batch=args.global_batch, options=options)
         else:
-            results, meta = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
+            run_ = simulate_strategies(args.workload, multislice or topology, args.optimizer, strategies,
                                                 per_replica_batch=args.per_replica_batch,
                                                 global_batch=args.global_batch, options=options,
                                                 spatial_ways=args.spatial_ways)
+    results, meta = run_
     if args.trace:
         from ..training.timeline.trace import write_trace
 
@@ -183,6 +184,8 @@ def run(args):
         print(f"wus-sim step: trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
+    for s, per in report["strategies"].items():
+        per.update(_throughput(run_, s, topology))
     if meta.get("mesh") is not None:
         report["mesh"] = meta["mesh"].to_dict(topology)
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
@@ -220,6 +223,7 @@ def run(args):
 
         w = meta["plan"].workload
         print(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
+                     "flops_unit": w.flops_unit or w.example_unit,
                      "per_example": f"{w.units_per_example:,} {w.flops_unit}s per {w.example_unit}"
                      if w.units_per_example > 1 else None}, multislice))
     return 0
@@ -318,6 +322,14 @@ def _add_bands(report, bands):
     report["speedup_low"], report["speedup_high"] = num(low), num(high)
 
 
+def _throughput(run, strategy, topology):
+    """``mfu``, ``tflops_per_s_per_device`` and ``tokens_per_s_per_device`` of one strategy (MaxText's
+    units, :mod:`wus_sim.model.model_flops`; null where the step has no time)."""
+    mf = run.throughput(strategy, topology)
+    keys = ("mfu", "tflops_per_s_per_device", "tokens_per_s_per_device")
+    return dict.fromkeys(keys) if mf is None else {k: mf.to_dict()[k] for k in keys}
+
+
 def _fmt_t(t):
     from ..inputs.units import format_time
 
@@ -366,6 +378,19 @@ def _text(rep, multislice=None):
         if kind == "extrapolated":
             lines.append("    extrapolated: " + "; ".join(rep["band"]["why"]) + " (values fitted elsewhere moved "
                          "over their declared ranges; docs/model-error.md)")
+    if any(per[n].get("mfu") is not None for n in names):
+        def pct(x):
+            return "-" if x is None else f"{100 * x:.1f} %"
+
+        def num(x, fmt):
+            return "-" if x is None else format(x, fmt)
+
+        unit = rep.get("flops_unit") or "token"
+        lines.append("  " + "  MFU (MaxText's)".ljust(w) + "".join(pct(per[n].get("mfu")).rjust(16) for n in names))
+        lines.append("  " + "  TFLOP/s per device".ljust(w)
+                     + "".join(num(per[n].get("tflops_per_s_per_device"), ".1f").rjust(16) for n in names))
+        lines.append("  " + f"  {unit}s/s per device".ljust(w)
+                     + "".join(num(per[n].get("tokens_per_s_per_device"), ",.0f").rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
               "exposed_comm_s": "exposed comm",
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",

@@ -37,6 +37,10 @@ def add_parser(subparsers):
     add_flag(p, "--plots", default=True, help="draw validation.png (--no-plots: do not)")
     # the old spelling, kept for one release (0.2 drops it)
     p.add_argument("--no-plot", dest="plots", action="store_false", help=argparse.SUPPRESS)
+    add_flag(p, "--tiering",
+             help="instead, today's LLM runs: the measured rows of MaxText's tiering page (v5p, v6e), each "
+                  "simulated from its recipe; --json prints them as a list (keys: "
+                  "wus_sim.validation.tiering.TIERING_COLUMNS)")
     add_flag(p, "--choices",
                    help="instead, validate under each disputed network choice (link bandwidth, ring "
                         "direction, wraparound, hop latency, small all-reduces) and print the fit of each as a "
@@ -68,6 +72,8 @@ def run(args):
             results += compare_choices(calibration, choices=(choice,), refit=True)
         print(choices_table(results))
         return 0
+    if args.tiering:
+        return _tiering(args)
     from ..inputs.files import check_output_folder
 
     check_output_folder(args.out, named_by="--out")  # before the simulation: known now, not in 40 s
@@ -80,6 +86,52 @@ def run(args):
         print(text_report(rows, summary(rows), table=table_identity(args.measured)["name"]))
         print("wrote " + ", ".join(str(f) for f in files))
     return 0
+
+
+def _tiering(args):
+    from ..validation.tiering import as_dicts, simulate_tiering, tiering_summary, TIERING_COLUMNS
+
+    if args.measured:
+        from ..inputs.errors import ConfigError
+
+        raise ConfigError("the tiering table is shipped; --measured takes a table of MLPerf-like rows",
+                          key_path="--tiering", value=args.measured)
+    results = simulate_tiering(args.calibration)
+    if args.json:
+        rows = [{k: r[k] for k in TIERING_COLUMNS} for r in as_dicts(results)]
+        print(dumps_strict(nan_to_null(rows), indent=1, default=_json_default))
+        return 0
+    print(tiering_text(results, tiering_summary(results)))
+    return 0
+
+
+def tiering_text(results, summary):
+    """The tiering rows as a table: measured and simulated tokens/s/device and MFU, the error."""
+    def f(x, fmt):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+    lines = ["Today's LLM runs: MaxText's tiering page (AI-Hypercomputer/maxtext, docs/reference/models/tiering.md), "
+             "each row simulated from its recipe; never fitted to (held out from the calibration)",
+             f"{'row':>3}  {'model':<15} {'slice':<15} {'mesh':<18} {'batch':>5} {'remat run':<34} "
+             f"{'tok/s/dev meas':>14} {'sim':>7} {'error':>7} {'MFU meas':>8} {'sim':>6}  status"]
+    for r in results:
+        where = r.topology + (f" x{r.slices}" if r.slices > 1 else "")
+        mesh = r.mesh + (f" dcn {r.dcn_mesh}" if r.dcn_mesh else "")
+        lines.append(f"{r.row:>3}  {r.model:<15} {where:<15} {mesh:<18} {r.per_device_batch:>5} {r.remat_run[:34]:<34} "
+                     f"{f(r.measured_tokens_per_s_per_device, ',.0f'):>14} {f(r.simulated_tokens_per_s_per_device, ',.0f'):>7} "
+                     f"{f(100 * r.error, '+.1f') + ' %' if not math.isnan(r.error) else '-':>7} "
+                     f"{f(100 * r.measured_mfu, '.1f'):>8} {f(100 * r.simulated_mfu, '.1f'):>6}  {r.status}")
+    for r in results:
+        if r.status != "ok" and r.why:
+            lines.append(f"  row {r.row}: {r.status}: {r.why}")
+    if summary.get("rows"):
+        lines.append(f"over the {summary['rows']} rows simulated to a time: median |error| "
+                     f"{100 * summary['median_abs_error']:.1f} %, worst {100 * summary['worst_abs_error']:.1f} %, "
+                     f"{summary['within_10pct']} within 10 %; said not to fit: {summary['infeasible']} (every one ran); "
+                     f"not expressible yet: {summary['not_expressible']}")
+    lines.append("error: simulated step time over measured, from tokens/s/device; the page's MFU counts attention "
+                 "unhalved on most rows (before MaxText PR #1988), the simulated MFU halves it for causal masks")
+    return "\n".join(lines)
 
 
 def _json_default(x):

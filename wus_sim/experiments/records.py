@@ -178,12 +178,20 @@ def simulate_point(point):
             "speedup_high": bands["speedups"].get(s, (math.nan, math.nan))[1],
             "band_kind": bands.get("kind", ""),
             "band_why": "; ".join(bands.get("why", ())),
+            **_throughput(next(one for one in runs if s in one.results), s, topology),
             "inside_validated_range": checked["inside"],
             "outside_validated_range": "; ".join(checked["outside"]),
         })
         rec.update(used_values(topology, options, run.plan, multislice))
         records.append(rec)
     return records
+
+
+def _throughput(run, strategy, topology):
+    """The row's MFU, TFLOP/s and tokens/s per device (MaxText's units; NaN where it has no time)."""
+    mf = run.throughput(strategy, topology)
+    keys = ("mfu", "tflops_per_s_per_device", "tokens_per_s_per_device")
+    return dict.fromkeys(keys, math.nan) if mf is None else {k: mf.to_dict()[k] for k in keys}
 
 
 def used_values(topology, options, plan, multislice=None):

@@ -68,6 +68,14 @@ RESULT_COLUMNS = (
     _c("params", "", "Int64", "Trainable parameters of the workload (elements)."),
     _c("replicas_per_slice", "", "Int64", "Data-parallel replicas in one slice (`replicas` / `slices`)."),
     _c("step_time_s", "s", "float64", "Steady-state training step time (period between consecutive steps)."),
+    _c("mfu", "", "float64",
+       "Model-FLOPs utilisation, MaxText's definition: the step's model FLOPs (2 x MACs of every matmul x 3 "
+       "for forward and backward, causal attention halved, the embedding lookup and remat recompute not "
+       "counted) / step time / the device's bf16 peak, a fraction (docs/llm.md)."),
+    _c("tflops_per_s_per_device", "TFLOP/s", "float64", "Model TFLOP/s per device (MaxText's per_device_tflops_per_sec)."),
+    _c("tokens_per_s_per_device", "1/s", "float64",
+       "The workload's flops units (tokens of an LLM, images of a CNN) per second per device (a TensorCore, "
+       "or a chip under megacore)."),
     _c("step_time_s_low", "s", "float64",
        "Low end of the step time's 95 % band: the calibration's fitted values' covariance and its declared "
        "values' ranges, to first order through the step's parts (null where the calibration states no "

@@ -168,6 +168,9 @@ _AXIS_NAMES = {
     "mem_peak_bytes": ("peak memory per replica", "GiB"), "mxu_efficiency": ("MXU efficiency", ""),
     "hbm_GBps": ("HBM bandwidth", "GB/s"), "onchip_GBps": ("on-chip bandwidth", "GB/s"),
     "peak_TFLOPs": ("peak compute", "TFLOP/s"),
+    "mfu": ("MFU (MaxText's definition)", ""),
+    "tflops_per_s_per_device": ("model FLOP rate per device", "TFLOP/s"),
+    "tokens_per_s_per_device": ("tokens (or images) per second per device", "1/s"),
 }
 _UNIT_WORDS = {"GBps", "Bps", "MiB", "GiB", "KiB", "us", "ms", "s", "bytes", "TFLOPs"}
 """Units as YAML keys spell them (``dcn_GBps``): a label drops such a last word, its bracket says it."""

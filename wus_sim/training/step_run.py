@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 import math
 
 from ..inputs.units import format_time
+from ..model.model_flops import model_flops
 from .speedups import speedups, speedups_if_replicated_fit
 
 __all__ = ["StepRun"]
@@ -44,6 +45,25 @@ class StepRun:
         """Where replicated does not fit in HBM: each strategy's speedup over replicated with HBM
         capacity ignored (hypothetical; NaN elsewhere)."""
         return {s: float(v) for s, v in speedups_if_replicated_fit(self.results).items()}
+
+    @property
+    def devices(self):
+        """Devices of the run as JAX counts them (a TensorCore, or a chip under megacore): every
+        device of the mesh across slices, else replicas x spatial ways."""
+        if self.mesh is not None:
+            dcn = self.mesh.dcn_mesh.size if self.mesh.dcn_mesh is not None else 1
+            return self.mesh.mesh.size * dcn
+        return self.replicas * self.spatial_ways
+
+    def throughput(self, strategy, topology):
+        """*strategy*'s step in MaxText's units (:class:`~wus_sim.model.model_flops.ModelFlops`: MFU,
+        TFLOP/s and tokens/s per device; tokens are the workload's flops units, images for a CNN),
+        with *topology*'s device peak; ``None`` where the step has no time (infeasible, or an error)."""
+        r = self.results[strategy]
+        t = r.step_time_s
+        if not (isinstance(t, float) and math.isfinite(t) and t > 0):
+            return None
+        return model_flops(self.plan.workload, self.global_batch, self.devices, t, topology.peak_flops_per_replica)
 
     def __repr__(self):
         parts = []

@@ -1,0 +1,54 @@
+"""The tiering rows (MaxText docs/reference/models/tiering.md) as shipped, and their simulation."""
+
+import math
+
+import pytest
+
+from wus_sim.validation.tiering import simulate_one, tiering_rows, tiering_summary
+
+# The page's figures (model, chip, MFU %, tokens/s/device), typed from the page by hand: the table
+# must carry them unchanged.
+PAGE = [
+    ("Llama 2 70B", "tpu-v6e", 43.8, 900), ("Llama 3.1 8B", "tpu-v6e", 45.46, 7207),
+    ("Llama 3.1 70B", "tpu-v6e", 50.33, 960), ("Llama 3.1 405B", "tpu-v6e", 38.55, 123),
+    ("Mixtral 8x7B", "tpu-v6e", 35.23, 3899), ("Mixtral 8x22B", "tpu-v6e", 36.2, 1326),
+    ("Llama 2 70B", "tpu-v5p", 65.4, 692), ("Mixtral 8x7B", "tpu-v5p", 52.56, 2909),
+]
+
+
+def test_the_table_holds_the_pages_eight_rows_with_their_sources():
+    rows = tiering_rows()
+    assert [(r.model, r.chip, r.measured_mfu_pct, r.measured_tokens_per_s_per_device) for r in rows] == PAGE
+    for r in rows:
+        assert "github.com/AI-Hypercomputer/" in r.config, r.row
+        assert r.expressible or r.why_not, r.row
+
+
+def test_only_the_expert_mesh_row_is_not_expressible():
+    assert [r.row for r in tiering_rows() if not r.expressible] == [6]
+
+
+def test_a_simulated_row_reports_its_throughput_from_its_step():
+    """Tokens/s/device = per-device batch x sequence / step time; the error is on the step time."""
+    row = tiering_rows()[0]
+    res = simulate_one(row)
+    assert res.status == "ok"
+    assert res.simulated_tokens_per_s_per_device == pytest.approx(3 * 4096 / res.simulated_step_s)
+    assert res.measured_step_s == pytest.approx(3 * 4096 / 900)
+    assert res.error == pytest.approx(res.simulated_step_s / res.measured_step_s - 1)
+
+
+def test_a_row_not_expressible_says_why_and_has_no_numbers():
+    res = simulate_one(tiering_rows()[5])
+    assert res.status == "not expressible" and "expert" in res.why
+    assert math.isnan(res.error)
+
+
+def test_summary_counts_by_hand():
+    class R:  # the fields tiering_summary reads
+        def __init__(self, error, status="ok"):
+            self.error, self.status = error, status
+
+    s = tiering_summary([R(0.05), R(-0.15), R(0.30), R(math.nan, "not expressible"), R(math.nan, "infeasible")])
+    assert s["rows"] == 3 and s["median_abs_error"] == pytest.approx(0.15) and s["worst_abs_error"] == pytest.approx(0.30)
+    assert (s["within_10pct"], s["within_20pct"], s["infeasible"], s["not_expressible"]) == (1, 2, 1, 1)

@@ -1,0 +1,210 @@
+"""Today's LLM runs as measured: the rows of MaxText's tiering page, simulated from their recipes.
+
+``wus_sim/data/validation/maxtext_tiering.csv`` holds the eight measured rows of MaxText's
+"Optimized models tiering" page (AI-Hypercomputer/maxtext, docs/reference/models/tiering.md: MFU
+and tokens/s/device on TPU v5p and v6e), each with its recipe's configuration (model, mesh inside
+and across slices, per-device batch, sequence, remat policy, quantization, dtypes, XLA flag
+bundles) and where every value was read (the data folder's README). :func:`tiering_rows` reads
+them; :func:`simulate_tiering` runs each expressible one with the recipe's mesh and compares
+tokens/s/device, the figure both MaxText's page and wus-sim state without a FLOP convention
+(most of the page's MFUs count attention without the causal halving MaxText adopted later, PR
+#1988; the error is therefore taken on throughput, and both MFUs are shown).
+
+A recipe's remat policy is run by its MaxText name where the step knows it (point key
+``remat_policy``); otherwise by the nearest of wus-sim's ``remat`` modes, and the row says so.
+"""
+
+import csv
+from dataclasses import asdict, dataclass, field
+import math
+
+from pathlib import Path
+
+from ..model.model_flops import model_flops
+
+__all__ = ["TieringRow", "TieringResult", "tiering_rows", "simulate_tiering", "tiering_summary",
+           "TIERING_COLUMNS"]
+
+NEAREST_REMAT = {
+    # MaxText remat_policy -> wus-sim remat mode when the step has no remat_policy point key
+    "full": "layer",  # MaxText's full keeps each layer's input and recomputes the layer: wus-sim's layer
+    "minimal": "selective",  # wus-sim's selective is MaxText's minimal (the workload files' notes)
+    "save_dot_except_mlpwi": "selective",
+    "save_dot_except_mlp": "selective",
+    "save_qkv_proj": "layer",
+    "save_out_proj": "layer",
+    "qkv_proj_offloaded": "layer",
+    "minimal_offloaded": "selective",
+    "custom": "selective",
+}
+"""Where the step cannot run a MaxText policy by name, the wus-sim mode closest in what backward
+recomputes (an approximation the result row states)."""
+
+
+@dataclass(frozen=True)
+class TieringRow:
+    """One measured row of the tiering page with its recipe (a row of maxtext_tiering.csv)."""
+
+    row: int
+    model: str
+    model_name: str
+    """MaxText's model_name."""
+    workload: str
+    """The wus-sim workload with the model's tensors at the recipe's sequence length."""
+    chip: str
+    topology: str
+    slices: int
+    megacore: bool
+    mesh: str
+    """The recipe's ici_* parallelism as a wus-sim mesh (devices: chips under megacore)."""
+    dcn_mesh: str
+    per_device_batch: int
+    sequence: int
+    remat_policy: str
+    offloaded: str
+    quantization: str
+    attention: str
+    weight_dtype: str
+    opt_type: str
+    moe: bool
+    expressible: bool
+    why_not: str
+    measured_mfu_pct: float
+    measured_tokens_per_s_per_device: float
+    page_line: int
+    config: str
+    xla: str
+    notes: str
+
+
+TIERING_FILE = "maxtext_tiering.csv"
+
+
+def tiering_rows(path=None):
+    """The rows of the shipped table (or of *path*, a CSV with the same columns)."""
+    from ..inputs.files import read_text
+
+    path = path or Path(__file__).resolve().parent.parent / "data" / "validation" / TIERING_FILE
+    rows = []
+    for rec in csv.DictReader(read_text(path).splitlines()):
+        kw = {}
+        for f in TieringRow.__dataclass_fields__.values():
+            v = rec[f.name]
+            if f.type in ("int", int):
+                v = int(v)
+            elif f.type in ("float", float):
+                v = float(v)
+            elif f.type in ("bool", bool):
+                v = v.strip().lower() == "true"
+            kw[f.name] = v
+        rows.append(TieringRow(**kw))
+    return rows
+
+
+@dataclass(frozen=True)
+class TieringResult:
+    """A tiering row simulated (the ``--json`` row of ``wus-sim validate --tiering``)."""
+
+    row: int
+    model: str
+    topology: str
+    slices: int
+    mesh: str
+    dcn_mesh: str
+    per_device_batch: int
+    sequence: int
+    remat_policy: str
+    remat_run: str
+    """What the simulation ran for the recipe's remat policy (its MaxText name, or the nearest
+    wus-sim mode, said so)."""
+    status: str
+    """``ok``, ``infeasible`` (the simulation says it does not fit) or ``not expressible``."""
+    measured_tokens_per_s_per_device: float
+    simulated_tokens_per_s_per_device: float
+    error: float
+    """Step time (simulated - measured) / measured, from tokens/s/device; NaN when not simulated."""
+    measured_mfu: float
+    simulated_mfu: float
+    """MaxText's current MFU (causal attention halved) of the simulated step."""
+    simulated_step_s: float
+    measured_step_s: float
+    peak_memory_GiB: float
+    why: str = ""
+    breakdown: dict = field(default_factory=dict)
+
+
+TIERING_COLUMNS = tuple(f for f in TieringResult.__dataclass_fields__ if f != "breakdown")
+
+
+def _options(row, calibration):
+    from ..training.step import StepOptions
+
+    names = StepOptions.__dataclass_fields__
+    kw = {"calibration": calibration, "quantization": row.quantization}
+    if "remat_policy" in names and row.remat_policy != "custom":
+        kw["remat_policy"] = row.remat_policy
+        run = row.remat_policy
+    else:
+        kw["remat"] = NEAREST_REMAT[row.remat_policy]
+        run = f"remat {kw['remat']} (nearest to {row.remat_policy})"
+    return StepOptions(**kw), run
+
+
+def simulate_one(row, calibration=None):
+    """Simulate *row* with its recipe; a :class:`TieringResult`."""
+    from ..hardware.mesh import Placement
+    from ..training.parallelism.mesh_step import simulate_mesh
+
+    measured_step = row.per_device_batch * row.sequence / row.measured_tokens_per_s_per_device
+    base = dict(row=row.row, model=row.model, topology=row.topology, slices=row.slices, mesh=row.mesh,
+                dcn_mesh=row.dcn_mesh, per_device_batch=row.per_device_batch, sequence=row.sequence,
+                remat_policy=row.remat_policy, measured_tokens_per_s_per_device=row.measured_tokens_per_s_per_device,
+                measured_mfu=row.measured_mfu_pct / 100, measured_step_s=measured_step)
+    nan = math.nan
+    if not row.expressible:
+        return TieringResult(**base, remat_run="", status="not expressible", simulated_tokens_per_s_per_device=nan,
+                             error=nan, simulated_mfu=nan, simulated_step_s=nan, peak_memory_GiB=nan, why=row.why_not)
+    options, remat_run = _options(row, calibration)
+    placement = Placement(megacore=row.megacore, slices=row.slices, mesh=row.mesh, dcn_mesh=row.dcn_mesh or None)
+    run = simulate_mesh(row.workload, row.topology, row.opt_type, ("fully-sharded",), per_replica_batch=row.per_device_batch,
+                        options=options, placement=placement)
+    (result,) = run.results.values()
+    devices = run.global_batch / row.per_device_batch
+    step = result.step_time_s if result.status == "ok" else result.step_time_if_fit_s
+    from ..model.workload_files import load_workload
+    from ..hardware.topology_files import load_topology
+
+    workload = load_workload(row.workload)
+    chip = load_topology(row.topology).chip
+    peak = chip.peak_flops if row.megacore or chip.cores_per_chip == 1 else chip.peak_flops / chip.cores_per_chip
+    mf = model_flops(workload, run.global_batch, devices, step, peak) if step and step > 0 else None
+    sim_tps = mf.tokens_per_s_per_device if mf else nan
+    return TieringResult(**base, remat_run=remat_run, status=result.status,
+                         simulated_tokens_per_s_per_device=sim_tps,
+                         error=(step - measured_step) / measured_step if mf else nan,
+                         simulated_mfu=mf.mfu if mf else nan, simulated_step_s=step,
+                         peak_memory_GiB=result.memory.peak / 2**30 if result.memory is not None else nan,
+                         why=result.error, breakdown=dict(result.breakdown))
+
+
+def simulate_tiering(calibration=None, rows=None):
+    """Every tiering row simulated: a list of :class:`TieringResult`, in the table's order."""
+    return [simulate_one(r, calibration) for r in (rows or tiering_rows())]
+
+
+def tiering_summary(results):
+    """Median and worst |error| over the rows simulated, how many within 10 % and 20 %, and how
+    many the simulation says do not fit (every measured run did)."""
+    errs = sorted(abs(r.error) for r in results if not math.isnan(r.error))
+    if not errs:
+        return {"rows": 0}
+    n = len(errs)
+    median = errs[n // 2] if n % 2 else (errs[n // 2 - 1] + errs[n // 2]) / 2
+    return {"rows": n, "median_abs_error": median, "worst_abs_error": errs[-1],
+            "within_10pct": sum(e <= 0.10 for e in errs), "within_20pct": sum(e <= 0.20 for e in errs),
+            "infeasible": sum(r.status == "infeasible" for r in results),
+            "not_expressible": sum(r.status == "not expressible" for r in results)}
+
+
+def as_dicts(results):
+    return [{k: v for k, v in asdict(r).items()} for r in results]
