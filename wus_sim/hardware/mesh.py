@@ -235,8 +235,9 @@ def _merge(parts):
 
 
 def layout(topology, mesh, *, key_path="mesh"):
-    """The :class:`MeshLayout` of *mesh* on *topology* (raises a one-line ConfigError naming the
-    factorisations that would work when it has none)."""
+    """The :class:`MeshLayout` of *mesh* on *topology*: the reshape's where it has one, else
+    JAX's (see the module docstring). Raises a one-line ConfigError naming meshes that fit when
+    the sizes do not multiply to the slice's devices."""
     devices = topology.num_replicas
     if mesh.size != devices:
         raise ConfigError(f"multiplies to {mesh.size} devices; {topology.name} has {devices} "
