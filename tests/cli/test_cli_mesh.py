@@ -108,3 +108,38 @@ def test_describe_topology_mesh_names_the_replica_cores():
     assert doc["mesh"]["groups"]["tensor"] == [0, 1, 256, 257]  # chips 0 and 128 (y=1 of a 128 x 32 slice)
     rc, _, err = run("describe", "topology", "tpu-v3-8192", "--mesh", "tensor=0")
     assert rc == 2 and err.startswith("wus-sim describe: error: --mesh.tensor:")
+
+
+def test_a_mesh_the_reshape_straddles_runs_as_jax_lays_it_out():
+    # issue 44: data=12,fsdp=16,tensor=8 on an 8x12x16 v5p slice was refused (fsdp would take
+    # 4 of y and 4 of z); JAX gives each axis a whole physical axis: tensor x, fsdp z, data y
+    mesh = ("--megacore", "--mesh", "data=12,fsdp=16,tensor=8")
+    rc, out, _ = run("step", "gpt3-175b", "-t", "tpu-v5p-3072", *mesh, "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("step", doc)
+    assert doc["mesh"]["layout"] == ["tensor=8: x", "fsdp=16: z", "data=12: y"]
+    assert doc["mesh"]["groups"]["fsdp"] == [96 * z for z in range(16)]  # x 8 times y 12 chips apart
+    assert all(s["status"] == "ok" and s["step_time_s"] > 0 for s in doc["strategies"].values())
+    rc, out, _ = run("describe", "topology", "tpu-v5p-3072", *mesh)
+    assert rc == 0 and "tensor=8: x; fsdp=16: z; data=12: y" in out
+    # a mesh that splits: data's ring over y takes every 4th chip, each edge 4 links
+    rc, out, _ = run("describe", "topology", "tpu-v5p-3072", "--megacore", "--mesh", "data=24,fsdp=8,tensor=8")
+    assert rc == 0 and "y[3 of stride 4, 4-hop ring edges]" in out
+
+
+def test_fsdp_in_a_slice_data_across_slices_reports_the_dcn():
+    # issue 44: mesh.comm.data of --mesh fsdp=256 --dcn-mesh data=32 counted 0 collectives, 0 bytes.
+    # Each bucket's fsdp shard crosses the DCN once (an all-reduce): over the step, a chip sends its
+    # 1/256 of llama3-8b's fp32 gradients, 8,030,261,248 parameters x 4 bytes / 256
+    argv = ("step", "llama3-8b", "-t", "tpu-v5p-512", "--megacore", "--mesh", "fsdp=256", "--dcn-mesh", "data=32")
+    rc, out, _ = run(*argv, "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("step", doc)
+    data = doc["mesh"]["comm"]["data"]
+    buckets = doc["mesh"]["comm"]["fsdp"]["collectives"] // 3  # a reduce-scatter and two gathers a bucket
+    assert data["dcn_collectives"] == buckets and data["dcn_nbytes"] == 8_030_261_248 * 4 / 256
+    assert data["dcn_busy_s"] > 0 and doc["strategies"]["fully-sharded"]["breakdown"]["data_comm_s"] > 0
+    rc, out, _ = run(*argv)
+    assert rc == 0 and f"data over the DCN: {buckets} cross-slice phases per step" in out

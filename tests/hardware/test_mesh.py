@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from wus_sim.hardware.mesh import Mesh, Placement, factorisations, layout, parse_mesh
+from wus_sim.hardware.mesh import Mesh, Placement, _jax_assign, factorisations, layout, parse_mesh
 from wus_sim.inputs.errors import ConfigError
 
 from make_topology import make
@@ -65,16 +65,71 @@ def test_split_axis_parts_on_v5p_shape():
     assert lay.group_parts("data", "fsdp", "tensor") == ((0, 1, 4), (1, 1, 8), (2, 1, 8))
 
 
-def test_impossible_meshes_are_one_line_with_ones_that_fit():
+def test_wrong_device_count_is_one_line_with_meshes_that_fit():
     topo = make((6, 4), True)
     with pytest.raises(ConfigError) as exc:
-        layout(topo, Mesh(data=6, tensor=4))  # tensor=4 straddles x=6
+        layout(topo, Mesh(data=2, tensor=4))
     text = str(exc.value)
-    assert "\n" not in text and "cannot be laid" in text and "--mesh" in text
+    assert "\n" not in text and "multiplies to 8 devices; t has 24" in text and "--mesh" in text
     for m in text.split("meshes that fit: ")[1].split(" (and")[0].split(", --mesh "):
         layout(topo, parse_mesh(m.replace("--mesh ", "")))  # every suggestion lays out
-    with pytest.raises(ConfigError, match="multiplies to 8 devices; t has 24"):
-        layout(topo, Mesh(data=2, tensor=4))
+
+
+def test_a_straddling_mesh_is_laid_out_as_jax_does():
+    # the reshape would give tensor=4 4 of x's 6 (refused before); JAX, most intensive axis
+    # first, takes whole axes: tensor=4 -> y (the only subset of (6, 4) of product 4), data=6 -> x
+    lay = layout(make((6, 4), True), Mesh(data=6, tensor=4))
+    assert lay.rule == "jax"
+    assert lay.parts == {"tensor": ((1, 1, 4),), "fsdp": (), "data": ((0, 1, 6),)}
+    assert lay.members("tensor", 0) == [0, 6, 12, 18]  # chips (0,0)..(0,3): the y ring
+    # the issue's mesh on an 8x12x16 v5p slice: whole axes, no split (tensor x, fsdp z, data y)
+    lay = layout(make((8, 12, 16), True), Mesh(data=12, fsdp=16, tensor=8))
+    assert lay.parts == {"tensor": ((0, 1, 8),), "fsdp": ((2, 1, 16),), "data": ((1, 1, 12),)}
+    assert lay.members("fsdp", 0) == [96 * z for z in range(16)]
+
+
+def test_jax_splits_physical_axes():
+    # 8x12x16, data=24, fsdp=8, tensor=8. No whole-axis subset of 12 x 16 (after tensor took
+    # x) is 8, so JAX starts again splitting: tensor 8 = x whole (the only candidate with a whole
+    # axis of product 8); fsdp 8 from (1, 12, 16): (1,4,2), (1,2,4), (1,1,8) tie on (a)-(c), (d)
+    # takes (1,4,2); data 24 gets the rest (1,3,8). On y (12 = data 3 x fsdp 4) fsdp is minor:
+    # stride 1, data stride 4; on z (16 = data 8 x fsdp 2) data has stride 2.
+    lay = layout(make((8, 12, 16), True), Mesh(data=24, fsdp=8, tensor=8))
+    assert lay.rule == "jax"
+    assert lay.parts["tensor"] == ((0, 1, 8),)
+    assert sorted(lay.parts["fsdp"]) == [(1, 1, 4), (2, 1, 2)]
+    assert sorted(lay.parts["data"]) == [(1, 4, 3), (2, 2, 8)]
+    coords = device_coords(make((8, 12, 16), True))
+    data0 = {coords[d][1:] for d in lay.members("data", 0)}
+    assert data0 == {(0, y, z) for y in (0, 4, 8) for z in range(0, 16, 2)}
+    for axis in ("data", "fsdp", "tensor"):  # still a partition of the devices
+        size = getattr(lay.mesh, axis)
+        ids = sorted(d for i in range(1536 // size) for d in lay.members(axis, i))
+        assert ids == list(range(1536))
+
+
+def test_jax_rule_pinned_cases():
+    # worked examples run with JAX's own functions (jax/_src/mesh_utils.py): v6e-256's 16x16
+    # with (fsdp 64, tensor 4): tensor takes 4 of x (candidates (4,1), (2,2), (1,4) tie, (d)
+    # takes (4,1)), fsdp the other 4 of x (stride 4) and y
+    assert _jax_assign(make((16, 16), True), Mesh(fsdp=64, tensor=4)) == {
+        "data": (), "fsdp": ((1, 1, 16), (0, 4, 4)), "tensor": ((0, 1, 4),)}
+    # 4x4x4, (data 4, fsdp 2, tensor 8): tensor (4,2,1) by (d); fsdp 2 from (1,2,4): (1,2,1)
+    # and (1,1,2) tie on (a), (b); (c) prefers the factor on y, an axis tensor already uses
+    # (what the code does; its comment says the opposite)
+    assert _jax_assign(make((4, 4, 4), True), Mesh(data=4, fsdp=2, tensor=8)) == {
+        "data": ((2, 1, 4),), "fsdp": ((1, 2, 2),), "tensor": ((1, 1, 2), (0, 1, 4))}
+    # 8x12x16, (data 256, fsdp 2, tensor 3): tensor 3 = (1,3,1); fsdp 2 from (8,4,16): (2,1,1),
+    # (1,2,1), (1,1,2) tie on (a), (b); (c) takes y, which tensor uses (by (d) it would be x):
+    # fsdp is every 3rd chip of y, twice
+    lay = layout(make((8, 12, 16), True), Mesh(data=256, fsdp=2, tensor=3))
+    assert lay.rule == "jax" and lay.parts["fsdp"] == ((1, 3, 2),) and lay.parts["tensor"] == ((1, 1, 3),)
+    assert lay.edge_hops(1, 3, 2) == (3, 3)
+    # a v3 slice with its cores as devices: JAX's physical mesh is (x 4, y 2, core 2); tensor 2
+    # takes the first single axis of size 2 in combinations order, y (not the cores); data 8
+    # takes x and the cores, the cores (the last physical axis) its minor part
+    assert _jax_assign(make((4, 2), True, cores=2), Mesh(data=8, tensor=2)) == {
+        "data": ((-1, 1, 2), (0, 1, 4)), "fsdp": (), "tensor": ((1, 1, 2),)}
 
 
 def test_placement_sets_slices_from_dcn_mesh():

@@ -43,6 +43,9 @@ def mesh_lines(mesh):
         if c["collectives"]:
             busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
             lines.append(f"    {axis} collectives: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
+        if c.get("dcn_collectives"):
+            lines.append(f"    {axis} over the DCN: {c['dcn_collectives']} cross-slice phases per step, "
+                         f"{format_bytes(c['dcn_nbytes'])} a device, {format_time(c['dcn_busy_s'])} busy")
     return lines
 
 

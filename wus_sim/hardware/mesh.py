@@ -16,13 +16,48 @@ mesh ``(data, fsdp, tensor)`` is that sequence reshaped row-major,
 so ``tensor`` is innermost (fastest varying) as in ``jax.experimental.mesh_utils.
 create_device_mesh``: tensor groups are the nearest devices. Each mesh axis then occupies
 whole physical axes or a contiguous part of one (a *part*: ``(axis, stride, length)``, axis
-``-1`` being the cores of a chip); a size that would straddle a physical axis without
-dividing it has no such layout and is refused, with the factorisations that have one.
-Each axis's collectives run on rings over its parts
+``-1`` being the cores of a chip). Each axis's collectives run on rings over its parts
 (:func:`wus_sim.collectives.schedules.groups.mesh_group`).
+
+Where that reshape has no such layout (a size that would straddle a physical axis without
+dividing it, e.g. ``data=12,fsdp=16,tensor=8`` on an 8x12x16 v5p slice: fsdp would take 4
+of y's 12 and 4 of z), the mesh is laid out as JAX lays it out
+(:func:`_jax_assign`): ``jax.experimental.mesh_utils.create_device_mesh(...,
+allow_split_physical_axes=True)`` (jax/_src/mesh_utils.py, ``_create_device_mesh_for_nd_torus``
+and ``_create_device_mesh_for_nd_torus_splitting_axes``), which is what MaxText calls when
+its ``allow_split_physical_axes`` is set. In our words, the rule is:
+
+1. The physical axes are x, y, z in that order (with the cores of a chip last when they are
+   separate devices, as JAX's physical mesh of v2/v3 has them). The mesh axes are placed
+   from the most network-intensive (``tensor``) to the least (``data``).
+2. Without splitting: a mesh axis takes a set of whole physical axes not yet taken whose
+   sizes multiply to its size, trying sets of three axes, then two, then one, each in
+   ``itertools.combinations`` order; the first that fits is kept. If every mesh axis finds
+   one, that is the layout (the 8x12x16 example: tensor = x, fsdp = z, data = y, no split).
+3. Otherwise the assignment starts again, splitting axes: a mesh axis of size ``n`` takes a
+   factor ``f_p`` of what is left of each physical axis ``p`` (``prod f_p = n``; every way of
+   handing out ``n``'s prime factors is a candidate), and the candidate kept is the one that
+   (a) has the largest product of factors that are whole physical axes, then (b) the most
+   whole physical axes, then (c) the largest product of factors on physical axes that more
+   intensive mesh axes already use (JAX's comment says it means to avoid those; its code
+   prefers them, and we do what the code does), then (d) the lexicographically largest
+   ``(f_x, f_y, f_z)``.
+4. Within a physical axis split between mesh axes, the more intensive axis's factor is the
+   minor (fastest-varying) one: a physical axis of 12 with ``data`` 3 and ``fsdp`` 4 gives
+   fsdp the contiguous runs of 4 chips (stride 1) and data every 4th chip (stride 4). So a
+   split axis's group is either a contiguous segment (a line without a wraparound of its own)
+   or a strided set whose ring edges each cross ``stride`` links: the collectives plan those
+   edges as multi-hop routes (:func:`wus_sim.collectives.schedules.embedding.part_rings`)
+   and the engines time them, contention where routes share links included.
+
+A mesh whose sizes multiply to the devices always has such a layout. Meshes the reshape
+lays out keep its layout (their numbers are unchanged); for some of them JAX would pick other
+axes (on 4x8x8, ``fsdp=32,tensor=8`` reshapes to tensor = x and half of y, where JAX gives
+tensor the whole y).
 """
 
 from dataclasses import dataclass
+import itertools
 import math
 
 from ..inputs.errors import ConfigError
@@ -107,13 +142,18 @@ class MeshLayout:
 
     mesh: Mesh
     parts: dict
-    """``{axis name: ((physical axis, stride, length), ...)}``, innermost part first; axis -1
-    is the cores of a chip."""
+    """``{axis name: ((physical axis, stride, length), ...)}``, the minor part first (the part
+    whose coordinate varies fastest along the mesh axis); axis -1 is the cores of a chip."""
     topology_name: str = ""
     dims: dict = None
     """``{physical axis: length}`` of the slice (axis -1: cores per chip)."""
     order: tuple = ()
     """The physical axes ``(axis, length)`` in the order the mesh is laid on them, innermost first."""
+    wrapped: frozenset = frozenset()
+    """The physical axes with a wraparound link."""
+    rule: str = "reshape"
+    """``'reshape'`` (JAX's device order reshaped row-major) or ``'jax'`` (JAX's assignment of
+    mesh axes to physical axes, splitting them where needed: :func:`_jax_assign`)."""
 
     def group_parts(self, *names):
         """The physical parts the named mesh axes span together, sorted, adjacent parts of one
@@ -124,40 +164,59 @@ class MeshLayout:
         """Device ids of group *index* of axis *name*, in mesh-coordinate order."""
         m = self.mesh
         sizes = {"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}
-        strides = {"tensor": 1, "fsdp": m.tensor, "data": m.tensor * m.fsdp}
         others = [a for a in MESH_AXES if a != name]
         coords, rest = {}, index
         for a in others[::-1]:  # the group's index over the other axes, innermost fastest
             coords[a] = rest % sizes[a]
             rest //= sizes[a]
-        base = sum(coords[a] * strides[a] for a in others)
-        return [self.device(base + k * strides[name]) for k in range(sizes[name])]
+        out = []
+        for k in range(sizes[name]):
+            coords[name] = k
+            out.append(self.device_at(coords))
+        return out
 
-    def device(self, position):
-        """Device id (``chip * cores + core``, chips row-major, x fastest) at *position* of the
-        sequence the mesh reshapes (:attr:`order`, innermost first)."""
-        coord = {}
-        for axis, length in self.order:
-            coord[axis] = position % length
-            position //= length
+    def device_at(self, coords):
+        """Device id (``chip * cores + core``, chips row-major, x fastest) at mesh coordinates
+        *coords* (``{axis name: index}``): each axis's index read over its parts, minor first,
+        each part moving ``stride`` positions along its physical axis per step."""
+        where = {}
+        for name, parts in self.parts.items():
+            rest = coords.get(name, 0)
+            for axis, stride, length in parts:
+                where[axis] = where.get(axis, 0) + (rest % length) * stride
+                rest //= length
         cores = self.dims.get(-1, 1)
-        chip, stride = 0, 1
+        chip, step = 0, 1
         for axis in sorted(a for a in self.dims if a >= 0):
-            chip += coord.get(axis, 0) * stride
-            stride *= self.dims[axis]
-        return chip * cores + coord.get(-1, 0)
+            chip += where.get(axis, 0) * step
+            step *= self.dims[axis]
+        return chip * cores + where.get(-1, 0)
 
     def describe(self):
-        """Lines naming each axis's physical parts."""
+        """Lines naming each axis's physical parts; a part that is not a whole axis says how many
+        links its ring edges cross (:meth:`edge_hops`)."""
         names = {-1: "cores of a chip", 0: "x", 1: "y", 2: "z"}
         out = []
         for axis in MESH_AXES[::-1]:
             parts = self.parts[axis]
             where = " x ".join(
-                f"{names[a]}" + ("" if s == 1 and n == self._dim(a) else f"[{n} of stride {s}]")
+                f"{names[a]}" + ("" if s == 1 and n == self._dim(a) else f"[{n} of stride {s}, {self._hops_text(a, s, n)}]")
                 for a, s, n in parts) or "-"
             out.append(f"{axis}={getattr(self.mesh, axis)}: {where}")
         return out
+
+    def edge_hops(self, axis, stride, length):
+        """``(fewest, most)`` links one ring edge of the part crosses: ``stride`` on a ring
+        that closes round a wrapped axis (or a pair), up to ``2 stride`` on the folded ring of
+        a segment (:func:`wus_sim.collectives.schedules.embedding.line_ring_pattern`)."""
+        if axis == -1:
+            return (1, 1)
+        closes = (axis in self.wrapped and stride * length == self._dim(axis)) or length <= 2
+        return (stride, stride) if closes else (stride, 2 * stride)
+
+    def _hops_text(self, axis, stride, length):
+        lo, hi = self.edge_hops(axis, stride, length)
+        return f"{lo}-hop ring edges" if lo == hi else f"{lo}-{hi}-hop ring edges"
 
     def _dim(self, axis):
         return self.dims[axis]
@@ -176,21 +235,20 @@ def _merge(parts):
 
 
 def layout(topology, mesh, *, key_path="mesh"):
-    """The :class:`MeshLayout` of *mesh* on *topology* (raises a one-line ConfigError naming the
-    factorisations that would work when it has none)."""
+    """The :class:`MeshLayout` of *mesh* on *topology*: the reshape's where it has one, else
+    JAX's (see the module docstring). Raises a one-line ConfigError naming meshes that fit when
+    the sizes do not multiply to the slice's devices."""
     devices = topology.num_replicas
     if mesh.size != devices:
         raise ConfigError(f"multiplies to {mesh.size} devices; {topology.name} has {devices} "
                           f"({_device_word(topology)}); meshes that fit: {_suggest(topology, mesh)}",
                           key_path=key_path, value=str(mesh))
-    parts = _assign(topology, mesh)
-    if parts is None:
-        raise ConfigError(f"cannot be laid on {topology.name}'s axes "
-                          f"({' x '.join(str(d) for _, d in _physical_axes(topology))}): an axis straddles a "
-                          f"physical axis it does not divide; meshes that fit: {_suggest(topology, mesh)}",
-                          key_path=key_path, value=str(mesh))
     order = tuple(_physical_axes(topology))
-    return MeshLayout(mesh, parts, topology.name, dict(order), order)
+    parts, rule = _assign(topology, mesh), "reshape"
+    if parts is None:  # the reshape would straddle a physical axis: JAX's assignment
+        parts, rule = _jax_assign(topology, mesh), "jax"
+    wrapped = frozenset(a for a, w in enumerate(topology.wrap) if w)
+    return MeshLayout(mesh, parts, topology.name, dict(order), order, wrapped, rule)
 
 
 def _device_word(topology):
@@ -219,9 +277,107 @@ def _assign(topology, mesh):
     return parts
 
 
+def _jax_physical_axes(topology):
+    """The physical axes as JAX's physical mesh lists them: x, y, z, then the cores of a chip
+    when they are separate devices (JAX's v2/v3 mesh ``[x, y, core]``)."""
+    axes = list(enumerate(topology.dims))
+    return axes + ([(-1, topology.cores_per_chip)] if topology.cores_per_chip > 1 else [])
+
+
+def _prime_factors(n):
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out
+
+
+def _jax_assign(topology, mesh):
+    """Parts of every mesh axis as JAX assigns mesh axes to physical axes (the rule is in the
+    module docstring; jax/_src/mesh_utils.py, ``_create_device_mesh_for_nd_torus`` and
+    ``_create_device_mesh_for_nd_torus_splitting_axes``), minor part first."""
+    phys = _jax_physical_axes(topology)
+    dims = [d for _, d in phys]
+    sizes = [getattr(mesh, n) for n in MESH_AXES]
+    table = _whole_axes(dims, sizes)
+    if table is None:
+        table = _split_axes(dims, sizes)
+    parts = {}
+    for j, name in enumerate(MESH_AXES):
+        mine = []
+        for i in reversed(range(len(phys))):  # the last physical axis is the minor digit
+            if table[i][j] > 1:
+                stride = math.prod(table[i][k] for k in range(j + 1, len(MESH_AXES)))
+                mine.append((phys[i][0], stride, table[i][j]))
+        parts[name] = tuple(mine)
+    return parts
+
+
+def _whole_axes(dims, sizes):
+    """JAX's assignment without splitting: ``table[physical][mesh axis]`` of factors, or None."""
+    left = list(dims)
+    table = [[1] * len(sizes) for _ in dims]
+    for j in reversed(range(len(sizes))):
+        found = None
+        for k in range(len(dims), 0, -1):
+            found = next((c for c in itertools.combinations(range(len(dims)), k)
+                          if math.prod(left[i] for i in c) == sizes[j]), None)
+            if found is not None:
+                break
+        if found is None:
+            if sizes[j] > 1:
+                return None
+            continue
+        for i in found:
+            table[i][j], left[i] = dims[i], 0  # taken: no later axis can use it
+    return table
+
+
+def _split_axes(dims, sizes):
+    """JAX's assignment splitting physical axes: ``table[physical][mesh axis]`` of factors."""
+    table = [[1] * len(sizes) for _ in dims]
+    for j in reversed(range(len(sizes))):
+        best = None
+        for cand in _candidates(dims, table, sizes[j]):
+            if best is None or _prefer(cand, best, dims, table):
+                best = cand
+        for i, f in enumerate(best):
+            table[i][j] = f
+    return table
+
+
+def _candidates(dims, table, size):
+    """Every way of taking *size*'s prime factors from what is left of the physical axes."""
+    need = {}
+    for p in _prime_factors(size):
+        need[p] = need.get(p, 0) + 1
+    left = [d // math.prod(row) for d, row in zip(dims, table)]
+    slots = {p: [i for i, n in enumerate(left) for q in _prime_factors(n) if q == p] for p in need}
+    choices = [sorted(set(itertools.combinations(slots[p], m))) for p, m in need.items()]
+    for pick in itertools.product(*choices):
+        out = [1] * len(dims)
+        for p, axes in zip(need, pick):
+            for i in axes:
+                out[i] *= p
+        yield tuple(out)
+
+
+def _prefer(x, y, dims, table):
+    """Whether candidate *x* beats *y* (JAX's ``_prefer_first_logical_axis_assignment``)."""
+    def key(c):
+        used = [math.prod(row) for row in table]
+        return (math.prod(f for f, d in zip(c, dims) if f == d),
+                sum(1 for f, d in zip(c, dims) if f == d and f > 1),
+                math.prod(f for f, u in zip(c, used) if u > 1),
+                c)
+    return key(x) > key(y)
+
+
 def factorisations(topology, axes=MESH_AXES):
-    """Every mesh over *axes* whose sizes multiply to the slice's devices and that has a
-    layout, in (data, fsdp, tensor) order."""
+    """Every mesh over *axes* whose sizes multiply to the slice's devices (each has a layout:
+    the reshape's or JAX's), in (data, fsdp, tensor) order."""
     n = topology.num_replicas
     divisors = [d for d in range(1, n + 1) if n % d == 0]
     out = []
@@ -232,8 +388,7 @@ def factorisations(topology, axes=MESH_AXES):
             m = Mesh(data=n // (t * f), fsdp=f, tensor=t)
             if any(getattr(m, a) > 1 for a in MESH_AXES if a not in axes):
                 continue
-            if _assign(topology, m) is not None:
-                out.append(m)
+            out.append(m)
     return out
 
 

@@ -77,3 +77,26 @@ def test_cores_of_a_chip_and_bad_groups():
         collective_time(topo, "all-reduce", "2d", S, group=Group("mesh", parts=((0, 1, 3),), size=3))
     with pytest.raises(ConfigError, match="runs over a whole slice"):
         collective_time(topo, "all-reduce", "halving-doubling", S, group=g)
+
+
+@pytest.mark.parametrize("routing", ["store-and-forward", "cut-through"])
+@pytest.mark.parametrize("op", OPS)
+def test_split_axis_ring_is_timed_from_its_hops(op, routing):
+    # 6x4 torus, data=3, fsdp=8: JAX splits x (6 = data 3 x fsdp 2, fsdp minor): a data group is
+    # x = inner, inner+2, inner+4 at one y: a wrapped ring of 3 whose every edge crosses 2 links.
+    # The two interleaved groups of a line run opposite directions, so no link is shared:
+    # each ring step is one message of S/3 over 2 hops, uncontended. By hand:
+    # store-and-forward 2 (lat + S/3/bw) per step, cut-through 2 lat + S/3/bw; 2 steps for
+    # reduce-scatter and all-gather, 4 for all-reduce.
+    topo = make((6, 4), True, link_GBps=100.0, hop_latency_us=1.0)
+    lay = layout(topo, Mesh(data=3, fsdp=8))
+    g = mesh_group(lay, "data")
+    assert g.parts == ((0, 2, 3),) and lay.members("data", 0) == [0, 2, 4]
+    steps = 4 if op == "all-reduce" else 2
+    lat, msg = 1e-6, S / 3 / 100e9
+    per_step = 2 * (lat + msg) if routing == "store-and-forward" else 2 * lat + msg
+    got = simulate_collective(topo, op, "2d", S, group=g, bidirectional=True, engine="simpy",
+                              routing=routing).time_s
+    assert got == pytest.approx(steps * per_step, rel=1e-9)
+    assert collective_time(topo, op, "2d", S, group=g, bidirectional=True, routing=routing) == pytest.approx(
+        got, rel=1e-9)

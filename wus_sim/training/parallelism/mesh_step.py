@@ -68,7 +68,14 @@ class MeshSummary:
     layout: object
     """:class:`wus_sim.hardware.mesh.MeshLayout`."""
     comm: dict
-    """``{axis: {"collectives": count, "nbytes": bytes, "busy_s": seconds}}`` per step and device."""
+    """``{axis: {"collectives": count, "nbytes": bytes, "busy_s": seconds, "dcn_collectives": count,
+    "dcn_nbytes": bytes, "dcn_busy_s": seconds}}`` per step and device. The first three count each
+    collective once on the axis it serves (its busy seconds include its DCN phases); the ``dcn_``
+    three count the cross-slice phases (:func:`~wus_sim.hardware.multislice.hierarchical_phases`)
+    on the axis whose slices they cross (data where data spans slices: the fsdp shard's gradient
+    reduction after the in-slice reduce-scatter is data's), with the bytes of the shard each
+    device sends into the DCN collective (its buffer in the collectives' size convention) and
+    the DCN seconds."""
     path: str
     """``'today'`` (a mesh today's step expresses, run through it) or ``'mesh'``."""
 
@@ -145,7 +152,13 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
                                   global_batch=global_batch, options=today[1])
         results = {s: _today_parts(r) for s, r in run.results.items()}
-        comm = _today_comm(next(iter(results.values())).work)
+        if ms is not None and dcn.data > 1 and today[0] == ("fully-sharded",):
+            # fsdp in a slice, data across slices: the DCN reductions are the data axis's; what
+            # they add to the wait is the step's wait minus the same step's on one slice
+            alone = simulate_strategies(workload, topology, optimizer, today[0], per_replica_batch=run.per_replica_batch,
+                                        options=today[1])
+            results = {s: _dcn_part(r, alone.results[s]) for s, r in results.items()}
+        comm = _today_comm(next(iter(results.values())).work, ms, dcn, today[1], topology.num_replicas)
         return replace(run, results=results, mesh=MeshSummary(mesh, dcn, lay, comm, "today"))
     return _MeshStep(workload, topology, ms, optimizer, mesh, dcn, lay, options).run(
         tuple(strategies), per_replica_batch, global_batch)
@@ -162,9 +175,10 @@ class _MeshStep:
         self.split = split_workload(workload, mesh.tensor)
 
     # ------------------------------------------------------------ collectives
-    def coll_s(self, op, nbytes, axes):
+    def coll_s(self, op, nbytes, axes, dcn=None):
         """Seconds of *op* over the mesh axes *axes* (full buffer *nbytes* per device), over the
-        DCN too where those axes span slices."""
+        DCN too where those axes span slices; each cross-slice phase is appended to the list
+        *dcn* (if given) as ``(op, nbytes per device, seconds)``."""
         from ...collectives import collective_time
 
         if nbytes <= 0:
@@ -185,8 +199,19 @@ class _MeshStep:
         scale = self.topology.num_replicas / max(group.size, 1)  # each chip carries its groups' shards
         total = 0.0
         for network, phase_op, n in hierarchical_phases(op, nbytes, shard_across_slices=True):
-            total += ici(phase_op, n) if network == "ici" else dcn_time_s(ms, phase_op, n * scale)
+            if network == "ici":
+                total += ici(phase_op, n)
+                continue
+            t = dcn_time_s(ms, phase_op, n * scale)
+            total += t
+            if dcn is not None:  # the device's shard after the in-slice phase crosses the DCN
+                dcn.append((phase_op, n / max(group.size, 1), t))
         return total
+
+    def dcn_axis(self, axes):
+        """The axis whose slices a collective over *axes* crosses: data where data spans slices
+        (the fsdp shard's reduction across data replicas), else fsdp."""
+        return "data" if "data" in axes and self.dcn.data > 1 else "fsdp"
 
     # ------------------------------------------------------------ one strategy
     def _scheme(self, strategy):
@@ -259,23 +284,28 @@ class _MeshStep:
         fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
         bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
         comm = _no_comm()
-        comm["tensor"] = {"collectives": tp_count, "nbytes": float(tp_nbytes), "busy_s": float(sum(tp_fwd) + sum(tp_bwd))}
+        comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=float(sum(tp_fwd) + sum(tp_bwd)))
         # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
         # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
         sharded_weights = mem_strategy == "fully-sharded"
 
-        def count(axis, nbytes, t):
+        def count(axis, nbytes, op, axes):
+            """Seconds of *op* over *axes*, counted on *axis*; its cross-slice phases on the
+            axis whose slices it crosses (:meth:`dcn_axis`)."""
+            dcn = []
+            t = self.coll_s(op, nbytes, axes, dcn)
             comm[axis]["collectives"] += 1
             comm[axis]["nbytes"] += float(nbytes)
             comm[axis]["busy_s"] += float(t)
+            _count_dcn(comm[self.dcn_axis(axes)], dcn)
             return t
 
         def gathered(g):
             if g is None:
                 return 0.0, 0.0
             axis = "fsdp" if sharded_weights else "data"
-            return g.nbytes, count(axis, g.nbytes, self.coll_s("all-gather", g.nbytes, gather_axes))
+            return g.nbytes, count(axis, g.nbytes, "all-gather", gather_axes)
 
         from ..step import _bucket_gathers
 
@@ -283,14 +313,14 @@ class _MeshStep:
         for c in work.grad_collectives:
             after, fwd_g, bwd_g = (gathered(g) for g in _bucket_gathers(work, c.bucket))
             if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
-                t = count("fsdp", c.nbytes, self.coll_s("reduce-scatter", c.nbytes, ("fsdp",)))
+                t = count("fsdp", c.nbytes, "reduce-scatter", ("fsdp",))
                 part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
                 ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
-                on_data = sum(count("data", part, self.coll_s(op, part, ("data",))) for op in ops)
+                on_data = sum(count("data", part, op, ("data",)) for op in ops)
                 t += on_data
             else:
                 axis = "fsdp" if (sharded_weights and c.op == "reduce-scatter") else "data"
-                t = count(axis, c.nbytes, self.coll_s(c.op, c.nbytes, shard_axes))
+                t = count(axis, c.nbytes, c.op, shard_axes)
                 on_data = t if axis == "data" else 0.0
             data_part.append(on_data)
             buckets.append(TimelineBucket(
@@ -335,7 +365,16 @@ class _MeshStep:
 
 
 def _no_comm():
-    return {a: {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
+    return {a: {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0, "dcn_collectives": 0, "dcn_nbytes": 0.0,
+                "dcn_busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
+
+
+def _count_dcn(entry, phases):
+    """Add cross-slice phases ``(op, nbytes per device, seconds)`` to a comm *entry*."""
+    for _, nbytes, t in phases:
+        entry["dcn_collectives"] += 1
+        entry["dcn_nbytes"] += float(nbytes)
+        entry["dcn_busy_s"] += float(t)
 
 
 def _today_parts(result):
@@ -350,15 +389,37 @@ def _today_parts(result):
     return replace(result, breakdown=b)
 
 
-def _today_comm(work):
+def _dcn_part(result, alone):
+    """*result* (fully-sharded, data across slices) with ``data_comm_s`` the exposed wait the
+    DCN phases add (its wait minus *alone*'s, the same step on one slice) and ``fsdp_comm_s``
+    the rest."""
+    if result.status != "ok" or alone.status != "ok":
+        return result
+    b = dict(result.breakdown)
+    exposed = b["exposed_comm_s"]
+    b["data_comm_s"] = min(max(0.0, exposed - alone.breakdown["exposed_comm_s"]), exposed)
+    b["fsdp_comm_s"] = exposed - b["data_comm_s"]
+    return replace(result, breakdown=b)
+
+
+def _today_comm(work, ms=None, dcn=None, options=None, devices=1):
     """Per-axis collective counts and bytes of a step today's path ran (``busy_s`` None: that
-    path times its collectives inside the timeline)."""
+    path times its collectives inside the timeline). On a multislice *ms* each collective's
+    cross-slice phases (:func:`~wus_sim.hardware.multislice.hierarchical_phases`) are counted on
+    the DCN axis (data if the *dcn* mesh has data, else fsdp): a device's shard (buffer / the
+    slice's *devices*) and the DCN seconds the step gives it."""
     fsdp = work.strategy == "fully-sharded"
-    comm = {a: {"collectives": 0, "nbytes": 0.0, "busy_s": None} for a in ("tensor", "fsdp", "data")}
+    comm = {a: {"collectives": 0, "nbytes": 0.0, "busy_s": None, "dcn_collectives": 0, "dcn_nbytes": 0.0,
+                "dcn_busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
     axis = comm["fsdp" if fsdp else "data"]
+    across = comm["data" if dcn is not None and dcn.data > 1 else "fsdp"]
     for c in tuple(work.grad_collectives) + tuple(work.all_gathers):
         axis["collectives"] += 1
         axis["nbytes"] += float(c.nbytes)
+        if ms is None:
+            continue
+        phases = hierarchical_phases(c.op, c.nbytes, shard_across_slices=options.shard_across_slices)
+        _count_dcn(across, [(op, n / devices, dcn_time_s(ms, op, n)) for net, op, n in phases if net == "dcn"])
     return comm
 
 
