@@ -114,11 +114,8 @@ def add_parser(subparsers):
 
 def run(args):
     from ..model.calibration import load_calibration
-    from ..training.update.planner import DEFAULT_BUCKET_BYTES
-    from ..training.step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
+    from ..training.step import bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..hardware.multislice import load_multislice
-    from ..inputs.units import MiB
-    from ..inputs.units import grad_dtype_short
 
     placement = mesh_placement(args)
     with fault_option_errors(), placement_option_errors():
@@ -132,18 +129,8 @@ def run(args):
         from ..inputs.files import check_writable_file
 
         check_writable_file(args.trace, what="trace file", named_by="--trace")
-    options = StepOptions(
-        algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
-        overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
-        grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
-        bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
-        steps=args.steps, bn_group_replicas=args.bn_group_replicas,
-        small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
-        keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        remat=args.remat, quantization=args.quantization, activation_model=args.activation_model,
-        calibration=calibration, software_stack=stack,
-        compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
-    )
+    with placement_option_errors():
+        options = _step_options(args, calibration, stack)
     strategies = strategies_named(args.strategy)
     with placement_option_errors():
         if placement.mesh is not None or placement.dcn_mesh is not None:
@@ -412,3 +399,24 @@ def _text(rep, multislice=None):
     if rep.get("fully_sharded_over_sharded") is not None:
         lines.append(f"  fully-sharded over sharded: {rep['fully_sharded_over_sharded']:.3f}x")
     return "\n".join(lines)
+
+
+def _step_options(args, calibration, stack):
+    """The :class:`StepOptions` of ``step``'s command line."""
+    from ..inputs.units import MiB, grad_dtype_short
+    from ..training.step import StepOptions
+    from ..training.update.planner import DEFAULT_BUCKET_BYTES
+
+    return StepOptions(
+        algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
+        overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
+        grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
+        bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
+        steps=args.steps, bn_group_replicas=args.bn_group_replicas,
+        small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
+        keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
+        remat=args.remat, quantization=args.quantization, remat_policy=args.remat_policy,
+        collective_matmul=args.collective_matmul, activation_model=args.activation_model,
+        calibration=calibration, software_stack=stack,
+        compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
+    )

@@ -193,7 +193,7 @@ def _reducing_buckets(plan, overlap_grad_reduce):
 
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
                      gather_prefetch=None, keep_gathered_weights=False, remat="none", overlap_grad_reduce=True,
-                     activation_model="xla"):
+                     activation_model="xla", remat_policy=None):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
@@ -203,7 +203,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     *remat* is the rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what
     activations backward keeps. *overlap_grad_reduce*: backward hands each bucket to its collective
     (``sharded`` then holds the buckets in flight, not the whole gradient). *activation_model*:
-    :data:`wus_sim.model.activations.ACTIVATION_MODELS`.
+    :data:`wus_sim.model.activations.ACTIVATION_MODELS`. *remat_policy*: MaxText's remat policy by
+    name instead of *remat* (:data:`wus_sim.model.layer_stack.REMAT_POLICIES`); what it offloads is
+    in host memory, ``details['host_activations']``, not in ``peak``.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
@@ -218,7 +220,8 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     w = plan.workload
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
-    activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model) * activation_scale
+    activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model, remat_policy)
+                   * activation_scale
                    / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     weights, gradients, slots, padding, collective, details = _STATIC.get(
@@ -231,6 +234,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
                           capacity=float(plan.topology.hbm_bytes_per_replica),
                           per_replica_batch=int(per_replica_batch),
                           details=dict(details))
+    if remat_policy is not None:
+        out.details["host_activations"] = float(per_replica_batch * w.activation_bytes_offloaded(remat_policy)
+                                                * activation_scale / plan.spatial_ways)
     if check and not out.fits:
         raise _infeasible(plan, out)
     return out

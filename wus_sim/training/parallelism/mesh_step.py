@@ -35,19 +35,24 @@ sharding group, activations / T, the gathered buckets of fsdp.
 from dataclasses import dataclass, replace
 import math
 
+import numpy as np
+
 from ...collectives.schedules.groups import mesh_group
 from ...hardware.mesh import Mesh, layout, parse_mesh
 from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
 from ...hardware.topology import Topology
 from ...inputs.errors import ConfigError
-from ...model.compute import layer_times, memory_bound_time_s
+from ...model.compute import memory_bound_time_s
+from ...model.layer_stack import matmul_shares, recompute_fractions
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
 from ...model.workload import resolve_batch
 from ...model.workload_files import load_workload
 from ..update.planner import plan as make_plan
-from ..step import StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies
+from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
+                    step_layer_times, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .tensor_parallel import split_workload, tensor_collective_layers, tensor_collective_nbytes
+from .tensor_parallel import (collective_matmul_exposed_s, split_workload, tensor_collective_layers,
+                              tensor_collective_nbytes)
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
 
 __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
@@ -205,7 +210,8 @@ class _MeshStep:
         groups = m.data * m.fsdp * self.dcn.size  # data-parallel groups (each T devices)
         batch = resolve_batch(self.workload, self.topology, groups, per_replica_batch=per_replica_batch,
                               global_batch=global_batch)
-        tp = self._tensor_times(batch)
+        layers = step_layer_times(self.split, self.topology, batch, o, spatial_ways=1)
+        tp = self._tensor_times(batch, layers)
         if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp > 1:
             strategies = ("fully-sharded",)  # no data axis: the weights are sharded over fsdp, whatever is asked
         results, plan = {}, None
@@ -214,7 +220,8 @@ class _MeshStep:
             # the slice itself when the shards are its devices (the same cuts as today's step)
             grid = self.topology if shards == self.topology.num_replicas else _device_topology(self.topology, shards)
             plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
-            results[strategy] = self._one(strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes)
+            results[strategy] = self._one(strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes,
+                                          gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
                               next((r for r in results.values() if r.result.status == "ok"),
                                    next(iter(results.values()))).comm_summary, "mesh")
@@ -223,30 +230,94 @@ class _MeshStep:
                        global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
                        slices=self.dcn.size, replicas_per_slice=m.data * m.fsdp, multislice=self.ms, mesh=summary)
 
-    def _tensor_times(self, batch):
-        """Per layer ``(forward_s, backward_s)`` of the tensor-parallel collectives, and their
-        totals ``(count, nbytes)`` per step."""
+    def _tensor_times(self, batch, layers):
+        """Per layer ``(forward_s, backward_s)`` the layers wait on their tensor-parallel collectives
+        (exposed), their totals ``(count, nbytes)`` per step, and their busy seconds (whole).
+        *layers*: the split workload's layer times (:func:`~wus_sim.training.step.step_layer_times`)."""
         n = len(self.workload.layer_fwd_flops)
         if self.mesh.tensor == 1:
-            return [0.0] * n, [0.0] * n, 0, 0.0
+            return [0.0] * n, [0.0] * n, 0, 0.0, 0.0
         nbytes = tensor_collective_nbytes(self.workload, batch)
-        one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
         per_layer = tensor_collective_layers(self.workload)
-        # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
-        remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
-        fwd = [f * one for f, _ in per_layer]
-        bwd = [(b + (f if remat else 0)) * one for f, b in per_layer]
-        count = 2 * sum(f + b + (f if remat else 0) for f, b in per_layer)
-        return fwd, bwd, count, count / 2 * 2 * nbytes
+        if not self.options.collective_matmul:
+            one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
+            # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
+            remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
+            rerun = [remat] * n if self.options.remat_policy is None else self._reruns()
+            fwd = [f * one for f, _ in per_layer]
+            bwd = [(b + (f if r else 0)) * one for (f, b), r in zip(per_layer, rerun)]
+            count = 2 * sum(f + b + (f if r else 0) for (f, b), r in zip(per_layer, rerun))
+            return fwd, bwd, count, count / 2 * 2 * nbytes, float(sum(fwd) + sum(bwd))
+        return self._collective_matmul_times(nbytes, per_layer, layers)
 
-    def _one(self, strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes):
+    def _reruns(self):
+        """Per layer, whether backward reruns its forward tensor collectives: ``remat`` layer or
+        full, or a ``remat_policy`` that recomputes one of the layer's weight matmuls (their inputs
+        and outputs are what the collectives make)."""
+        n = len(self.workload.layer_fwd_flops)
+        policy = self.options.remat_policy
+        if policy is None:
+            remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
+            return [remat] * n
+        if policy == "full":
+            return [bool(f > 0) for f in recompute_fractions(self.split, policy)]
+        flops = self.split.layer_fwd_flops
+        attention = self.split.layer_attention_flops
+        frac = recompute_fractions(self.split, policy)
+        # what the fraction holds beyond the attention kernel (rerun under every policy) is weight matmuls
+        return [bool(f > 0 and fl > 0 and f * fl - a > 1e-9 * fl) for f, fl, a in zip(frac, flops, attention)]
+
+    def _collective_matmul_times(self, nbytes, per_layer, layers):
+        """:meth:`_tensor_times` with collective matmuls (Wang et al. 2023, "Overlap Communication with
+        Dependent Computation via Decomposition in Large Deep Learning Models", ASPLOS '23; XLA's
+        windowed einsum on TPU).
+
+        A T-way all-gather that feeds a matmul runs as T-1 collective-permute steps, each moving
+        1/T of the data, while the matmul runs in T slices, each on the chunk already there; a
+        reduce-scatter after a matmul likewise, each step carrying the partial sums of the slice just
+        computed. One
+        end of the chain has nothing to overlap it, and where the collective outlasts the matmul its
+        excess waits too (:func:`~wus_sim.training.parallelism.tensor_parallel.collective_matmul_exposed_s`).
+
+        Which matmul: in forward, the all-gather feeds the column-parallel ones (Q, K, V; the MLP's
+        input projections) and the reduce-scatter follows the row-parallel one (the attention output
+        projection, the MLP's output), their time the layer's forward time x their FLOP share
+        (:func:`~wus_sim.model.layer_stack.matmul_shares`); in backward the transposes: the gradient's
+        all-gather feeds the row-parallel matmul's backward, the reduce-scatter follows the
+        column-parallel one's, each ``backward_flops_ratio`` x its forward. A rerun forward
+        (rematerialisation) overlaps its collectives as forward does. ``busy_s`` stays the collectives
+        whole."""
+        t = self.mesh.tensor
+        ag = self.coll_s("all-gather", nbytes, ("tensor",))
+        rs = self.coll_s("reduce-scatter", nbytes, ("tensor",))
+
+        def exposed(c, m):
+            return collective_matmul_exposed_s(c, m, t)
+
+        share_in, share_out = matmul_shares(self.split)
+        ratio = self.options.compute.backward_flops_ratio
+        fwd_base = np.asarray(layers.forward_s, dtype=float) - getattr(layers, "host_fwd_s", 0.0)
+        rerun = self._reruns()
+        fwd, bwd, count = [], [], 0
+        for i, ((f, b), r) in enumerate(zip(per_layer, rerun)):
+            m_in, m_out = fwd_base[i] * share_in[i], fwd_base[i] * share_out[i]
+            forward = exposed(ag, m_in) + exposed(rs, m_out)
+            backward = exposed(ag, ratio * m_out) + exposed(rs, ratio * m_in)
+            fwd.append(f * forward)
+            bwd.append(b * backward + (f * forward if r else 0.0))
+            count += 2 * (f + b + (f if r else 0))
+        busy = count / 2 * (ag + rs)
+        return fwd, bwd, count, count / 2 * 2 * nbytes, float(busy)
+
+    def _one(self, strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes, gather_axes):
         o = self.options
-        tp_fwd, tp_bwd, tp_count, tp_nbytes = tp
+        tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy = tp
         work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
         data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
         data_n = self.mesh.data * self.dcn.data
         gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
-                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model)
+                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
+                      remat_policy=o.remat_policy)
         memory = memory_breakdown(plan, mem_strategy, batch, **gather)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
@@ -254,12 +325,10 @@ class _MeshStep:
             nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
             return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
                                        error=_oom_text(memory, self.mesh, batch)), _no_comm())
-        layers = layer_times(self.split, self.topology, batch, o.compute, spatial_ways=1, remat=o.remat,
-                             quantization=o.quantization)
         fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
         bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
         comm = _no_comm()
-        comm["tensor"] = {"collectives": tp_count, "nbytes": float(tp_nbytes), "busy_s": float(sum(tp_fwd) + sum(tp_bwd))}
+        comm["tensor"] = {"collectives": tp_count, "nbytes": float(tp_nbytes), "busy_s": tp_busy}
         # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
         # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
@@ -318,6 +387,7 @@ class _MeshStep:
 
         tl = run_timeline(program(buckets), steps=o.steps)
         breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
+        with_host_offload(breakdown, layers)
         breakdown["tensor_comm_s"] = tensor_s = float(sum(tp_fwd) + sum(tp_bwd))
         # the layers wait on their tensor collectives: counted apart from the compute
         fwd_tp = float(sum(tp_fwd))
