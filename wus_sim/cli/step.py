@@ -326,6 +326,10 @@ def _text(rep, multislice=None):
     p = rep.get("parameters") or {}
     if p.get("remat", "none") != "none":
         lines.append(f"  remat {p['remat']}: {_REMAT_LINES.get(p['remat'], '')}")
+    if p.get("remat_policy"):
+        lines.append(f"  remat policy {p['remat_policy']} (MaxText's name): each transformer block keeps its input and "
+                     "the tensors the policy names, offloaded ones in host memory, and recomputes the rest in "
+                     "backward (docs/precision-and-remat.md)")
     if rep.get("quantization_note"):
         lines.append("  " + rep["quantization_note"])
     if rep.get("megacore_hint"):
@@ -360,6 +364,8 @@ def _text(rep, multislice=None):
     if rep.get("mesh"):
         labels.update({"tensor_comm_s": "tensor-parallel comm", "fsdp_comm_s": "  of exposed: fsdp",
                        "data_comm_s": "  of exposed: data"})
+    if (rep.get("parameters") or {}).get("remat_policy"):
+        labels["host_offload_s"] = "host offload"
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))
