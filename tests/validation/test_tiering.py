@@ -52,3 +52,10 @@ def test_summary_counts_by_hand():
     s = tiering_summary([R(0.05), R(-0.15), R(0.30), R(math.nan, "not expressible"), R(math.nan, "infeasible")])
     assert s["rows"] == 3 and s["median_abs_error"] == pytest.approx(0.15) and s["worst_abs_error"] == pytest.approx(0.30)
     assert (s["within_10pct"], s["within_20pct"], s["infeasible"], s["not_expressible"]) == (1, 2, 1, 1)
+
+
+def test_a_tensor_group_shares_its_examples_so_the_global_batch_is_every_devices():
+    """Row 4: per_device_batch_size 1 on 2 x 256 devices is 512 sequences (MaxText counts every device,
+    tensor=4 groups included), so each of the 128 data-parallel groups runs 4."""
+    res = simulate_one(tiering_rows()[3])
+    assert res.global_batch == 512

@@ -119,9 +119,9 @@ def software_stack_value(args):
     return None if value is None else check_point_value("software_stack", value, key_path="--software-stack")
 
 
-PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization")
+PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization", "remat_policy", "collective_matmul")
 """Point keys of how a run places replicas, keeps activations and multiplies: ``--megacore``,
-``--spatial-ways``, ``--remat``, ``--quantization``."""
+``--spatial-ways``, ``--remat``, ``--quantization``, ``--remat-policy``, ``--collective-matmul``."""
 
 
 def add_placement_options(parser):
@@ -142,6 +142,15 @@ def add_placement_options(parser):
                              "and matmul outputs, recompute elementwise and attention-score work), layer (keep each "
                              "layer's input, recompute it in backward; MaxText's full) or full (every sqrt(L)-th "
                              "layer's input); default none")
+    parser.add_argument("--remat-policy", dest="remat_policy", choices=POINT_KEYS["remat_policy"].choices,
+                        default=None, metavar="NAME",
+                        help="MaxText's remat_policy by name (" + ", ".join(POINT_KEYS["remat_policy"].choices)
+                             + "): what each transformer block saves, offloads to host memory or recomputes; "
+                             "MaxText's full is --remat layer; not with --remat (default: --remat decides)")
+    add_flag(parser, "--collective-matmul", dest="collective_matmul", default=POINT_KEYS["collective_matmul"].default,
+             help="with a tensor mesh axis: overlap each tensor-parallel collective with the matmul it feeds or "
+                  "follows, decomposed as XLA's collective matmul (default); --no-collective-matmul: each one "
+                  "whole on the critical path")
     parser.add_argument("--quantization", choices=POINT_KEYS["quantization"].choices,
                         default=POINT_KEYS["quantization"].default,
                         help="matmul precision: none (bf16) or int8 (weight matmuls at the chip's int8 peak, as "

@@ -118,7 +118,8 @@ def _mesh_report(args, placement):
 def build_report(args):
     """The plan report as a JSON-ready dict (what ``--json`` prints)."""
     from ..model.calibration import load_calibration
-    from ..model.compute import layer_times, memory_bound_time_s
+    from ..model.compute import memory_bound_time_s
+    from ..model.layer_stack import check_remat_policy, layer_times_under
     from ..model.precision import precision_line
     from .options import placement_option_errors
     from ..inputs.errors import ConfigError
@@ -167,11 +168,12 @@ def build_report(args):
 
     stack = software_stack_value(args)
     params = calibration.compute_params(stack=stack)
-    memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat,
-                         activation_model=args.activation_model)
     with placement_option_errors():  # an int8 run on a chip without an int8 peak: named by --quantization
-        layers = layer_times(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
-                             quantization=args.quantization)
+        check_remat_policy(args.remat, args.remat_policy)
+        memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat,
+                             activation_model=args.activation_model, remat_policy=args.remat_policy)
+        layers = layer_times_under(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
+                                   remat_policy=args.remat_policy, quantization=args.quantization)
     fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}
     for s in STRATEGIES:
@@ -191,6 +193,7 @@ def build_report(args):
                       f"MLPerf v0.6 run on {topology.name}" if config else "workload default"),
         mlperf_config=vars(config).copy() if config else None,
         compute={"fwd_time_s": fwd, "bwd_time_s": bwd, "params": params.to_dict(), "remat": args.remat,
+                 "remat_policy": args.remat_policy,
                  "quantization": args.quantization,
                  "quantization_note": None if args.quantization == "none" else
                  precision_line(topology, args.quantization, params.mxu_efficiency, calibration.id)},

@@ -21,12 +21,17 @@ def run_search(args, placement):
     from ..model.calibration import load_calibration
     from ..training.parallelism.mesh_search import search_meshes
     from ..training.step import StepOptions
+    from ..inputs.errors import ConfigError
     from .options import placement_option_errors
 
     with placement_option_errors():
         topology, ms = load_multislice(args.topology, slices=placement.slices, megacore=args.megacore)
     calibration = load_calibration(args.calibration)
-    options = StepOptions(calibration=calibration, compute=calibration.compute_params())
+    if args.remat_policy is not None:  # the search ranks every --remat value itself
+        raise ConfigError("is not searched: plan --search ranks every --remat value", key_path="--remat-policy",
+                          value=args.remat_policy)
+    options = StepOptions(calibration=calibration, compute=calibration.compute_params(),
+                          collective_matmul=args.collective_matmul)
     candidates = search_meshes(args.workload, ms or topology, args.optimizer, global_batch=args.global_batch,
                                per_replica_batch=args.per_replica_batch, options=options)
     counts = {}

@@ -33,7 +33,7 @@ from .options import (add_fault_options, add_flag, add_json_option, add_mesh_opt
                       add_software_stack_option, fault_option_errors, fault_values, mesh_placement,
                       placement_option_errors, software_stack_value)
 
-from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line
+from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line, throughput_columns
 
 __all__ = ["add_parser", "run"]
 
@@ -114,11 +114,8 @@ def add_parser(subparsers):
 
 def run(args):
     from ..model.calibration import load_calibration
-    from ..training.update.planner import DEFAULT_BUCKET_BYTES
-    from ..training.step import StepOptions, bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
+    from ..training.step import bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..hardware.multislice import load_multislice
-    from ..inputs.units import MiB
-    from ..inputs.units import grad_dtype_short
 
     placement = mesh_placement(args)
     with fault_option_errors(), placement_option_errors():
@@ -132,18 +129,8 @@ def run(args):
         from ..inputs.files import check_writable_file
 
         check_writable_file(args.trace, what="trace file", named_by="--trace")
-    options = StepOptions(
-        algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
-        overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
-        grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
-        bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
-        steps=args.steps, bn_group_replicas=args.bn_group_replicas,
-        small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
-        keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
-        remat=args.remat, quantization=args.quantization, activation_model=args.activation_model,
-        calibration=calibration, software_stack=stack,
-        compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
-    )
+    with placement_option_errors():
+        options = _step_options(args, calibration, stack)
     strategies = strategies_named(args.strategy)
     with placement_option_errors():
         if placement.mesh is not None or placement.dcn_mesh is not None:
@@ -185,7 +172,7 @@ def run(args):
     report = _report(args, multislice or topology, results, meta, speedup(results), speedups(results))
     report["calibration"] = options.calibration_id
     for s, per in report["strategies"].items():
-        per.update(_throughput(run_, s, topology))
+        per.update(throughput_columns(run_, s, topology))
     if meta.get("mesh") is not None:
         report["mesh"] = meta["mesh"].to_dict(topology)
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
@@ -322,14 +309,6 @@ def _add_bands(report, bands):
     report["speedup_low"], report["speedup_high"] = num(low), num(high)
 
 
-def _throughput(run, strategy, topology):
-    """``mfu``, ``tflops_per_s_per_device`` and ``tokens_per_s_per_device`` of one strategy (MaxText's
-    units, :mod:`wus_sim.model.model_flops`; null where the step has no time)."""
-    mf = run.throughput(strategy, topology)
-    keys = ("mfu", "tflops_per_s_per_device", "tokens_per_s_per_device")
-    return dict.fromkeys(keys) if mf is None else {k: mf.to_dict()[k] for k in keys}
-
-
 def _fmt_t(t):
     from ..inputs.units import format_time
 
@@ -351,6 +330,10 @@ def _text(rep, multislice=None):
     p = rep.get("parameters") or {}
     if p.get("remat", "none") != "none":
         lines.append(f"  remat {p['remat']}: {_REMAT_LINES.get(p['remat'], '')}")
+    if p.get("remat_policy"):
+        lines.append(f"  remat policy {p['remat_policy']} (MaxText's name): each transformer block keeps its input and "
+                     "the tensors the policy names, offloaded ones in host memory, and recomputes the rest in "
+                     "backward (docs/precision-and-remat.md)")
     if rep.get("quantization_note"):
         lines.append("  " + rep["quantization_note"])
     if rep.get("megacore_hint"):
@@ -398,6 +381,8 @@ def _text(rep, multislice=None):
     if rep.get("mesh"):
         labels.update({"tensor_comm_s": "tensor-parallel comm", "fsdp_comm_s": "  of exposed: fsdp",
                        "data_comm_s": "  of exposed: data"})
+    if (rep.get("parameters") or {}).get("remat_policy"):
+        labels["host_offload_s"] = "host offload"
     for key, label in labels.items():
         lines.append("  " + f"  {label}".ljust(w) + "".join(_fmt_t(per[n]["breakdown"][key]).rjust(16)
                                                         for n in names))
@@ -437,3 +422,24 @@ def _text(rep, multislice=None):
     if rep.get("fully_sharded_over_sharded") is not None:
         lines.append(f"  fully-sharded over sharded: {rep['fully_sharded_over_sharded']:.3f}x")
     return "\n".join(lines)
+
+
+def _step_options(args, calibration, stack):
+    """The :class:`StepOptions` of ``step``'s command line."""
+    from ..inputs.units import MiB, grad_dtype_short
+    from ..training.step import StepOptions
+    from ..training.update.planner import DEFAULT_BUCKET_BYTES
+
+    return StepOptions(
+        algorithm=args.algorithm, bidirectional=args.bidirectional, routing=args.routing,
+        overlap_grad_reduce=args.overlap_grad_reduce, overlap_all_gather=args.overlap_all_gather,
+        grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
+        bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
+        steps=args.steps, bn_group_replicas=args.bn_group_replicas,
+        small_allreduce_algorithm=args.small_allreduce_algorithm, gather_prefetch=args.gather_prefetch,
+        keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
+        remat=args.remat, quantization=args.quantization, remat_policy=args.remat_policy,
+        collective_matmul=args.collective_matmul, activation_model=args.activation_model,
+        calibration=calibration, software_stack=stack,
+        compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
+    )

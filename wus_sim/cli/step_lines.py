@@ -1,5 +1,6 @@
 """The header lines of ``wus-sim step``'s text output that explain a point: what the
-calibration was checked on, the multislice's DCN figures, the remat policy."""
+calibration was checked on, the multislice's DCN figures, the remat policy; and the MaxText units
+(MFU, TFLOP/s, tokens/s per device) of each strategy's columns."""
 
 __all__ = []
 
@@ -42,3 +43,11 @@ _REMAT_LINES = {
     "full": "every ceil(sqrt(L))-th layer keeps its input; backward recomputes one forward (Chen et al. 2016)",
 }
 """What each remat policy keeps and recomputes, one line for the text output."""
+
+
+def throughput_columns(run, strategy, topology):
+    """``mfu``, ``tflops_per_s_per_device`` and ``tokens_per_s_per_device`` of one strategy (MaxText's
+    units, :mod:`wus_sim.model.model_flops`; null where the step has no time)."""
+    mf = run.throughput(strategy, topology)
+    keys = ("mfu", "tflops_per_s_per_device", "tokens_per_s_per_device")
+    return dict.fromkeys(keys) if mf is None else {k: mf.to_dict()[k] for k in keys}

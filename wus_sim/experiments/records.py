@@ -213,6 +213,7 @@ def used_values(topology, options, plan, multislice=None):
         "wraparound": all(topology.wrap) if len(set(topology.wrap)) == 1 else ",".join(
             "true" if w else "false" for w in topology.wrap),  # per axis also in the `wrap` column
         "cores_per_chip": topology.cores_per_chip, "remat": options.remat, "quantization": options.quantization,
+        "remat_policy": options.remat_policy, "collective_matmul": options.collective_matmul,
         "activation_model": options.activation_model,
         "algorithm": options.algorithm, "bidirectional": bidirectional_for(options),
         "routing": options.routing,

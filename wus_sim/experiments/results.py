@@ -113,6 +113,10 @@ RESULT_COLUMNS = (
        "Fixed cost of every op the step runs (op_overhead_s x forward, backward and update ops); counted apart "
        "from fwd_s, bwd_s and update_s."),
     _c("idle_s", "s", "float64", "Time the core waits on nothing the model knows (0 in a well-formed step)."),
+    _c("host_offload_s", "s", "float64",
+       "Time the layers wait on activations moving to or from host memory (an offloading remat_policy: where "
+       "a layer's transfer over the host link outlasts its compute; counted apart from fwd_s and bwd_s; 0 "
+       "otherwise)."),
     _c("op_overhead_s", "s", "float64", "Fixed cost per op used (compute model; calibrated, see `calibration`)."),
     _c("inside_validated_range", "", "boolean",
        "Whether the point lies inside what its calibration was checked on (chip, software stack, workload, "

@@ -37,7 +37,9 @@ part                fully-sharded
 ==================  ==============================================================================
 weights             the 1/N shards (padded/N) + replicated tensors whole + the gathered buckets in
                     flight: the largest sum over ``k`` consecutive sharded buckets in forward order,
-                    ``k = max(gather_prefetch + 1, most sharded buckets one layer needs)``; with
+                    ``k = max(gather_prefetch + 1, most sharded buckets one layer needs)``; for a
+                    stack of transformer blocks two consecutive units instead (the current block
+                    and the next, as XLA schedules a scanned stack: :func:`stack_window`); with
                     ``keep_gathered_weights`` every sharded bucket (kept from forward to backward).
                     The gathered buffers are separate from the persistent shard (as PyTorch FSDP's
                     unsharded flat parameter is), so the shard is counted in both.
@@ -75,6 +77,7 @@ backward are not subtracted).
 from dataclasses import dataclass, field, fields
 
 from .compute import spatial_activation_share
+from .layer_stack import stack_units
 from ..inputs.errors import InfeasibleError, UnknownNameError
 from ..inputs.memo import IdentityMemo
 from ..inputs.units import format_bytes
@@ -161,13 +164,18 @@ def resolve_gather_prefetch(plan, gather_prefetch):
 
 def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
     """``(elements, padding elements)`` of the sharded buckets whose full weights one replica
-    holds at once under ``fully-sharded`` (see the module doc): the consecutive run of ``k``
-    sharded buckets in forward order with the most elements, or all of them when kept."""
+    holds at once under ``fully-sharded`` (see the module doc): for a stack of transformer blocks
+    (:func:`~wus_sim.model.layer_stack.stack_units`) the two consecutive units with the most
+    (:func:`stack_window`), else the consecutive run of ``k`` sharded buckets in forward order with
+    the most elements; all of them when kept."""
     sharded = sorted((b for b in plan.buckets if b.kind == "sharded"), key=lambda b: (b.first_layer, b.index))
     if not sharded:
         return 0, 0
     if keep_gathered_weights:
         return sum(b.padded_elements for b in sharded), sum(b.padded_elements - b.elements for b in sharded)
+    units = stack_units(plan.workload)
+    if units is not None:
+        return stack_window(sharded, units)
     per_layer = {}
     for b in sharded:
         for layer in b.layers:
@@ -176,6 +184,29 @@ def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
     windows = [sharded[i:i + k] for i in range(len(sharded) - k + 1)]
     best = max(windows, key=lambda w: sum(b.padded_elements for b in w))
     return sum(b.padded_elements for b in best), sum(b.padded_elements - b.elements for b in best)
+
+
+def stack_window(sharded, units):
+    """``(elements, padding elements)`` of the gathered weights a scanned layer stack holds at once:
+    the largest sum over two consecutive units (a block, or a layer outside the stack such as the
+    embedding or the head) of their sharded buckets, each bucket in the unit of its first layer.
+
+    Why two, whatever ``gather_prefetch`` says: MaxText scans the blocks (``scan_layers``), and XLA
+    runs the scan's weight all-gather for the next iteration while the current one computes, one
+    iteration ahead (the latency-hiding scheduler pipelines collectives across the loop's
+    iterations, ``--xla_tpu_enable_ag_backward_pipelining`` among MaxText's flags,
+    benchmarks/xla_flags_library.py); the gathered buffers of a finished iteration are freed. So
+    the current block's full weights and the next one's are live, in forward and in backward, not
+    a prefetch depth of buckets: that depth stays the timeline's (how early gathers may start)."""
+    per_unit, pad_unit = {}, {}
+    for b in sharded:
+        u = units[b.first_layer]
+        per_unit[u] = per_unit.get(u, 0) + b.padded_elements
+        pad_unit[u] = pad_unit.get(u, 0) + b.padded_elements - b.elements
+    order = sorted(per_unit)
+    pairs = [(a,) for a in order] if len(order) == 1 else list(zip(order, order[1:]))
+    best = max(pairs, key=lambda p: sum(per_unit[u] for u in p))
+    return sum(per_unit[u] for u in best), sum(pad_unit[u] for u in best)
 
 
 def _reducing_buckets(plan, overlap_grad_reduce):
@@ -193,7 +224,7 @@ def _reducing_buckets(plan, overlap_grad_reduce):
 
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
                      gather_prefetch=None, keep_gathered_weights=False, remat="none", overlap_grad_reduce=True,
-                     activation_model="xla"):
+                     activation_model="xla", remat_policy=None):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
@@ -203,7 +234,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     *remat* is the rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what
     activations backward keeps. *overlap_grad_reduce*: backward hands each bucket to its collective
     (``sharded`` then holds the buckets in flight, not the whole gradient). *activation_model*:
-    :data:`wus_sim.model.activations.ACTIVATION_MODELS`.
+    :data:`wus_sim.model.activations.ACTIVATION_MODELS`. *remat_policy*: MaxText's remat policy by
+    name instead of *remat* (:data:`wus_sim.model.layer_stack.REMAT_POLICIES`); what it offloads is
+    in host memory, ``details['host_activations']``, not in ``peak``.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
@@ -218,7 +251,8 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     w = plan.workload
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
-    activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model) * activation_scale
+    activations = (per_replica_batch * w.activation_bytes_kept(remat, activation_model, remat_policy)
+                   * activation_scale
                    / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     weights, gradients, slots, padding, collective, details = _STATIC.get(
@@ -231,6 +265,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
                           capacity=float(plan.topology.hbm_bytes_per_replica),
                           per_replica_batch=int(per_replica_batch),
                           details=dict(details))
+    if remat_policy is not None:
+        out.details["host_activations"] = float(per_replica_batch * w.activation_bytes_offloaded(remat_policy)
+                                                * activation_scale / plan.spatial_ways)
     if check and not out.fits:
         raise _infeasible(plan, out)
     return out

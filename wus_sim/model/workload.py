@@ -163,6 +163,10 @@ class Workload:
     """Which dimension of a rank-2 weight is its output: ``"in_out"`` (TensorFlow kernels,
     GPT-2's Conv1D) or ``"out_in"`` (PyTorch ``nn.Linear`` weights, most Hugging Face models)."""
     path: str = None
+    stack: object = None
+    """The unsplit model's :class:`~wus_sim.model.layer_stack.LayerStack` (``False``: none), set by
+    tensor-parallel splitting so a device's share keeps the whole block's widths; ``None`` =
+    derived from this workload (:func:`~wus_sim.model.layer_stack.layer_stack`)."""
 
     # ----------------------------------------------------------- structure
     @cached_property
@@ -266,9 +270,15 @@ class Workload:
                 main[t.layer] = t
         return main
 
-    def activation_bytes_kept(self, remat="none", model="xla"):
-        """Activation bytes kept for backward per example under *remat* (:data:`REMAT_MODES`) and
-        the activation *model* (:data:`ACTIVATION_MODELS`)."""
+    def activation_bytes_kept(self, remat="none", model="xla", policy=None):
+        """Activation bytes kept for backward per example (in HBM) under *remat* (:data:`REMAT_MODES`)
+        and the activation *model* (:data:`ACTIVATION_MODELS`); or under MaxText's remat *policy*
+        (:data:`wus_sim.model.layer_stack.REMAT_POLICIES`, *remat* then ``'none'``;
+        :func:`~wus_sim.model.layer_stack.activation_bytes_under_policy`)."""
+        if policy is not None:
+            from .layer_stack import activation_bytes_under_policy
+
+            return activation_bytes_under_policy(self, policy, model)
         if remat not in REMAT_MODES:
             raise ConfigError(f"must be one of {', '.join(REMAT_MODES)}", key_path="remat", value=remat)
         if model not in ACTIVATION_MODELS:
@@ -300,6 +310,12 @@ class Workload:
             kept += inputs * per_layer * self.activation_bytes
             working = max(working, per_layer * t.bytes_per_element_under(model))  # one layer recomputed at a time
         return float(kept + working)
+
+    def activation_bytes_offloaded(self, policy):
+        """Activation bytes per example MaxText's remat *policy* keeps in host memory (0 for ``None``)."""
+        from .layer_stack import host_bytes_per_layer
+
+        return 0.0 if policy is None else float(host_bytes_per_layer(self, policy).sum())
 
     def rematerialises(self, remat):
         """Whether *remat* recomputes anything of this workload (a term declares its ``layers``)."""

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, fields
 import math
 
 from ..model.calibration import load_calibration
-from ..model.compute import ComputeParams, layer_times, memory_bound_time_s
+from ..model.compute import ComputeParams, memory_bound_time_s
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
 from ..inputs.memo import IdentityMemo
+from ..model.layer_stack import check_remat_policy, host_offload_parts, layer_times_under
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
 from .parameters.params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
@@ -41,7 +42,7 @@ from .step_run import StepRun
 from ..model.workload import resolve_batch, resolve_replicas
 from ..model.workload_files import load_workload
 
-__all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup",
+__all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup", "step_layer_times",
            "speedups", "strategies_named", "speedups_if_replicated_fit", "fully_sharded_over_sharded",
            "op_counts"]
 
@@ -96,6 +97,12 @@ class StepOptions:
     remat: str = default_of("remat")
     """Rematerialisation policy (:data:`wus_sim.model.workload.REMAT_MODES`): what activations backward
     keeps, and whether it recomputes forward first."""
+    remat_policy: str = default_of("remat_policy")
+    """MaxText's remat policy by name (:data:`wus_sim.model.layer_stack.REMAT_POLICIES`), or ``None``:
+    :attr:`remat` decides. Not with a :attr:`remat` other than ``'none'``."""
+    collective_matmul: bool = default_of("collective_matmul")
+    """Mesh step: tensor-parallel collectives overlap the matmuls they feed or follow, decomposed
+    (:mod:`wus_sim.training.parallelism.mesh_step`); False: each on the critical path, whole."""
     quantization: str = default_of("quantization")
     """Matmul precision (:data:`wus_sim.model.precision.QUANTIZATIONS`): ``int8`` runs the weight
     matmuls at the chip's int8 peak."""
@@ -122,8 +129,9 @@ class StepOptions:
         # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
         for name in OPTION_POINT_KEYS:
             if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat",
-                                                                            "activation_model"):
+                                                                            "activation_model", "remat_policy"):
                 object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
+        check_remat_policy(self.remat, self.remat_policy)
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
             raise ConfigError(f"must be a whole number of bytes from 1 to {int(POINT_KEYS['bucket_MiB'].maximum)} MiB",
@@ -271,8 +279,7 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     """The :class:`StepProgram` of one strategy, every duration derived. With a
     *multislice*, every collective is hierarchical (:mod:`wus_sim.hardware.multislice`): ICI phases
     on *topology* (one slice), the cross-slice phase over the DCN."""
-    layers = layer_times(plan.workload, topology, per_replica_batch, options.compute,
-                         spatial_ways=plan.spatial_ways, remat=options.remat, quantization=options.quantization)
+    layers = step_layer_times(plan.workload, topology, per_replica_batch, options, spatial_ways=plan.spatial_ways)
     fwd_s, bwd_s = layers.forward_s, layers.backward_s
     bn = ()
     if options.bn_group_replicas > 1:
@@ -292,6 +299,23 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
         gather_prefetch=resolve_gather_prefetch(plan, options.gather_prefetch), fwd_batch_norm_s=bn,
         bwd_batch_norm_s=bn,
     )
+
+
+def step_layer_times(workload, topology, per_replica_batch, options, *, spatial_ways=1):
+    """The layer times the step runs under ``options.remat`` / ``options.remat_policy``
+    (:func:`~wus_sim.model.layer_stack.layer_times_under`)."""
+    return layer_times_under(workload, topology, per_replica_batch, options.compute, spatial_ways=spatial_ways,
+                             remat=options.remat, remat_policy=options.remat_policy, quantization=options.quantization)
+
+
+def with_host_offload(breakdown, layers):
+    """*breakdown* with the exposed host transfers of an offloading remat policy counted apart
+    (``host_offload_s``, out of ``fwd_s`` and ``bwd_s``, where the timeline ran them)."""
+    fwd, bwd = host_offload_parts(layers)
+    breakdown["fwd_s"] -= fwd
+    breakdown["bwd_s"] -= bwd
+    breakdown["host_offload_s"] = fwd + bwd
+    return breakdown
 
 
 def op_counts(workload, work, compute):
@@ -370,7 +394,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     results = {}
     gather = dict(gather_prefetch=options.gather_prefetch, keep_gathered_weights=options.keep_gathered_weights,
                   remat=options.remat, overlap_grad_reduce=options.overlap_grad_reduce,
-                  activation_model=options.activation_model)
+                  activation_model=options.activation_model, remat_policy=options.remat_policy)
     checked = []  # (strategy, work, memory, why infeasible or None)
     for strategy in strategies:
         work = step_work(plan, strategy, keep_gathered_weights=options.keep_gathered_weights)
@@ -396,6 +420,9 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
         program = _program(plan, work, topology, batch, options, multislice)
         tl = run_timeline(program, steps=options.steps)
         breakdown = _with_op_launch(dict(tl.breakdown), plan.workload, work, options.compute)
+        if options.remat_policy is not None:
+            with_host_offload(breakdown, step_layer_times(plan.workload, topology, batch, options,
+                                                          spatial_ways=plan.spatial_ways))
         results[strategy] = StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl)
     return StepRun(results=results, plan=plan, replicas=replicas, spatial_ways=plan.spatial_ways,
                    per_replica_batch=batch, global_batch=batch * replicas, params=plan.params,

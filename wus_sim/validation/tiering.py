@@ -10,8 +10,8 @@ tokens/s/device, the figure both MaxText's page and wus-sim state without a FLOP
 (most of the page's MFUs count attention without the causal halving MaxText adopted later, PR
 #1988; the error is therefore taken on throughput, and both MFUs are shown).
 
-A recipe's remat policy is run by its MaxText name where the step knows it (point key
-``remat_policy``); otherwise by the nearest of wus-sim's ``remat`` modes, and the row says so.
+A recipe's remat policy is run by its MaxText name (point key ``remat_policy``); a ``custom`` policy
+by the named policy nearest to it (:data:`NEAREST_POLICY`), and the row says so.
 """
 
 import csv
@@ -25,20 +25,11 @@ from ..model.model_flops import model_flops
 __all__ = ["TieringRow", "TieringResult", "tiering_rows", "simulate_tiering", "tiering_summary",
            "TIERING_COLUMNS"]
 
-NEAREST_REMAT = {
-    # MaxText remat_policy -> wus-sim remat mode when the step has no remat_policy point key
-    "full": "layer",  # MaxText's full keeps each layer's input and recomputes the layer: wus-sim's layer
-    "minimal": "selective",  # wus-sim's selective is MaxText's minimal (the workload files' notes)
-    "save_dot_except_mlpwi": "selective",
-    "save_dot_except_mlp": "selective",
-    "save_qkv_proj": "layer",
-    "save_out_proj": "layer",
-    "qkv_proj_offloaded": "layer",
-    "minimal_offloaded": "selective",
-    "custom": "selective",
-}
-"""Where the step cannot run a MaxText policy by name, the wus-sim mode closest in what backward
-recomputes (an approximation the result row states)."""
+NEAREST_POLICY = {"custom": "qkv_proj_offloaded"}
+"""MaxText policies the step does not run by name, and the named policy it runs instead. The tiering
+recipes' ``custom`` policies offload the layer input and the Q, K, V (and some the attention output)
+projections and recompute the rest: ``qkv_proj_offloaded`` offloads Q, K and V and recomputes the
+rest (the layer input is kept by every policy; where it lives, host or HBM, moves memory, not time)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +104,8 @@ class TieringResult:
     dcn_mesh: str
     per_device_batch: int
     sequence: int
+    global_batch: float
+    """Sequences per step: MaxText's per_device_batch_size x every device (tensor groups share theirs)."""
     remat_policy: str
     remat_run: str
     """What the simulation ran for the recipe's remat policy (its MaxText name, or the nearest
@@ -139,14 +132,13 @@ TIERING_COLUMNS = tuple(f for f in TieringResult.__dataclass_fields__ if f != "b
 def _options(row, calibration):
     from ..training.step import StepOptions
 
-    names = StepOptions.__dataclass_fields__
     kw = {"calibration": calibration, "quantization": row.quantization}
-    if "remat_policy" in names and row.remat_policy != "custom":
+    if row.remat_policy in NEAREST_POLICY:
+        kw["remat_policy"] = NEAREST_POLICY[row.remat_policy]
+        run = f"{kw['remat_policy']} (nearest to {row.remat_policy}: {row.offloaded} offloaded)"
+    else:
         kw["remat_policy"] = row.remat_policy
         run = row.remat_policy
-    else:
-        kw["remat"] = NEAREST_REMAT[row.remat_policy]
-        run = f"remat {kw['remat']} (nearest to {row.remat_policy})"
     return StepOptions(**kw), run
 
 
@@ -155,21 +147,25 @@ def simulate_one(row, calibration=None):
     from ..hardware.mesh import Placement
     from ..training.parallelism.mesh_step import simulate_mesh
 
+    nan = math.nan
     measured_step = row.per_device_batch * row.sequence / row.measured_tokens_per_s_per_device
     base = dict(row=row.row, model=row.model, topology=row.topology, slices=row.slices, mesh=row.mesh,
                 dcn_mesh=row.dcn_mesh, per_device_batch=row.per_device_batch, sequence=row.sequence,
+                global_batch=nan,
                 remat_policy=row.remat_policy, measured_tokens_per_s_per_device=row.measured_tokens_per_s_per_device,
                 measured_mfu=row.measured_mfu_pct / 100, measured_step_s=measured_step)
-    nan = math.nan
     if not row.expressible:
         return TieringResult(**base, remat_run="", status="not expressible", simulated_tokens_per_s_per_device=nan,
                              error=nan, simulated_mfu=nan, simulated_step_s=nan, peak_memory_GiB=nan, why=row.why_not)
     options, remat_run = _options(row, calibration)
     placement = Placement(megacore=row.megacore, slices=row.slices, mesh=row.mesh, dcn_mesh=row.dcn_mesh or None)
-    run = simulate_mesh(row.workload, row.topology, row.opt_type, ("fully-sharded",), per_replica_batch=row.per_device_batch,
+    # MaxText's per_device_batch_size sets the global batch (x every device); the T devices of a
+    # tensor group share their examples, so a data-parallel group runs T x that many
+    per_group = row.per_device_batch * placement.mesh.tensor
+    run = simulate_mesh(row.workload, row.topology, row.opt_type, ("fully-sharded",), per_replica_batch=per_group,
                         options=options, placement=placement)
     (result,) = run.results.values()
-    devices = run.global_batch / row.per_device_batch
+    devices = run.devices
     step = result.step_time_s if result.status == "ok" else result.step_time_if_fit_s
     from ..model.workload_files import load_workload
     from ..hardware.topology_files import load_topology
@@ -179,6 +175,7 @@ def simulate_one(row, calibration=None):
     peak = chip.peak_flops if row.megacore or chip.cores_per_chip == 1 else chip.peak_flops / chip.cores_per_chip
     mf = model_flops(workload, run.global_batch, devices, step, peak) if step and step > 0 else None
     sim_tps = mf.tokens_per_s_per_device if mf else nan
+    base["global_batch"] = run.global_batch
     return TieringResult(**base, remat_run=remat_run, status=result.status,
                          simulated_tokens_per_s_per_device=sim_tps,
                          error=(step - measured_step) / measured_step if mf else nan,

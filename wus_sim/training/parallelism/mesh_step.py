@@ -35,60 +35,28 @@ sharding group, activations / T, the gathered buckets of fsdp.
 from dataclasses import dataclass, replace
 import math
 
+import numpy as np
+
 from ...collectives.schedules.groups import mesh_group
 from ...hardware.mesh import Mesh, layout, parse_mesh
 from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
 from ...hardware.topology import Topology
 from ...inputs.errors import ConfigError
-from ...model.compute import layer_times, memory_bound_time_s
+from ...model.compute import memory_bound_time_s
+from ...model.layer_stack import matmul_shares, recompute_fractions
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
 from ...model.workload import resolve_batch
 from ...model.workload_files import load_workload
 from ..update.planner import plan as make_plan
-from ..step import StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies
+from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
+                    step_layer_times, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .tensor_parallel import split_workload, tensor_collective_layers, tensor_collective_nbytes
+from .tensor_parallel import (collective_matmul_exposed_s, split_workload, tensor_collective_layers,
+                              tensor_collective_nbytes)
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
+from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
 
 __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
-
-MESH_PARTS = ("tensor_comm_s", "fsdp_comm_s", "data_comm_s")
-"""Breakdown parts a mesh step adds: ``tensor_comm_s`` is taken out of ``fwd_s``/``bwd_s`` (the
-layers wait on it), so the parts still add up; ``fsdp_comm_s`` + ``data_comm_s`` split
-``exposed_comm_s`` (the wait on fsdp gathers and reduce-scatters, and on the data axis's
-collectives: what the step would save with free fsdp collectives, and the rest)."""
-
-
-@dataclass(frozen=True)
-class MeshSummary:
-    """What the mesh did: its layout and per-axis collective totals of one step."""
-
-    mesh: Mesh
-    dcn_mesh: Mesh
-    layout: object
-    """:class:`wus_sim.hardware.mesh.MeshLayout`."""
-    comm: dict
-    """``{axis: {"collectives": count, "nbytes": bytes, "busy_s": seconds, "dcn_collectives": count,
-    "dcn_nbytes": bytes, "dcn_busy_s": seconds}}`` per step and device. The first three count each
-    collective once on the axis it serves (its busy seconds include its DCN phases); the ``dcn_``
-    three count the cross-slice phases (:func:`~wus_sim.hardware.multislice.hierarchical_phases`)
-    on the axis whose slices they cross (data where data spans slices: the fsdp shard's gradient
-    reduction after the in-slice reduce-scatter is data's), with the bytes of the shard each
-    device sends into the DCN collective (its buffer in the collectives' size convention) and
-    the DCN seconds."""
-    path: str
-    """``'today'`` (a mesh today's step expresses, run through it) or ``'mesh'``."""
-
-    def to_dict(self, topology=None):
-        out = {"mesh": self.mesh.to_dict(), "dcn_mesh": None if self.dcn_mesh is None else
-               {a: getattr(self.dcn_mesh, a) for a in ("data", "fsdp")},
-               "layout": self.layout.describe(), "comm": self.comm, "path": self.path}
-        if topology is not None:
-            c = topology.cores_per_chip
-            out["groups"] = {a: self.layout.members(a) for a in ("tensor", "fsdp", "data")}
-            out["device"] = "TensorCore" if c > 1 else "chip"
-        return out
-
 
 def _device_topology(topology, devices):
     """A flat grid of *devices* single-device chips with *topology*'s per-device HBM, peak and
@@ -151,14 +119,14 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
                                   global_batch=global_batch, options=today[1])
-        results = {s: _today_parts(r) for s, r in run.results.items()}
+        results = {s: today_parts(r) for s, r in run.results.items()}
         if ms is not None and dcn.data > 1 and today[0] == ("fully-sharded",):
             # fsdp in a slice, data across slices: the DCN reductions are the data axis's; what
             # they add to the wait is the step's wait minus the same step's on one slice
             alone = simulate_strategies(workload, topology, optimizer, today[0], per_replica_batch=run.per_replica_batch,
                                         options=today[1])
-            results = {s: _dcn_part(r, alone.results[s]) for s, r in results.items()}
-        comm = _today_comm(next(iter(results.values())).work, ms, dcn, today[1], topology.num_replicas)
+            results = {s: dcn_part(r, alone.results[s]) for s, r in results.items()}
+        comm = today_comm(next(iter(results.values())).work, ms, dcn, today[1], topology.num_replicas)
         return replace(run, results=results, mesh=MeshSummary(mesh, dcn, lay, comm, "today"))
     return _MeshStep(workload, topology, ms, optimizer, mesh, dcn, lay, options).run(
         tuple(strategies), per_replica_batch, global_batch)
@@ -230,7 +198,8 @@ class _MeshStep:
         groups = m.data * m.fsdp * self.dcn.size  # data-parallel groups (each T devices)
         batch = resolve_batch(self.workload, self.topology, groups, per_replica_batch=per_replica_batch,
                               global_batch=global_batch)
-        tp = self._tensor_times(batch)
+        layers = step_layer_times(self.split, self.topology, batch, o, spatial_ways=1)
+        tp = self._tensor_times(batch, layers)
         if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp > 1:
             strategies = ("fully-sharded",)  # no data axis: the weights are sharded over fsdp, whatever is asked
         results, plan = {}, None
@@ -239,7 +208,8 @@ class _MeshStep:
             # the slice itself when the shards are its devices (the same cuts as today's step)
             grid = self.topology if shards == self.topology.num_replicas else _device_topology(self.topology, shards)
             plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
-            results[strategy] = self._one(strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes)
+            results[strategy] = self._one(strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes,
+                                          gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
                               next((r for r in results.values() if r.result.status == "ok"),
                                    next(iter(results.values()))).comm_summary, "mesh")
@@ -248,43 +218,105 @@ class _MeshStep:
                        global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
                        slices=self.dcn.size, replicas_per_slice=m.data * m.fsdp, multislice=self.ms, mesh=summary)
 
-    def _tensor_times(self, batch):
-        """Per layer ``(forward_s, backward_s)`` of the tensor-parallel collectives, and their
-        totals ``(count, nbytes)`` per step."""
+    def _tensor_times(self, batch, layers):
+        """Per layer ``(forward_s, backward_s)`` the layers wait on their tensor-parallel collectives
+        (exposed), their totals ``(count, nbytes)`` per step, and their busy seconds (whole).
+        *layers*: the split workload's layer times (:func:`~wus_sim.training.step.step_layer_times`)."""
         n = len(self.workload.layer_fwd_flops)
         if self.mesh.tensor == 1:
-            return [0.0] * n, [0.0] * n, 0, 0.0
+            return [0.0] * n, [0.0] * n, 0, 0.0, 0.0
         nbytes = tensor_collective_nbytes(self.workload, batch)
-        one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
         per_layer = tensor_collective_layers(self.workload)
-        # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
-        remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
-        fwd = [f * one for f, _ in per_layer]
-        bwd = [(b + (f if remat else 0)) * one for f, b in per_layer]
-        count = 2 * sum(f + b + (f if remat else 0) for f, b in per_layer)
-        return fwd, bwd, count, count / 2 * 2 * nbytes
+        if not self.options.collective_matmul:
+            one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
+            # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
+            remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
+            rerun = [remat] * n if self.options.remat_policy is None else self._reruns()
+            fwd = [f * one for f, _ in per_layer]
+            bwd = [(b + (f if r else 0)) * one for (f, b), r in zip(per_layer, rerun)]
+            count = 2 * sum(f + b + (f if r else 0) for (f, b), r in zip(per_layer, rerun))
+            return fwd, bwd, count, count / 2 * 2 * nbytes, float(sum(fwd) + sum(bwd))
+        return self._collective_matmul_times(nbytes, per_layer, layers)
 
-    def _one(self, strategy, plan, batch, tp, shards, mem_strategy, shard_axes, gather_axes):
+    def _reruns(self):
+        """Per layer, whether backward reruns its forward tensor collectives: ``remat`` layer or
+        full, or a ``remat_policy`` that recomputes one of the layer's weight matmuls (their inputs
+        and outputs are what the collectives make)."""
+        n = len(self.workload.layer_fwd_flops)
+        policy = self.options.remat_policy
+        if policy is None:
+            remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
+            return [remat] * n
+        if policy == "full":
+            return [bool(f > 0) for f in recompute_fractions(self.split, policy)]
+        flops = self.split.layer_fwd_flops
+        attention = self.split.layer_attention_flops
+        frac = recompute_fractions(self.split, policy)
+        # what the fraction holds beyond the attention kernel (rerun under every policy) is weight matmuls
+        return [bool(f > 0 and fl > 0 and f * fl - a > 1e-9 * fl) for f, fl, a in zip(frac, flops, attention)]
+
+    def _collective_matmul_times(self, nbytes, per_layer, layers):
+        """:meth:`_tensor_times` with collective matmuls (Wang et al. 2023, "Overlap Communication with
+        Dependent Computation via Decomposition in Large Deep Learning Models", ASPLOS '23; XLA's
+        windowed einsum on TPU).
+
+        A T-way all-gather that feeds a matmul runs as T-1 collective-permute steps, each moving
+        1/T of the data, while the matmul runs in T slices, each on the chunk already there; a
+        reduce-scatter after a matmul likewise, each step carrying the partial sums of the slice just
+        computed. One
+        end of the chain has nothing to overlap it, and where the collective outlasts the matmul its
+        excess waits too (:func:`~wus_sim.training.parallelism.tensor_parallel.collective_matmul_exposed_s`).
+
+        Which matmul: in forward, the all-gather feeds the column-parallel ones (Q, K, V; the MLP's
+        input projections) and the reduce-scatter follows the row-parallel one (the attention output
+        projection, the MLP's output), their time the layer's forward time x their FLOP share
+        (:func:`~wus_sim.model.layer_stack.matmul_shares`); in backward the transposes: the gradient's
+        all-gather feeds the row-parallel matmul's backward, the reduce-scatter follows the
+        column-parallel one's, each ``backward_flops_ratio`` x its forward. A rerun forward
+        (rematerialisation) overlaps its collectives as forward does. ``busy_s`` stays the collectives
+        whole."""
+        t = self.mesh.tensor
+        ag = self.coll_s("all-gather", nbytes, ("tensor",))
+        rs = self.coll_s("reduce-scatter", nbytes, ("tensor",))
+
+        def exposed(c, m):
+            return collective_matmul_exposed_s(c, m, t)
+
+        share_in, share_out = matmul_shares(self.split)
+        ratio = self.options.compute.backward_flops_ratio
+        fwd_base = np.asarray(layers.forward_s, dtype=float) - getattr(layers, "host_fwd_s", 0.0)
+        rerun = self._reruns()
+        fwd, bwd, count = [], [], 0
+        for i, ((f, b), r) in enumerate(zip(per_layer, rerun)):
+            m_in, m_out = fwd_base[i] * share_in[i], fwd_base[i] * share_out[i]
+            forward = exposed(ag, m_in) + exposed(rs, m_out)
+            backward = exposed(ag, ratio * m_out) + exposed(rs, ratio * m_in)
+            fwd.append(f * forward)
+            bwd.append(b * backward + (f * forward if r else 0.0))
+            count += 2 * (f + b + (f if r else 0))
+        busy = count / 2 * (ag + rs)
+        return fwd, bwd, count, count / 2 * 2 * nbytes, float(busy)
+
+    def _one(self, strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes, gather_axes):
         o = self.options
-        tp_fwd, tp_bwd, tp_count, tp_nbytes = tp
+        tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy = tp
         work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
         data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
         data_n = self.mesh.data * self.dcn.data
         gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
-                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model)
+                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
+                      remat_policy=o.remat_policy)
         memory = memory_breakdown(plan, mem_strategy, batch, **gather)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
         if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
             nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
             return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
-                                       error=_oom_text(memory, self.mesh, batch)), _no_comm())
-        layers = layer_times(self.split, self.topology, batch, o.compute, spatial_ways=1, remat=o.remat,
-                             quantization=o.quantization)
+                                       error=_oom_text(memory, self.mesh, batch)), no_comm())
         fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
         bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
-        comm = _no_comm()
-        comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=float(sum(tp_fwd) + sum(tp_bwd)))
+        comm = no_comm()
+        comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=tp_busy)
         # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
         # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
@@ -298,7 +330,7 @@ class _MeshStep:
             comm[axis]["collectives"] += 1
             comm[axis]["nbytes"] += float(nbytes)
             comm[axis]["busy_s"] += float(t)
-            _count_dcn(comm[self.dcn_axis(axes)], dcn)
+            count_dcn(comm[self.dcn_axis(axes)], dcn)
             return t
 
         def gathered(g):
@@ -348,6 +380,7 @@ class _MeshStep:
 
         tl = run_timeline(program(buckets), steps=o.steps)
         breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
+        with_host_offload(breakdown, layers)
         breakdown["tensor_comm_s"] = tensor_s = float(sum(tp_fwd) + sum(tp_bwd))
         # the layers wait on their tensor collectives: counted apart from the compute
         fwd_tp = float(sum(tp_fwd))
@@ -362,65 +395,6 @@ class _MeshStep:
         breakdown["fsdp_comm_s"] = fsdp_s
         breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s
         return _Outcome(StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl), comm)
-
-
-def _no_comm():
-    return {a: {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0, "dcn_collectives": 0, "dcn_nbytes": 0.0,
-                "dcn_busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
-
-
-def _count_dcn(entry, phases):
-    """Add cross-slice phases ``(op, nbytes per device, seconds)`` to a comm *entry*."""
-    for _, nbytes, t in phases:
-        entry["dcn_collectives"] += 1
-        entry["dcn_nbytes"] += float(nbytes)
-        entry["dcn_busy_s"] += float(t)
-
-
-def _today_parts(result):
-    """*result* of today's step with the mesh parts: no tensor axis; its exposed collectives are
-    the fsdp axis's (fully-sharded) or the data axis's."""
-    b = dict(result.breakdown)
-    exposed = b.get("exposed_comm_s", math.nan)
-    fsdp = result.strategy == "fully-sharded"
-    b["tensor_comm_s"] = 0.0 if result.status == "ok" else math.nan
-    b["fsdp_comm_s"] = exposed if fsdp else (0.0 if result.status == "ok" else math.nan)
-    b["data_comm_s"] = (0.0 if result.status == "ok" else math.nan) if fsdp else exposed
-    return replace(result, breakdown=b)
-
-
-def _dcn_part(result, alone):
-    """*result* (fully-sharded, data across slices) with ``data_comm_s`` the exposed wait the
-    DCN phases add (its wait minus *alone*'s, the same step on one slice) and ``fsdp_comm_s``
-    the rest."""
-    if result.status != "ok" or alone.status != "ok":
-        return result
-    b = dict(result.breakdown)
-    exposed = b["exposed_comm_s"]
-    b["data_comm_s"] = min(max(0.0, exposed - alone.breakdown["exposed_comm_s"]), exposed)
-    b["fsdp_comm_s"] = exposed - b["data_comm_s"]
-    return replace(result, breakdown=b)
-
-
-def _today_comm(work, ms=None, dcn=None, options=None, devices=1):
-    """Per-axis collective counts and bytes of a step today's path ran (``busy_s`` None: that
-    path times its collectives inside the timeline). On a multislice *ms* each collective's
-    cross-slice phases (:func:`~wus_sim.hardware.multislice.hierarchical_phases`) are counted on
-    the DCN axis (data if the *dcn* mesh has data, else fsdp): a device's shard (buffer / the
-    slice's *devices*) and the DCN seconds the step gives it."""
-    fsdp = work.strategy == "fully-sharded"
-    comm = {a: {"collectives": 0, "nbytes": 0.0, "busy_s": None, "dcn_collectives": 0, "dcn_nbytes": 0.0,
-                "dcn_busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
-    axis = comm["fsdp" if fsdp else "data"]
-    across = comm["data" if dcn is not None and dcn.data > 1 else "fsdp"]
-    for c in tuple(work.grad_collectives) + tuple(work.all_gathers):
-        axis["collectives"] += 1
-        axis["nbytes"] += float(c.nbytes)
-        if ms is None:
-            continue
-        phases = hierarchical_phases(c.op, c.nbytes, shard_across_slices=options.shard_across_slices)
-        _count_dcn(across, [(op, n / devices, dcn_time_s(ms, op, n)) for net, op, n in phases if net == "dcn"])
-    return comm
 
 
 def _oom_text(memory, mesh, batch):

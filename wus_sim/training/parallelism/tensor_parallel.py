@@ -22,7 +22,8 @@ is then ``1/T`` of the layer's, which is what :func:`split_workload` charges.
 
 Where a layer's collectives sit: they are on its critical path (the next matmul needs the summed
 activations), so the step adds them to the layer's forward and backward time and counts them
-apart (``tensor_comm_s``).
+apart (``tensor_comm_s``): whole (``collective_matmul: false``), or the part a collective matmul
+leaves exposed (:func:`collective_matmul_exposed_s`, the default).
 """
 
 from dataclasses import replace
@@ -30,7 +31,10 @@ import math
 
 import numpy as np
 
-__all__ = ["split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes"]
+from ...model.layer_stack import layer_stack
+
+__all__ = ["split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes",
+           "collective_matmul_exposed_s"]
 
 
 def _split_shape(shape, ways):
@@ -59,7 +63,8 @@ def split_workload(workload, ways):
         fwd_flops_per_unit=workload.fwd_flops_per_unit / ways,
         layer_fwd_flops=tuple(f / ways for f in workload.layer_fwd_flops),
         activation_bytes_per_example=workload.activation_bytes_per_example / ways,
-        activation_terms=terms, attention=attention)
+        activation_terms=terms, attention=attention,
+        stack=layer_stack(workload) or False)  # the whole block's widths (split heads would hide them)
 
 
 def model_width(workload):
@@ -96,3 +101,27 @@ def tensor_collective_nbytes(workload, per_device_batch):
     """Bytes of one tensor-parallel collective (the full buffer per device, the collectives'
     size convention): the layer output, batch x tokens x hidden x activation bytes."""
     return per_device_batch * workload.units_per_example * model_width(workload) * workload.activation_bytes
+
+
+def collective_matmul_exposed_s(collective_s, matmul_s, ways):
+    """Seconds a collective matmul leaves exposed: a *ways*-way all-gather feeding a matmul of
+    *matmul_s* (or a reduce-scatter after one), decomposed as XLA decomposes it (Wang et al. 2023,
+    "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+    Models", ASPLOS '23): ``ways - 1`` collective-permute steps, each moving ``1/ways`` of the data
+    (``step = collective_s / (ways - 1)``: one step of the ring), beside ``ways`` slices of the matmul.
+
+    Exposed ``= min(collective_s, step + max(0, collective_s - matmul_s))``: the one step at the end of
+    the chain that has nothing beside it (the reduce-scatter's last permute carries the sums of the
+    slice just computed; the all-gather is charged the same one step, a choice: see the note), plus
+    whatever the collective outlasts the matmul by; never more than the collective whole (a layer
+    without matmuls, the embedding lookup, waits on all of it). *ways* 1: no collective, 0.
+
+    Note: an ideal pipeline of ``ways - 1`` permutes and ``ways`` slices, each slice starting once its
+    chunk is there, exposes ``max(0, collective_s + matmul_s / ways - matmul_s)``: the same when the
+    collective outlasts the matmul (its excess + one slice), less, down to 0, when the matmul is
+    long. The one step is kept there as the decomposition's cost that this model does not resolve
+    (each permute's start and synchronisation, the smaller matmul slices): an upper bound."""
+    if ways <= 1 or collective_s <= 0:
+        return 0.0
+    step = collective_s / (ways - 1)
+    return min(collective_s, step + max(0.0, collective_s - matmul_s))

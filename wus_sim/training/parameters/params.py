@@ -225,6 +225,21 @@ POINT_KEYS = _table(
                   "MaxText's `full`); full keeps every ceil(sqrt(L))-th layer's input (Chen et al. 2016). Layer "
                   "and full add one forward pass of compute, selective its attention matmuls and elementwise "
                   "work; only activation terms that declare their `layers` are recomputed."),
+    Param("remat_policy", "choice", choices=("minimal", "save_dot_except_mlpwi", "save_dot_except_mlp",
+                                              "save_qkv_proj", "save_out_proj", "qkv_proj_offloaded",
+                                              "minimal_offloaded", "full"),
+          meaning="MaxText's remat_policy by name, for a stack of transformer blocks: what each block saves for "
+                  "backward (query_proj, key_proj, value_proj, out_proj, mlpwi_0, mlpwi_1, mlpwo and always its "
+                  "input), what it offloads to host memory (the *_offloaded ones: moved over the chip's host link "
+                  "beside the compute, host_offload_s where they outlast it) and what it recomputes in backward "
+                  "(the rest, at its FLOP share of the layer's forward). MaxText's full is remat: layer (not our "
+                  "remat: full). null = `remat` decides; not with a remat other than none. See "
+                  "docs/precision-and-remat.md."),
+    Param("collective_matmul", "bool", default=True, nullable=False,
+          meaning="Device mesh with a tensor axis: each tensor-parallel all-gather and reduce-scatter runs as "
+                  "XLA's collective matmul (Wang et al. 2023), decomposed into steps beside the matmul it feeds "
+                  "or follows; tensor_comm_s is the exposed part: one step + what the collective outlasts the "
+                  "matmul by. false: every tensor collective on the critical path, whole."),
     Param("quantization", "choice", default="none", nullable=False, choices=("none", "int8"),
           meaning="Matmul precision: none = bf16 at the chip's bf16 peak; int8 = the weight matmuls, forward and "
                   "backward, at the chip's int8 peak (chips.yaml `peak_int8_TOPs`), as AQT-quantized training "

@@ -19,7 +19,7 @@ __all__ = ["BREAKDOWN_PARTS", "TimelineBucket", "StepProgram", "Interval", "Time
 
 
 BREAKDOWN_PARTS = ("overhead_s", "host_loop_s", "op_launch_s", "fwd_s", "bwd_s", "batch_norm_s", "update_s",
-                   "exposed_comm_s", "extra_reduction_s", "idle_s")
+                   "exposed_comm_s", "extra_reduction_s", "idle_s", "host_offload_s")
 """Parts of a step time; they add up to ``step_time_s``.
 
 ``overhead_s`` is the step's unexplained fixed cost (the software stack's, fitted),
@@ -33,7 +33,9 @@ latency-bound and on the critical path, so they count apart from the layers' com
 ``exposed_comm_s`` is time the core waits on gradient or weight collectives,
 ``extra_reduction_s`` time it waits on the optimizer's small cross-replica
 all-reduces (LAMB/LARS norms, global-norm clipping), ``idle_s`` time it waits
-on nothing the model knows (zero in a well-formed program)."""
+on nothing the model knows (zero in a well-formed program), ``host_offload_s`` time the layers wait
+on activations moving to or from host memory (an offloading ``remat_policy``; the timeline runs it
+inside the layers' times, the step counts it apart from ``fwd_s`` and ``bwd_s``; 0 otherwise)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,154 @@
+"""MaxText's remat policies by name: what each saves, offloads and recomputes for a Llama-3-8B block,
+derived here by hand from its config (Meta-Llama-3-8B config.json: d 4096, 32 query heads and 8
+key/value heads of 128, MLP 14336 gated, 8192-token sequences, bf16 activations) and MaxText's
+policy lists (src/maxtext/layers/decoders.py, get_remat_policy)."""
+
+import json
+
+import pytest
+
+from wus_sim.cli import main
+from wus_sim.hardware.topology_files import load_topology
+from wus_sim.inputs.errors import ConfigError
+from wus_sim.model.compute import layer_times
+from wus_sim.model.layer_stack import (block_widths, policy_bytes_per_element, policy_layer_times,
+                                       recompute_fractions)
+from wus_sim.model.workload_files import load_workload
+from wus_sim.training.step import StepOptions, simulate_strategies
+from wus_sim.training.timeline.timeline import BREAKDOWN_PARTS
+
+D, Q, KV, FF, S = 4096, 4096, 1024, 14336, 8192
+
+# per token of one block, elements: the block input (every policy) + the named tensors it saves
+SAVED = {
+    "minimal": D + (Q + KV + KV) + D + (FF + FF) + D,  # q, k, v, out_proj, mlpwi_0, mlpwi_1, mlpwo
+    "save_dot_except_mlpwi": D + (Q + KV + KV) + D + D,  # ... and mlpwo, not the MLP inputs
+    "save_dot_except_mlp": D + (Q + KV + KV) + D,
+    "save_qkv_proj": D + (Q + KV + KV),
+    "save_out_proj": D + D,
+    "qkv_proj_offloaded": D,
+    "minimal_offloaded": D,
+    "full": D,
+}
+OFFLOADED = {"qkv_proj_offloaded": Q + KV + KV, "minimal_offloaded": (Q + KV + KV) + D + (FF + FF) + D}
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return load_workload("llama3-8b")
+
+
+def test_block_widths_are_the_config(llama):
+    w = block_widths(llama)
+    assert (w.d_model, w.q_dim, w.kv_dim, w.mlp_dim, w.mlp_inputs) == (D, Q, KV, FF, 2)
+
+
+@pytest.mark.parametrize("policy", sorted(SAVED))
+def test_each_policy_saves_its_named_tensors(llama, policy):
+    device, host = policy_bytes_per_element(llama, policy)
+    # bytes per element of the stack's term, one element = one token x d of one block; bf16 = 2 B
+    assert device * D == 2 * SAVED[policy]
+    assert host * D == 2 * OFFLOADED.get(policy, 0)
+
+
+def test_activation_memory_of_a_policy_by_hand(llama):
+    # save_out_proj: every block keeps its input and out_proj (2 x 2 x d B per token); the one block
+    # recomputed in backward holds the rest of its activations (the file's 34.03125 B per element
+    # less those 4); the logits term (8192 x vocab 128256 x 6 B) stays whole
+    blocks = 32 * S * D
+    expected = blocks * 4 + S * D * (34.03125 - 4) + 8192 * 128256 * 6
+    assert llama.activation_bytes_kept(policy="save_out_proj") == pytest.approx(expected, rel=1e-12)
+    # MaxText's full is our remat: layer, exactly
+    assert llama.activation_bytes_kept(policy="full") == llama.activation_bytes_kept("layer")
+
+
+def test_recompute_is_the_unsaved_matmuls_flop_share(llama):
+    weight = 2 * (2 * Q + 2 * KV) * D  # per token: q, k, v, o
+    attention = 4 * S * Q  # score and context matmuls: no policy saves `context`
+    attn_layer, mlp_layer = 1, 2
+    frac = recompute_fractions(llama, "save_qkv_proj")  # out_proj and the whole MLP recomputed
+    assert frac[attn_layer] == pytest.approx((attention + 2 * Q * D) / (weight + attention), rel=1e-12)
+    assert frac[mlp_layer] == 1.0
+    frac = recompute_fractions(llama, "save_dot_except_mlpwi")  # the MLP's two input projections
+    assert frac[attn_layer] == pytest.approx(attention / (weight + attention), rel=1e-12)
+    assert frac[mlp_layer] == pytest.approx(2 / 3, rel=1e-12)
+    assert recompute_fractions(llama, "minimal")[mlp_layer] == 0.0
+    assert recompute_fractions(llama, "minimal")[0] == 0.0  # the embedding: outside the blocks
+
+
+def test_offload_time_is_bytes_over_the_host_link(llama):
+    topo = load_topology("tpu-v5e-256")
+    assert topo.chip.host_Bps == 15e9  # chips.yaml host_GBps of v5e (one chip, one core: the replica's)
+    params = StepOptions().compute
+    t = policy_layer_times(llama, topo, 1, params, policy="minimal_offloaded")
+    base = layer_times(llama, topo, 1, params)
+    attn_bytes = S * 2 * (Q + KV + KV + D)  # query/key/value_proj and out_proj of one sequence, bf16
+    mlp_bytes = S * 2 * (FF + FF + D)  # mlpwi_0, mlpwi_1, mlpwo
+    for layer, nbytes in ((1, attn_bytes), (2, mlp_bytes)):
+        transfer = nbytes / 15e9
+        exposed_fwd = max(0.0, transfer - base.forward_s[layer])
+        assert t.host_fwd_s[layer] == pytest.approx(exposed_fwd, rel=1e-12)
+        assert t.forward_s[layer] == pytest.approx(base.forward_s[layer] + exposed_fwd, rel=1e-12)
+    assert t.host_fwd_s[2] > 0  # the MLP's 0.5 GB outlasts its forward on v5e
+    assert t.host_bwd_s.sum() >= 0 and t.host_fwd_s[0] == 0.0
+
+
+@pytest.fixture(scope="module")
+def v5e_runs():
+    topo = load_topology("tpu-v5e-256")
+    out = {}
+    for policy in ("minimal", "save_dot_except_mlp", "save_out_proj", "minimal_offloaded", "full", None):
+        options = StepOptions(remat="layer") if policy is None else StepOptions(remat_policy=policy)
+        out[policy or "layer"] = simulate_strategies("llama3-8b", topo, None, ("fully-sharded",), per_replica_batch=1,
+                                                     options=options).results["fully-sharded"]
+    return out
+
+
+def test_policies_trade_memory_for_backward_time(v5e_runs):
+    order = ("minimal", "save_dot_except_mlp", "save_out_proj", "full")  # MaxText's docs: fastest to slowest
+    mem = [v5e_runs[p].memory.activations for p in order]
+    assert mem == sorted(mem, reverse=True) and len(set(mem)) == len(mem)
+    feasible = [p for p in order if v5e_runs[p].status == "ok"]
+    bwd = [v5e_runs[p].timeline.breakdown["bwd_s"] for p in feasible]
+    assert bwd == sorted(bwd)
+
+
+def test_maxtext_full_is_remat_layer(v5e_runs):
+    a, b = v5e_runs["full"], v5e_runs["layer"]
+    assert a.step_time_s == b.step_time_s and a.memory.peak == b.memory.peak
+
+
+def test_offloaded_policy_waits_on_the_host_link(v5e_runs):
+    r = v5e_runs["minimal_offloaded"]
+    assert r.status == "ok" and r.breakdown["host_offload_s"] > 0
+    assert sum(r.breakdown[p] for p in BREAKDOWN_PARTS) == pytest.approx(r.step_time_s, rel=1e-9)
+    assert r.memory.details["host_activations"] == pytest.approx(32 * (S * 2 * OFFLOADED["minimal_offloaded"]),
+                                                                 rel=1e-12)
+    assert r.memory.activations < v5e_runs["minimal"].memory.activations
+
+
+def test_cli_remat_policy_changes_memory_and_backward(capsys):
+    def run(*extra):
+        assert main(["step", "llama3-8b", "-t", "tpu-v5e-256", "--strategy", "fully-sharded",
+                     "--per-replica-batch", "1", "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["strategies"]["fully-sharded"]
+
+    layer, offloaded = run("--remat", "layer"), run("--remat-policy", "qkv_proj_offloaded")
+    assert offloaded["memory"]["activations"] < layer["memory"]["activations"]
+    assert offloaded["breakdown"]["bwd_s"] < layer["breakdown"]["bwd_s"]  # q, k, v come back, not recomputed
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--remat", "layer", "--remat-policy", "minimal"], "not with remat layer"),
+    (["-t", "tpu-v3-32", "--remat-policy", "minimal_offloaded"], "no host link bandwidth"),
+])
+def test_one_line_refusals(capsys, argv, words):
+    topology = [] if "-t" in argv else ["-t", "tpu-v5e-256"]
+    assert main(["step", "llama3-8b", *topology, *argv]) != 0
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1 and "--remat-policy" in err
+
+
+def test_a_workload_that_is_no_stack_refuses_a_policy():
+    with pytest.raises(ConfigError, match="stack of identical transformer blocks"):
+        simulate_strategies("resnet50", "tpu-v3-32", options=StepOptions(remat_policy="minimal"))
