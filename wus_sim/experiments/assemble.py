@@ -25,7 +25,7 @@ def results_frame(name, hashes, points, done, slice_columns):
     columns of a point (``{}`` where its topology does not load)."""
     import pandas as pd
 
-    from .results import _as_dtype, column
+    from .results import _as_dtype, _cells_as_text, column
 
     entries = [done[h] for h in hashes]
     rows = [row for entry in entries for row in entry["rows"]]
@@ -52,10 +52,12 @@ def results_frame(name, hashes, points, done, slice_columns):
     for key, values in run.items():
         frame[key] = _as_dtype(pd.Series(values), column(key).dtype).array
     for key, at in fills.items():
-        values = frame[key].astype(object).where(frame[key].notna(), None).tolist()
-        for i, v in at.items():
-            values[i] = v
-        frame[key] = _as_dtype(pd.Series(values, dtype=object), column(key).dtype).array
+        # typed again from the cells the row-by-row frame holds (the row's own, the slice's where
+        # the row has none), as pandas reads them: filling in a column already typed from the rows
+        # alone differs where pandas read it otherwise (an int 0 among missing cells is 0.0 and
+        # its text '0.0'; beside the slice's text it stays 0, '0')
+        cells = [{key: at[i]} if i in at else {key: row[key]} if key in row else {} for i, row in enumerate(rows)]
+        frame[key] = _as_dtype(_cells_as_text(pd.DataFrame(cells, columns=[key])[key]), column(key).dtype).array
     return frame
 
 

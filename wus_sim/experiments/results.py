@@ -239,16 +239,26 @@ def to_frame(rows):
     df = pd.DataFrame(rows, columns=list(first) if same else None)
     for name in df.columns:  # column by column: a sweep's 200,000 rows are 20 million cells
         col = df[name]
-        # (infer_dtype, in C, says which columns can hold a list at all: only a 'mixed' one)
-        if col.dtype == object and pd.api.types.infer_dtype(col, skipna=True).startswith("mixed") \
-                and any(isinstance(v, (list, tuple, dict)) for v in col):
-            df[name] = col.map(_cell)
+        cells = _cells_as_text(col)
+        if cells is not col:
+            df[name] = cells
     documented = list(columns())
     extra = [c for c in df.columns if c not in {d.name for d in documented}]
     df = df.reindex(columns=[c.name for c in documented] + extra)
     for col in documented:
         df[col.name] = _as_dtype(df[col.name], col.dtype)
     return df
+
+
+def _cells_as_text(col):
+    """*col* with its lists, tuples and dicts written as text (``_cell``); *col* itself if it has none."""
+    import pandas as pd
+
+    # (infer_dtype, in C, says which columns can hold a list at all: only a 'mixed' one)
+    if col.dtype == object and pd.api.types.infer_dtype(col, skipna=True).startswith("mixed") \
+            and any(isinstance(v, (list, tuple, dict)) for v in col):
+        return col.map(_cell)
+    return col
 
 
 def _as_dtype(series, dtype):
