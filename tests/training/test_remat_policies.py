@@ -152,3 +152,40 @@ def test_one_line_refusals(capsys, argv, words):
 def test_a_workload_that_is_no_stack_refuses_a_policy():
     with pytest.raises(ConfigError, match="stack of identical transformer blocks"):
         simulate_strategies("resnet50", "tpu-v3-32", options=StepOptions(remat_policy="minimal"))
+
+
+# MaxText's remat_policy: custom (src/maxtext/configs/types.py: one place per tensor), as the tiering
+# recipes for Llama 3.1 8B on v6e set it: the block input and q, k, v and out_proj offloaded
+TIERING_CUSTOM = ("custom:decoder_layer_input=offload,query_proj=offload,key_proj=offload,value_proj=offload,"
+                  "out_proj=offload")
+
+
+def test_a_custom_policy_places_each_tensor_where_it_says(llama):
+    device, host = policy_bytes_per_element(llama, TIERING_CUSTOM)
+    assert device == 0.0  # nothing on the device: even the block input went to the host
+    assert host * D == 2 * (D + Q + KV + KV + D)
+    device, host = policy_bytes_per_element(llama, "custom:mlpwo=device,query_proj=offload")
+    assert device * D == 2 * (D + D) and host * D == 2 * Q  # the input stays on the device unless named
+    # a custom policy that names what a named one saves is that policy, byte for byte and in recompute
+    same = "custom:query_proj=device,key_proj=device,value_proj=device"
+    assert policy_bytes_per_element(llama, same) == policy_bytes_per_element(llama, "save_qkv_proj")
+    assert list(recompute_fractions(llama, same)) == list(recompute_fractions(llama, "save_qkv_proj"))
+
+
+def test_a_custom_policy_offloads_the_block_input_with_the_attention_layer(llama):
+    topo = load_topology("tpu-v5e-256")
+    params = StepOptions().compute
+    t = policy_layer_times(llama, topo, 1, params, policy=TIERING_CUSTOM)
+    base = layer_times(llama, topo, 1, params)
+    nbytes = S * 2 * (D + Q + KV + KV + D)  # input, q, k, v, out_proj of one sequence, bf16
+    exposed = max(0.0, nbytes / 15e9 - base.forward_s[1])
+    assert t.host_fwd_s[1] == pytest.approx(exposed, rel=1e-12)
+    assert t.host_fwd_s[2] == 0.0  # the MLP offloads nothing
+
+
+@pytest.mark.parametrize("bad", ["custom:", "custom:mlpwo", "custom:mlpwo=host", "custom:context=offload",
+                                 "custom:mlpwo=device,mlpwo=remat", "maximal", "custom"])
+def test_a_bad_custom_policy_is_one_line(capsys, bad):
+    code = main(["step", "llama3-8b", "-t", "tpu-v5e-256", "--remat-policy", bad])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "remat" in err

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from ..inputs.errors import ConfigError
 from ..training.parameters.params import POINT_KEYS, Param, check_param, check_point_value
 from ..inputs.limits import MAX_CHUNKS
+from ..model.layer_stack import REMAT_POLICIES as REMAT_POLICY_NAMES
 
 __all__ = [
     "OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values",
@@ -142,11 +143,11 @@ def add_placement_options(parser):
                              "and matmul outputs, recompute elementwise and attention-score work), layer (keep each "
                              "layer's input, recompute it in backward; MaxText's full) or full (every sqrt(L)-th "
                              "layer's input); default none")
-    parser.add_argument("--remat-policy", dest="remat_policy", choices=POINT_KEYS["remat_policy"].choices,
-                        default=None, metavar="NAME",
-                        help="MaxText's remat_policy by name (" + ", ".join(POINT_KEYS["remat_policy"].choices)
-                             + "): what each transformer block saves, offloads to host memory or recomputes; "
-                             "MaxText's full is --remat layer; not with --remat (default: --remat decides)")
+    parser.add_argument("--remat-policy", dest="remat_policy", default=None, metavar="NAME",
+                        help="MaxText's remat_policy by name (" + ", ".join(REMAT_POLICY_NAMES)
+                             + ", or custom:NAME=PLACE,... with PLACE device, offload or remat): what each "
+                             "transformer block saves, offloads to host memory or recomputes; MaxText's full is "
+                             "--remat layer; not with --remat (default: --remat decides)")
     add_flag(parser, "--collective-matmul", dest="collective_matmul", default=POINT_KEYS["collective_matmul"].default,
              help="with a tensor mesh axis: overlap each tensor-parallel collective with the matmul it feeds or "
                   "follows, decomposed as XLA's collective matmul (default); --no-collective-matmul: each one "

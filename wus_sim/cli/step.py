@@ -331,9 +331,9 @@ def _text(rep, multislice=None):
     if p.get("remat", "none") != "none":
         lines.append(f"  remat {p['remat']}: {_REMAT_LINES.get(p['remat'], '')}")
     if p.get("remat_policy"):
-        lines.append(f"  remat policy {p['remat_policy']} (MaxText's name): each transformer block keeps its input and "
-                     "the tensors the policy names, offloaded ones in host memory, and recomputes the rest in "
-                     "backward (docs/precision-and-remat.md)")
+        lines.append(f"  remat policy {p['remat_policy']} (MaxText's): each transformer block keeps its input (in host "
+                     "memory if offloaded) and the tensors the policy names, offloaded ones in host memory, and "
+                     "recomputes the rest in backward (docs/precision-and-remat.md)")
     if rep.get("quantization_note"):
         lines.append("  " + rep["quantization_note"])
     if rep.get("megacore_hint"):

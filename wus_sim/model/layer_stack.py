@@ -28,7 +28,8 @@ from ..inputs.errors import ConfigError
 from ..inputs.memo import IdentityMemo
 
 __all__ = ["LayerStack", "BlockWidths", "layer_stack", "stack_units", "block_widths", "matmul_shares",
-           "REMAT_POLICIES", "POLICY_TENSORS", "policy_bytes_per_element", "recompute_fractions",
+           "REMAT_POLICIES", "POLICY_TENSORS", "CUSTOM_TENSORS", "policy_tensors", "canonical_policy",
+           "policy_bytes_per_element", "recompute_fractions",
            "host_bytes_per_layer", "policy_layer_times", "PolicyLayerTimes", "host_Bps_per_replica",
            "layer_times_under", "host_offload_parts", "activation_bytes_under_policy", "check_remat_policy"]
 
@@ -212,9 +213,53 @@ def check_remat_policy(remat, remat_policy):
                           key_path="remat_policy", value=remat_policy)
 
 
+CUSTOM_TENSORS = ("decoder_layer_input",) + _ATTN + _MLP
+"""Tensors a ``custom`` policy places (MaxText's ``remat_policy: custom`` with one key per tensor,
+src/maxtext/configs/types.py): each ``device`` (saved in HBM), ``offload`` (saved in host memory)
+or ``remat`` (recomputed). Unnamed ones are recomputed, but the block's input, which stays on
+the device unless it is offloaded (the remat-wrapped block's argument)."""
+CUSTOM_PLACES = ("device", "offload", "remat")
+
+
+def policy_tensors(policy):
+    """``(saved on the device, offloaded, input offloaded)`` of *policy*: a name of
+    :data:`REMAT_POLICIES`, or ``custom:NAME=PLACE,...`` (MaxText's custom policy: NAME one of
+    :data:`CUSTOM_TENSORS`, PLACE one of device, offload, remat). A bad one is a ConfigError."""
+    if not isinstance(policy, str):
+        raise ConfigError(f"must be one of {', '.join(REMAT_POLICIES)} or custom:NAME=PLACE,...",
+                          key_path="remat_policy", value=policy)
+    if policy in POLICY_TENSORS:
+        saved, offloaded = POLICY_TENSORS[policy]
+        return tuple(saved), tuple(offloaded), False
+    if not policy.startswith("custom:"):
+        raise ConfigError(f"must be one of {', '.join(REMAT_POLICIES)} or custom:NAME=PLACE,... (MaxText's "
+                          "custom policy)", key_path="remat_policy", value=policy)
+    places = {}
+    for item in policy[len("custom:"):].split(","):
+        name, eq, place = item.strip().partition("=")
+        if not eq or name not in CUSTOM_TENSORS or place not in CUSTOM_PLACES or name in places:
+            raise ConfigError(f"custom: each item NAME=PLACE once, NAME one of {', '.join(CUSTOM_TENSORS)}, "
+                              f"PLACE one of {', '.join(CUSTOM_PLACES)}", key_path="remat_policy", value=item.strip())
+        places[name] = place
+    saved = tuple(n for n in CUSTOM_TENSORS[1:] if places.get(n) == "device")
+    offloaded = tuple(n for n in CUSTOM_TENSORS[1:] if places.get(n) == "offload")
+    return saved, offloaded, places.get("decoder_layer_input") == "offload"
+
+
+def canonical_policy(policy):
+    """*policy* as it is kept and shown: a name, or ``custom:`` with its items in
+    :data:`CUSTOM_TENSORS` order and recomputed ones left out (checked: :func:`policy_tensors`)."""
+    saved, offloaded, input_offloaded = policy_tensors(policy)
+    if policy in POLICY_TENSORS:
+        return policy
+    items = [("decoder_layer_input", "offload")] if input_offloaded else []
+    items += [(n, "device") for n in saved] + [(n, "offload") for n in offloaded]
+    order = {n: i for i, n in enumerate(CUSTOM_TENSORS)}
+    return "custom:" + ",".join(f"{n}={p}" for n, p in sorted(items, key=lambda x: order[x[0]]))
+
+
 def _check_policy(policy):
-    if policy not in REMAT_POLICIES:
-        raise ConfigError(f"must be one of {', '.join(REMAT_POLICIES)}", key_path="remat_policy", value=policy)
+    policy_tensors(policy)
 
 
 def _named_widths(w):
@@ -240,10 +285,11 @@ def policy_bytes_per_element(workload, policy):
     stack = _stack_or_error(workload, policy)
     w = stack.widths
     named = _named_widths(w)
-    saved, offloaded = POLICY_TENSORS[policy]
+    saved, offloaded, input_offloaded = policy_tensors(policy)
     b = workload.activation_bytes
-    device = b * (w.d_model + sum(named[n] for n in saved)) / w.d_model
-    host = b * sum(named[n] for n in offloaded) / w.d_model
+    block_input = 0 if input_offloaded else w.d_model
+    device = b * (block_input + sum(named[n] for n in saved)) / w.d_model
+    host = b * (w.d_model - block_input + sum(named[n] for n in offloaded)) / w.d_model
     return device, host
 
 
@@ -257,7 +303,8 @@ def recompute_fractions(workload, policy):
     _check_policy(policy)
     stack = _stack_or_error(workload, policy)
     w = stack.widths
-    kept = set(POLICY_TENSORS[policy][0]) | set(POLICY_TENSORS[policy][1])
+    saved, offloaded, _ = policy_tensors(policy)
+    kept = set(saved) | set(offloaded)
     flops = np.asarray(workload.layer_fwd_flops, dtype=float)
     attention = workload.layer_attention_flops
     out = np.zeros(workload.num_layers)
@@ -286,14 +333,16 @@ def host_bytes_per_layer(workload, policy):
     stack = _stack_or_error(workload, policy)
     w = stack.widths
     named = _named_widths(w)
-    offloaded = POLICY_TENSORS[policy][1]
+    _, offloaded, input_offloaded = policy_tensors(policy)
     out = np.zeros(workload.num_layers)
-    if not offloaded:
+    if not offloaded and not input_offloaded:
         return out
     term = workload.activation_terms[stack.stack_term]
     tokens_x_d = term.elements / term.layers  # one block's elements per example (split: / T already)
     b = workload.activation_bytes
-    attn_bytes = tokens_x_d * b * sum(named[n] for n in offloaded if n in _ATTN) / w.d_model
+    # the block's input leaves with the attention layer, which reads it first
+    attn_bytes = tokens_x_d * b * (sum(named[n] for n in offloaded if n in _ATTN)
+                                   + (w.d_model if input_offloaded else 0)) / w.d_model
     mlp_bytes = tokens_x_d * b * sum(named[n] for n in offloaded if n in _MLP) / w.d_model
     flops = np.asarray(workload.layer_fwd_flops, dtype=float)
     for first, last in stack.blocks:

@@ -10,8 +10,8 @@ tokens/s/device, the figure both MaxText's page and wus-sim state without a FLOP
 (most of the page's MFUs count attention without the causal halving MaxText adopted later, PR
 #1988; the error is therefore taken on throughput, and both MFUs are shown).
 
-A recipe's remat policy is run by its MaxText name (point key ``remat_policy``); a ``custom`` policy
-by the named policy nearest to it (:data:`NEAREST_POLICY`), and the row says so.
+A recipe's remat policy is run by its MaxText name (point key ``remat_policy``), a ``custom`` one
+with the tensors the recipe offloads.
 """
 
 import csv
@@ -24,13 +24,6 @@ from ..model.model_flops import model_flops
 
 __all__ = ["TieringRow", "TieringResult", "tiering_rows", "simulate_tiering", "tiering_summary",
            "TIERING_COLUMNS"]
-
-NEAREST_POLICY = {"custom": "qkv_proj_offloaded"}
-"""MaxText policies the step does not run by name, and the named policy it runs instead. The tiering
-recipes' ``custom`` policies offload the layer input and the Q, K, V (and some the attention output)
-projections and recompute the rest: ``qkv_proj_offloaded`` offloads Q, K and V and recomputes the
-rest (the layer input is kept by every policy; where it lives, host or HBM, moves memory, not time)."""
-
 
 @dataclass(frozen=True)
 class TieringRow:
@@ -108,8 +101,7 @@ class TieringResult:
     """Sequences per step: MaxText's per_device_batch_size x every device (tensor groups share theirs)."""
     remat_policy: str
     remat_run: str
-    """What the simulation ran for the recipe's remat policy (its MaxText name, or the nearest
-    wus-sim mode, said so)."""
+    """The remat policy the simulation ran (a custom one spelled out)."""
     status: str
     """``ok``, ``infeasible`` (the simulation says it does not fit) or ``not expressible``."""
     measured_tokens_per_s_per_device: float
@@ -132,14 +124,11 @@ TIERING_COLUMNS = tuple(f for f in TieringResult.__dataclass_fields__ if f != "b
 def _options(row, calibration):
     from ..training.step import StepOptions
 
-    kw = {"calibration": calibration, "quantization": row.quantization}
-    if row.remat_policy in NEAREST_POLICY:
-        kw["remat_policy"] = NEAREST_POLICY[row.remat_policy]
-        run = f"{kw['remat_policy']} (nearest to {row.remat_policy}: {row.offloaded} offloaded)"
-    else:
-        kw["remat_policy"] = row.remat_policy
-        run = row.remat_policy
-    return StepOptions(**kw), run
+    policy = row.remat_policy
+    if policy == "custom":  # the recipe's offloaded tensors; every other one recomputed (MaxText's default)
+        policy = "custom:" + ",".join(f"{name}=offload" for name in row.offloaded.split(","))
+    options = StepOptions(calibration=calibration, quantization=row.quantization, remat_policy=policy)
+    return options, options.remat_policy
 
 
 def simulate_one(row, calibration=None):

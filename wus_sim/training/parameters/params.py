@@ -177,6 +177,13 @@ def _check_dcn_mesh(value, base_dir=None):
     return mesh_text(value, axes=("data", "fsdp"), key_path="dcn_mesh")
 
 
+def _remat_policy(value, base_dir=None):
+    """A MaxText remat policy's name, or ``custom:NAME=PLACE,...``, in its canonical spelling."""
+    from ...model.layer_stack import canonical_policy
+
+    return canonical_policy(value)
+
+
 def _table(*params):
     return {p.name: p for p in params}
 
@@ -225,15 +232,16 @@ POINT_KEYS = _table(
                   "MaxText's `full`); full keeps every ceil(sqrt(L))-th layer's input (Chen et al. 2016). Layer "
                   "and full add one forward pass of compute, selective its attention matmuls and elementwise "
                   "work; only activation terms that declare their `layers` are recomputed."),
-    Param("remat_policy", "choice", choices=("minimal", "save_dot_except_mlpwi", "save_dot_except_mlp",
-                                              "save_qkv_proj", "save_out_proj", "qkv_proj_offloaded",
-                                              "minimal_offloaded", "full"),
+    Param("remat_policy", "name", check=_remat_policy,
           meaning="MaxText's remat_policy by name, for a stack of transformer blocks: what each block saves for "
                   "backward (query_proj, key_proj, value_proj, out_proj, mlpwi_0, mlpwi_1, mlpwo and always its "
                   "input), what it offloads to host memory (the *_offloaded ones: moved over the chip's host link "
                   "beside the compute, host_offload_s where they outlast it) and what it recomputes in backward "
                   "(the rest, at its FLOP share of the layer's forward). MaxText's full is remat: layer (not our "
-                  "remat: full). null = `remat` decides; not with a remat other than none. See "
+                  "remat: full). `custom:NAME=PLACE,...` is MaxText's custom policy: NAME one of "
+                  "decoder_layer_input, query_proj, key_proj, value_proj, out_proj, mlpwi_0, mlpwi_1, mlpwo, PLACE "
+                  "device, offload or remat (unnamed: recomputed, the block input kept on the device). null = "
+                  "`remat` decides; not with a remat other than none. See "
                   "docs/precision-and-remat.md."),
     Param("collective_matmul", "bool", default=True, nullable=False,
           meaning="Device mesh with a tensor axis: each tensor-parallel all-gather and reduce-scatter runs as "
