@@ -68,14 +68,16 @@ def test_resnet50_first_bottleneck_convs_on_a_128_mxu():
     assert proj.flops() == 2 * 3136 * 64 * 256 == 102_760_448
     # cin = 64 fills half of the MXU's 128 rows: twice the FLOPs on the array
     assert proj.padded_flops(128) == 2 * 3136 * 128 * 256 == 2 * proj.flops()
-    # the 3x3 conv 64 -> 64: nine taps, each padded in cin and cout: 4 x
+    # the 3x3 conv 64 -> 64: the window folds into the contraction, 9 x 64 = 576 rows -> 640 (5 tiles),
+    # and cout 64 fills half of the 128 columns
     c3 = by_name["group1/block1/conv3x3/kernel"]
     assert (c3.rows, c3.k, c3.n, c3.taps) == (3136, 64, 64, 9)
-    assert c3.padded_flops(128) == 9 * 2 * 3136 * 128 * 128 == 4 * c3.flops()
-    # the 7x7 stem, cin 3: 3 of 128 rows used, cout 64 of 128 columns; 112 x 112 outputs
+    assert c3.flops() == 2 * 3136 * 576 * 64
+    assert c3.padded_flops(128) == 2 * 3136 * 640 * 128
+    # the 7x7 stem, cin 3 padded to 8 per tap: 49 x 8 = 392 rows -> 512; cout 64 -> 128; 112 x 112 outputs
     stem = by_name["conv0/kernel"]
     assert (stem.rows, stem.k, stem.n, stem.taps) == (112 * 112, 3, 64, 49)
-    assert stem.padded_flops(128) == 49 * 2 * 12544 * 128 * 128
+    assert stem.padded_flops(128) == 2 * 12544 * 512 * 128
     # the embedding of a language model is looked up, not multiplied: no matmul
     assert not any(m.name == "model.embed_tokens.weight" for m in layer_matmuls(load_workload("llama3-8b")))
 

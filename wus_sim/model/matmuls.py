@@ -12,14 +12,18 @@ Where the shapes come from
   transformer's projections, the output pixels of a conv, ``tokens x k / experts`` for one expert
   of a mixture routed top-k. A dense weight ``[in, out]`` (``[out, in]`` under
   :attr:`Workload.dense_layout` ``"out_in"``) contracts ``K = in`` into ``N = out``.
-* A conv kernel ``[kh, kw, cin, cout]`` runs as ``kh x kw`` matmuls (``taps``), each contracting
-  ``cin`` into ``cout`` over the output positions, summed into one accumulator: XLA on TPU maps a
-  convolution's feature dimensions onto the MXU and pads each of them, input and output, to a
-  multiple of 128 (Cloud TPU docs, "Profile TensorFlow workloads", tf.nn.conv_n_d: "For the kernel,
-  the input and output feature dimensions are padded to a multiple of either 8 or 128"); the window
-  is not folded into the contraction. Hence the ``space_to_depth`` transform of the 7x7x3 stem in
-  Google's MLPerf ResNet-50 (github.com/mlcommons/training_results_v0.6, Google's resnet
-  ``conv0_space_to_depth``): ``cin = 3`` fills 3 of the MXU's 128 rows.
+* A conv kernel ``[kh, kw, cin, cout]`` contracts its window and input features, ``kh x kw x cin``,
+  into ``cout`` over the output positions (``taps = kh x kw``). How XLA lays that on the MXU is not
+  documented; what is: XLA pads a convolution's feature dimensions "to a multiple of either 8 or 128"
+  (Cloud TPU docs, "Profile TensorFlow workloads", tf.nn.conv_n_d). Padding features to 8 only
+  helps if several window taps share the MXU's 128-deep contraction, so the window is taken as
+  folded into it: ``K = kh x kw x ceil8(cin)``, padded to the tile as any contraction (a 1x1 conv
+  is a dense layer, ``K = cin``). It agrees with the ``space_to_depth`` stem of Google's MLPerf
+  ResNet-50 (github.com/mlcommons/training_results_v0.6, Google's resnet ``conv0_space_to_depth``):
+  the 7x7x3 stem folds to 49 x 8 = 392 -> 512 rows for 147 real ones (3.5 x), its 4x4x12
+  space-to-depth form to 16 x 16 = 256 for 192 (1.3 x). Taking each tap as a matmul of its own
+  instead (``K = cin`` padded to 128 per tap) makes ResNet-50's convs 3.8 x their FLOPs on the
+  MXU and the v0.6 ResNet rows 50-70 % slow at any plausible peak fraction.
 * An attention layer (:class:`~wus_sim.model.workload.AttentionScores`): per head, the score matmul
   ``Q K^T`` (``M = query tokens``, ``K = head_dim``, ``N = key tokens``) and the context matmul
   ``P V`` (``M = query tokens``, ``K = key tokens``, ``N = head_dim``). A causal one does half of
@@ -49,7 +53,7 @@ import numpy as np
 
 from ..inputs.memo import IdentityMemo
 
-__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "layer_matmuls", "attention_matmuls",
+__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "window_padded_flops", "layer_matmuls", "attention_matmuls",
            "backward_shapes", "matmul_layer_times", "FLASH_BACKWARD_MATMULS"]
 
 SUBLANES = 8
@@ -94,10 +98,11 @@ class Matmul:
 
     def padded_flops(self, tile, examples=1.0):
         """FLOPs the MXU spends on *examples* examples with ``K``, ``N`` padded to *tile* and ``M`` to 8:
-        a weight matmul stacks the examples' rows into one ``M``; attention multiplies each example's
-        and head's own ``[rows, k] x [k, n]``."""
+        a weight matmul stacks the examples' rows into one ``M`` (a conv's window folded into ``K``:
+        :func:`window_padded_flops`); attention multiplies each example's and head's own
+        ``[rows, k] x [k, n]``."""
         if self.kind == "weight":
-            return padded_flops(self.rows * examples, self.k, self.n, tile) * self.taps * self.count
+            return window_padded_flops(self.rows * examples, self.k, self.n, self.taps, tile) * self.count
         return padded_flops(self.rows, self.k, self.n, tile) * examples * self.taps * self.count * self.work_fraction
 
     @property
@@ -116,6 +121,13 @@ def padded_flops(m, k, n, tile):
     ``tile x tile`` MXU (module docstring). *m* may be fractional (rows per example x a batch): it is
     rounded up first."""
     return 2.0 * ceil_to(math.ceil(m - 1e-9), SUBLANES) * ceil_to(k, tile) * ceil_to(n, tile)
+
+
+def window_padded_flops(m, k, n, taps, tile):
+    """:func:`padded_flops` of a conv whose *taps* window positions fold into the contraction, each
+    with its *k* features padded to 8: ``K = taps x ceil8(k)`` (module docstring); a dense matmul
+    (``taps = 1``) pads ``K`` to the tile alone."""
+    return padded_flops(m, taps * ceil_to(k, SUBLANES) if taps > 1 else k, n, tile)
 
 
 def backward_shapes(mm):
@@ -247,9 +259,11 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
         M = mm.rows * B
         W, x, y = mm.k * mm.n * mm.taps, M * mm.k, M * mm.n  # weight, input, output elements
         (m1, k1, n1), (m2, k2, n2) = backward_shapes(mm)
-        fwd[i] += op(padded_flops(M, mm.k, mm.n, tile) * mm.taps, W * op_B + s * (x * op_B + y * act_B), r)
-        bwd[i] += op(padded_flops(m1 * B, k1, n1, tile) * mm.taps, W * op_B + s * (y * op_B + x * act_B), r)
-        bwd[i] += op(padded_flops(m2, k2 * B, n2, tile) * mm.taps, s * (x + y) * op_B + W * grad_B, r)
+        # forward; activation gradient (a conv over dY: the window folds over cout); weight gradient
+        # (rows: the window's taps x cin, contracting the batch's positions)
+        fwd[i] += op(window_padded_flops(M, mm.k, mm.n, mm.taps, tile), W * op_B + s * (x * op_B + y * act_B), r)
+        bwd[i] += op(window_padded_flops(m1 * B, k1, n1, mm.taps, tile), W * op_B + s * (y * op_B + x * act_B), r)
+        bwd[i] += op(padded_flops(m2 * mm.taps, k2 * B, n2, tile), s * (x + y) * op_B + W * grad_B, r)
         fwd_ops[i] += 1
         bwd_ops[i] += 2
         fwd[i] += (W + s * x) * quant_s_per_element  # quantize both operands of each int8 matmul
