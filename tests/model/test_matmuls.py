@@ -78,8 +78,32 @@ def test_resnet50_first_bottleneck_convs_on_a_128_mxu():
     stem = by_name["conv0/kernel"]
     assert (stem.rows, stem.k, stem.n, stem.taps) == (112 * 112, 3, 64, 49)
     assert stem.padded_flops(128) == 2 * 12544 * 512 * 128
+    # from a per-replica batch of 64 XLA pads a conv's output features to 8 only (the batch takes the
+    # MXU's wide side; Cloud TPU docs): at 128 images cout 64 no longer pads, the contraction still does
+    assert c3.padded_flops(128, examples=128) == 2 * 3136 * 128 * 640 * 64
+    assert c3.padded_flops(128, examples=63) == 2 * 3136 * 63 * 640 * 128
+    # a dense layer is not a convolution: its output pads to the tile at any batch
+    fc = by_name["fc/kernel"] if "fc/kernel" in by_name else next(m for m in by_name.values() if not m.conv)
+    assert not fc.conv and fc.padded_flops(128, examples=128) == padded_flops(fc.rows * 128, fc.k, fc.n, 128)
     # the embedding of a language model is looked up, not multiplied: no matmul
     assert not any(m.name == "model.embed_tokens.weight" for m in layer_matmuls(load_workload("llama3-8b")))
+
+
+def test_conv_weight_gradient_pads_the_other_way_from_batch_64(tmp_path):
+    # one 1x1 conv 128 -> 64 on a 1x1 map (one position an image): forward and activation gradient pad
+    # cout 64 to 8 from batch 64 on, the weight gradient pads it to 128 (and below 64 the other way)
+    w = make(tmp_path, "c", "one conv", params=128 * 64, layers=[("conv", 2 * 128 * 64)],
+             tensors=[("conv/kernel", [1, 1, 128, 64], 0)])
+    p = dataclasses.replace(SHAPE, op_fixed_s=0.0)
+    topo = chip_slice(hbm=1e18)
+    for batch, fwd_n, dw_n in ((64, 64, 128), (32, 128, 64)):
+        t = layer_matmul_times(w, topo, batch, p)
+        assert t.forward_s[0] == pytest.approx(2 * batch * 128 * fwd_n / 50e12, rel=1e-12)
+        # activation gradient: [batch, 64] x [64, 128], contraction 64 -> 128, output 128;
+        # weight gradient: [128, batch] x [batch, 64], contraction batch -> 128, output 64 -> dw_n
+        dx = 2 * batch * 128 * 128
+        dw = 2 * 128 * 128 * dw_n
+        assert t.backward_s[0] == pytest.approx((dx + dw) / 50e12, rel=1e-12), batch
 
 
 def test_v6e_pads_a_128_wide_dimension_to_256():

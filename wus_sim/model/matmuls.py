@@ -23,7 +23,9 @@ Where the shapes come from
   the 7x7x3 stem folds to 49 x 8 = 392 -> 512 rows for 147 real ones (3.5 x), its 4x4x12
   space-to-depth form to 16 x 16 = 256 for 192 (1.3 x). Taking each tap as a matmul of its own
   instead (``K = cin`` padded to 128 per tap) makes ResNet-50's convs 3.8 x their FLOPs on the
-  MXU and the v0.6 ResNet rows 50-70 % slow at any plausible peak fraction.
+  MXU and the v0.6 ResNet rows 50-70 % slow at any plausible peak fraction. A conv's output
+  features pad to 8 or to the tile by the per-replica batch, as the same page says
+  (:func:`conv_output_tiles`).
 * An attention layer (:class:`~wus_sim.model.workload.AttentionScores`): per head, the score matmul
   ``Q K^T`` (``M = query tokens``, ``K = head_dim``, ``N = key tokens``) and the context matmul
   ``P V`` (``M = query tokens``, ``K = key tokens``, ``N = head_dim``). A causal one does half of
@@ -53,7 +55,8 @@ import numpy as np
 
 from ..inputs.memo import IdentityMemo
 
-__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "window_padded_flops", "layer_matmuls", "attention_matmuls",
+__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "CONV_WIDE_BATCH", "ceil_to", "padded_flops", "window_padded_flops",
+           "conv_output_tiles", "layer_matmuls", "attention_matmuls",
            "backward_shapes", "matmul_layer_times", "FLASH_BACKWARD_MATMULS"]
 
 SUBLANES = 8
@@ -85,6 +88,9 @@ class Matmul:
     """Output width."""
     taps: int = 1
     """Products summed into one output (a conv's ``kh x kw``)."""
+    conv: bool = False
+    """A convolution (a rank-4 kernel, 1x1 included): its output features pad by
+    :func:`conv_output_tiles`."""
     count: int = 1
     """Independent products (attention heads)."""
     work_fraction: float = 1.0
@@ -102,7 +108,8 @@ class Matmul:
         :func:`window_padded_flops`); attention multiplies each example's and head's own
         ``[rows, k] x [k, n]``."""
         if self.kind == "weight":
-            return window_padded_flops(self.rows * examples, self.k, self.n, self.taps, tile) * self.count
+            n_tile = conv_output_tiles(examples, tile)[0] if self.conv else tile
+            return window_padded_flops(self.rows * examples, self.k, self.n, self.taps, tile, n_tile) * self.count
         return padded_flops(self.rows, self.k, self.n, tile) * examples * self.taps * self.count * self.work_fraction
 
     @property
@@ -116,18 +123,36 @@ def ceil_to(x, multiple):
     return math.ceil(x / multiple) * multiple
 
 
-def padded_flops(m, k, n, tile):
+def padded_flops(m, k, n, tile, n_tile=None):
     """``2 x ceil8(m) x ceil_tile(k) x ceil_tile(n)``: the FLOPs an ``[m, k] x [k, n]`` matmul costs on a
-    ``tile x tile`` MXU (module docstring). *m* may be fractional (rows per example x a batch): it is
+    ``tile x tile`` MXU (module docstring); *n_tile* pads ``n`` instead when given (a conv's output
+    features: :func:`conv_output_tiles`). *m* may be fractional (rows per example x a batch): it is
     rounded up first."""
-    return 2.0 * ceil_to(math.ceil(m - 1e-9), SUBLANES) * ceil_to(k, tile) * ceil_to(n, tile)
+    return 2.0 * ceil_to(math.ceil(m - 1e-9), SUBLANES) * ceil_to(k, tile) * ceil_to(n, n_tile or tile)
 
 
-def window_padded_flops(m, k, n, taps, tile):
+CONV_WIDE_BATCH = 64
+"""Per-replica batch from which XLA lays a convolution's batch, not its features, on the MXU's wide
+side (Cloud TPU docs, "Profile TensorFlow workloads", tf.nn.conv_n_d: "If the most common batch size
+is greater than or equal to 64: ... feature padded to a multiple of 8 for forwards and backwards
+convolutions ... feature padded to a multiple of 128 for gradient update convolutions"; below 64
+the other way round)."""
+
+
+def conv_output_tiles(batch, tile):
+    """``(forward and activation-gradient, weight-gradient)`` padding of a convolution's output
+    features at per-replica *batch*: ``(8, tile)`` from :data:`CONV_WIDE_BATCH` on, else ``(tile, 8)``.
+    (The batch padding the docs state beside it, to 128 from 64 on, is left out: ResNet-50 at 64 a
+    core would then run half idle, and Google's v0.6 run at 64 a core is 20 % slower per image than
+    at 128, not 2 x.)"""
+    return (SUBLANES, tile) if batch >= CONV_WIDE_BATCH else (tile, SUBLANES)
+
+
+def window_padded_flops(m, k, n, taps, tile, n_tile=None):
     """:func:`padded_flops` of a conv whose *taps* window positions fold into the contraction, each
     with its *k* features padded to 8: ``K = taps x ceil8(k)`` (module docstring); a dense matmul
     (``taps = 1``) pads ``K`` to the tile alone."""
-    return padded_flops(m, taps * ceil_to(k, SUBLANES) if taps > 1 else k, n, tile)
+    return padded_flops(m, taps * ceil_to(k, SUBLANES) if taps > 1 else k, n, tile, n_tile)
 
 
 def backward_shapes(mm):
@@ -173,7 +198,7 @@ def _matmuls(w):
             taps = 1
         else:  # a conv kernel [..window.., cin, cout]: one matmul per window position
             k, n, taps = t.shape[-2], t.shape[-1], math.prod(t.shape[:-2])
-        out.append(Matmul(t.layer, t.name, "weight", rows, int(k), int(n), int(taps)))
+        out.append(Matmul(t.layer, t.name, "weight", rows, int(k), int(n), int(taps), conv=len(t.shape) > 2))
     for a in w.attention:
         out.extend(attention_matmuls(a))
     out.sort(key=lambda mm: mm.layer)  # stable: a layer's weights, then its attention
@@ -261,9 +286,11 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
         (m1, k1, n1), (m2, k2, n2) = backward_shapes(mm)
         # forward; activation gradient (a conv over dY: the window folds over cout); weight gradient
         # (rows: the window's taps x cin, contracting the batch's positions)
-        fwd[i] += op(window_padded_flops(M, mm.k, mm.n, mm.taps, tile), W * op_B + s * (x * op_B + y * act_B), r)
-        bwd[i] += op(window_padded_flops(m1 * B, k1, n1, mm.taps, tile), W * op_B + s * (y * op_B + x * act_B), r)
-        bwd[i] += op(padded_flops(m2 * mm.taps, k2 * B, n2, tile), s * (x + y) * op_B + W * grad_B, r)
+        n_fwd, n_dw = conv_output_tiles(B, tile) if mm.conv else (tile, tile)
+        fwd[i] += op(window_padded_flops(M, mm.k, mm.n, mm.taps, tile, n_fwd), W * op_B + s * (x * op_B + y * act_B), r)
+        bwd[i] += op(window_padded_flops(m1 * B, k1, n1, mm.taps, tile, n_fwd),
+                     W * op_B + s * (y * op_B + x * act_B), r)
+        bwd[i] += op(padded_flops(m2 * mm.taps, k2 * B, n2, tile, n_dw), s * (x + y) * op_B + W * grad_B, r)
         fwd_ops[i] += 1
         bwd_ops[i] += 2
         fwd[i] += (W + s * x) * quant_s_per_element  # quantize both operands of each int8 matmul
