@@ -68,20 +68,20 @@ def test_resnet50_first_bottleneck_convs_on_a_128_mxu():
     assert proj.flops() == 2 * 3136 * 64 * 256 == 102_760_448
     # cin = 64 fills half of the MXU's 128 rows: twice the FLOPs on the array
     assert proj.padded_flops(128) == 2 * 3136 * 128 * 256 == 2 * proj.flops()
-    # the 3x3 conv 64 -> 64: the window folds into the contraction, 9 x 64 = 576 rows -> 640 (5 tiles),
-    # and cout 64 fills half of the 128 columns
+    # the 3x3 conv 64 -> 64: the window folds into the contraction, 9 x 64 = 576 rows -> 640 (5 tiles);
+    # its output features pad to 8 only (below)
     c3 = by_name["group1/block1/conv3x3/kernel"]
     assert (c3.rows, c3.k, c3.n, c3.taps) == (3136, 64, 64, 9)
     assert c3.flops() == 2 * 3136 * 576 * 64
-    assert c3.padded_flops(128) == 2 * 3136 * 640 * 128
-    # the 7x7 stem, cin 3 padded to 8 per tap: 49 x 8 = 392 rows -> 512; cout 64 -> 128; 112 x 112 outputs
+    assert c3.padded_flops(128) == 2 * 3136 * 640 * 64
+    # the 7x7 stem, cin 3 padded to 8 per tap: 49 x 8 = 392 rows -> 512; 112 x 112 outputs
     stem = by_name["conv0/kernel"]
     assert (stem.rows, stem.k, stem.n, stem.taps) == (112 * 112, 3, 64, 49)
-    assert stem.padded_flops(128) == 2 * 12544 * 512 * 128
-    # from a per-replica batch of 64 XLA pads a conv's output features to 8 only (the batch takes the
-    # MXU's wide side; Cloud TPU docs): at 128 images cout 64 no longer pads, the contraction still does
+    assert stem.padded_flops(128) == 2 * 12544 * 512 * 64
+    # XLA pads a conv's output features to 8 in forward (Cloud TPU docs, at batches from 64, taken at
+    # every batch): cout 64 does not pad, the contraction still does
     assert c3.padded_flops(128, examples=128) == 2 * 3136 * 128 * 640 * 64
-    assert c3.padded_flops(128, examples=63) == 2 * 3136 * 63 * 640 * 128
+    assert c3.padded_flops(128, examples=3) == 2 * 3136 * 3 * 640 * 64
     # a dense layer is not a convolution: its output pads to the tile at any batch
     fc = by_name["fc/kernel"] if "fc/kernel" in by_name else next(m for m in by_name.values() if not m.conv)
     assert not fc.conv and fc.padded_flops(128, examples=128) == padded_flops(fc.rows * 128, fc.k, fc.n, 128)
@@ -89,20 +89,20 @@ def test_resnet50_first_bottleneck_convs_on_a_128_mxu():
     assert not any(m.name == "model.embed_tokens.weight" for m in layer_matmuls(load_workload("llama3-8b")))
 
 
-def test_conv_weight_gradient_pads_the_other_way_from_batch_64(tmp_path):
-    # one 1x1 conv 128 -> 64 on a 1x1 map (one position an image): forward and activation gradient pad
-    # cout 64 to 8 from batch 64 on, the weight gradient pads it to 128 (and below 64 the other way)
+def test_conv_output_features_pad_to_8_forward_and_to_the_tile_in_the_weight_gradient(tmp_path):
+    # one 1x1 conv 128 -> 64 on a 1x1 map (one position an image)
     w = make(tmp_path, "c", "one conv", params=128 * 64, layers=[("conv", 2 * 128 * 64)],
              tensors=[("conv/kernel", [1, 1, 128, 64], 0)])
     p = dataclasses.replace(SHAPE, op_fixed_s=0.0)
     topo = chip_slice(hbm=1e18)
-    for batch, fwd_n, dw_n in ((64, 64, 128), (32, 128, 64)):
+    for batch in (64, 32):
         t = layer_matmul_times(w, topo, batch, p)
-        assert t.forward_s[0] == pytest.approx(2 * batch * 128 * fwd_n / 50e12, rel=1e-12)
+        # forward: [batch, 128] x [128, 64], cout 64 padded to 8 only: no padding
+        assert t.forward_s[0] == pytest.approx(2 * batch * 128 * 64 / 50e12, rel=1e-12)
         # activation gradient: [batch, 64] x [64, 128], contraction 64 -> 128, output 128;
-        # weight gradient: [128, batch] x [batch, 64], contraction batch -> 128, output 64 -> dw_n
+        # weight gradient: [128, batch] x [batch, 64], contraction batch -> 128, output 64 -> 128
         dx = 2 * batch * 128 * 128
-        dw = 2 * 128 * 128 * dw_n
+        dw = 2 * 128 * 128 * 128
         assert t.backward_s[0] == pytest.approx((dx + dw) / 50e12, rel=1e-12), batch
 
 

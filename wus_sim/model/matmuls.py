@@ -24,8 +24,8 @@ Where the shapes come from
   space-to-depth form to 16 x 16 = 256 for 192 (1.3 x). Taking each tap as a matmul of its own
   instead (``K = cin`` padded to 128 per tap) makes ResNet-50's convs 3.8 x their FLOPs on the
   MXU and the v0.6 ResNet rows 50-70 % slow at any plausible peak fraction. A conv's output
-  features pad to 8 or to the tile by the per-replica batch, as the same page says
-  (:func:`conv_output_tiles`).
+  features pad to 8 in forward and activation-gradient convolutions and to the tile in
+  weight-gradient ones, as the same page says for batches from 64 (:func:`conv_output_tiles`).
 * An attention layer (:class:`~wus_sim.model.workload.AttentionScores`): per head, the score matmul
   ``Q K^T`` (``M = query tokens``, ``K = head_dim``, ``N = key tokens``) and the context matmul
   ``P V`` (``M = query tokens``, ``K = key tokens``, ``N = head_dim``). A causal one does half of
@@ -55,7 +55,7 @@ import numpy as np
 
 from ..inputs.memo import IdentityMemo
 
-__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "CONV_WIDE_BATCH", "ceil_to", "padded_flops", "window_padded_flops",
+__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "window_padded_flops",
            "conv_output_tiles", "layer_matmuls", "attention_matmuls",
            "backward_shapes", "matmul_layer_times", "FLASH_BACKWARD_MATMULS"]
 
@@ -108,7 +108,7 @@ class Matmul:
         :func:`window_padded_flops`); attention multiplies each example's and head's own
         ``[rows, k] x [k, n]``."""
         if self.kind == "weight":
-            n_tile = conv_output_tiles(examples, tile)[0] if self.conv else tile
+            n_tile = conv_output_tiles(tile)[0] if self.conv else tile
             return window_padded_flops(self.rows * examples, self.k, self.n, self.taps, tile, n_tile) * self.count
         return padded_flops(self.rows, self.k, self.n, tile) * examples * self.taps * self.count * self.work_fraction
 
@@ -131,21 +131,21 @@ def padded_flops(m, k, n, tile, n_tile=None):
     return 2.0 * ceil_to(math.ceil(m - 1e-9), SUBLANES) * ceil_to(k, tile) * ceil_to(n, n_tile or tile)
 
 
-CONV_WIDE_BATCH = 64
-"""Per-replica batch from which XLA lays a convolution's batch, not its features, on the MXU's wide
-side (Cloud TPU docs, "Profile TensorFlow workloads", tf.nn.conv_n_d: "If the most common batch size
-is greater than or equal to 64: ... feature padded to a multiple of 8 for forwards and backwards
-convolutions ... feature padded to a multiple of 128 for gradient update convolutions"; below 64
-the other way round)."""
-
-
-def conv_output_tiles(batch, tile):
+def conv_output_tiles(tile):
     """``(forward and activation-gradient, weight-gradient)`` padding of a convolution's output
-    features at per-replica *batch*: ``(8, tile)`` from :data:`CONV_WIDE_BATCH` on, else ``(tile, 8)``.
-    (The batch padding the docs state beside it, to 128 from 64 on, is left out: ResNet-50 at 64 a
-    core would then run half idle, and Google's v0.6 run at 64 a core is 20 % slower per image than
-    at 128, not 2 x.)"""
-    return (SUBLANES, tile) if batch >= CONV_WIDE_BATCH else (tile, SUBLANES)
+    features: ``(8, tile)``.
+
+    The Cloud TPU docs ("Profile TensorFlow workloads", tf.nn.conv_n_d) state XLA's rule by the most
+    common convolution batch: from 64 on, "feature padded to a multiple of 8 for forwards and backwards
+    convolutions" and "to a multiple of 128 for gradient update convolutions" (the batch taking the
+    128 side), below 64 the other way round. The first branch is taken at every batch: with the second
+    below 64, Google's v0.6 ResNet-50 runs at 32 and 16 images a core came out 11 % and 18 % slow in a
+    refit of the v0.6/v0.7 rows and each benchmark left out was predicted within 30 % (median 13.5 %);
+    with the first everywhere, 4.4 % and 5.5 % (median fit and leave-one-benchmark-out error; the
+    ``flops`` model's: 2.3 % and 5.4 %). What the page describes is the arrays' layout, not stated to
+    be the MXU's; the batch's own padding to 128 is left out too (ResNet-50 at 64 a core would run
+    half idle, and Google's run there is 20 % slower per image than at 128, not 2 x)."""
+    return SUBLANES, tile
 
 
 def window_padded_flops(m, k, n, taps, tile, n_tile=None):
@@ -286,7 +286,7 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
         (m1, k1, n1), (m2, k2, n2) = backward_shapes(mm)
         # forward; activation gradient (a conv over dY: the window folds over cout); weight gradient
         # (rows: the window's taps x cin, contracting the batch's positions)
-        n_fwd, n_dw = conv_output_tiles(B, tile) if mm.conv else (tile, tile)
+        n_fwd, n_dw = conv_output_tiles(tile) if mm.conv else (tile, tile)
         fwd[i] += op(window_padded_flops(M, mm.k, mm.n, mm.taps, tile, n_fwd), W * op_B + s * (x * op_B + y * act_B), r)
         bwd[i] += op(window_padded_flops(m1 * B, k1, n1, mm.taps, tile, n_fwd),
                      W * op_B + s * (y * op_B + x * act_B), r)
