@@ -154,3 +154,24 @@ def test_workload_json_lists_the_attention_layers():
     assert first["layer"] == "encoder/layer_0/attention"
     assert first["score_elements_per_example"] == 16 * 512 * 512
     assert load_workload("resnet50").to_dict()["attention"] == []
+
+
+def test_causal_and_fused_attention_flags_default_off_and_the_importer_sets_them_for_decoders():
+    # a file without the keys (every MLPerf workload: TF 2019-2020 attention wrote its scores to HBM,
+    # and BERT and the Transformer's encoders see every token) keeps both off
+    for name in ("bert-large", "transformer-big"):
+        assert all(not a.causal and not a.fused for a in load_workload(name).attention), name
+    # Llama 3 is a decoder (causal) trained without attention dropout: the importer marks both
+    w = load_workload("llama3-70b")
+    assert len(w.attention) == 80
+    assert all(a.causal and a.fused for a in w.attention)
+    assert w.to_dict()["attention"][0]["causal"] is True
+
+
+def test_a_non_boolean_causal_flag_is_a_one_line_error(tmp_path):
+    text = load_workload("bert-large").path
+    src = open(text).read().replace("key_tokens: 512}", 'key_tokens: 512, causal: "yes"}', 1)
+    path = tmp_path / "w.yaml"
+    path.write_text(src)
+    with pytest.raises(ConfigError, match="causal"):
+        load_workload(str(path))

@@ -219,3 +219,19 @@ def test_a_bound_row_caps_a_range_where_it_would_go_over():
     assert low == 0.0
     assert high == pytest.approx(s0 + 1e-3, abs=20e-3 / 2 ** 12)
     assert high <= s0 + 1e-3 + 1e-12   # the end kept never breaks the bound
+
+
+def test_a_shape_calibrations_peak_fraction_moves_the_band():
+    # under the shape model at a low peak fraction every matmul of BERT-large is compute-bound: with no
+    # elementwise work and no fixed costs the layer times are (padded FLOPs / peak) / fraction, so
+    # dT/dfraction = -T / fraction
+    from wus_sim.hardware.topology_files import load_topology
+    from wus_sim.model.compute import ComputeParams, layer_times
+    from wus_sim.model.workload_files import load_workload
+
+    w, topo = load_workload("bert-large"), load_topology("tpu-v3-32")
+    c = ComputeParams(compute_model="shape", matmul_peak_fraction=0.05, elementwise_fwd_bytes=0,
+                      elementwise_bwd_bytes=0)
+    lt = layer_times(w, topo, 14, c)
+    g = step_gradient(w, topo, 14, c, names=("matmul_peak_fraction",))
+    assert g["matmul_peak_fraction"] == pytest.approx(-(lt.forward_total_s + lt.backward_total_s) / 0.05, rel=1e-3)

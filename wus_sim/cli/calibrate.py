@@ -30,9 +30,15 @@ def add_parser(subparsers):
                         "HASH, 6 hex digits, names the rows and the fitted values)")
     p.add_argument("--fit", metavar="NAMES",
                    help="comma-separated parameters to fit, of mxu_efficiency, elementwise_fwd_bytes, "
-                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s (default "
+                        "elementwise_bwd_bytes, step_overhead_s, op_overhead_s, and under --compute-model shape "
+                        "matmul_peak_fraction, op_fixed_s, activation_hbm_efficiency (default "
                         "mxu_efficiency,elementwise_fwd_bytes,op_overhead_s, "
                         "as shipped; op_overhead_s and step_overhead_s once per software stack)")
+    p.add_argument("--compute-model", choices=("flops", "shape"),
+                   help="the compute model the fit runs and the file declares: flops (the default, "
+                        "mxu_efficiency) or shape (each matmul padded to the MXU tile; fits "
+                        "matmul_peak_fraction,elementwise_fwd_bytes,op_overhead_s unless --fit names others, "
+                        "of those and op_fixed_s, activation_hbm_efficiency)")
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table; "
                         "wus_sim/data/validation/README.md) to fit instead of Google's MLPerf v0.6 and v0.7 runs; "
@@ -68,7 +74,7 @@ def run(args):
 
     try:
         cal = calibrate(calibration_id=args.id, progress=progress, fit=args.fit, rows=args.rows,
-                        measured=args.measured)
+                        measured=args.measured, compute_model=args.compute_model)
     except ConfigError as exc:
         if exc.file is None and exc.key_path in ("fit", "rows"):
             raise exc.at(f"--{exc.key_path}") from None  # the option the user typed
@@ -76,7 +82,7 @@ def run(args):
     write_calibration(cal, args.out, named_by="--out")  # atomic: a failed write keeps the old file
     prov = cal.provenance
     fit, checked = prov["fit_error"], prov["validation"]
-    print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" for k, v in cal.params.items()))
+    print(f"calibration {cal.id}: " + ", ".join(f"{k}={v:.4g}" if not isinstance(v, str) else f"{k}={v}" for k, v in cal.params.items()))
     for stack, values in cal.stacks.items():
         print(f"  stack {stack}: " + ", ".join(f"{k}={v:.4g}" for k, v in values.items())
               + (" (default)" if stack == cal.default_stack else ""))

@@ -1,20 +1,22 @@
 """Chip compute: forward/backward time on the matrix unit, update time on the vector unit.
 
-Per replica (one TPU v2/v3 core, or ``spatial_ways`` cores when a replica is
-spatially partitioned):
+Per replica (one TPU v2/v3 core, or ``spatial_ways`` cores when a replica is spatially partitioned):
 
-* matrix work: fwd FLOPs per example x per-replica batch / (matrix-unit peak x
-  efficiency); backward = ``backward_flops_ratio`` x forward (2 by default: the
-  gradients with respect to activations and to weights each cost about one
-  forward matmul; "training is usually taken as ~3 x forward")
-* int8 matmuls (``quantization="int8"``, :mod:`wus_sim.model.precision`): the weight matmuls
-  run at the chip's int8 peak, forward and backward; everything else as in bf16, at the same
-  ``mxu_efficiency``
-* per layer (:func:`layer_times`), a roofline and what it leaves out:
+* matrix work, by :attr:`ComputeParams.compute_model`:
 
-  - the layer's matmul takes ``max(matrix time, weight + output bytes / HBM)``
-    (a matmul at a small batch is bound by reading its weights);
-  - then the memory-bound elementwise work on its output (batch or layer norm,
+  - ``flops`` (the default, the shipped calibration's): fwd FLOPs per example x per-replica batch /
+    (matrix-unit peak x ``mxu_efficiency``); backward = ``backward_flops_ratio`` x forward (2 by
+    default: the gradients with respect to activations and to weights each cost about one forward
+    matmul; "training is usually taken as ~3 x forward"); int8 (``quantization="int8"``,
+    :mod:`wus_sim.model.precision`) runs the weight matmuls at the chip's int8 peak, forward and
+    backward, at the same ``mxu_efficiency``; per layer, the matmul takes ``max(matrix time, weight +
+    output bytes / HBM)`` (a matmul at a small batch is bound by reading its weights);
+  - ``shape``: every matmul of the layer from its shapes, padded to the chip's MXU tiles, each a
+    roofline of its own plus a fixed cost (:mod:`wus_sim.model.matmuls`);
+
+* per layer (:func:`layer_times`), besides its matmuls:
+
+  - the memory-bound elementwise work on its output (batch or layer norm,
     activation function, residual add): ``elementwise_{fwd,bwd}_bytes`` per
     output element through HBM. A layer's output elements are derived from its
     shapes: ``FLOPs x out_channels / (2 x weight elements)`` (a conv or dense
@@ -23,7 +25,7 @@ spatially partitioned):
     attention layer's score matrix (``heads x query x key`` elements per example,
     :class:`~wus_sim.model.workload.AttentionScores`) takes the same per-element
     work (scale, mask, softmax, dropout): at 512 tokens it outnumbers the layer's
-    hidden outputs eight to one;
+    hidden outputs eight to one (not under ``shape`` when the attention is fused);
   - a fixed cost per op (``op_overhead_s``: kernel launch and pipeline fill;
     backward runs ``backward_flops_ratio`` ops per forward op);
   - with spatial partitioning (a replica over ``spatial_ways`` cores), matrix and
@@ -57,15 +59,20 @@ import numpy as np
 from ..inputs.errors import ConfigError
 from ..inputs.limits import RATE_RANGES
 from ..inputs.memo import IdentityMemo
+from .matmuls import matmul_layer_times
 from .precision import matrix_flops_per_layer
 
 __all__ = [
-    "ComputeParams", "LayerTimes",
+    "ComputeParams", "LayerTimes", "COMPUTE_MODELS", "layer_matmul_times",
     "replica_peak_flops", "vector_peak_flops",
     "forward_time_s", "backward_time_s", "layer_times", "halo_exchange_time_s", "spatial_row_share",
     "spatial_activation_share",
     "update_time_s", "memory_bound_time_s",
 ]
+
+
+COMPUTE_MODELS = ("flops", "shape")
+"""Models of forward and backward matrix time (:attr:`ComputeParams.compute_model`)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,18 @@ class ComputeParams:
     runs' 100+ steps per loop it is under 0.1 ms a step, so the measured step times cannot pin
     it and it is declared, not fitted."""
 
+    compute_model: str = "flops"
+    """Matrix time: ``"flops"`` (layer FLOPs at :attr:`mxu_efficiency` x peak, the module docstring's
+    roofline; the shipped calibration's) or ``"shape"`` (each matmul from its shapes, padded to the
+    MXU tile: :func:`wus_sim.model.matmuls.matmul_layer_times`)."""
+    matmul_peak_fraction: float = 0.9
+    """``shape``: fraction of the peak a large matmul padded to whole MXU tiles reaches (pipeline
+    bubbles, VMEM traffic). Assumption: large matmuls run close to peak on TPU (the JAX scaling book,
+    jax-ml/scaling-book tpus.md); to be fitted."""
+    op_fixed_s: float = 0.0
+    """``shape``: fixed cost of one matmul op (MXU pipeline fill and drain, first operand DMA) on top
+    of its roofline. 0 in the uncalibrated physics; :attr:`op_overhead_s` stays the per-layer cost."""
+
     def __post_init__(self):
         # Every field a real number (not a bool, not text, finite as a float: 10**400 is not);
         # the same checks whether the values come from a calibration file, a point or Python.
@@ -144,7 +163,7 @@ class ComputeParams:
         # an efficiency of 1e-300 made a forward pass of -2e286 s.
         low = RATE_RANGES["mxu_efficiency"][0]
         for name in ("mxu_efficiency", "update_hbm_efficiency", "spatial_efficiency",
-                     "activation_hbm_efficiency"):
+                     "activation_hbm_efficiency", "matmul_peak_fraction"):
             v = getattr(self, name)
             if not (_real(v) and low <= v <= 1):
                 raise ConfigError(f"must be in [{low:g}, 1]", key_path=name, value=v)
@@ -153,7 +172,7 @@ class ComputeParams:
             if not (_real(v) and 1e-3 <= v <= 1e3):
                 raise ConfigError("must be a number >= 0.001 and <= 1000", key_path=name, value=v)
         for name, top in (("elementwise_fwd_bytes", 1e6), ("elementwise_bwd_bytes", 1e6), ("op_overhead_s", 1e3),
-                          ("step_overhead_s", 1e3), ("host_loop_s", 1e3)):
+                          ("step_overhead_s", 1e3), ("host_loop_s", 1e3), ("op_fixed_s", 1e3)):
             v = getattr(self, name)
             if not (_real(v) and 0 <= v <= top):
                 raise ConfigError(f"must be a number >= 0 and <= {top:g}", key_path=name, value=v)
@@ -163,6 +182,9 @@ class ComputeParams:
                               key_path="vector_flops_per_replica", value=v)
         if not isinstance(self.layer_split, str) or self.layer_split not in ("flops", "params"):
             raise ConfigError("must be 'flops' or 'params'", key_path="layer_split", value=self.layer_split)
+        if not isinstance(self.compute_model, str) or self.compute_model not in COMPUTE_MODELS:
+            raise ConfigError(f"must be one of {', '.join(COMPUTE_MODELS)}", key_path="compute_model",
+                              value=self.compute_model)
 
     def to_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -256,11 +278,10 @@ def layer_times(workload, topology, per_replica_batch, params=None, *, spatial_w
     under ``selective`` only its attention score and context matmuls and its elementwise forward
     work (the weight matmuls' outputs are kept).
 
-    With ``elementwise_*_bytes = 0``, no overheads, compute-bound layers and one core per
-    replica (or output maps whose rows divide over the cores), the sums equal
-    :func:`forward_time_s` and :func:`backward_time_s`. *quantization* ``int8`` runs the weight
-    matmuls at the int8 peak (:func:`matrix_flops_per_layer`).
-    """
+    Under ``compute_model: flops``, with ``elementwise_*_bytes = 0``, no overheads, compute-bound
+    layers and one core per replica (or maps whose rows divide over the cores), the sums equal
+    :func:`forward_time_s` and :func:`backward_time_s`; ``int8`` runs the weight matmuls at the int8
+    peak (:func:`matrix_flops_per_layer`)."""
     p = _params(params)
     _check_batch(per_replica_batch)
     ways = int(spatial_ways)
@@ -284,8 +305,26 @@ def compute_view(topology, spatial_ways=1):
     return topology.cores_per_chip, None, None
 
 
-def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantization):
-    """:func:`layer_times` once its arguments are checked."""
+def layer_matmul_times(workload, topology, per_replica_batch, params=None, *, spatial_ways=1, quantization="none"):
+    """:class:`LayerTimes` of each layer's matrix part alone (what a tensor-split layer's collectives may
+    overlap with): no elementwise work, per-layer overhead, halo or remat."""
+    p = _params(params)
+    _check_batch(per_replica_batch)
+    ways = int(spatial_ways)
+    share = spatial_row_share(workload, ways)
+    if p.compute_model == "shape":
+        t = matmul_layer_times(workload, topology, per_replica_batch, p, quantization=quantization, share=share,
+                               spatial_ways=ways)
+        fwd_s, bwd_s = t.forward_s, t.backward_s
+    else:
+        fwd_s, bwd_s = _flops_matrix_times(workload, topology, per_replica_batch, p, ways, quantization, share)
+    fwd_s, bwd_s = np.array(fwd_s, dtype=float), np.array(bwd_s, dtype=float)
+    fwd_s.flags.writeable = bwd_s.flags.writeable = False
+    return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
+
+
+def _flops_matrix_times(workload, topology, per_replica_batch, p, ways, quantization, share):
+    """The ``flops`` model's matrix part per layer, ``(forward, backward)``."""
     fwd = forward_time_s(workload, topology, per_replica_batch, p, spatial_ways=ways, quantization=quantization)
     if p.layer_split == "flops":
         weights = matrix_flops_per_layer(workload, topology, quantization)
@@ -293,34 +332,52 @@ def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantiza
         weights = workload.layer_params().astype(float)
     if weights.sum() <= 0:  # nothing to split by: spread evenly
         weights = np.ones(workload.num_layers)
-    share = spatial_row_share(workload, ways)  # the busiest core's work / an even share
     matrix_fwd = fwd * weights / weights.sum() * share
     matrix_bwd = p.backward_flops_ratio * matrix_fwd
-
     hbm_Bps = topology.hbm_Bps_per_replica * p.activation_hbm_efficiency
     act_B = workload.activation_bytes
-    # the replica's, all its cores; an attention layer's score matrix is an output of its score
-    # matmul and takes the same memory-bound work (softmax, dropout) as a layer output
-    outputs = (workload.layer_output_elements + workload.layer_score_elements) * per_replica_batch
-    per_core = outputs / ways * share  # the busiest core's part of them
+    per_core = (workload.layer_output_elements + workload.layer_score_elements) * per_replica_batch / ways * share
     weight_elems = workload.layer_params().astype(float)
     # Every core of a spatially partitioned replica reads all weights and writes its part
     # of the output; forward reads bf16 weights, backward reads them again and writes
     # weight gradients.
     io_fwd = (weight_elems * act_B + per_core * act_B) / hbm_Bps
     io_bwd = (weight_elems * (act_B + workload.grad_bytes) + 2 * per_core * act_B) / hbm_Bps
+    return np.maximum(matrix_fwd, io_fwd), np.maximum(matrix_bwd, io_bwd)
+
+
+def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantization):
+    """:func:`layer_times` once its arguments are checked: each layer's matrix part by the chosen model,
+    then its elementwise work, fixed cost per op, halo and recomputation."""
+    share = spatial_row_share(workload, ways)  # the busiest core's work / an even share
+    if p.compute_model == "shape":
+        mm = matmul_layer_times(workload, topology, per_replica_batch, p, quantization=quantization, share=share,
+                                spatial_ways=ways)
+        matrix_fwd, matrix_bwd, attention_s = mm.forward_s, mm.backward_s, mm.attention_forward_s
+        scores = np.zeros(workload.num_layers)  # fused (flash) attention's never reach HBM
+        np.add.at(scores, [a.layer for a in workload.attention if not a.fused],
+                  [a.elements for a in workload.attention if not a.fused])
+    else:
+        matrix_fwd, matrix_bwd = _flops_matrix_times(workload, topology, per_replica_batch, p, ways, quantization,
+                                                     share)
+        # the attention matmuls (bf16 under int8 too), what selective remat runs again
+        attention_s = (workload.layer_attention_flops * per_replica_batch * share
+                       / replica_peak_flops(topology, p, spatial_ways=ways))
+        scores = workload.layer_score_elements
+    hbm_Bps = topology.hbm_Bps_per_replica * p.activation_hbm_efficiency
+    # the replica's outputs, all its cores'; an attention layer's score matrix is an output of its
+    # score matmul and takes the same memory-bound work (softmax, dropout) as a layer output
+    per_core = (workload.layer_output_elements + scores) * per_replica_batch / ways * share
     elem_fwd = per_core * p.elementwise_fwd_bytes / hbm_Bps
     elem_bwd = per_core * p.elementwise_bwd_bytes / hbm_Bps
-    fwd_s = np.maximum(matrix_fwd, io_fwd) + elem_fwd + p.op_overhead_s
-    bwd_s = np.maximum(matrix_bwd, io_bwd) + elem_bwd + p.backward_flops_ratio * p.op_overhead_s
+    fwd_s = matrix_fwd + elem_fwd + p.op_overhead_s
+    bwd_s = matrix_bwd + elem_bwd + p.backward_flops_ratio * p.op_overhead_s
     if ways > 1:
         halo = halo_exchange_time_s(workload, topology, per_replica_batch)
         fwd_s = fwd_s + halo
         bwd_s = bwd_s + halo  # the halo of the activation gradient goes back the same way
     if workload.rematerialises(remat) and remat == "selective":
-        # the attention matmuls (bf16 under int8 too) and the elementwise forward work, again
-        attention_s = (workload.layer_attention_flops * per_replica_batch * share
-                       / replica_peak_flops(topology, p, spatial_ways=ways))
+        # the attention matmuls and the elementwise forward work, again
         bwd_s = bwd_s + attention_s + elem_fwd
     elif workload.rematerialises(remat):
         bwd_s = bwd_s + fwd_s  # the recomputed forward, just before the layer's backward
@@ -330,18 +387,15 @@ def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantiza
 
 
 def spatial_row_share(workload, spatial_ways):
-    """Per layer, the work of a spatially partitioned replica's busiest core over an even
-    ``1 / spatial_ways`` share: ``ceil(H / ways) / (H / ways)`` for a conv layer whose
-    output map has ``H`` rows (:attr:`Workload.layer_map_side`, rounded), 1 for other
-    layers and for one core per replica.
+    """Per layer, the work of a spatially partitioned replica's busiest core over an even ``1 /
+    spatial_ways`` share: ``ceil(H / ways) / (H / ways)`` for a conv layer whose output map has ``H``
+    rows (:attr:`Workload.layer_map_side`, rounded), 1 for other layers and for one core per replica.
 
-    A core holds whole rows: Google's MLPerf v0.6 SSD and Mask R-CNN runs split each image
-    along its height over 4 cores (``--input_partition_dims=1 --input_partition_dims=4``
-    in their run scripts, github.com/mlcommons/training_results_v0.6), and a map of ``H``
-    rows leaves one core ``ceil(H / 4)`` of them, which the others wait for. SSD's 38x38
-    layers, most of its FLOPs, run 10 rows where an even split gives 9.5: 5 % slower; its
-    3x3 and 1x1 maps run on one core.
-    """
+    A core holds whole rows: Google's MLPerf v0.6 SSD and Mask R-CNN runs split each image along its
+    height over 4 cores (``--input_partition_dims=1 --input_partition_dims=4`` in their run scripts,
+    github.com/mlcommons/training_results_v0.6), and a map of ``H`` rows leaves one core ``ceil(H /
+    4)`` of them, which the others wait for. SSD's 38x38 layers, most of its FLOPs, run 10 rows where
+    an even split gives 9.5: 5 % slower; its 3x3 and 1x1 maps run on one core."""
     ways = int(spatial_ways)
     share = np.ones(workload.num_layers)
     if ways == 1:
@@ -353,14 +407,12 @@ def spatial_row_share(workload, spatial_ways):
 
 
 def spatial_activation_share(workload, spatial_ways):
-    """The busiest core's part of a spatially partitioned replica's activation memory over
-    an even ``1 / spatial_ways`` share: :func:`spatial_row_share` weighted by each layer's
-    output elements (1 with one core per replica, or a workload without conv outputs).
-
-    The activation estimate is one figure per example, not per layer; weighting by the
-    layer outputs assumes it is spread over the layers as their outputs are (what backward
-    keeps is mostly each layer's output). SSD-ResNet34 over 4 cores: 1.04.
-    """
+    """The busiest core's part of a spatially partitioned replica's activation memory over an even
+    ``1 / spatial_ways`` share: :func:`spatial_row_share` weighted by each layer's output elements (1
+    with one core per replica, or a workload without conv outputs). The activation estimate is one
+    figure per example, not per layer; weighting by the layer outputs assumes it is spread over the
+    layers as their outputs are (what backward keeps is mostly each layer's output). SSD-ResNet34
+    over 4 cores: 1.04."""
     if int(spatial_ways) == 1:  # (before the sum: most replicas are one core each)
         return 1.0
     outputs = workload.layer_output_elements
@@ -371,12 +423,10 @@ def spatial_activation_share(workload, spatial_ways):
 
 
 def halo_exchange_time_s(workload, topology, per_replica_batch):
-    """Per-layer time of a spatially partitioned replica's halo exchange, seconds.
-
-    Each core sends :attr:`Workload.layer_halo_elements` x batch activations (bf16) to
-    each neighbour across its cuts; the two directions of a link run at once, so a layer
-    costs one hop latency plus one message time. Layers without a halo cost 0.
-    """
+    """Per-layer time of a spatially partitioned replica's halo exchange, seconds: each core sends
+    :attr:`Workload.layer_halo_elements` x batch activations (bf16) to each neighbour across its cuts;
+    the two directions of a link run at once, so a layer costs one hop latency plus one message time.
+    Layers without a halo cost 0."""
     halo = workload.layer_halo_elements * per_replica_batch * workload.activation_bytes
     link_Bps = min(topology.axis_link_Bps)
     return np.where(halo > 0, topology.hop_latency_s + halo / link_Bps, 0.0)

@@ -111,6 +111,15 @@ class AttentionScores:
     head_dim: int
     query_tokens: int
     key_tokens: int
+    causal: bool = False
+    """Whether a causal mask hides every key after its query (decoder self-attention): a kernel that
+    skips the masked blocks does half the score and context work. :attr:`flops`, like the layer
+    FLOPs of the file, counts the work in full (the PaLM convention the importer follows); the shape
+    compute model (:mod:`wus_sim.model.matmuls`) halves it."""
+    fused: bool = False
+    """Whether the scores stay on chip (flash attention: Dao et al. 2022, arXiv 2205.14135): then no
+    ``heads x query x key`` matrix goes through HBM, only Q, K, V and the output. The shape compute
+    model reads it; the ``flops`` model charges the scores' elementwise work either way."""
 
     @property
     def elements(self):
@@ -394,7 +403,8 @@ class Workload:
             "layers": [{"name": n, "fwd_flops_per_example": float(f)}
                        for n, f in zip(self.layer_names, self.layer_fwd_flops)],
             "attention": [{"layer": self.layer_names[a.layer], "heads": a.heads, "head_dim": a.head_dim,
-                           "query_tokens": a.query_tokens, "key_tokens": a.key_tokens,
+                           "query_tokens": a.query_tokens, "key_tokens": a.key_tokens, "causal": a.causal,
+                           "fused": a.fused,
                            "score_elements_per_example": a.elements, "fwd_flops_per_example": a.flops}
                           for a in self.attention],
             "tensors": [{"name": t.name, "shape": list(t.shape), "layer": t.layer, "size": t.size}

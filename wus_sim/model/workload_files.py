@@ -132,6 +132,11 @@ _ATTENTION_KEYS = KeyTable("attention entry", [
     Key("key_tokens", "integer", "Key positions each query attends to, per example (sequence length; source "
         "length for cross-attention; the window when attention is windowed).", unit="tokens", required=True,
         minimum=1),
+    Key("causal", "boolean", "Whether a causal mask hides every key after its query (decoder self-attention): "
+        "a kernel that skips masked blocks does half the score and context work (the shape compute model "
+        "halves it; the layer FLOPs still count it in full).", default=False),
+    Key("fused", "boolean", "Whether the scores stay on chip (flash attention): no score matrix goes through "
+        "HBM, only Q, K, V and the output (read by the shape compute model).", default=False),
 ], meaning="One attention layer's score matrix, heads x query_tokens x key_tokens elements per example: the "
            "compute model charges the scores' softmax and dropout as elementwise work. The score and context "
            "matmuls, 4 x query_tokens x key_tokens x heads x head_dim FLOPs per example, must be part of the "
@@ -376,7 +381,7 @@ def _read_attention(doc, layer_names, layer_flops):
         if name not in index:
             raise sec.error("layer", "is not a layer of this workload (a name in layers)", name)
         a = AttentionScores(index[name], *(_ATTENTION_KEYS.read(sec, k) for k in
-                                           ("heads", "head_dim", "query_tokens", "key_tokens")))
+                                           ("heads", "head_dim", "query_tokens", "key_tokens", "causal", "fused")))
         flops[a.layer] += a.flops
         if flops[a.layer] > layer_flops[a.layer] * (1 + 1e-9):
             raise sec.error("layer", f"has {layer_flops[a.layer]:.6g} forward FLOPs per example, fewer than its "

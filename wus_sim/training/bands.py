@@ -63,7 +63,11 @@ chip (backward moves with it in proportion): 6 is the unfused count of
 3 a fused read and write with the statistics pass kept in registers. Used where the calibration
 states no bounds of its own (``provenance.bounds``)."""
 
-_NUDGED = ("mxu_efficiency", "elementwise_fwd_bytes", "elementwise_bwd_bytes")
+_NUDGED = ("mxu_efficiency", "elementwise_fwd_bytes", "elementwise_bwd_bytes",
+           # the shape compute model's (wus_sim.model.matmuls): a shape calibration's covariance names them
+           "matmul_peak_fraction", "activation_hbm_efficiency", "op_fixed_s")
+_FRACTIONS = ("mxu_efficiency", "matmul_peak_fraction", "activation_hbm_efficiency")
+"""Nudged values that may not pass 1: a derivative at 1 is taken below it."""
 
 
 def has_bands(calibration):
@@ -119,7 +123,7 @@ def _layer_gradient(workload, topology, per_replica_batch, compute, spatial_ways
             base = lt.forward_total_s + lt.backward_total_s
         value = getattr(compute, key)
         h = max(abs(value) * 1e-4, 1e-9)
-        moved = {key: value + h if key != "mxu_efficiency" or value + h <= 1 else value - h}
+        moved = {key: value + h if key not in _FRACTIONS or value + h <= 1 else value - h}
         if key == "elementwise_fwd_bytes" and tied:
             moved["elementwise_bwd_bytes"] = compute.elementwise_bwd_bytes * moved[key] / value
         nudged = replace(compute, **moved)

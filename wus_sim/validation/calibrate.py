@@ -35,7 +35,7 @@ from .fit import BOUND_MARGIN, ELEMENTWISE_BWD_PER_FWD, Fitter, expand, stack_or
 from .simulate import NOT_EXPRESSIBLE, NOT_FITTED, run_topology
 from .validate import row_key, summary, validate
 
-__all__ = ["FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "MAX_RUN_SPREAD", "rule_rows",
+__all__ = ["FIT_PARAMS", "SHAPE_FIT_PARAMS", "FITTABLE_PARAMS", "MAX_FITTED", "CALIBRATION_ROWS", "MAX_RUN_SPREAD", "rule_rows",
            "NOT_EXPRESSIBLE", "NOT_FITTED", "DECLARED_PARAMS", "DECLARED_RANGES", "ELEMENTWISE_BWD_PER_FWD", "validated_range",
            "calibrate", "write_calibration",
            "validation_line", "model_error_line"]
@@ -49,6 +49,12 @@ FITTABLE_PARAMS = {
     "elementwise_bwd_bytes": (5.0, 10.0, 10.0),
     "step_overhead_s": (0.0, 20e-3, 1e-3),
     "op_overhead_s": (0.0, 200e-6, 5e-6),
+    # compute_model "shape" (wus_sim.model.matmuls): a padded matmul's share of the peak, from a
+    # third to all of it; the fixed cost of one matmul op, up to 50 us (a few thousand cycles of
+    # MXU pipeline fill at ~1 GHz and an operand DMA's latency: far above either)
+    "matmul_peak_fraction": (0.3, 1.0, 0.9),
+    "op_fixed_s": (0.0, 50e-6, 1e-6),
+    "activation_hbm_efficiency": (0.5, 1.0, 0.8),
 }
 """The ComputeParams fields a calibration may fit, with the bounds physics allows."""
 
@@ -63,6 +69,14 @@ and fitting it predicted ResNet-50 from the others 25-43 % slow. With the scores
 (:class:`~wus_sim.model.workload.AttentionScores`: BERT-large's are 100 M elements per sequence,
 next to 113 M layer outputs), BERT's row pins the memory side too, and each benchmark left out is
 predicted within 20 % (docs/validation.md)."""
+
+SHAPE_FIT_PARAMS = {name: FITTABLE_PARAMS[name] for name in ("matmul_peak_fraction", "elementwise_fwd_bytes",
+                                                              "op_overhead_s")}
+"""What ``compute_model="shape"`` fits unless told: the shipped set with the padded matmuls' peak
+fraction in place of the FLOPs model's matrix-unit efficiency."""
+
+MODEL_PARAMS = {"flops": ("mxu_efficiency",), "shape": ("matmul_peak_fraction", "op_fixed_s")}
+"""Fitted values that only one compute model reads: fitting them under the other is an error."""
 
 MAX_FITTED = 8
 """At most this many values are fitted (a per-stack name counts once per stack)."""
@@ -170,7 +184,7 @@ def _rows(runs, keys, n_fitted, *, allow_bounds=False):
 
 
 def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, topology_overrides=None,
-              fit=None, rows=None, measured=None, leave_one_out=None, uncertainty=True):
+              fit=None, rows=None, measured=None, leave_one_out=None, uncertainty=True, compute_model=None):
     """Fit :data:`FIT_PARAMS` (or the names *fit*, of :data:`FITTABLE_PARAMS`) to every
     training-only row the simulator can express of the shipped tables (both rounds), with every
     bound row as an inequality (simulated <= measured), or to the keys *rows*; returns a
@@ -193,13 +207,18 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
 
     *network* and *topology_overrides* are those of
     :func:`~wus_sim.validation.validate.validate`: the fit under a disputed choice, which
-    ``wus-sim validate --choices`` compares (the shipped calibration uses neither)."""
+    ``wus-sim validate --choices`` compares (the shipped calibration uses neither).
+
+    *compute_model* (``"flops"``, the default, or ``"shape"``) is written into the calibration's
+    values and every simulation of the fit runs under it; under ``shape`` the default fitted set is
+    :data:`SHAPE_FIT_PARAMS`."""
     import numpy as np
 
     shipped = measured is None
     table = "shipped" if shipped else measured
     runs = load_measured(table) if runs is None else runs
-    names = _fit_names(fit)
+    model = _compute_model(compute_model)
+    names = _fit_names(fit, model)
     data = table_identity(table)
     declared = rows is None and shipped
     if rows is None:
@@ -217,7 +236,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
                           value=",".join(row_key(r) for r in exact))
     topologies = {row_key(r): run_topology(r, topology_overrides) for r in used}
     fitter = Fitter(used, topologies, free, network, bounds=FITTABLE_PARAMS,
-                    declared={**DECLARED_PARAMS, **DECLARED_STACK_PARAMS})
+                    declared={**DECLARED_PARAMS, **DECLARED_STACK_PARAMS, **model})
     # a row the simulator cannot run (e.g. a model that does not fit the slice's HBM) has no
     # step time to fit: named here, before the fit, never a NaN that the solver chokes on
     start = fitter.simulated(np.asarray(fitter.start, dtype=float) / fitter.scale, used)
@@ -252,7 +271,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     params = {n: v for n, v in values.items() if "@" not in n}
     if "elementwise_fwd_bytes" in params and "elementwise_bwd_bytes" not in params:
         params["elementwise_bwd_bytes"] = params["elementwise_fwd_bytes"] * ELEMENTWISE_BWD_PER_FWD
-    params = {**DECLARED_PARAMS, **params}
+    params = {**DECLARED_PARAMS, **model, **params}
     stack_values = {s: {**DECLARED_STACK_PARAMS, **{n.split("@")[0]: v for n, v in values.items()
                                                     if n.endswith("@" + s)}} for s in stacks}
     stack_values = {s: v for s, v in stack_values.items() if v}
@@ -315,10 +334,24 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     return cal
 
 
-def _fit_names(fit):
-    """The fitted names: *fit* (names, or one comma-separated string) checked, else the shipped set."""
+def _compute_model(compute_model):
+    """``{"compute_model": ...}`` to declare in the calibration, or ``{}`` for the default (flops)."""
+    from ..model.compute import COMPUTE_MODELS
+
+    if compute_model is None:
+        return {}
+    if compute_model not in COMPUTE_MODELS:
+        raise ConfigError(f"must be one of {', '.join(COMPUTE_MODELS)}", key_path="compute_model",
+                          value=compute_model)
+    return {} if compute_model == "flops" else {"compute_model": compute_model}
+
+
+def _fit_names(fit, model=None):
+    """The fitted names: *fit* (names, or one comma-separated string) checked, else the shipped set
+    (of the compute model in *model*, :func:`_compute_model`)."""
+    which = (model or {}).get("compute_model", "flops")
     if fit is None:
-        return tuple(FIT_PARAMS)
+        return tuple(SHAPE_FIT_PARAMS if which == "shape" else FIT_PARAMS)
     names = tuple(n.strip() for n in fit.split(",")) if isinstance(fit, str) else tuple(fit)
     unknown = [n for n in names if n not in FITTABLE_PARAMS]
     if unknown or not names:
@@ -327,6 +360,10 @@ def _fit_names(fit):
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:  # said as such: 'names at most N different parameters' read wrong for two names
         raise ConfigError("names a parameter twice; name each at most once", key_path="fit", value=twice[0])
+    idle = [n for n in names for other, own in MODEL_PARAMS.items() if other != which and n in own]
+    if idle:
+        raise ConfigError(f"is read only by another compute model than {which} (compute_model): fitting it "
+                          "would move nothing", key_path="fit", value=",".join(idle))
     if len(names) > MAX_FITTED:
         raise ConfigError(f"names {len(names)} parameters; name at most {MAX_FITTED} different ones",
                           key_path="fit", value=",".join(names))

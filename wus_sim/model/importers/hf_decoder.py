@@ -65,7 +65,7 @@ def decoder(cfg, family, seq):
     for i in range(n_layers):
         p = f"model.layers.{i}"
         attn = m.layer(f"{p}.self_attn", 2 * h * (2 * q_dim + 2 * kv_dim) + 4 * ctx_of(i) * q_dim)
-        m.attend(attn, heads, head_dim, seq, ctx_of(i))
+        m.attend(attn, heads, head_dim, seq, ctx_of(i), causal=True)
         m.add(attn, f"{p}.input_layernorm.weight", h)
         if family == "phi3":
             m.add(attn, f"{p}.self_attn.qkv_proj.weight", q_dim + 2 * kv_dim, h)

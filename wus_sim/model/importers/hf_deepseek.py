@@ -52,7 +52,7 @@ def deepseek_v2(cfg, family, seq):
     for i in range(n_layers):
         p = f"model.layers.{i}"
         attn = m.layer(f"{p}.self_attn", 2 * attn_weights + 4 * seq * heads * score_dim)
-        m.attend(attn, heads, score_dim, seq, seq)
+        m.attend(attn, heads, score_dim, seq, seq, causal=True)
         m.add(attn, f"{p}.input_layernorm.weight", h)
         a = f"{p}.self_attn"
         if q_rank:

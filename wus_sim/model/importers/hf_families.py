@@ -119,7 +119,7 @@ def _gpt2(cfg, family, seq):
     for i in range(n_layers):
         p = f"transformer.h.{i}"
         attn = m.layer(f"{p}.attn", 2 * 4 * h * h + 4 * seq * h)
-        m.attend(attn, heads, h // heads, seq, seq)
+        m.attend(attn, heads, h // heads, seq, seq, causal=True)
         m.add(attn, f"{p}.ln_1.weight", h)
         m.add(attn, f"{p}.ln_1.bias", h)
         m.add(attn, f"{p}.attn.c_attn.weight", h, 3 * h)
@@ -155,7 +155,7 @@ def _gpt_neox(cfg, family, seq):
     for i in range(n_layers):
         p = f"gpt_neox.layers.{i}"
         attn = m.layer(f"{p}.attention", 2 * 4 * h * h + 4 * seq * h)
-        m.attend(attn, heads, h // heads, seq, seq)
+        m.attend(attn, heads, h // heads, seq, seq, causal=True)
         m.add(attn, f"{p}.input_layernorm.weight", h)
         m.add(attn, f"{p}.input_layernorm.bias", h)
         m.add(attn, f"{p}.attention.query_key_value.weight", 3 * h, h)

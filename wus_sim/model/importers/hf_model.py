@@ -28,11 +28,15 @@ class HFModel:
         self.attention = []  # the workload file's attention entries: each attention layer's scores
         self.notes = []     # what the import approximates or leaves out, said in its output
 
-    def attend(self, layer, heads, head_dim, query_tokens, key_tokens):
+    def attend(self, layer, heads, head_dim, query_tokens, key_tokens, causal=False):
         """Layer *layer* attends: its FLOPs hold ``4 x key_tokens x heads x head_dim`` per token of
-        score and context matmuls, and its score matrix is ``heads x query x key`` per sequence."""
-        self.attention.append({"layer": self.layers[layer][0], "heads": heads, "head_dim": head_dim,
-                               "query_tokens": query_tokens, "key_tokens": key_tokens})
+        score and context matmuls, and its score matrix is ``heads x query x key`` per sequence;
+        *causal* for a decoder's self-attention (each token sees only those before it)."""
+        entry = {"layer": self.layers[layer][0], "heads": heads, "head_dim": head_dim,
+                 "query_tokens": query_tokens, "key_tokens": key_tokens}
+        if causal:
+            entry["causal"] = True
+        self.attention.append(entry)
 
     def layer(self, name, flops=0.0):
         self.layers.append([name, float(flops)])

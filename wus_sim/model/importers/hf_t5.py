@@ -59,7 +59,7 @@ def t5(cfg, family, seq):
             p = f"{stack}.block.{i}"
             # per example: projections per token of this stack, then the scores over its own tokens
             attn = m.layer(f"{p}.layer.0", (tokens * 2 * 4 * d * inner + 4 * tokens * tokens * inner) / units)
-            m.attend(attn, heads, d_kv, tokens, tokens)
+            m.attend(attn, heads, d_kv, tokens, tokens, causal=stack == "decoder")
             attention(attn, f"{p}.layer.0.SelfAttention", i == 0)
             m.add(attn, f"{p}.layer.0.layer_norm.weight", d)
             if stack == "decoder":  # queries from the target, keys and values from the encoder output

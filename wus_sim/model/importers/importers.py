@@ -299,7 +299,10 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
         # GPT-2's Conv1D stores [in, out]; every other family's nn.Linear [out, in]
         "dense_layout": "in_out" if family == "gpt2" else "out_in",
         "layers": model.layers,
-        "attention": model.attention,
+        # without attention dropout the families' TPU training code runs fused (flash) attention, as
+        # the activation estimate above assumes: the scores never go through HBM
+        "attention": [{**a, "fused": True} if not any(s.get("attention_dropout") for s in stacks) else a
+                      for a in model.attention],
         "tensors": model.tensors,
     }
     return doc
