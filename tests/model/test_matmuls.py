@@ -15,7 +15,7 @@ from wus_sim.hardware.topology import Topology
 from wus_sim.hardware.topology_files import load_chips, load_topology
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.model.compute import ComputeParams, layer_matmul_times, layer_times
-from wus_sim.model.matmuls import layer_matmuls, padded_flops
+from wus_sim.model.ops.matmuls import layer_matmuls, padded_flops
 from wus_sim.model.workload_files import load_workload
 from make_workload import make, toy_yaml
 

@@ -141,7 +141,7 @@ def test_describe_topology_shows_the_int8_peak_and_its_source():
 
 
 def test_the_point_keys_choices_are_the_models():
-    from wus_sim.model.precision import QUANTIZATIONS
+    from wus_sim.model.ops.precision import QUANTIZATIONS
     from wus_sim.model.workload import REMAT_MODES
     from wus_sim.training.parameters.params import POINT_KEYS
 

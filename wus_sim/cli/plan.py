@@ -120,7 +120,7 @@ def build_report(args):
     from ..model.calibration import load_calibration
     from ..model.compute import memory_bound_time_s
     from ..model.layer_stack import check_remat_policy, layer_times_under
-    from ..model.precision import precision_line
+    from ..model.ops.precision import precision_line
     from .options import placement_option_errors
     from ..inputs.errors import ConfigError
     from ..model.memory import memory_both

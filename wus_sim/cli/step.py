@@ -184,7 +184,7 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
-    from ..model.precision import precision_line
+    from ..model.ops.precision import precision_line
 
     report["quantization_note"] = None if options.quantization == "none" else precision_line(
         topology, options.quantization, options.compute.mxu_efficiency, options.calibration_id)

@@ -8,11 +8,11 @@ Per replica (one TPU v2/v3 core, or ``spatial_ways`` cores when a replica is spa
     (matrix-unit peak x ``mxu_efficiency``); backward = ``backward_flops_ratio`` x forward (2 by
     default: the gradients with respect to activations and to weights each cost about one forward
     matmul; "training is usually taken as ~3 x forward"); int8 (``quantization="int8"``,
-    :mod:`wus_sim.model.precision`) runs the weight matmuls at the chip's int8 peak, forward and
+    :mod:`wus_sim.model.ops.precision`) runs the weight matmuls at the chip's int8 peak, forward and
     backward, at the same ``mxu_efficiency``; per layer, the matmul takes ``max(matrix time, weight +
     output bytes / HBM)`` (a matmul at a small batch is bound by reading its weights);
   - ``shape``: every matmul of the layer from its shapes, padded to the chip's MXU tiles, each a
-    roofline of its own plus a fixed cost (:mod:`wus_sim.model.matmuls`);
+    roofline of its own plus a fixed cost (:mod:`wus_sim.model.ops.matmuls`);
 
 * per layer (:func:`layer_times`), besides its matmuls:
 
@@ -59,8 +59,8 @@ import numpy as np
 from ..inputs.errors import ConfigError
 from ..inputs.limits import RATE_RANGES
 from ..inputs.memo import IdentityMemo
-from .matmuls import matmul_layer_times
-from .precision import matrix_flops_per_layer
+from .ops.matmuls import matmul_layer_times
+from .ops.precision import matrix_flops_per_layer
 
 __all__ = [
     "ComputeParams", "LayerTimes", "COMPUTE_MODELS", "layer_matmul_times",
@@ -147,7 +147,7 @@ class ComputeParams:
     compute_model: str = "flops"
     """Matrix time: ``"flops"`` (layer FLOPs at :attr:`mxu_efficiency` x peak, the module docstring's
     roofline; the shipped calibration's) or ``"shape"`` (each matmul from its shapes, padded to the
-    MXU tile: :func:`wus_sim.model.matmuls.matmul_layer_times`)."""
+    MXU tile: :func:`wus_sim.model.ops.matmuls.matmul_layer_times`)."""
     matmul_peak_fraction: float = 0.9
     """``shape``: fraction of the peak a large matmul padded to whole MXU tiles reaches (pipeline
     bubbles, VMEM traffic). Assumption: large matmuls run close to peak on TPU (the JAX scaling book,

@@ -26,33 +26,12 @@ gradients) per forward matmul (MaxText: "1 forward pass + 2 backward passes").""
 def training_flops_per_example(workload, *, causal=None):
     """Model FLOPs of one example's forward and backward pass, MaxText's count.
 
-    *causal*: whether self-attention is masked causally (half the score and context work is
-    counted); ``None`` takes the workload's own word (:attr:`Workload.causal_attention` where the
-    workload file gives it), else True for workloads counted in tokens of a decoder (LLMs) and
-    False otherwise."""
-    if causal is None:
-        causal = _causal(workload)
-    attention = float(workload.layer_attention_flops.sum())
-    forward = float(workload.fwd_flops_per_example) - (attention / 2 if causal else 0.0)
-    return TRAINING_PASSES * forward
-
-
-def _causal(workload):
-    word = getattr(workload, "causal_attention", None)
-    if word is not None:
-        return bool(word)
-    # the importer's decoder families write "sequence" examples of "token" units with a causal LM head;
-    # encoders (BERT, ViT) and encoder-decoders (T5, transformer-big) carry no such word and are not
-    # counted as causal
-    return workload.example_unit == "sequence" and workload.flops_unit == "token" and _is_decoder(workload)
-
-
-def _is_decoder(workload):
-    text = " ".join(str(v) for v in (workload.sources or {}).values()).lower()
-    return any(word in text for word in ("causallm", "causal lm", "model_type llama", "model_type mixtral",
-                                         "model_type mistral", "model_type qwen2", "model_type gemma",
-                                         "model_type phi3", "model_type gpt2", "model_type gpt_neox",
-                                         "model_type deepseek", "gpt-3", "gpt3"))
+    *causal*: whether self-attention is counted as masked causally (half its score and context
+    work); ``None`` takes each attention entry's own word (``causal`` in the workload file,
+    :class:`~wus_sim.model.workload.AttentionScores`): the decoders' self-attention is, an
+    encoder's and cross-attention are not."""
+    halved = sum(a.flops for a in workload.attention if (a.causal if causal is None else causal))
+    return TRAINING_PASSES * (float(workload.fwd_flops_per_example) - halved / 2)
 
 
 @dataclass(frozen=True)

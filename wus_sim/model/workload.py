@@ -115,7 +115,7 @@ class AttentionScores:
     """Whether a causal mask hides every key after its query (decoder self-attention): a kernel that
     skips the masked blocks does half the score and context work. :attr:`flops`, like the layer
     FLOPs of the file, counts the work in full (the PaLM convention the importer follows); the shape
-    compute model (:mod:`wus_sim.model.matmuls`) halves it."""
+    compute model (:mod:`wus_sim.model.ops.matmuls`) halves it."""
     fused: bool = False
     """Whether the scores stay on chip (flash attention: Dao et al. 2022, arXiv 2205.14135): then no
     ``heads x query x key`` matrix goes through HBM, only Q, K, V and the output. The shape compute

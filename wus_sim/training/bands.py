@@ -64,7 +64,7 @@ chip (backward moves with it in proportion): 6 is the unfused count of
 states no bounds of its own (``provenance.bounds``)."""
 
 _NUDGED = ("mxu_efficiency", "elementwise_fwd_bytes", "elementwise_bwd_bytes",
-           # the shape compute model's (wus_sim.model.matmuls): a shape calibration's covariance names them
+           # the shape compute model's (wus_sim.model.ops.matmuls): a shape calibration's covariance names them
            "matmul_peak_fraction", "activation_hbm_efficiency", "op_fixed_s")
 _FRACTIONS = ("mxu_efficiency", "matmul_peak_fraction", "activation_hbm_efficiency")
 """Nudged values that may not pass 1: a derivative at 1 is taken below it."""

@@ -104,7 +104,7 @@ class StepOptions:
     """Mesh step: tensor-parallel collectives overlap the matmuls they feed or follow, decomposed
     (:mod:`wus_sim.training.parallelism.mesh_step`); False: each on the critical path, whole."""
     quantization: str = default_of("quantization")
-    """Matmul precision (:data:`wus_sim.model.precision.QUANTIZATIONS`): ``int8`` runs the weight
+    """Matmul precision (:data:`wus_sim.model.ops.precision.QUANTIZATIONS`): ``int8`` runs the weight
     matmuls at the chip's int8 peak."""
     activation_model: str = default_of("activation_model")
     """How activation memory is counted (:data:`wus_sim.model.activations.ACTIVATION_MODELS`)."""

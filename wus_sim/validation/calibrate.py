@@ -49,7 +49,7 @@ FITTABLE_PARAMS = {
     "elementwise_bwd_bytes": (5.0, 10.0, 10.0),
     "step_overhead_s": (0.0, 20e-3, 1e-3),
     "op_overhead_s": (0.0, 200e-6, 5e-6),
-    # compute_model "shape" (wus_sim.model.matmuls): a padded matmul's share of the peak, from a
+    # compute_model "shape" (wus_sim.model.ops.matmuls): a padded matmul's share of the peak, from a
     # third to all of it; the fixed cost of one matmul op, up to 50 us (a few thousand cycles of
     # MXU pipeline fill at ~1 GHz and an operand DMA's latency: far above either)
     "matmul_peak_fraction": (0.3, 1.0, 0.9),

@@ -103,7 +103,8 @@ class TieringResult:
     remat_run: str
     """The remat policy the simulation ran (a custom one spelled out)."""
     status: str
-    """``ok``, ``infeasible`` (the simulation says it does not fit) or ``not expressible``."""
+    """``ok``, ``infeasible`` (the simulation says it does not fit, though it ran: its times are then
+    those of the same step with HBM capacity lifted) or ``not expressible``."""
     measured_tokens_per_s_per_device: float
     simulated_tokens_per_s_per_device: float
     error: float
@@ -155,7 +156,9 @@ def simulate_one(row, calibration=None):
                         options=options, placement=placement)
     (result,) = run.results.values()
     devices = run.devices
-    step = result.step_time_s if result.status == "ok" else result.step_time_if_fit_s
+    step = result.step_time_s
+    if result.status == "infeasible":  # the run did fit: time it as if it did, and say it was refused
+        step = _time_if_it_fit(row, per_group, options)
     from ..model.workload_files import load_workload
     from ..hardware.topology_files import load_topology
 
@@ -171,6 +174,23 @@ def simulate_one(row, calibration=None):
                          simulated_mfu=mf.mfu if mf else nan, simulated_step_s=step,
                          peak_memory_GiB=result.memory.peak / 2**30 if result.memory is not None else nan,
                          why=result.error, breakdown=dict(result.breakdown))
+
+
+def _time_if_it_fit(row, per_group, options):
+    """The step time of *row* on its slice with HBM capacity lifted (everything else the same)."""
+    from dataclasses import replace
+
+    from ..hardware.multislice import load_multislice
+    from ..hardware.topology_files import load_topology
+    from ..training.parallelism.mesh_step import simulate_mesh
+
+    topo = load_topology(row.topology, megacore=row.megacore)
+    unbounded = replace(topo, chip=replace(topo.chip, hbm_bytes=topo.chip.hbm_bytes * 1e3))
+    spec = load_multislice(unbounded, slices=row.slices)
+    run = simulate_mesh(row.workload, spec[1] or spec[0], row.opt_type, ("fully-sharded",), mesh=row.mesh,
+                        dcn_mesh=row.dcn_mesh or None, per_replica_batch=per_group, options=options)
+    (result,) = run.results.values()
+    return result.step_time_s
 
 
 def simulate_tiering(calibration=None, rows=None):

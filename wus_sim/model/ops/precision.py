@@ -17,7 +17,7 @@ modelled.
 
 import numpy as np
 
-from ..inputs.errors import ConfigError
+from ...inputs.errors import ConfigError
 
 __all__ = ["QUANTIZATIONS", "int8_speedup", "matrix_flops_per_layer", "precision_line"]
 

@@ -53,7 +53,7 @@ import math
 
 import numpy as np
 
-from ..inputs.memo import IdentityMemo
+from ...inputs.memo import IdentityMemo
 
 __all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "window_padded_flops",
            "conv_output_tiles", "layer_matmuls", "attention_matmuls",
@@ -242,7 +242,7 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
       op each and write, then read, the ``heads x query x key`` scores; backward runs two matmuls per
       forward one, moving twice the bytes. K and V are counted at the query heads (a grouped-query layer
       reads fewer: an upper bound on bytes that the attention's compute hides at long sequences).
-    * ``quantization="int8"`` (AQT, :mod:`wus_sim.model.precision`): the weight matmuls, forward and both
+    * ``quantization="int8"`` (AQT, :mod:`wus_sim.model.ops.precision`): the weight matmuls, forward and both
       backward, run at the chip's int8 peak on int8 operands (1 B each); before each, both operands are
       quantized by memory-bound passes, a max-abs scale (read) then the rounding (read, write 1 B):
       ``2 x activation bytes + 1`` per operand element. The int32 result is rescaled in the matmul's
