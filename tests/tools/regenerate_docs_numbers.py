@@ -120,6 +120,34 @@ def validation_numbers():
     }
 
 
+def tiering_numbers():
+    """`wus-sim validate --tiering`: MaxText's tiering rows simulated, as a table and summary."""
+    import math
+
+    from wus_sim.validation.tiering import simulate_tiering, tiering_summary
+
+    results = simulate_tiering()
+    lines = ["| row | model | slice | mesh | batch | tokens/s/device measured | simulated | error | MFU measured | "
+             "simulated | fits |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        where = r.topology + (f" x {r.slices}" if r.slices > 1 else "")
+        mesh = r.mesh + (f", DCN {r.dcn_mesh}" if r.dcn_mesh else "")
+        if r.status == "not expressible":
+            lines.append(f"| {r.row} | {r.model} | {where} | {mesh} | {r.per_device_batch} | "
+                         f"{r.measured_tokens_per_s_per_device:,.0f} | - | - | {100 * r.measured_mfu:.1f} % | - | "
+                         "not expressible (expert axis) |")
+            continue
+        fits = "yes" if r.status == "ok" else "said not to"
+        lines.append(f"| {r.row} | {r.model} | {where} | {mesh} | {r.per_device_batch} | "
+                     f"{r.measured_tokens_per_s_per_device:,.0f} | {r.simulated_tokens_per_s_per_device:,.0f} | "
+                     f"{100 * r.error:+.1f} % | {100 * r.measured_mfu:.1f} % | {100 * r.simulated_mfu:.1f} % | {fits} |")
+    s = tiering_summary(results)
+    assert not math.isnan(s["median_abs_error"])
+    return {"tiering.table": "\n" + "\n".join(lines) + "\n", "tiering.rows": str(s["rows"]),
+            "tiering.median": f"{100 * s['median_abs_error']:.1f}", "tiering.worst": f"{100 * s['worst_abs_error']:.1f}",
+            "tiering.within10": str(s["within_10pct"]), "tiering.infeasible": str(s["infeasible"])}
+
+
 def calibration_numbers():
     """The shipped calibration's fitted values and their 95 % ranges."""
     from wus_sim.model.calibration import load_calibration
@@ -129,8 +157,8 @@ def calibration_numbers():
     op = {stack: values["op_overhead_s"] for stack, values in cal.stacks.items()}
     out = {
         "cal.id": cal.id,
-        "cal.mxu": f"{cal.params['mxu_efficiency']:.3f}",
-        "cal.mxu_range": "{:.3f}-{:.3f}".format(*ranges["mxu_efficiency"]),
+        "cal.mxu": f"{cal.params['matmul_peak_fraction']:.3f}",
+        "cal.mxu_range": "{:.3f}-{:.3f}".format(*ranges["matmul_peak_fraction"]),
         "cal.elementwise_fwd": f"{cal.params['elementwise_fwd_bytes']:.2f} B",
         "cal.elementwise_bwd": f"{cal.params['elementwise_bwd_bytes']:.2f} B",
         "cal.elementwise_range": "{:.2f}-{:.2f} B".format(*ranges["elementwise_fwd_bytes"]),
@@ -315,7 +343,7 @@ def api_numbers():
 
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
            "llm": llm_numbers, "mesh": mesh_numbers, "me": model_error_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
-           "bench": bench_numbers, "api": api_numbers}
+           "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers}
 """Key prefix -> the function that computes every key of that prefix."""
 
 

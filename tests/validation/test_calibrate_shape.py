@@ -24,7 +24,7 @@ def test_a_shape_fit_declares_its_model_and_its_errors_are_the_shape_models():
     assert cal.compute_params().compute_model == "shape"
 
 
-@pytest.mark.parametrize("fit, model", [("mxu_efficiency", "shape"), ("matmul_peak_fraction", None),
+@pytest.mark.parametrize("fit, model", [("mxu_efficiency", "shape"), ("matmul_peak_fraction", "flops"),
                                         ("op_fixed_s", "flops")])
 def test_fitting_a_value_the_model_does_not_read_is_an_error(fit, model):
     with pytest.raises(ConfigError, match="another compute model"):

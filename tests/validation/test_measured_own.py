@@ -87,7 +87,7 @@ def test_a_row_with_more_fields_than_the_header_is_an_error(own, tmp_path):
 def test_calibrate_on_your_table_marks_its_rows_there_only(own, tmp_path, capsys):
     out = tmp_path / "cal.yaml"
     fitted = "ssd/tpu-v3-128,ssd/tpu-v3-1024"
-    assert main(["calibrate", "--measured", str(own), "--rows", fitted, "--fit", "mxu_efficiency,step_overhead_s",
+    assert main(["calibrate", "--measured", str(own), "--rows", fitted, "--compute-model", "flops", "--fit", "mxu_efficiency,step_overhead_s",
                  "--out", str(out)]) == 0
     cal = load_calibration(str(out))
     data = cal.provenance["data"]
@@ -111,7 +111,7 @@ def test_calibrate_on_your_table_marks_its_rows_there_only(own, tmp_path, capsys
 
 def test_every_row_fitted_states_no_held_out_error(own, tmp_path, capsys):
     out = tmp_path / "all.yaml"
-    assert main(["calibrate", "--measured", str(own), "--fit", "mxu_efficiency,step_overhead_s",
+    assert main(["calibrate", "--measured", str(own), "--compute-model", "flops", "--fit", "mxu_efficiency,step_overhead_s",
                  "--out", str(out)]) == 0
     assert "fit to 5 training-only rows" in capsys.readouterr().out
     checked = load_calibration(str(out)).provenance["validation"]
@@ -163,7 +163,7 @@ def test_a_name_the_simulator_does_not_know_names_file_line_and_column(own, tmp_
     rows[2][column] = typo
     bad = _write(tmp_path / "typo.csv", rows, list(rows[0]))
     for argv in (["validate", "--measured", str(bad), "--no-plots", "--out", str(tmp_path / "v")],
-                 ["calibrate", "--measured", str(bad), "--fit", "mxu_efficiency,step_overhead_s",
+                 ["calibrate", "--measured", str(bad), "--compute-model", "flops", "--fit", "mxu_efficiency,step_overhead_s",
                   "--out", str(tmp_path / "c.yaml")]):
         assert main(argv) == 2, argv[0]
         err = capsys.readouterr().err.strip().splitlines()

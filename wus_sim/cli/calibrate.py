@@ -35,10 +35,10 @@ def add_parser(subparsers):
                         "mxu_efficiency,elementwise_fwd_bytes,op_overhead_s, "
                         "as shipped; op_overhead_s and step_overhead_s once per software stack)")
     p.add_argument("--compute-model", choices=("flops", "shape"),
-                   help="the compute model the fit runs and the file declares: flops (the default, "
-                        "mxu_efficiency) or shape (each matmul padded to the MXU tile; fits "
-                        "matmul_peak_fraction,elementwise_fwd_bytes,op_overhead_s unless --fit names others, "
-                        "of those and op_fixed_s, activation_hbm_efficiency)")
+                   help="the compute model the fit runs and the file declares: shape (the default, as shipped: "
+                        "each matmul padded to the MXU tile; fits matmul_peak_fraction,elementwise_fwd_bytes,"
+                        "op_overhead_s unless --fit names others, of those and op_fixed_s, "
+                        "activation_hbm_efficiency) or flops (one mxu_efficiency for every matmul's FLOPs)")
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table; "
                         "wus_sim/data/validation/README.md) to fit instead of Google's MLPerf v0.6 and v0.7 runs; "

@@ -120,6 +120,7 @@ def build_report(args):
     from ..model.calibration import load_calibration
     from ..model.compute import memory_bound_time_s
     from ..model.layer_stack import check_remat_policy, layer_times_under
+    from ..model.calibration import matrix_efficiency
     from ..model.ops.precision import precision_line
     from .options import placement_option_errors
     from ..inputs.errors import ConfigError
@@ -196,7 +197,7 @@ def build_report(args):
                  "remat_policy": args.remat_policy,
                  "quantization": args.quantization,
                  "quantization_note": None if args.quantization == "none" else
-                 precision_line(topology, args.quantization, params.mxu_efficiency, calibration.id)},
+                 precision_line(topology, args.quantization, matrix_efficiency(params), calibration.id)},
         calibration=calibration.id,
         software_stack=stack or calibration.default_stack,
         multislice=None if multislice is None else multislice.to_dict(),

@@ -184,10 +184,11 @@ def run(args):
     from ..experiments.records import used_values
 
     report["parameters"] = used_values(topology, options, meta["plan"], multislice)
+    from ..model.calibration import matrix_efficiency
     from ..model.ops.precision import precision_line
 
     report["quantization_note"] = None if options.quantization == "none" else precision_line(
-        topology, options.quantization, options.compute.mxu_efficiency, options.calibration_id)
+        topology, options.quantization, matrix_efficiency(options.compute), options.calibration_id)
     report.update(_if_fit_report(results))
     from ..training.small_allreduce import small_allreduce_report
 

@@ -10,7 +10,7 @@ the slice's facts (:func:`slice_columns`) and every value the model actually use
 
 import math
 
-from ..model.calibration import load_calibration
+from ..model.calibration import load_calibration, matrix_efficiency
 from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
 from ..inputs.memo import memos_on
 from ..hardware.multislice import load_multislice
@@ -219,7 +219,7 @@ def used_values(topology, options, plan, multislice=None):
         "routing": options.routing,
         "grad_dtype": grad_dtype_of_bytes(plan.workload.grad_bytes),
         "bucket_MiB": options.bucket_bytes / MiB,
-        "mxu_efficiency": c.mxu_efficiency,
+        "mxu_efficiency": matrix_efficiency(c),
         "bn_group_replicas": options.bn_group_replicas, "small_allreduce_algorithm": options.small_allreduce_algorithm,
         "gather_prefetch": resolve_gather_prefetch(plan, options.gather_prefetch), "keep_gathered_weights": options.keep_gathered_weights,
         "calibration": options.calibration_id,

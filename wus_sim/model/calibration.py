@@ -36,7 +36,7 @@ from ..inputs.memo import IdentityMemo, fixed_while_running
 
 __all__ = [
     "Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION",
-    "calibration_path", "STACK_PARAMS",
+    "calibration_path", "STACK_PARAMS", "matrix_efficiency",
 ]
 
 _SHIPPED = Path(__file__).resolve().parent.parent / "data" / "calibration"
@@ -89,10 +89,16 @@ class Calibration:
 
         check_keywords(overrides, _COMPUTE_FIELDS, "compute_params (the fields of ComputeParams)")
         given = {k: v for k, v in overrides.items() if v is not None}
+        aliased = params.get("compute_model") == "shape" and "mxu_efficiency" in given
+        if aliased and "matmul_peak_fraction" not in given:
+            # a point's MXU efficiency (point key, --mxu-efficiency) is what the matmuls reach of the
+            # peak: under the shape model that is the fraction of the padded peak, which it would
+            # otherwise leave unread
+            given["matmul_peak_fraction"] = given.pop("mxu_efficiency")
         # one object per calibration and arguments (frozen): the points of a sweep then share
         # the layer times and band gradients memoized by it (wus_sim.inputs.memo)
         return _COMPUTE_PARAMS.get((self,), (stack, tuple(sorted(given.items()))),
-                                   lambda: ComputeParams(**{**params, **given}))
+                                   lambda: _compute_params({**params, **given}, aliased))
 
     def has_stack(self, stack):
         """Whether *stack* (``None``: the default one) has fitted fixed costs here."""
@@ -112,6 +118,23 @@ class Calibration:
             values = [float(own.get(name, 0.0)) for own in self.stacks.values()] + [float(self.params.get(name, 0.0))]
             out[name] = (0.0, max(values))
         return out
+
+
+def _compute_params(values, aliased):
+    """:class:`ComputeParams` of *values*; an error in a matmul_peak_fraction the caller gave as
+    mxu_efficiency names what the caller wrote."""
+    try:
+        return ComputeParams(**values)
+    except ConfigError as exc:
+        if aliased and exc.key_path == "matmul_peak_fraction":
+            raise ConfigError(exc.rule, key_path="mxu_efficiency", value=exc.value) from None
+        raise
+
+
+def matrix_efficiency(params):
+    """The fraction of the matrix units' peak the matmuls of :class:`ComputeParams` *params* run at:
+    ``mxu_efficiency`` (flops model) or ``matmul_peak_fraction`` of the padded peak (shape model)."""
+    return params.matmul_peak_fraction if params.compute_model == "shape" else params.mxu_efficiency
 
 
 def calibration_path(name):

@@ -209,7 +209,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     :func:`~wus_sim.validation.validate.validate`: the fit under a disputed choice, which
     ``wus-sim validate --choices`` compares (the shipped calibration uses neither).
 
-    *compute_model* (``"flops"``, the default, or ``"shape"``) is written into the calibration's
+    *compute_model* (``"shape"``, the default and the shipped one, or ``"flops"``) is written into the calibration's
     values and every simulation of the fit runs under it; under ``shape`` the default fitted set is
     :data:`SHAPE_FIT_PARAMS`."""
     import numpy as np
@@ -335,11 +335,12 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
 
 
 def _compute_model(compute_model):
-    """``{"compute_model": ...}`` to declare in the calibration, or ``{}`` for the default (flops)."""
+    """``{"compute_model": ...}`` to declare in the calibration (``None``: shape, the shipped model), or
+    ``{}`` for flops (ComputeParams' own default)."""
     from ..model.compute import COMPUTE_MODELS
 
     if compute_model is None:
-        return {}
+        compute_model = "shape"
     if compute_model not in COMPUTE_MODELS:
         raise ConfigError(f"must be one of {', '.join(COMPUTE_MODELS)}", key_path="compute_model",
                           value=compute_model)
