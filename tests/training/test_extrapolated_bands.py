@@ -51,10 +51,11 @@ def test_unmeasured_chip_gets_an_extrapolated_band_covering_the_declared_ranges(
     # the declared per-op range starts at 0: the low end is below the step less its fitted op costs
     assert low <= t - per["breakdown"]["op_launch_s"]
     largest_op = max(s["op_overhead_s"] for s in cal.stacks.values())
-    fast = replace(fitted, mxu_efficiency=1.0, elementwise_fwd_bytes=3.0,
+    # the matrix units' fraction of peak over its declared 0.3-1 (both models' names: the calibration's reads one)
+    fast = replace(fitted, mxu_efficiency=1.0, matmul_peak_fraction=1.0, elementwise_fwd_bytes=3.0,
                    elementwise_bwd_bytes=3.0 * fitted.elementwise_bwd_bytes / fitted.elementwise_fwd_bytes,
                    op_overhead_s=0.0, step_overhead_s=0.0)
-    slow = replace(fitted, mxu_efficiency=0.3, elementwise_fwd_bytes=6.0,
+    slow = replace(fitted, mxu_efficiency=0.3, matmul_peak_fraction=0.3, elementwise_fwd_bytes=6.0,
                    elementwise_bwd_bytes=6.0 * fitted.elementwise_bwd_bytes / fitted.elementwise_fwd_bytes,
                    op_overhead_s=largest_op)
     assert low <= _resimulated(topology, fast) * (1 + 1e-9)

@@ -235,7 +235,9 @@ def extrapolated_ranges(calibration, chip, stack):
     record = (calibration.provenance or {}).get("validated_range") or {}
     out = {}
     if chip not in (record.get("chips") or []):
-        out["mxu_efficiency"] = UNMEASURED_CHIP_MXU_EFFICIENCY
+        # the matrix units' fraction of their peak, as the calibration's compute model reads it
+        shape = (calibration.params or {}).get("compute_model") == "shape"
+        out["matmul_peak_fraction" if shape else "mxu_efficiency"] = UNMEASURED_CHIP_MXU_EFFICIENCY
         bounds = (calibration.provenance or {}).get("bounds") or {}
         out["elementwise_fwd_bytes"] = tuple(bounds.get("elementwise_fwd_bytes") or ELEMENTWISE_BYTES_RANGE)
     if out or not calibration.has_stack(stack):
@@ -254,8 +256,9 @@ def _corner_times(workload, topology, batch, compute, ranges, *, spatial_ways, r
 
     base = compute_s(compute)
     axes = []
-    if "mxu_efficiency" in ranges:
-        axes.append([{"mxu_efficiency": v} for v in ranges["mxu_efficiency"]])
+    for name in ("mxu_efficiency", "matmul_peak_fraction"):
+        if name in ranges:
+            axes.append([{name: v} for v in ranges[name]])
     if "elementwise_fwd_bytes" in ranges:
         per_fwd = compute.elementwise_bwd_bytes / compute.elementwise_fwd_bytes if compute.elementwise_fwd_bytes else 0
         axes.append([{"elementwise_fwd_bytes": v, "elementwise_bwd_bytes": v * per_fwd}
