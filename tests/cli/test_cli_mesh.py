@@ -68,6 +68,15 @@ def test_step_two_slices_over_the_dcn():
     (("--mesh", "pipeline=2"), "unknown axis"),
     (("--dcn-mesh", "tensor=2"), "unknown axis"),
     (("--dcn-mesh", "data=2", "--slices", "4"), "slices is 4"),
+    # one integer rule: what Python's int() would take and the experiment schema refuses
+    (("--mesh", "data=1_6,fsdp=4"), "--mesh.data: '1_6' must be a whole number"),
+    (("--mesh", "data=+16,fsdp=4"), "--mesh.data: '+16'"),
+    (("--mesh", "data=\t16,fsdp=4"), "--mesh.data: '\\t16'"),
+    (("--mesh", "data=\u00a016,fsdp=4"), "--mesh.data: '\\xa016'"),
+    (("--mesh", "data=\u0661\u0666,fsdp=4"), "--mesh.data:"),
+    (("--mesh", "data=\uff11\uff16,fsdp=4"), "--mesh.data:"),
+    (("--mesh", "data=\u0967\u096c,fsdp=4"), "--mesh.data:"),
+    (("--dcn-mesh", "data=\uff12"), "--dcn-mesh.data:"),
 ])
 def test_mesh_errors_are_one_line_exit_2(argv, says):
     rc, out, err = run("step", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", *argv)

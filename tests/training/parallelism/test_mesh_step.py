@@ -9,6 +9,7 @@ import pytest
 from wus_sim.hardware.mesh import factorisations
 from wus_sim.hardware.multislice import load_multislice
 from wus_sim.hardware.topology_files import load_topology
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.model.workload_files import load_workload
 from wus_sim.training.parallelism.mesh_step import simulate_mesh
 from wus_sim.training.step import StepOptions, simulate_strategies
@@ -142,3 +143,10 @@ def test_one_placement_value_gives_the_same_step():
     by_placement = simulate_mesh("llama3-8b", "tpu-v5p-128", None, ("sharded",), global_batch=64, options=OPTIONS,
                                  placement=Placement(megacore=True, mesh="data=8,fsdp=2,tensor=4"))
     assert by_placement.results["sharded"].step_time_s == by_options.results["sharded"].step_time_s
+
+
+@pytest.mark.parametrize("strategies", ["all", "sharded", "replicated"])
+def test_a_plain_string_of_strategies_is_refused_not_split_into_letters(v5p, strategies):
+    # as simulate_strategies refuses it: 'all' would otherwise be the strategies 'a', 'l', 'l'
+    with pytest.raises(ConfigError, match="^strategies: .* must be a list of strategy names$"):
+        simulate_mesh("llama3-8b", v5p, None, strategies, mesh="fsdp=16,tensor=4", global_batch=64, options=OPTIONS)
