@@ -84,6 +84,16 @@ def test_mesh_errors_are_one_line_exit_2(argv, says):
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("mesh,says", [("nonsense!", "--mesh: 'nonsense!' must be axis=size pairs"),
+                                       ("data=\uff11", "--mesh.data: "),
+                                       ("tensor=4", "--mesh: 'tensor=4' applies to describe topology only")])
+def test_describe_workload_refuses_a_mesh(mesh, says):
+    for kind, name in (("workload", "llama3-8b"), ("optimizer", "adamw")):
+        rc, out, err = run("describe", kind, name, "--mesh", mesh)
+        assert rc == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith(f"wus-sim describe: error: {says}")
+
+
 def test_plan_mesh_shows_the_groups():
     rc, out, _ = run("plan", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", "--mesh", "fsdp=16,tensor=4")
     assert rc == 0 and "one tensor group: chips 0, 1, 2, 3" in out and "one fsdp group: chips 0, 4, 8" in out
