@@ -150,3 +150,27 @@ def test_a_plain_string_of_strategies_is_refused_not_split_into_letters(v5p, str
     # as simulate_strategies refuses it: 'all' would otherwise be the strategies 'a', 'l', 'l'
     with pytest.raises(ConfigError, match="^strategies: .* must be a list of strategy names$"):
         simulate_mesh("llama3-8b", v5p, None, strategies, mesh="fsdp=16,tensor=4", global_batch=64, options=OPTIONS)
+
+
+def test_a_tensor_axis_beyond_the_query_heads_is_refused_before_it_runs(v5p):
+    # llama3-8b: 32 query heads (8 KV heads) a layer; 64 devices of a v5p-128 with megacore
+    with pytest.raises(ConfigError) as err:
+        simulate_mesh("llama3-8b", v5p, None, ("sharded",), mesh="data=1,tensor=64", global_batch=64, options=OPTIONS)
+    assert str(err.value) == ("mesh: 'tensor=64' splits attention 64 ways, but llama3-8b has 32 query heads a layer; "
+                              "tensor must be at most the query heads")
+    # 32 = the heads runs (tensor above the 8 KV heads replicates them, as MaxText does): every part >= 0
+    run = simulate_mesh("llama3-8b", v5p, None, ("sharded",), mesh="data=2,tensor=32", global_batch=64,
+                        options=OPTIONS)
+    check_parts(run)
+    assert min(run.results["sharded"].breakdown[p] for p in ("fwd_s", "bwd_s")) > 0
+
+
+def test_the_search_counts_meshes_beyond_the_heads_and_runs_none_of_them():
+    from wus_sim.training.parallelism.mesh_search import search_meshes
+
+    # bert-large: 16 heads; torus:4x8 has 32 chips, so the one mesh tensor=32 is beyond them
+    cands = search_meshes("bert-large", "torus:4x8", global_batch=32, remats=("none",), strategies=("replicated",))
+    heads = [c for c in cands if c.reason == "heads"]
+    assert [(c.mesh, c.strategy, c.status) for c in heads] == [("tensor=32", "fully-sharded", "infeasible")]
+    assert "has 16 query heads" in heads[0].error and math.isnan(heads[0].step_time_s)
+    assert len(cands) == 21  # 32 = 2^5 over three axes: 6 x 7 / 2 meshes, one strategy and one remat each

@@ -51,7 +51,7 @@ from ..update.planner import plan as make_plan
 from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
                     step_layer_times, strategy_names, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .tensor_parallel import (collective_matmul_exposed_s, split_workload, tensor_collective_layers,
+from .tensor_parallel import (check_tensor_heads, collective_matmul_exposed_s, split_workload, tensor_collective_layers,
                               tensor_collective_nbytes)
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
@@ -116,6 +116,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
                           value=str(dcn))
     mesh = parse_mesh(mesh) or Mesh(data=topology.num_replicas)
     lay = layout(topology, mesh)
+    check_tensor_heads(workload, mesh)
     today = _today(mesh, dcn, strategies, options)
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
