@@ -174,3 +174,14 @@ def test_the_search_counts_meshes_beyond_the_heads_and_runs_none_of_them():
     assert [(c.mesh, c.strategy, c.status) for c in heads] == [("tensor=32", "fully-sharded", "infeasible")]
     assert "has 16 query heads" in heads[0].error and math.isnan(heads[0].step_time_s)
     assert len(cands) == 21  # 32 = 2^5 over three axes: 6 x 7 / 2 meshes, one strategy and one remat each
+
+
+def test_without_the_heads_rule_the_step_crashes_rather_than_time_negative(monkeypatch):
+    # tensor=1024 on 32 heads made layer times below zero (forward -28 ms): the timeline's
+    # assertion now stops such a step before a result holds them
+    from wus_sim.training.parallelism import mesh_step
+
+    monkeypatch.setattr(mesh_step, "check_tensor_heads", lambda *a, **k: None)
+    with pytest.raises(AssertionError, match="negative duration"):
+        simulate_mesh("llama3-8b", load_topology("tpu-v5p-2048", megacore=True), None, ("replicated",),
+                      mesh="tensor=1024", options=OPTIONS)
