@@ -68,11 +68,41 @@ def test_step_two_slices_over_the_dcn():
     (("--mesh", "pipeline=2"), "unknown axis"),
     (("--dcn-mesh", "tensor=2"), "unknown axis"),
     (("--dcn-mesh", "data=2", "--slices", "4"), "slices is 4"),
+    # one integer rule: what Python's int() would take and the experiment schema refuses
+    (("--mesh", "data=1_6,fsdp=4"), "--mesh.data: '1_6' must be a whole number"),
+    (("--mesh", "data=+16,fsdp=4"), "--mesh.data: '+16'"),
+    (("--mesh", "data=\t16,fsdp=4"), "--mesh.data: '\\t16'"),
+    (("--mesh", "data=\u00a016,fsdp=4"), "--mesh.data: '\\xa016'"),
+    (("--mesh", "data=\u0661\u0666,fsdp=4"), "--mesh.data:"),
+    (("--mesh", "data=\uff11\uff16,fsdp=4"), "--mesh.data:"),
+    (("--mesh", "data=\u0967\u096c,fsdp=4"), "--mesh.data:"),
+    (("--dcn-mesh", "data=\uff12"), "--dcn-mesh.data:"),
+    # llama3-8b has 32 query heads a layer: a tensor axis of 64 would hold half a head
+    (("--mesh", "tensor=64"), "--mesh: 'tensor=64' splits attention 64 ways, but llama3-8b has 32 query heads"),
 ])
 def test_mesh_errors_are_one_line_exit_2(argv, says):
     rc, out, err = run("step", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", *argv)
     assert rc == 2 and out == ""
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_negative_times_are_now_a_refusal():
+    # tensor=1024 on 32 heads printed forward -28.49 ms; step and plan refuse it, naming the heads
+    for cmd in ("step", "plan"):
+        rc, out, err = run(cmd, "llama3-8b", "-t", "tpu-v5p-2048", "--megacore", "--mesh", "tensor=1024")
+        assert rc == 2 and out == "" and err.count("\n") == 1
+        assert err == (f"wus-sim {cmd}: error: --mesh: 'tensor=1024' splits attention 1024 ways, but llama3-8b has "
+                       "32 query heads a layer; tensor must be at most the query heads\n")
+
+
+@pytest.mark.parametrize("mesh,says", [("nonsense!", "--mesh: 'nonsense!' must be axis=size pairs"),
+                                       ("data=\uff11", "--mesh.data: "),
+                                       ("tensor=4", "--mesh: 'tensor=4' applies to describe topology only")])
+def test_describe_workload_refuses_a_mesh(mesh, says):
+    for kind, name in (("workload", "llama3-8b"), ("optimizer", "adamw")):
+        rc, out, err = run("describe", kind, name, "--mesh", mesh)
+        assert rc == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith(f"wus-sim describe: error: {says}")
 
 
 def test_plan_mesh_shows_the_groups():
@@ -97,6 +127,17 @@ def test_plan_search_ranks_every_candidate():
     assert times == sorted(times)
     assert doc["feasible"] + sum(doc["infeasible"].values()) == len(cands)
     assert all(c["reason"] in ("memory", "batch") for c in cands if c["status"] != "ok")
+
+
+def test_plan_search_counts_the_meshes_beyond_the_heads():
+    # bert-large's 16 heads on 32 chips: the mesh tensor=32 (no data axis: fully-sharded only) x 4 remats
+    rc, out, _ = run("plan", "bert-large", "-t", "torus:4x8", "--search", "--global-batch", "32", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("plan-search", doc)
+    heads = [c for c in doc["candidates"] if c["reason"] == "heads"]
+    assert doc["infeasible"].get("heads") == len(heads) == 4
+    assert {c["mesh"] for c in heads} == {"tensor=32"} and all(c["step_time_s"] is None for c in heads)
 
 
 def test_describe_topology_mesh_names_the_replica_cores():

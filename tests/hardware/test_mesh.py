@@ -24,6 +24,49 @@ def test_parse_text_mapping_and_errors():
         parse_mesh("tensor=2", axes=("data", "fsdp"))
 
 
+# Sizes Python's int() takes and the experiment schema refuses: one rule now refuses them on every
+# path (text, mapping, Mesh(...)), naming the axis.
+NOT_DIGITS = ["1_6", "+16", "-16", "\t16", "16\t", "\u00a016", "1 6", "16.0", "\u0661\u0666", "\uff11\uff16",
+              "\u0967\u096c", "0x10", ""]
+
+
+@pytest.mark.parametrize("size", NOT_DIGITS)
+def test_text_sizes_are_ascii_digits_as_the_schema_says(size):
+    import jsonschema
+
+    from wus_sim.hardware.mesh import mesh_json_schema
+
+    text = f"data={size}"
+    with pytest.raises(ConfigError) as err:
+        parse_mesh(text)
+    assert str(err.value).startswith("mesh.data: ") and "\n" not in str(err.value)
+    with pytest.raises(jsonschema.ValidationError):  # the experiment file's rule says the same
+        jsonschema.validate(text, mesh_json_schema(("data", "fsdp", "tensor")))
+
+
+def test_spaces_around_the_parts_are_the_schemas_too():
+    import jsonschema
+
+    from wus_sim.hardware.mesh import mesh_json_schema
+
+    text = " data = 16 , tensor = 2 "
+    jsonschema.validate(text, mesh_json_schema(("data", "fsdp", "tensor")))
+    assert parse_mesh(text) == Mesh(data=16, tensor=2)
+    with pytest.raises(ConfigError, match="^dcn_mesh.fsdp: "):
+        parse_mesh("fsdp=\u0662", key_path="dcn_mesh", axes=("data", "fsdp"))
+
+
+@pytest.mark.parametrize("kw,axis", [({"data": -16, "fsdp": -1}, "data"), ({"data": 4.0}, "data"),
+                                     ({"tensor": True}, "tensor"), ({"fsdp": "4"}, "fsdp"), ({"fsdp": 0}, "fsdp"),
+                                     ({"tensor": 2**17 + 1}, "tensor")])
+def test_mesh_and_mappings_take_integers_only(kw, axis):
+    for make_mesh in (lambda: Mesh(**kw), lambda: parse_mesh(kw), lambda: Placement(mesh=kw)):
+        with pytest.raises(ConfigError) as err:
+            make_mesh()
+        assert str(err.value).startswith(f"mesh.{axis}: ") and "\n" not in str(err.value)
+    assert Mesh(data=np.int64(4)).data == 4 and type(Mesh(data=np.int64(4)).data) is int
+
+
 def device_coords(topo):
     """Device id -> (core, x, y, z) as JAX lists TPU devices: core fastest, then x, y, z."""
     c = topo.cores_per_chip

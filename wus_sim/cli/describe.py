@@ -47,6 +47,16 @@ def add_parser(subparsers):
 
 
 def run(args):
+    if args.mesh is not None and args.kind != "topology":  # an option that would do nothing is refused
+        from ..hardware.mesh import parse_mesh
+        from ..inputs.errors import ConfigError
+
+        try:
+            parse_mesh(args.mesh)
+        except ConfigError as exc:  # a bad mesh says what is wrong with it first
+            raise exc.at("--" + (exc.key_path or "mesh")) from None
+        raise ConfigError(f"applies to describe topology only (where the mesh's axes lie), not {args.kind}",
+                          key_path="--mesh", value=args.mesh)
     if args.kind == "workload":
         return _workload(args)
     if args.kind == "topology":

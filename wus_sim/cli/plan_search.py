@@ -77,7 +77,7 @@ def _text(r):
     if r["infeasible"]:
         lines.append("  infeasible: " + ", ".join(f"{k} {v}" for k, v in r["infeasible"].items())
                      + " (memory: needs more HBM than a device has; batch: the global batch does not divide over "
-                       "the data-parallel groups)")
+                       "the data-parallel groups; heads: tensor is larger than the attention's query heads)")
         for c in r["candidates"]:
             if c["status"] != "ok":
                 need = format_bytes(c["mem_peak_bytes"]) if c["reason"] == "memory" else "-"

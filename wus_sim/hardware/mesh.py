@@ -1,5 +1,8 @@
 """Device meshes: named axes ``data``, ``fsdp``, ``tensor`` laid on a slice's torus.
 
+The mesh as an input value (its axis sizes and the one rule that reads them, the placement of a
+run) is :mod:`wus_sim.hardware.mesh_spec`; this module lays it on a slice.
+
 A mesh names how the slice's devices (chips with megacore, TensorCores otherwise) split the
 work: ``tensor`` splits each layer's matmuls (Shoeybi et al. 2019, "Megatron-LM", arXiv
 1909.08053), ``fsdp`` shards weights, gradients and optimizer state (ZeRO-3, Rajbhandari et
@@ -61,66 +64,10 @@ import itertools
 import math
 
 from ..inputs.errors import ConfigError
+from .mesh_spec import DCN_AXES, MESH_AXES, Mesh, Placement, mesh_json_schema, mesh_text, parse_mesh
 
 __all__ = ["MESH_AXES", "DCN_AXES", "Mesh", "parse_mesh", "mesh_text", "mesh_json_schema", "layout", "MeshLayout", "factorisations",
            "Placement"]
-
-MESH_AXES = ("data", "fsdp", "tensor")
-"""Mesh axes, outermost first (MaxText's order of the same names)."""
-DCN_AXES = ("data", "fsdp")
-"""Axes a mesh of slices may have: tensor over the DCN is never recommended (MaxText's
-sharding guide) and is not modelled."""
-
-
-@dataclass(frozen=True)
-class Mesh:
-    """Sizes of the mesh axes; a missing axis is 1."""
-
-    data: int = 1
-    fsdp: int = 1
-    tensor: int = 1
-
-    @property
-    def size(self):
-        """Devices the mesh spans (product of its axes)."""
-        return self.data * self.fsdp * self.tensor
-
-    def to_dict(self):
-        return {a: getattr(self, a) for a in MESH_AXES}
-
-    def __str__(self):
-        return ",".join(f"{a}={getattr(self, a)}" for a in MESH_AXES if getattr(self, a) > 1) or "data=1"
-
-
-def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
-    """A :class:`Mesh` from ``"data=4,fsdp=2"``, a mapping ``{data: 4, fsdp: 2}`` or a Mesh
-    (``None`` stays ``None``). Errors name *key_path*, the value and the rule."""
-    if value is None or isinstance(value, Mesh):
-        return value
-    rule = f"must be axis=size pairs over {', '.join(axes)} (e.g. {axes[-1]}=4), each size a whole number >= 1"
-    if isinstance(value, str):
-        pairs = {}
-        for item in value.replace(" ", "").split(","):
-            name, sep, size = item.partition("=")
-            if not sep or name in pairs:
-                raise ConfigError(rule, key_path=key_path, value=value)
-            pairs[name] = size
-        try:
-            pairs = {k: int(v) for k, v in pairs.items()}
-        except ValueError:
-            raise ConfigError(rule, key_path=key_path, value=value) from None
-    elif isinstance(value, dict):
-        pairs = dict(value)
-    else:
-        raise ConfigError(rule, key_path=key_path, value=value)
-    for name, size in pairs.items():
-        if name not in axes:
-            raise ConfigError(f"names an unknown axis {name!r}; known: {', '.join(axes)}", key_path=key_path,
-                              value=value)
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 2**17:
-            raise ConfigError(rule, key_path=f"{key_path}.{name}", value=size)
-    return Mesh(**pairs)
-
 
 def _physical_axes(topology):
     """Physical axes innermost first: ``(axis, length)``, axis -1 the cores of a chip, then the
@@ -403,44 +350,3 @@ def _suggest(topology, asked=None, most=6):
     shown = ", ".join(f"--mesh {m}" for m in sorted(fits, key=distance)[:most])
     more = f" (and {len(fits) - most} more)" if len(fits) > most else ""
     return shown + more
-
-
-@dataclass(frozen=True)
-class Placement:
-    """How a run places its work on the hardware, in one value: megacore, spatial ways, slices
-    and the mesh axes within a slice and across slices. ``None`` fields mean the model's default
-    (the topology's cores, the MLPerf run's spatial ways, the topology file's slices, pure data
-    parallelism)."""
-
-    megacore: bool = False
-    spatial_ways: int = None
-    slices: int = None
-    mesh: Mesh = None
-    dcn_mesh: Mesh = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "mesh", parse_mesh(self.mesh))
-        object.__setattr__(self, "dcn_mesh", parse_mesh(self.dcn_mesh, key_path="dcn_mesh", axes=DCN_AXES))
-        if self.dcn_mesh is not None:
-            if self.slices is not None and self.slices != self.dcn_mesh.size:
-                raise ConfigError(f"multiplies to {self.dcn_mesh.size} slices, but slices is {self.slices}",
-                                  key_path="dcn_mesh", value=str(self.dcn_mesh))
-            object.__setattr__(self, "slices", self.dcn_mesh.size)
-        if self.mesh is not None and self.spatial_ways not in (None, 1):
-            raise ConfigError("give a mesh or spatial_ways, not both (the mesh's tensor axis splits a layer "
-                              "over devices)", key_path="spatial_ways", value=self.spatial_ways)
-
-
-def mesh_text(value, *, axes=("data", "fsdp", "tensor"), key_path="mesh"):
-    """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
-    ``axis=size`` text or a mapping: the value a point parameter holds."""
-    return str(parse_mesh(value, key_path=key_path, axes=axes))
-
-
-def mesh_json_schema(axes):
-    """JSON Schema of a mesh value over *axes*: ``axis=size`` text or a mapping."""
-    names = "|".join(axes)
-    return {"anyOf": [
-        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
-        {"type": "object", "additionalProperties": False, "minProperties": 1,
-         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}

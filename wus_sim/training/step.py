@@ -339,6 +339,16 @@ def _with_op_launch(breakdown, workload, work, compute):
     return breakdown
 
 
+def strategy_names(strategies):
+    """*strategies* (a list of strategy names) as a tuple; a plain string is refused, not split into letters."""
+    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
+        raise ConfigError("must be a list of strategy names", key_path="strategies", value=strategies)
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
+    return tuple(strategies)
+
+
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,
                         global_batch=None, replicas=None, options=None, spatial_ways=None):
     """Simulate each of *strategies*; returns a :class:`StepRun` (``.results``:
@@ -350,12 +360,7 @@ def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, 
     the workload's MLPerf run on this slice, else one per core; *spatial_ways* (cores per
     replica) sets them instead: the slice's cores / *spatial_ways*.
     """
-    options = options or StepOptions()
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise ConfigError("must be a list of strategy names", key_path="strategies", value=strategies)
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
+    options, strategies = options or StepOptions(), strategy_names(strategies)
     # the API takes the point rules too (a batch of 1.5 or 2^40 examples is the point table's error)
     for key, value in (("per_replica_batch", per_replica_batch), ("global_batch", global_batch)):
         if value is not None:

@@ -9,6 +9,7 @@ import pytest
 from wus_sim.hardware.mesh import factorisations
 from wus_sim.hardware.multislice import load_multislice
 from wus_sim.hardware.topology_files import load_topology
+from wus_sim.inputs.errors import ConfigError
 from wus_sim.model.workload_files import load_workload
 from wus_sim.training.parallelism.mesh_step import simulate_mesh
 from wus_sim.training.step import StepOptions, simulate_strategies
@@ -142,3 +143,45 @@ def test_one_placement_value_gives_the_same_step():
     by_placement = simulate_mesh("llama3-8b", "tpu-v5p-128", None, ("sharded",), global_batch=64, options=OPTIONS,
                                  placement=Placement(megacore=True, mesh="data=8,fsdp=2,tensor=4"))
     assert by_placement.results["sharded"].step_time_s == by_options.results["sharded"].step_time_s
+
+
+@pytest.mark.parametrize("strategies", ["all", "sharded", "replicated"])
+def test_a_plain_string_of_strategies_is_refused_not_split_into_letters(v5p, strategies):
+    # as simulate_strategies refuses it: 'all' would otherwise be the strategies 'a', 'l', 'l'
+    with pytest.raises(ConfigError, match="^strategies: .* must be a list of strategy names$"):
+        simulate_mesh("llama3-8b", v5p, None, strategies, mesh="fsdp=16,tensor=4", global_batch=64, options=OPTIONS)
+
+
+def test_a_tensor_axis_beyond_the_query_heads_is_refused_before_it_runs(v5p):
+    # llama3-8b: 32 query heads (8 KV heads) a layer; 64 devices of a v5p-128 with megacore
+    with pytest.raises(ConfigError) as err:
+        simulate_mesh("llama3-8b", v5p, None, ("sharded",), mesh="data=1,tensor=64", global_batch=64, options=OPTIONS)
+    assert str(err.value) == ("mesh: 'tensor=64' splits attention 64 ways, but llama3-8b has 32 query heads a layer; "
+                              "tensor must be at most the query heads")
+    # 32 = the heads runs (tensor above the 8 KV heads replicates them, as MaxText does): every part >= 0
+    run = simulate_mesh("llama3-8b", v5p, None, ("sharded",), mesh="data=2,tensor=32", global_batch=64,
+                        options=OPTIONS)
+    check_parts(run)
+    assert min(run.results["sharded"].breakdown[p] for p in ("fwd_s", "bwd_s")) > 0
+
+
+def test_the_search_counts_meshes_beyond_the_heads_and_runs_none_of_them():
+    from wus_sim.training.parallelism.mesh_search import search_meshes
+
+    # bert-large: 16 heads; torus:4x8 has 32 chips, so the one mesh tensor=32 is beyond them
+    cands = search_meshes("bert-large", "torus:4x8", global_batch=32, remats=("none",), strategies=("replicated",))
+    heads = [c for c in cands if c.reason == "heads"]
+    assert [(c.mesh, c.strategy, c.status) for c in heads] == [("tensor=32", "fully-sharded", "infeasible")]
+    assert "has 16 query heads" in heads[0].error and math.isnan(heads[0].step_time_s)
+    assert len(cands) == 21  # 32 = 2^5 over three axes: 6 x 7 / 2 meshes, one strategy and one remat each
+
+
+def test_without_the_heads_rule_the_step_crashes_rather_than_time_negative(monkeypatch):
+    # tensor=1024 on 32 heads made layer times below zero (forward -28 ms): the timeline's
+    # assertion now stops such a step before a result holds them
+    from wus_sim.training.parallelism import mesh_step
+
+    monkeypatch.setattr(mesh_step, "check_tensor_heads", lambda *a, **k: None)
+    with pytest.raises(AssertionError, match="negative duration"):
+        simulate_mesh("llama3-8b", load_topology("tpu-v5p-2048", megacore=True), None, ("replicated",),
+                      mesh="tensor=1024", options=OPTIONS)

@@ -140,3 +140,15 @@ def test_batch_norm_times_need_one_per_layer():
     prog = StepProgram("replicated", (1e-3, 1e-3), (1e-3, 1e-3), (), update_s=0.0, fwd_batch_norm_s=(1e-5,))
     with pytest.raises(ValueError, match="one time per layer"):
         run_timeline(prog)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("fwd_layer_s", (1e-3, -1e-6)), ("bwd_layer_s", (-1e-3, 1e-3)), ("update_s", -1e-9),
+    ("extra_reduction_s", (-1.0,)), ("host_loop_s", -1e-6),
+    ("buckets", (TimelineBucket("b", 0, (0, 1), "all-reduce", 1.0, -1e-6),))])
+def test_a_negative_duration_is_a_bug_not_a_result(field, value):
+    # a split or subtraction gone wrong upstream crashes here rather than printing a negative time
+    base = dict(strategy="replicated", fwd_layer_s=(1e-3, 1e-3), bwd_layer_s=(2e-3, 2e-3), buckets=(), update_s=1e-3)
+    with pytest.raises(AssertionError, match=f"StepProgram.{field} has a negative duration"):
+        StepProgram(**{**base, field: value})
+    assert run_timeline(StepProgram(**base)).step_time_s == pytest.approx(2e-3 + 4e-3 + 1e-3, rel=1e-9)

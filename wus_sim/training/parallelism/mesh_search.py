@@ -3,7 +3,8 @@
 every rematerialisation policy, simulated and ranked by step time.
 
 A candidate that cannot run is a row with its reason (does not fit in HBM, the batch does not
-divide over its data-parallel groups), counted by reason; nothing is dropped silently. Meshes
+divide over its data-parallel groups, a tensor axis larger than the attention's query heads:
+:func:`~wus_sim.training.parallelism.tensor_parallel.check_tensor_heads`, not simulated), counted by reason; nothing is dropped silently. Meshes
 without a data axis run ``fully-sharded`` only (the strategy is what the data axis does; without
 one every strategy is the same step), so each distinct step appears once.
 """
@@ -17,6 +18,7 @@ from ...inputs.errors import ConfigError
 from ...model.workload import REMAT_MODES
 from ...model.workload_files import load_workload
 from .mesh_step import simulate_mesh
+from .tensor_parallel import check_tensor_heads
 from ..step import StepOptions
 from ..update.strategies import STRATEGIES
 
@@ -34,7 +36,7 @@ class Candidate:
     status: str
     """``'ok'`` or ``'infeasible'``."""
     reason: str
-    """Why it is infeasible: ``'memory'`` or ``'batch'`` (empty when ok)."""
+    """Why it is infeasible: ``'memory'``, ``'batch'`` or ``'heads'`` (empty when ok)."""
     error: str
     step_time_s: float
     mem_peak_bytes: float
@@ -77,6 +79,12 @@ def search_meshes(workload, topology, optimizer=None, *, global_batch=None, per_
         for mesh in factorisations(slice_):
             data = mesh.data * (dcn.data if dcn else 1)
             todo = tuple(strategies) if data > 1 else ("fully-sharded",)
+            try:
+                check_tensor_heads(workload, mesh)
+            except ConfigError as exc:  # a row per point, not simulated
+                out += [Candidate(str(mesh), str(dcn) if dcn else "", s, remat, "infeasible", "heads", str(exc),
+                                  math.nan, math.nan, math.nan, math.nan, {}) for remat in remats for s in todo]
+                continue
             for remat in remats:
                 opts = replace(options, remat=remat)
                 try:

@@ -49,9 +49,9 @@ from ...model.workload import resolve_batch
 from ...model.workload_files import load_workload
 from ..update.planner import plan as make_plan
 from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
-                    step_layer_times, with_host_offload)
+                    step_layer_times, strategy_names, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .tensor_parallel import (collective_matmul_exposed_s, split_workload, tensor_collective_layers,
+from .tensor_parallel import (check_tensor_heads, collective_matmul_exposed_s, split_workload, tensor_collective_layers,
                               tensor_collective_nbytes)
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
@@ -95,6 +95,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
     meshes in one value instead: a *topology* given by name is then loaded with its megacore and
     slices, and its meshes are used (give it or *mesh*/*dcn_mesh*, not both)."""
     options = options or StepOptions()
+    strategies = strategy_names(strategies)
     if isinstance(workload, str):
         workload = load_workload(workload)
     if placement is not None:
@@ -115,7 +116,8 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
                           value=str(dcn))
     mesh = parse_mesh(mesh) or Mesh(data=topology.num_replicas)
     lay = layout(topology, mesh)
-    today = _today(mesh, dcn, tuple(strategies), options)
+    check_tensor_heads(workload, mesh)
+    today = _today(mesh, dcn, strategies, options)
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
                                   global_batch=global_batch, options=today[1])
@@ -129,7 +131,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
         comm = today_comm(next(iter(results.values())).work, ms, dcn, today[1], topology.num_replicas)
         return replace(run, results=results, mesh=MeshSummary(mesh, dcn, lay, comm, "today"))
     return _MeshStep(workload, topology, ms, optimizer, mesh, dcn, lay, options).run(
-        tuple(strategies), per_replica_batch, global_batch)
+        strategies, per_replica_batch, global_batch)
 
 
 class _MeshStep:

@@ -31,9 +31,10 @@ import math
 
 import numpy as np
 
+from ...inputs.errors import ConfigError
 from ...model.layer_stack import layer_stack
 
-__all__ = ["split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes",
+__all__ = ["check_tensor_heads", "split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes",
            "collective_matmul_exposed_s"]
 
 
@@ -45,6 +46,19 @@ def _split_shape(shape, ways):
         return tuple(shape)
     cut = int(np.argmax(shape))
     return tuple(math.ceil(d / ways) if i == cut else d for i, d in enumerate(shape))
+
+
+def check_tensor_heads(workload, mesh, *, key_path="mesh"):
+    """Refuse a *mesh* whose ``tensor`` axis is larger than the query heads of an attention layer
+    of *workload* (one line naming the mesh, the heads and the rule): the split is by heads, and
+    below one head a device would hold no whole head (the layer times go negative). Checked
+    before anything runs. KV heads: a workload lists only query heads; MaxText shards KV heads
+    over ``tensor`` too and replicates them when ``tensor`` exceeds them (grouped-query
+    attention), which is allowed here, its K and V projections still charged ``1/T``."""
+    heads = min((a.heads for a in workload.attention), default=None)
+    if heads is not None and mesh.tensor > heads:
+        raise ConfigError(f"splits attention {mesh.tensor} ways, but {workload.name} has {heads} query heads "
+                          f"a layer; tensor must be at most the query heads", key_path=key_path, value=str(mesh))
 
 
 def split_workload(workload, ways):

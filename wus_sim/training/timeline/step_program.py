@@ -102,6 +102,18 @@ class StepProgram:
     """Per layer: the all-reduce of its batch-norm gradient statistics in backward, before the
     layer's backward compute (the batch-norm backward comes first in reverse order)."""
 
+    def __post_init__(self):
+        # A negative duration is a bug upstream (a split or a subtraction gone wrong): a crash
+        # here, never a number in a result.
+        buckets = [t for b in self.buckets for t in (b.grad_time_s, b.gather_time_s, b.fwd_gather_time_s,
+                                                      b.bwd_gather_time_s)]
+        times = {"fwd_layer_s": self.fwd_layer_s, "bwd_layer_s": self.bwd_layer_s, "buckets": buckets,
+                 "update_s": (self.update_s,), "extra_reduction_s": self.extra_reduction_s,
+                 "step_overhead_s": (self.step_overhead_s,), "host_loop_s": (self.host_loop_s,),
+                 "fwd_batch_norm_s": self.fwd_batch_norm_s, "bwd_batch_norm_s": self.bwd_batch_norm_s}
+        for name, values in times.items():
+            assert not any(t < 0 for t in values), f"StepProgram.{name} has a negative duration: {min(values)}"
+
 
 @dataclass(frozen=True)
 class Interval:

@@ -1,0 +1,137 @@
+"""A device mesh as an input value: the axis sizes, read from text, a mapping or the API by one
+rule (:func:`mesh_size`), and a run's placement (:class:`Placement`). Where the axes lie on a
+slice is :mod:`wus_sim.hardware.mesh`.
+
+One rule for a size, everywhere (``--mesh``, ``--dcn-mesh``, experiment files, ``Mesh(...)``,
+``simulate_mesh(mesh=...)``): a whole number from 1 to 2^17. In text it is plain ASCII digits
+(``[0-9]+``: no sign, no underscore, no other script's digits, which Python's ``int()`` would
+take), with ASCII spaces allowed around names, ``=`` and commas and nothing else (no tab, no
+no-break space), which is the experiment schema's pattern (:func:`mesh_json_schema`); in a
+mapping or the API it is an integer (a bool or a float such as 4.0 is refused).
+"""
+
+from dataclasses import dataclass
+import numbers
+import re
+
+from ..inputs.errors import ConfigError
+
+__all__ = ["MESH_AXES", "DCN_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
+           "mesh_json_schema", "Placement"]
+
+MESH_AXES = ("data", "fsdp", "tensor")
+"""Mesh axes, outermost first (MaxText's order of the same names)."""
+DCN_AXES = ("data", "fsdp")
+"""Axes a mesh of slices may have: tensor over the DCN is never recommended (MaxText's
+sharding guide) and is not modelled."""
+MAX_AXIS_SIZE = 2**17
+"""The largest size an axis may have (more devices than any slice or multislice we model)."""
+_SIZE_RULE = f"must be a whole number from 1 to {MAX_AXIS_SIZE} (in text digits 0-9 only, else an integer)"
+
+
+def mesh_size(size, *, key_path, text=False):
+    """*size* (an integer; with *text*, a string of ASCII digits) as an ``int`` axis size, else a
+    one-line ConfigError at *key_path*: the one place a mesh size is read."""
+    if text and isinstance(size, str):
+        if re.fullmatch("[0-9]+", size) is None:
+            raise ConfigError(_SIZE_RULE, key_path=key_path, value=size)
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or not 1 <= size <= MAX_AXIS_SIZE:
+        raise ConfigError(_SIZE_RULE, key_path=key_path, value=size)
+    return int(size)
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Sizes of the mesh axes; a missing axis is 1. Each size is checked by :func:`mesh_size`."""
+
+    data: int = 1
+    fsdp: int = 1
+    tensor: int = 1
+
+    def __post_init__(self):
+        for a in MESH_AXES:
+            object.__setattr__(self, a, mesh_size(getattr(self, a), key_path=f"mesh.{a}"))
+
+    @property
+    def size(self):
+        """Devices the mesh spans (product of its axes)."""
+        return self.data * self.fsdp * self.tensor
+
+    def to_dict(self):
+        return {a: getattr(self, a) for a in MESH_AXES}
+
+    def __str__(self):
+        return ",".join(f"{a}={getattr(self, a)}" for a in MESH_AXES if getattr(self, a) > 1) or "data=1"
+
+
+_PAIR = re.compile(" *([^=]*?) *= *(.*?) *")
+
+
+def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
+    """A :class:`Mesh` from ``"data=4,fsdp=2"``, a mapping ``{data: 4, fsdp: 2}`` or a Mesh
+    (``None`` stays ``None``). Errors name *key_path* (and the axis), the value and the rule."""
+    if value is None:
+        return value
+    rule = f"must be axis=size pairs over {', '.join(axes)} (e.g. {axes[-1]}=4), each size a whole number >= 1"
+    if isinstance(value, Mesh):
+        pairs = {a: getattr(value, a) for a in MESH_AXES if getattr(value, a) > 1}
+    elif isinstance(value, str):
+        pairs = {}
+        for item in value.split(","):
+            m = _PAIR.fullmatch(item)
+            if m is None or m[1] in pairs:
+                raise ConfigError(rule, key_path=key_path, value=value)
+            pairs[m[1]] = m[2]
+    elif isinstance(value, dict):
+        pairs = dict(value)
+    else:
+        raise ConfigError(rule, key_path=key_path, value=value)
+    for name in pairs:
+        if name not in axes:
+            raise ConfigError(f"names an unknown axis {name!r}; known: {', '.join(axes)}", key_path=key_path,
+                              value=value)
+    text = isinstance(value, str)
+    return Mesh(**{name: mesh_size(size, key_path=f"{key_path}.{name}", text=text) for name, size in pairs.items()})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How a run places its work on the hardware, in one value: megacore, spatial ways, slices
+    and the mesh axes within a slice and across slices. ``None`` fields mean the model's default
+    (the topology's cores, the MLPerf run's spatial ways, the topology file's slices, pure data
+    parallelism)."""
+
+    megacore: bool = False
+    spatial_ways: int = None
+    slices: int = None
+    mesh: Mesh = None
+    dcn_mesh: Mesh = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "mesh", parse_mesh(self.mesh))
+        object.__setattr__(self, "dcn_mesh", parse_mesh(self.dcn_mesh, key_path="dcn_mesh", axes=DCN_AXES))
+        if self.dcn_mesh is not None:
+            if self.slices is not None and self.slices != self.dcn_mesh.size:
+                raise ConfigError(f"multiplies to {self.dcn_mesh.size} slices, but slices is {self.slices}",
+                                  key_path="dcn_mesh", value=str(self.dcn_mesh))
+            object.__setattr__(self, "slices", self.dcn_mesh.size)
+        if self.mesh is not None and self.spatial_ways not in (None, 1):
+            raise ConfigError("give a mesh or spatial_ways, not both (the mesh's tensor axis splits a layer "
+                              "over devices)", key_path="spatial_ways", value=self.spatial_ways)
+
+
+def mesh_text(value, *, axes=("data", "fsdp", "tensor"), key_path="mesh"):
+    """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
+    ``axis=size`` text or a mapping: the value a point parameter holds."""
+    return str(parse_mesh(value, key_path=key_path, axes=axes))
+
+
+def mesh_json_schema(axes):
+    """JSON Schema of a mesh value over *axes*: ``axis=size`` text or a mapping (the text pattern
+    is :func:`parse_mesh`'s rule: ASCII spaces around the parts, sizes of digits 0-9)."""
+    names = "|".join(axes)
+    return {"anyOf": [
+        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
+        {"type": "object", "additionalProperties": False, "minProperties": 1,
+         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}
