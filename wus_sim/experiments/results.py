@@ -71,7 +71,7 @@ RESULT_COLUMNS = (
     _c("mfu", "", "float64",
        "Model-FLOPs utilisation, MaxText's definition: the step's model FLOPs (2 x MACs of every matmul x 3 "
        "for forward and backward, causal attention halved, the embedding lookup and remat recompute not "
-       "counted) / step time / the device's bf16 peak, a fraction (docs/llm.md)."),
+       "counted) / step time / the device's bf16 peak, a fraction (wus_sim/model/model_flops.py)."),
     _c("tflops_per_s_per_device", "TFLOP/s", "float64", "Model TFLOP/s per device (MaxText's per_device_tflops_per_sec)."),
     _c("tokens_per_s_per_device", "1/s", "float64",
        "The workload's flops units (tokens of an LLM, images of a CNN) per second per device (a TensorCore, "

@@ -63,7 +63,8 @@ class StepRun:
         t = r.step_time_s
         if not (isinstance(t, float) and math.isfinite(t) and t > 0):
             return None
-        return model_flops(self.plan.workload, self.global_batch, self.devices, t, topology.peak_flops_per_replica)
+        whole = getattr(self.mesh, "workload", None) or self.plan.workload  # a tensor mesh's plan: 1/T of it
+        return model_flops(whole, self.global_batch, self.devices, t, topology.peak_flops_per_replica)
 
     def __repr__(self):
         parts = []

@@ -135,6 +135,8 @@ def _options(row, calibration):
 def simulate_one(row, calibration=None):
     """Simulate *row* with its recipe; a :class:`TieringResult`."""
     from ..hardware.mesh import Placement
+    from ..hardware.topology_files import load_topology
+    from ..model.workload_files import load_workload
     from ..training.parallelism.mesh_step import simulate_mesh
 
     nan = math.nan
@@ -157,15 +159,12 @@ def simulate_one(row, calibration=None):
     (result,) = run.results.values()
     devices = run.devices
     step = result.step_time_s
+    topo = load_topology(row.topology, megacore=row.megacore)
     if result.status == "infeasible":  # the run did fit: time it as if it did, and say it was refused
-        step = _time_if_it_fit(row, per_group, options)
-    from ..model.workload_files import load_workload
-    from ..hardware.topology_files import load_topology
-
-    workload = load_workload(row.workload)
-    chip = load_topology(row.topology).chip
-    peak = chip.peak_flops if row.megacore or chip.cores_per_chip == 1 else chip.peak_flops / chip.cores_per_chip
-    mf = model_flops(workload, run.global_batch, devices, step, peak) if step and step > 0 else None
+        step = _time_if_it_fit(row, topo, per_group, options)
+    # the whole model's FLOPs (the plan's workload is a tensor group's 1/T share)
+    mf = (model_flops(load_workload(row.workload), run.global_batch, devices, step, topo.peak_flops_per_replica)
+          if step and step > 0 else None)
     sim_tps = mf.tokens_per_s_per_device if mf else nan
     base["global_batch"] = run.global_batch
     return TieringResult(**base, remat_run=remat_run, status=result.status,
@@ -176,15 +175,13 @@ def simulate_one(row, calibration=None):
                          why=result.error, breakdown=dict(result.breakdown))
 
 
-def _time_if_it_fit(row, per_group, options):
-    """The step time of *row* on its slice with HBM capacity lifted (everything else the same)."""
+def _time_if_it_fit(row, topo, per_group, options):
+    """The step time of *row* on its slice *topo* with HBM capacity lifted (everything else the same)."""
     from dataclasses import replace
 
     from ..hardware.multislice import load_multislice
-    from ..hardware.topology_files import load_topology
     from ..training.parallelism.mesh_step import simulate_mesh
 
-    topo = load_topology(row.topology, megacore=row.megacore)
     unbounded = replace(topo, chip=replace(topo.chip, hbm_bytes=topo.chip.hbm_bytes * 1e3))
     spec = load_multislice(unbounded, slices=row.slices)
     run = simulate_mesh(row.workload, spec[1] or spec[0], row.opt_type, ("fully-sharded",), mesh=row.mesh,

@@ -36,6 +36,9 @@ class MeshSummary:
     the DCN seconds."""
     path: str
     """``'today'`` (a mesh today's step expresses, run through it) or ``'mesh'``."""
+    workload: object = None
+    """The whole model, where the run's plan holds a tensor group's 1/T share of it (``'mesh'``
+    path); what model FLOPs and MFU count."""
 
     def to_dict(self, topology=None):
         out = {"mesh": self.mesh.to_dict(), "dcn_mesh": None if self.dcn_mesh is None else

@@ -214,7 +214,8 @@ class _MeshStep:
                                           gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
                               next((r for r in results.values() if r.result.status == "ok"),
-                                   next(iter(results.values()))).comm_summary, "mesh")
+                                   next(iter(results.values()))).comm_summary, "mesh",
+                              self.workload)
         results = {s: r.result for s, r in results.items()}
         return StepRun(results=results, plan=plan, replicas=groups, spatial_ways=1, per_replica_batch=batch,
                        global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
