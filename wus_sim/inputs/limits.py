@@ -85,6 +85,11 @@ IMPORT_MAX = {
     "heads": (2**12, "attention heads (largest public: 128, Llama 3.1 405B)"),
     "vocab": (2**21, "a vocabulary (largest public: 256,000, Gemma and PaLM)"),
     "positions": (2**24, "positions (largest public: 10,485,760, Llama 4 Scout)"),
+    "experts": (2**12, "experts (largest public: 256 routed, DeepSeek-V3)"),
+    "rank": (2**17, "a latent rank (largest public: 1,536, DeepSeek-V3's q_lora_rank)"),
+    "image": (2**16, "an image side in pixels (518 in DINOv2's ViT-g/14)"),
+    "labels": (2**21, "classes of a classifier head (ImageNet-21k: 21,843)"),
+    "buckets": (2**12, "relative-position buckets (T5: 32)"),
 }
 """``{kind: (maximum, what it bounds)}`` for the size keys of an imported config.json; the
 importer maps each family's key names (``num_hidden_layers``, ``n_layer``, ...) to a kind."""

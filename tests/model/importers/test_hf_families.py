@@ -200,3 +200,49 @@ def test_deepseek_queries_through_their_lora_rank(tmp_path):
     path2 = tmp_path / "direct.json"
     path2.write_text(json.dumps(doc))
     assert workload_document(path)["params"] - workload_document(path2)["params"] == 2 * (through - direct)
+
+
+# the importer's limits on every count that multiplies what an import builds (issue 45): each a
+# one-line ConfigError naming the key, raised before anything is built (under a second, a few MB)
+@pytest.mark.parametrize("config, key, value", [
+    ("t5-base.json", "num_decoder_layers", 2**63),
+    ("t5-base.json", "num_decoder_layers", 10**6),
+    ("t5-base.json", "num_layers", 10**6),
+    ("mixtral-8x7b.json", "num_local_experts", 2**31),
+    ("mixtral-8x7b.json", "num_local_experts", 10**5),
+    ("deepseek-v2-lite.json", "n_routed_experts", 10**5),
+    ("deepseek-v2-lite.json", "q_lora_rank", 0),
+    ("deepseek-v2-lite.json", "kv_lora_rank", 0),
+    ("deepseek-v2-lite.json", "kv_lora_rank", 2**40),
+    ("vit-base-patch16-224.json", "image_size", 4096 * 16),  # 16,777,217 tokens: (65536 / 16)^2 + 1
+])
+def test_a_count_past_the_limits_is_refused_before_anything_is_built(tmp_path, config, key, value):
+    import time
+    import tracemalloc
+
+    doc = json.loads((CONFIGS / config).read_text())
+    doc[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError) as info:
+            workload_document(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.key_path == key and len(str(info.value).splitlines()) == 1
+    assert time.perf_counter() - t0 < 5 and peak < 50 * 2**20
+
+
+def test_experts_times_layers_is_bounded_where_each_alone_is_not(tmp_path):
+    """4,096 experts and 1,024 layers are each within their limits; together 3 x 4,096 x 1,024 =
+    12,582,912 expert weights, over the 65,536 tensors an import may build."""
+    doc = json.loads((CONFIGS / "mixtral-8x7b.json").read_text())
+    doc.update(num_local_experts=4096, num_hidden_layers=1024)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="12,582,912 expert tensors") as info:
+        workload_document(path)
+    assert info.value.key_path == "num_local_experts"

@@ -20,7 +20,7 @@ def deepseek_v2(cfg, family, seq):
     moe_ff = cfg.int("moe_intermediate_size")
     vocab = cfg.int("vocab_size")
     kv_rank = cfg.int("kv_lora_rank")
-    q_rank = cfg.int("q_lora_rank", default=0, minimum=0)  # null in V2-Lite: queries projected directly
+    q_rank = cfg.int("q_lora_rank", default=0)  # null in V2-Lite: queries projected directly (0: none; a rank >= 1)
     nope = cfg.int("qk_nope_head_dim")
     rope = cfg.int("qk_rope_head_dim")
     v_dim = cfg.int("v_head_dim")

@@ -5,7 +5,7 @@ block widths the activation terms come from. What is counted and why: the import
 """
 
 from ...inputs.errors import ConfigError
-from ...inputs.limits import IMPORT_MAX
+from ...inputs.limits import IMPORT_MAX, MAX_CHECKPOINT_TENSORS
 
 from .hf_decoder import decoder
 from .hf_deepseek import deepseek_v2
@@ -25,8 +25,22 @@ FAMILIES = ("llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "mixtral", "
 SIZE_KINDS = {"hidden_size": "width", "n_embd": "width", "head_dim": "width", "intermediate_size": "ff",
               "n_inner": "ff", "num_hidden_layers": "layers", "n_layer": "layers", "num_attention_heads": "heads",
               "num_key_value_heads": "heads", "n_head": "heads", "vocab_size": "vocab", "type_vocab_size": "vocab",
-              "max_position_embeddings": "positions", "n_positions": "positions", "sliding_window": "positions"}
+              "max_position_embeddings": "positions", "n_positions": "positions", "sliding_window": "positions",
+              # T5
+              "d_model": "width", "d_kv": "width", "d_ff": "ff", "num_heads": "heads", "num_layers": "layers",
+              "num_decoder_layers": "layers", "relative_attention_num_buckets": "buckets",
+              # mixtures of experts and DeepSeek's latent attention
+              "num_local_experts": "experts", "n_routed_experts": "experts", "n_shared_experts": "experts",
+              "num_experts_per_tok": "experts", "moe_intermediate_size": "ff", "first_k_dense_replace": "layers",
+              "moe_layer_freq": "layers", "kv_lora_rank": "rank", "q_lora_rank": "rank",
+              "qk_nope_head_dim": "width", "qk_rope_head_dim": "width", "v_head_dim": "width",
+              # ViT
+              "image_size": "image", "patch_size": "image", "num_channels": "width", "num_labels": "labels"}
 """The kind of limit (:data:`wus_sim.inputs.limits.IMPORT_MAX`) of each size key a family reads."""
+
+ZERO_ALLOWED = ("type_vocab_size", "n_shared_experts", "first_k_dense_replace")
+"""Size keys for which 0 means "none" (no token types, no shared expert, no dense layers first);
+every other count, LoRA ranks too, is at least 1 (a null ``q_lora_rank`` is "no compression")."""
 
 
 class HFConfig:
@@ -76,11 +90,18 @@ class HFConfig:
             if self.doc.get(key) is None:
                 continue
             if key in SIZE_KINDS:
-                self.int(key, minimum=0 if key == "type_vocab_size" else 1)
+                self.int(key, minimum=0 if key in ZERO_ALLOWED else 1)
             elif key.endswith(("dropout", "pdrop", "_prob")):
                 self.number(key, 0.0)
             elif key in ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window"):
                 self.flag(key, False)
+        experts_key = next((k for k in ("num_local_experts", "n_routed_experts") if self.doc.get(k)), None)
+        layers = self.doc.get("num_hidden_layers")
+        if experts_key and layers and 3 * layers * self.doc[experts_key] > MAX_CHECKPOINT_TENSORS:
+            # three weights an expert a layer: the product, not either count, is what an import builds
+            raise self.error(experts_key, f"x num_hidden_layers ({layers:,}) x 3 weights is "
+                                          f"{3 * layers * self.doc[experts_key]:,} expert tensors, over the importer's "
+                                          f"limit of {MAX_CHECKPOINT_TENSORS:,} tensors", self.doc[experts_key])
         arch = self.doc.get("architectures")
         if arch is not None and (not isinstance(arch, list) or not all(isinstance(a, str) for a in arch)):
             raise self.error("architectures", "must be a list of class names", arch)
@@ -367,7 +388,13 @@ def activation_terms(s, seq):
                   layers=s["layers"], selective_bytes_per_element=kept_per_token / h)]
     terms.append(dict(what=f"output logits: {s['predicted']} predicted positions x vocab {s['vocab']}",
                       elements=s["predicted"] * s["vocab"], bytes_per_element=6,
-                      why="bf16 logits + fp32 log-softmax kept for the loss"))
+                      why="bf16 logits + fp32 log-softmax kept for the loss",
+                      compiled_bytes_per_element=4,
+                      compiled_why="fp32 logits (MaxText casts them, cast_logits_to_fp32: True in "
+                                   "src/MaxText/configs/base.yml), the bf16 matmul output's convert fused into it; "
+                                   "the loss's exp and log-softmax are elementwise on them, fused into its "
+                                   "reductions and into the two matmuls backward feeds the logits' gradient to",
+                      head=True))
     return terms
 
 

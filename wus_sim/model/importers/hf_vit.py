@@ -7,6 +7,7 @@ classifier on the class token. Tensor names as in ``transformers``' ``modeling_v
 There is no vocabulary: the output is ``num_labels`` classes (``len(id2label)``).
 """
 
+from ...inputs.limits import IMPORT_MAX
 from .hf_model import HFModel, encoder_widths
 
 __all__ = ["vit", "vit_tokens"]
@@ -17,7 +18,12 @@ def vit_tokens(cfg):
     image, patch = cfg.int("image_size"), cfg.int("patch_size")
     if image % patch:
         raise cfg.error("patch_size", f"must divide image_size ({image})", patch)
-    return (image // patch) ** 2 + 1
+    tokens = (image // patch) ** 2 + 1
+    limit, what = IMPORT_MAX["positions"]
+    if tokens > limit:  # the sequence every layer's activations and attention scale with
+        raise cfg.error("image_size", f"/ patch_size ({patch}) squared + 1 is {tokens:,} tokens, over the importer's "
+                                      f"limit of {limit:,} {what}", image)
+    return tokens
 
 
 def _labels(cfg):
