@@ -15,8 +15,39 @@ The guide is docs/api.md (its examples run in the tests, and its reference is
 generated from these docstrings); the input formats are in ``docs/formats/``.
 """
 
-from .inputs.errors import ConfigError, InfeasibleError, UnknownNameError, WusError
-from .inputs.lazy_names import lazy_names
+import sys as _sys
+
+
+def _interrupted(signum, frame):
+    """Ctrl-C before the command line's own handler is in place: one line, exit 130."""
+    try:
+        _sys.stderr.write("wus-sim: interrupted\n")
+        _sys.stderr.flush()
+    except Exception:  # noqa: BLE001 -- stderr closed: exit all the same
+        pass
+    import os
+
+    os._exit(130)
+
+
+def _started_as_the_command():
+    """Whether this import is the ``wus-sim`` command starting (its console script, or ``python -m
+    wus_sim``), not a program that uses the package."""
+    argv = getattr(_sys, "orig_argv", _sys.argv)
+    script = _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1] if _sys.argv else ""
+    return script in ("wus-sim", "wus-sim.exe") or any(
+        a == "-m" and b == "wus_sim" for a, b in zip(argv, argv[1:]))
+
+
+if _started_as_the_command():
+    # the first code of the command: a Ctrl-C from here on is one line and 130, not a traceback
+    # of the imports below (wus_sim.cli.main installs its own handler at once)
+    import signal as _signal
+
+    _signal.signal(_signal.SIGINT, _interrupted)
+
+from .inputs.errors import ConfigError, InfeasibleError, UnknownNameError, WusError  # noqa: E402
+from .inputs.lazy_names import lazy_names  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -121,3 +121,70 @@ def test_a_signal_to_the_whole_group_of_a_jobs_2_run_is_one_line(tmp_path, sig):
         pytest.skip("the run finished before the signal")
     assert proc.returncode == 130 and len(_lines(err)) == 1 and "Traceback" not in err, err[-800:]
     assert "--resume" in err
+
+
+_SELF_TERMINATE = """
+import os, signal, sys
+import wus_sim.cli as cli
+where = sys.argv[1]
+def terminate():
+    os.kill(os.getpid(), signal.SIGTERM)
+if where == "options":         # after parsing, before the command runs
+    import wus_sim.cli.options as options
+    check = options.check_options
+    options.check_options = lambda args: (terminate(), check(args))[1]
+elif where == "write":         # while a file is written: its temporary exists, the rename not done
+    real = os.replace
+    os.replace = lambda *a: (terminate(), real(*a))[1]
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+# every command, with a file it writes where it writes one (issue 45: SIGTERM during
+# `import-workload --out` and `plan --search --json > file` exited -15)
+TERMINATED = {
+    "import-workload": ["import-workload", "tests/data/hf_configs/llama3-8b.json", "--out", "{out}/w.yaml"],
+    "plan-search": ["plan", "llama3-8b", "-t", "tpu-v5p-128", "--megacore", "--search", "--json"],
+    "step": COMMAND,
+    "describe": ["describe", "workload", "llama3-8b"],
+    "list": ["list", "topologies"],
+    "validate": ["validate", "--tiering"],
+    "collective": ["collective", "-t", "torus:4x4", "--op", "all-reduce", "--algorithm", "ring", "--size", "1MiB"],
+}
+
+
+@pytest.mark.parametrize("where", ["options", "write"])
+@pytest.mark.parametrize("name", sorted(TERMINATED))
+def test_sigterm_is_one_line_130_and_leaves_no_temporary(tmp_path, name, where):
+    argv = [a.replace("{out}", str(tmp_path)) for a in TERMINATED[name]]
+    if where == "write" and name != "import-workload":
+        pytest.skip("only import-workload writes a file here")
+    proc = subprocess.run([sys.executable, "-c", _SELF_TERMINATE, where, *argv], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    lines = _lines(proc.stderr)
+    assert proc.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], (proc.returncode,
+                                                                                      proc.stderr[-800:])
+    assert list(tmp_path.iterdir()) == []  # no temporary, no half-written file
+
+
+_EARLY_INTERRUPT = """
+import os, signal, sys
+sys.argv = ["/usr/bin/wus-sim", *sys.argv[1:]]  # as the console script starts
+import wus_sim                                  # the package's first lines: the handler
+os.kill(os.getpid(), signal.SIGINT)             # before the command line's modules are imported
+import wus_sim.cli
+sys.exit(wus_sim.cli.main())
+"""
+
+
+def test_ctrl_c_right_after_the_package_starts_is_one_line_and_130():
+    """Issue 45: a Ctrl-C 0.02 s after start printed a traceback of an import. The package installs
+    the handler in its first lines when the import is the command starting (console script or
+    ``python -m wus_sim``); a program that imports wus_sim keeps its own (checked below)."""
+    proc = subprocess.run([sys.executable, "-c", _EARLY_INTERRUPT, *COMMAND], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    lines = _lines(proc.stderr)
+    assert proc.returncode == 130 and lines == ["wus-sim: interrupted"], (proc.returncode, proc.stderr[-800:])
+    library = subprocess.run([sys.executable, "-c", "import signal, wus_sim; "
+                              "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert library.stdout.strip() == "True", library.stderr

@@ -55,11 +55,15 @@ def main(argv=None):
     ignored: the interpreter's shutdown resets a Python handler to the default one, so a Ctrl-C
     then killed the process (exit -2) after its work was done; an ignored signal stays ignored
     (SIGTERM likewise: a signal to a finished run's group killed it, exit -15, while it exited).
-    Called with *argv* (tests, scripts), the caller's handler is put back. The output is flushed here, so a full device (``> /dev/full``) or a
+    SIGTERM is handled as Ctrl-C while a command runs. Called with *argv* (tests, scripts), the
+    caller's handlers are put back. The output is flushed here, so a full device (``> /dev/full``) or a
     closed pipe is one line (or none) and exit 2 (141), not Python's "Exception ignored"."""
     import signal
 
     caller_handler = signal.signal(signal.SIGINT, _raise_interrupt)
+    # SIGTERM (a kill, a scheduler's stop) is taken as Ctrl-C by every command: one line, 130,
+    # temporaries removed by the writers' cleanup; run's sweep installs its own while it runs
+    caller_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     command = None
     _one_blas_thread()
     words = sys.argv[1:] if argv is None else [*argv]  # (the name list is the list subcommand here)
@@ -69,6 +73,7 @@ def main(argv=None):
         print(f"wus-sim {wus_sim.__version__}")
         _flush_stdout()
         signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if argv is None else caller_term)
         raise SystemExit(0)  # as argparse's version action does
     try:
         try:
@@ -83,7 +88,8 @@ def main(argv=None):
         finally:
             _flush_stdout()
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while this line is printed
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C (or SIGTERM) while this line is printed
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _say(f"wus-sim{' ' + command if command else ''}: interrupted")
         code = 130
     except BrokenPipeError:
@@ -97,8 +103,8 @@ def main(argv=None):
              "(cannot write the output)")
         code = 2
     signal.signal(signal.SIGINT, signal.SIG_IGN if argv is None else caller_handler)
-    if argv is None:  # SIGTERM too (run's sweep takes it as Ctrl-C): no kill during shutdown
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # SIGTERM too: no kill during shutdown (a caller's handler is put back)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if argv is None else caller_term)
     return code
 
 
