@@ -29,10 +29,10 @@ V5P = ("llama3-8b", "-t", "tpu-v5p-512", "--megacore", "--global-batch", "256")
 
 
 @pytest.mark.parametrize("mesh,strategy,remat,where", [
-    ("data=256", "sharded", "none", "1 data=256"),
-    ("data=64,fsdp=4", "sharded", "none", "2 data=64,fsdp=4"),
-    ("data=8,fsdp=32", "sharded", "none", "3 data=8,fsdp=32"),
-    ("data=256", "fully-sharded", "none", "4 data=256"),
+    ("data=8,fsdp=32", "sharded", "none", "1 data=8,fsdp=32"),
+    ("data=256", "fully-sharded", "none", "2 data=256"),
+    ("data=128,fsdp=2", "fully-sharded", "none", "3 data=128,fsdp=2"),
+    ("data=64,fsdp=4", "fully-sharded", "none", "4 data=64,fsdp=4"),
 ])
 def test_the_search_rows_the_doc_shows(mesh, strategy, remat, where):
     per = step(*V5P, "--mesh", mesh, "--strategy", strategy, "--remat", remat)

@@ -188,3 +188,18 @@ def test_to_dict_is_json_ready():
     d = load_workload("ncf").to_dict()
     json.dumps(d)
     assert d["params"] == 31_832_577 and len(d["tensors"]) == 12
+
+
+def test_head_is_for_a_term_after_every_layer(tmp_path):
+    """`head: true` marks the output head's activations (freed before backward reaches the layers); a
+    per-layer term is none: a one-line ConfigError naming the key."""
+    import yaml
+
+    doc = yaml.safe_load(Path(load_workload("llama3-8b").path).read_text())
+    doc["activation_memory"][0]["head"] = True
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as info:
+        load_workload(str(bad))
+    assert info.value.key_path == "activation_memory[0].head"
+    assert [t.head for t in load_workload("llama3-8b").activation_terms] == [False, True]

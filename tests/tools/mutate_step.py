@@ -25,7 +25,7 @@ TESTS = ["tests/training/test_step_golden.py", "tests/training/test_step.py", "t
 MUTANTS = [
     ("a", "wus_sim/training/update/strategies.py", "return self.bytes_read + self.bytes_written", "return self.bytes_read",
      "update time from bytes read only"),
-    ("b", "wus_sim/training/update/strategies.py", "int(b.padded_elements * ab)", "int(b.padded_elements * gb)",
+    ("b", "wus_sim/training/update/strategies.py", "int(b.padded_elements * width)", "int(b.padded_elements * gb)",
      "weight all-gather timed at gradient bytes"),
     ("c", "wus_sim/training/update/strategies.py",
      'extra = [Collective("all-reduce", int(r.nbytes), r.what) for r in plan.extra_reductions]', "extra = []",

@@ -335,7 +335,7 @@ def spec_transformer(data):
                  compiled_why="self + cross attention 2 x (9 + 3*a*s/h), MLP 9, three layer-norm inputs 6, "
                               "as the encoder layer's XLA count"),
             dict(what=f"output logits: {seq} tokens x vocab {vocab}", elements=seq * vocab,
-                 bytes_per_element=6, why="bf16 logits + fp32 log-softmax kept for the loss"),
+                 bytes_per_element=6, why="bf16 logits + fp32 log-softmax kept for the loss", head=True),
         ],
         default_optimizer="adam",
         default_per_replica_batch=1,
@@ -394,7 +394,7 @@ def spec_bert(data):
                  compiled_why=f"22 + 3*a*s/h: " + XLA_ENCODER_WHY),
             dict(what=f"MLM logits: {masked} masked positions x vocab {vocab}", elements=masked * vocab,
                  bytes_per_element=6, why="bf16 logits + fp32 log-softmax; 76 = MLPerf BERT max predictions "
-                                          "per sequence (assumption, not in our reference files)"),
+                                          "per sequence (assumption, not in our reference files)", head=True),
         ],
         default_optimizer="lamb",
         default_per_replica_batch=8,
@@ -433,7 +433,7 @@ def spec_gnmt(data):
                  bytes_per_element=14,
                  why="per step: 4 gate activations bf16 (8 B) + fp32 cell state (4 B) + bf16 output (2 B)"),
             dict(what=f"output logits: {tokens} tokens x vocab {vocab}", elements=tokens * vocab,
-                 bytes_per_element=6, why="bf16 logits + fp32 log-softmax kept for the loss"),
+                 bytes_per_element=6, why="bf16 logits + fp32 log-softmax kept for the loss", head=True),
         ],
         default_optimizer="adam",
         default_per_replica_batch=8,
@@ -550,6 +550,8 @@ def render(spec, data):
         if term.get("compiled_bytes_per_element") is not None:
             out += [f"    compiled_bytes_per_element: {term['compiled_bytes_per_element']}   # what XLA keeps after fusion",
                     f"    compiled_why: {q(term['compiled_why'])}"]
+        if term.get("head"):
+            out.append("    head: true                       # the output head: backward frees it before the layers")
     out += [
         "dtypes:                            # bf16 activations, fp32 master weights and slots (MLPerf v0.6 TPU)",
         "  weights: float32",

@@ -129,6 +129,9 @@ def tiering_text(results, summary):
                      f"{100 * summary['median_abs_error']:.1f} %, worst {100 * summary['worst_abs_error']:.1f} %, "
                      f"{summary['within_10pct']} within 10 %; said not to fit: {summary['infeasible']} (every one ran); "
                      f"not expressible yet: {summary['not_expressible']}")
+        lines.append("per chip generation: " + "; ".join(
+            f"{chip}: {c['rows']} rows, median {100 * c['median_abs_error']:.1f} %, worst "
+            f"{100 * c['worst_abs_error']:.1f} %" for chip, c in summary["by_chip"].items()))
     lines.append("error: simulated step time over measured, from tokens/s/device; the page's MFU counts attention "
                  "unhalved on most rows (before MaxText PR #1988), the simulated MFU halves it for causal masks")
     return "\n".join(lines)

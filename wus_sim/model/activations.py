@@ -44,6 +44,10 @@ class ActivationTerm:
     selective_bytes_per_element: float = None
     """Bytes per counted element each layer keeps under remat ``selective`` (its input and its weight
     matmuls' outputs); ``None``: the workload does not say, and ``selective`` is an error."""
+    head: bool = False
+    """The term is the output head's (the logits the loss reads), after every layer: backward
+    consumes and frees it first, before it reaches the layers, so it is never live together with a
+    layer's rematerialised activations (the peak is the larger of the two, not their sum)."""
 
     @property
     def nbytes(self):

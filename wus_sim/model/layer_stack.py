@@ -26,6 +26,8 @@ import numpy as np
 
 from ..inputs.errors import ConfigError
 from ..inputs.memo import IdentityMemo
+from .ops.remat_names import (ATTENTION_TENSORS as _ATTN, CUSTOM_TENSORS, MLP_TENSORS as _MLP,
+                              POLICY_TENSORS, REMAT_POLICIES, canonical_policy, check_remat_policy, policy_tensors)
 
 __all__ = ["LayerStack", "BlockWidths", "layer_stack", "stack_units", "block_widths", "matmul_shares",
            "REMAT_POLICIES", "POLICY_TENSORS", "CUSTOM_TENSORS", "policy_tensors", "canonical_policy",
@@ -50,6 +52,12 @@ class BlockWidths:
     """MLP hidden width (the active experts' for a mixture of experts)."""
     mlp_inputs: int
     """MLP input projections: 2 for a gated MLP (``mlpwi_0``, ``mlpwi_1``), 1 otherwise."""
+    post_norm: bool = False
+    """Whether a norm closes the block (BERT's post-norm) and so differentiates the sum the MLP's
+    output enters: only then does backward read that output (``mlpwo``). In a pre-norm block (every
+    decoder MaxText runs) it only enters the residual sum, the next block's input, which is saved
+    as that block's own: no remat policy stores it, whatever it names. Read from the workload's
+    ``selective`` count, which keeps the MLP's output exactly for a post-norm block."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +133,15 @@ def _layer_stack(workload):
     mlp_flops = float(np.sum(workload.layer_fwd_flops[attn[0] + 1:blocks[0][1] + 1]))
     tokens = max(workload.units_per_example, 1)
     mlp = round(mlp_flops / tokens / (2 * d * (mlp_inputs + 1))) if d else 0
-    widths = BlockWidths(d_model=d, q_dim=q, kv_dim=kv, mlp_dim=mlp, mlp_inputs=mlp_inputs)
     term = next((i for i, t in enumerate(workload.activation_terms) if t.layers == len(blocks)), -1)
+    post_norm = False
+    if term >= 0 and workload.activation_terms[term].selective_bytes_per_element is not None and d:
+        # selective keeps the input, Q, K, V, the output projection's output and the MLP's input
+        # projections' outputs, and the MLP's output too where a norm closes the block
+        b = workload.activation_bytes
+        pre_norm = b * (2 * d + q + 2 * kv + mlp_inputs * mlp)
+        post_norm = workload.activation_terms[term].selective_bytes_per_element * d - pre_norm >= 0.5 * b * d
+    widths = BlockWidths(d_model=d, q_dim=q, kv_dim=kv, mlp_dim=mlp, mlp_inputs=mlp_inputs, post_norm=post_norm)
     return LayerStack(blocks=blocks, attention_layers=tuple(attn), widths=widths, stack_term=term)
 
 
@@ -176,96 +191,17 @@ def matmul_shares(workload):
 
 
 # ----------------------------------------------------------------------------- remat policies
-REMAT_POLICIES = ("minimal", "save_dot_except_mlpwi", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj",
-                  "qkv_proj_offloaded", "minimal_offloaded", "full")
-"""MaxText's ``remat_policy`` values the model knows (src/maxtext/layers/decoders.py,
-``get_remat_policy``; docs/guides/optimization/benchmark_and_performance.md lists them fastest to
-slowest). ``full`` saves nothing but the layer input: our ``remat: layer``."""
-
-_ATTN = ("query_proj", "key_proj", "value_proj", "out_proj")
-_MLP = ("mlpwi_0", "mlpwi_1", "mlpwo")
-_QKV = ("query_proj", "key_proj", "value_proj")
-
-POLICY_TENSORS = {
-    "minimal": (_ATTN + _MLP, ()),
-    "save_dot_except_mlpwi": (_ATTN + ("mlpwo",), ()),
-    "save_dot_except_mlp": (_ATTN, ()),
-    "save_qkv_proj": (_QKV, ()),
-    "save_out_proj": (("out_proj",), ()),
-    "qkv_proj_offloaded": ((), _QKV),
-    "minimal_offloaded": ((), _ATTN + _MLP),
-    "full": ((), ()),
-}
-"""Policy -> ``(names saved on the device, names offloaded to host memory)``; everything else is
-recomputed in backward. The named tensors are MaxText's checkpoint names (query_proj, key_proj,
-value_proj and out_proj in src/maxtext/layers/attentions.py; mlpwi_0, mlpwi_1 and mlpwo in
-src/maxtext/layers/linears.py); the policies' lists are decoders.py's ``get_remat_policy`` and
-maxtext_utils.py's ``get_save_and_offload_names``. The attention output (``context``) is saved by
-none of them, so the attention kernel reruns in backward under each. Every policy keeps the
-block's input (``decoder_layer_input``) on the device: it is the argument of the remat-wrapped
-block, the scan's carry."""
-
-
-def check_remat_policy(remat, remat_policy):
-    """A remat policy by MaxText's name replaces ``remat``: both given is an error."""
-    if remat_policy is not None and remat != "none":
-        raise ConfigError(f"is MaxText's name for what remat says; not with remat {remat} (give one)",
-                          key_path="remat_policy", value=remat_policy)
-
-
-CUSTOM_TENSORS = ("decoder_layer_input",) + _ATTN + _MLP
-"""Tensors a ``custom`` policy places (MaxText's ``remat_policy: custom`` with one key per tensor,
-src/maxtext/configs/types.py): each ``device`` (saved in HBM), ``offload`` (saved in host memory)
-or ``remat`` (recomputed). Unnamed ones are recomputed, but the block's input, which stays on
-the device unless it is offloaded (the remat-wrapped block's argument)."""
-CUSTOM_PLACES = ("device", "offload", "remat")
-
-
-def policy_tensors(policy):
-    """``(saved on the device, offloaded, input offloaded)`` of *policy*: a name of
-    :data:`REMAT_POLICIES`, or ``custom:NAME=PLACE,...`` (MaxText's custom policy: NAME one of
-    :data:`CUSTOM_TENSORS`, PLACE one of device, offload, remat). A bad one is a ConfigError."""
-    if not isinstance(policy, str):
-        raise ConfigError(f"must be one of {', '.join(REMAT_POLICIES)} or custom:NAME=PLACE,...",
-                          key_path="remat_policy", value=policy)
-    if policy in POLICY_TENSORS:
-        saved, offloaded = POLICY_TENSORS[policy]
-        return tuple(saved), tuple(offloaded), False
-    if not policy.startswith("custom:"):
-        raise ConfigError(f"must be one of {', '.join(REMAT_POLICIES)} or custom:NAME=PLACE,... (MaxText's "
-                          "custom policy)", key_path="remat_policy", value=policy)
-    places = {}
-    for item in policy[len("custom:"):].split(","):
-        name, eq, place = item.strip().partition("=")
-        if not eq or name not in CUSTOM_TENSORS or place not in CUSTOM_PLACES or name in places:
-            raise ConfigError(f"custom: each item NAME=PLACE once, NAME one of {', '.join(CUSTOM_TENSORS)}, "
-                              f"PLACE one of {', '.join(CUSTOM_PLACES)}", key_path="remat_policy", value=item.strip())
-        places[name] = place
-    saved = tuple(n for n in CUSTOM_TENSORS[1:] if places.get(n) == "device")
-    offloaded = tuple(n for n in CUSTOM_TENSORS[1:] if places.get(n) == "offload")
-    return saved, offloaded, places.get("decoder_layer_input") == "offload"
-
-
-def canonical_policy(policy):
-    """*policy* as it is kept and shown: a name, or ``custom:`` with its items in
-    :data:`CUSTOM_TENSORS` order and recomputed ones left out (checked: :func:`policy_tensors`)."""
-    saved, offloaded, input_offloaded = policy_tensors(policy)
-    if policy in POLICY_TENSORS:
-        return policy
-    items = [("decoder_layer_input", "offload")] if input_offloaded else []
-    items += [(n, "device") for n in saved] + [(n, "offload") for n in offloaded]
-    order = {n: i for i, n in enumerate(CUSTOM_TENSORS)}
-    return "custom:" + ",".join(f"{n}={p}" for n, p in sorted(items, key=lambda x: order[x[0]]))
-
-
 def _check_policy(policy):
     policy_tensors(policy)
 
 
 def _named_widths(w):
-    """Elements per token of each named tensor of a block."""
+    """Elements per token of each named tensor of a block that backward reads, so that a policy
+    naming it stores it: ``mlpwo`` only in a post-norm block (:attr:`BlockWidths.post_norm`; JAX
+    saves a named value only where it is a residual of the backward pass)."""
     return {"query_proj": w.q_dim, "key_proj": w.kv_dim, "value_proj": w.kv_dim, "out_proj": w.d_model,
-            "mlpwi_0": w.mlp_dim, "mlpwi_1": w.mlp_dim if w.mlp_inputs == 2 else 0, "mlpwo": w.d_model}
+            "mlpwi_0": w.mlp_dim, "mlpwi_1": w.mlp_dim if w.mlp_inputs == 2 else 0,
+            "mlpwo": w.d_model if w.post_norm else 0}
 
 
 def _stack_or_error(workload, policy):
@@ -298,8 +234,9 @@ def recompute_fractions(workload, policy):
     outputs are neither saved nor offloaded, approximated by their FLOP share of the layer's
     forward (2 x d x width per token each; the rest of the layer's forward time, its norms and
     elementwise work, is counted in that share too, not apart), plus the attention kernel (its
-    score and context matmuls: no policy saves ``context``). ``full`` reruns every block's whole
-    forward (1). Layers outside the blocks: 0."""
+    score and context matmuls: no policy saves ``context``); a pre-norm block's MLP output
+    projection never (no gradient reads its output). ``full`` reruns every block's whole forward
+    (1, as ``remat: layer``). Layers outside the blocks: 0."""
     _check_policy(policy)
     stack = _stack_or_error(workload, policy)
     w = stack.widths
@@ -311,7 +248,10 @@ def recompute_fractions(workload, policy):
     attn_w = {"query_proj": w.q_dim, "key_proj": w.kv_dim, "value_proj": w.kv_dim, "out_proj": w.q_dim}
     mlp_w = {"mlpwi_0": 1, "mlpwi_1": 1 if w.mlp_inputs == 2 else 0, "mlpwo": 1}
     attn_unsaved = sum(v for n, v in attn_w.items() if n not in kept) / sum(attn_w.values())
-    mlp_unsaved = sum(v for n, v in mlp_w.items() if n not in kept) / sum(mlp_w.values())
+    # backward reads no output of a pre-norm block's last matmul (BlockWidths.post_norm): unsaved, it is
+    # not rerun either (XLA drops what no gradient reads)
+    rerun = {n for n in mlp_w if n not in kept and (n != "mlpwo" or w.post_norm)}
+    mlp_unsaved = sum(mlp_w[n] for n in rerun) / sum(mlp_w.values())
     for first, last in stack.blocks:
         for layer in range(first, last + 1):
             if policy == "full":
@@ -433,17 +373,20 @@ def host_offload_parts(layers):
 def activation_bytes_under_policy(workload, policy, model="xla"):
     """Activation bytes per example kept in HBM under remat *policy*: the stack's term keeps
     :func:`policy_bytes_per_element` on the device per element (its offloaded bytes are in host
-    memory), plus one block's whole activations while its backward recomputes them; other terms
-    whole; ``full`` is ``remat: layer``."""
+    memory), plus the larger of one block's whole activations while its backward recomputes them
+    and the output head's terms (:attr:`~wus_sim.model.activations.ActivationTerm.head`, freed
+    before backward reaches the blocks); other terms whole; ``full`` is ``remat: layer``."""
     if policy == "full":
         return workload.activation_bytes_kept("layer", model)
     device, _ = policy_bytes_per_element(workload, policy)
     term = layer_stack(workload).stack_term
-    kept, working = 0.0, 0.0
+    kept, working, head = 0.0, 0.0, 0.0
     for i, t in enumerate(workload.activation_terms):
-        if i != term:
+        if t.head:  # freed before backward reaches the blocks (ActivationTerm.head)
+            head += t.elements * t.bytes_per_element_under(model)
+        elif i != term:
             kept += t.elements * t.bytes_per_element_under(model)
-            continue
-        kept += t.elements * device
-        working = t.elements / t.layers * max(t.bytes_per_element_under(model) - device, 0.0)
-    return float(kept + working)
+        else:
+            kept += t.elements * device
+            working = t.elements / t.layers * max(t.bytes_per_element_under(model) - device, 0.0)
+    return float(kept + max(working, head))

@@ -300,7 +300,7 @@ def _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, ov
         reducing = biggest.padded_elements if biggest else 0
         reducing_pad = biggest.padded_elements - biggest.elements if biggest else 0
         shards = sharded_padded / n * gb
-        ab = plan.gather_bytes  # the gathered buffers hold weights in the all-gather's dtype
+        ab = plan.layer_gather_bytes  # the gathered buffers hold weights in the all-gather's dtype
         weights = (sharded_padded / n + repl) * wb + window * ab
         gradients = shards + repl * gb + reducing * gb
         repl_slots = plan.total("slot_elements", "replicated") * sb

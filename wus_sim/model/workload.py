@@ -297,17 +297,17 @@ class Workload:
             return float(self.activation_bytes_per_example)
         if remat == "none":
             return float(sum(t.elements * t.bytes_per_element_under(model) for t in self.activation_terms))
-        kept, working = 0.0, 0.0
+        kept, working = 0.0, 0.0  # the head's terms are freed before backward reaches the layers (ActivationTerm.head)
+        head = sum(t.elements * t.bytes_per_element_under(model) for t in self.activation_terms if t.head)
         for t in self.activation_terms:
             if not t.layers:
-                kept += t.elements * t.bytes_per_element_under(model)
+                kept += 0 if t.head else t.elements * t.bytes_per_element_under(model)
                 continue
             per_layer = t.elements / t.layers
             if remat == "selective":
                 if t.selective_bytes_per_element is None:
                     raise ConfigError(f"needs what each layer keeps, and workload {self.name}'s activation term "
-                                      f"'{t.what}' gives no selective_bytes_per_element", key_path="remat",
-                                      value=remat)
+                                      f"'{t.what}' gives no selective_bytes_per_element", key_path="remat", value=remat)
                 kept += t.elements * t.selective_bytes_per_element
                 # the recomputed rest of one layer lives while that layer's backward runs
                 working = max(working, per_layer * max(t.bytes_per_element_under(model) - t.selective_bytes_per_element, 0.0))
@@ -318,7 +318,7 @@ class Workload:
                 inputs = math.ceil(t.layers / k) + k  # segment boundaries + one segment's inputs
             kept += inputs * per_layer * self.activation_bytes
             working = max(working, per_layer * t.bytes_per_element_under(model))  # one layer recomputed at a time
-        return float(kept + working)
+        return float(kept + max(working, head))
 
     def activation_bytes_offloaded(self, policy):
         """Activation bytes per example MaxText's remat *policy* keeps in host memory (0 for ``None``)."""

@@ -101,6 +101,10 @@ _ACTIVATION_KEYS = KeyTable("activation_memory entry", [
         "the inputs of matmuls and non-fusable ops, elementwise chains recomputed (point key activation_model "
         "xla, the default).", unit="B", minimum=0, default_text="bytes_per_element"),
     Key("compiled_why", "string", "How compiled_bytes_per_element is derived.", default=""),
+    Key("head", "boolean", "The term is the output head's (the logits the loss reads), after every layer: "
+        "backward frees it before it reaches the layers, so under rematerialisation it is never live together "
+        "with a layer's recomputed activations (the peak is the larger of the two). Not with `layers`.",
+        default=False),
 ], meaning="One term of the activation-memory estimate: elements x bytes_per_element bytes per example.")
 
 _DTYPE_KEYS = KeyTable("dtypes", [
@@ -355,7 +359,11 @@ def _read_activation_terms(doc):
                               layers=_ACTIVATION_KEYS.read(sec, "layers") if "layers" in sec else 0,
                               compiled_bytes_per_element=(_ACTIVATION_KEYS.read(sec, "compiled_bytes_per_element")
                                                           if "compiled_bytes_per_element" in sec else None),
-                              compiled_why=_ACTIVATION_KEYS.read(sec, "compiled_why"))
+                              compiled_why=_ACTIVATION_KEYS.read(sec, "compiled_why"),
+                              head=bool(_ACTIVATION_KEYS.read(sec, "head")))
+        if term.head and term.layers:
+            raise ConfigError("is for the output head's term, after every layer; a per-layer term (`layers`) is "
+                              "none", file=doc.file, key_path=f"activation_memory[{i}].head", value=True)
         if "selective_bytes_per_element" in sec:
             selective = _ACTIVATION_KEYS.read(sec, "selective_bytes_per_element")
             if not term.layers:

@@ -91,6 +91,8 @@ class TieringResult:
 
     row: int
     model: str
+    chip: str
+    """The chip generation (``tpu-v5p``, ``tpu-v6e``): the summary's errors are given per generation too."""
     topology: str
     slices: int
     mesh: str
@@ -122,18 +124,20 @@ class TieringResult:
 TIERING_COLUMNS = tuple(f for f in TieringResult.__dataclass_fields__ if f != "breakdown")
 
 
-def _options(row, calibration):
+def _options(row, calibration, compute=None):
     from ..training.step import StepOptions
 
     policy = row.remat_policy
     if policy == "custom":  # the recipe's offloaded tensors; every other one recomputed (MaxText's default)
         policy = "custom:" + ",".join(f"{name}=offload" for name in row.offloaded.split(","))
-    options = StepOptions(calibration=calibration, quantization=row.quantization, remat_policy=policy)
+    options = StepOptions(calibration=calibration, compute=compute, quantization=row.quantization,
+                          remat_policy=policy)
     return options, options.remat_policy
 
 
-def simulate_one(row, calibration=None):
-    """Simulate *row* with its recipe; a :class:`TieringResult`."""
+def simulate_one(row, calibration=None, compute=None):
+    """Simulate *row* with its recipe; a :class:`TieringResult`. *compute*: explicit
+    :class:`~wus_sim.model.compute.ComputeParams` in place of the calibration's (a fit's trial values)."""
     from ..hardware.mesh import Placement
     from ..hardware.topology_files import load_topology
     from ..model.workload_files import load_workload
@@ -141,7 +145,7 @@ def simulate_one(row, calibration=None):
 
     nan = math.nan
     measured_step = row.per_device_batch * row.sequence / row.measured_tokens_per_s_per_device
-    base = dict(row=row.row, model=row.model, topology=row.topology, slices=row.slices, mesh=row.mesh,
+    base = dict(row=row.row, model=row.model, chip=row.chip, topology=row.topology, slices=row.slices, mesh=row.mesh,
                 dcn_mesh=row.dcn_mesh, per_device_batch=row.per_device_batch, sequence=row.sequence,
                 global_batch=nan,
                 remat_policy=row.remat_policy, measured_tokens_per_s_per_device=row.measured_tokens_per_s_per_device,
@@ -149,7 +153,7 @@ def simulate_one(row, calibration=None):
     if not row.expressible:
         return TieringResult(**base, remat_run="", status="not expressible", simulated_tokens_per_s_per_device=nan,
                              error=nan, simulated_mfu=nan, simulated_step_s=nan, peak_memory_GiB=nan, why=row.why_not)
-    options, remat_run = _options(row, calibration)
+    options, remat_run = _options(row, calibration, compute)
     placement = Placement(megacore=row.megacore, slices=row.slices, mesh=row.mesh, dcn_mesh=row.dcn_mesh or None)
     # MaxText's per_device_batch_size sets the global batch (x every device); the T devices of a
     # tensor group share their examples, so a data-parallel group runs T x that many
@@ -196,17 +200,25 @@ def simulate_tiering(calibration=None, rows=None):
 
 
 def tiering_summary(results):
-    """Median and worst |error| over the rows simulated, how many within 10 % and 20 %, and how
-    many the simulation says do not fit (every measured run did)."""
+    """Median and worst |error| over the rows simulated, how many within 10 % and 20 %, how many
+    the simulation says do not fit (every measured run did), and ``by_chip``: the rows, median and
+    worst |error| of each chip generation."""
     errs = sorted(abs(r.error) for r in results if not math.isnan(r.error))
     if not errs:
         return {"rows": 0}
-    n = len(errs)
-    median = errs[n // 2] if n % 2 else (errs[n // 2 - 1] + errs[n // 2]) / 2
-    return {"rows": n, "median_abs_error": median, "worst_abs_error": errs[-1],
+    by_chip = {}
+    for chip in sorted({getattr(r, "chip", "") for r in results if not math.isnan(r.error)}):
+        own = sorted(abs(r.error) for r in results if getattr(r, "chip", "") == chip and not math.isnan(r.error))
+        by_chip[chip] = {"rows": len(own), "median_abs_error": _median(own), "worst_abs_error": own[-1]}
+    return {"rows": len(errs), "median_abs_error": _median(errs), "worst_abs_error": errs[-1],
             "within_10pct": sum(e <= 0.10 for e in errs), "within_20pct": sum(e <= 0.20 for e in errs),
             "infeasible": sum(r.status == "infeasible" for r in results),
-            "not_expressible": sum(r.status == "not expressible" for r in results)}
+            "not_expressible": sum(r.status == "not expressible" for r in results), "by_chip": by_chip}
+
+
+def _median(sorted_values):
+    n = len(sorted_values)
+    return sorted_values[n // 2] if n % 2 else (sorted_values[n // 2 - 1] + sorted_values[n // 2]) / 2
 
 
 def as_dicts(results):

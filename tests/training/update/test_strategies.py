@@ -59,7 +59,10 @@ def test_contract_for_every_workload(name, strategy):
             assert len(sw.forward_allgathers) == len(sw.backward_allgathers) == sharded_buckets
         # every sharded bucket's padded weights cross the wire once per all-gather
         gathers_per_bucket = {"sharded": 1, "fully-sharded": 2}[strategy]
-        assert sw.gather_nbytes == gathers_per_bucket * p.gather_bytes * sum(
+        # the sharded update gathers its updated master weights; fully-sharded gathers each layer's
+        # weights cast to the compute dtype, the file's activation dtype where it is narrower
+        width = p.gather_bytes if strategy == "sharded" else min(p.gather_bytes, w.activation_bytes)
+        assert sw.gather_nbytes == gathers_per_bucket * width * sum(
             b.padded_elements for b in p.buckets if b.kind == "sharded")
         assert ops.count("all-reduce") == sum(b.kind == "replicated" for b in p.buckets)
         assert len(sw.extra_allreduces) == len(p.extra_reductions)
@@ -148,8 +151,10 @@ def test_fully_sharded_moves_one_more_gather_than_sharded_unless_weights_are_kep
     sh, fs = step_work(p, "sharded"), step_work(p, "fully-sharded")
     kept = step_work(p, "fully-sharded", keep_gathered_weights=True)
     assert fs.grad_collectives == sh.grad_collectives and fs.update == sh.update
-    assert fs.gather_nbytes == 2 * sh.gather_nbytes
-    assert kept.gather_nbytes == sh.gather_nbytes and kept.backward_allgathers == ()
+    # fp32 master weights gathered after the update, bf16 (the compute dtype) before each layer:
+    # twice the gathers at half the width
+    assert fs.gather_nbytes == sh.gather_nbytes
+    assert 2 * kept.gather_nbytes == sh.gather_nbytes and kept.backward_allgathers == ()
     assert [c.what for c in fs.forward_allgathers] == ["weights for forward"] * len(sh.weight_allgathers)
     # keeping only matters to fully-sharded
     assert step_work(p, "sharded", keep_gathered_weights=True) == sh

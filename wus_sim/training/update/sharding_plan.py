@@ -233,6 +233,16 @@ class Plan:
     def slot_bytes(self):
         return self.analysis.slot_bytes
 
+    @property
+    def layer_gather_bytes(self):
+        """Bytes per weight element in a fully-sharded step's per-layer all-gathers: the compute
+        dtype where it is narrower than :attr:`gather_bytes`. A layer casts its (fp32) weights to
+        the compute dtype before its matmul, and XLA's SPMD partitioner places the all-gather where
+        the matmul needs them whole, after the cast (PyTorch FSDP's mixed precision gathers in its
+        ``param_dtype`` too, Zhao et al. 2023, arXiv 2304.11277, sec. 4.4). The sharded update's
+        all-gather of the updated master weights keeps :attr:`gather_bytes`."""
+        return min(self.gather_bytes, self.workload.activation_bytes)
+
     # -------------------------------------------------------------- totals
     # cached: a plan is read-only, and a sweep's memory and step models ask for these at every
     # point (a plan replaced onto another slice starts with none cached)

@@ -199,7 +199,9 @@ def _step_work(plan, strategy, keep_gathered_weights):
             grads.append(Collective("all-reduce", int(b.elements * gb), "gradients", **common))
         else:
             grads.append(Collective("reduce-scatter", int(b.padded_elements * gb), "gradients", **common))
-            gathers.append(Collective("all-gather", int(b.padded_elements * ab), "weights", **common))
+            # fully-sharded gathers each layer's weights in the compute dtype (Plan.layer_gather_bytes)
+            width = plan.layer_gather_bytes if strategy == "fully-sharded" else ab
+            gathers.append(Collective("all-gather", int(b.padded_elements * width), "weights", **common))
     if strategy != "replicated":
         extra = [Collective("all-reduce", int(r.nbytes), r.what) for r in plan.extra_reductions]
     notes = ()
