@@ -123,9 +123,12 @@ def _size(nbytes):
     return float(nbytes)
 
 
-def _chunks(chunks):
+def _chunks(chunks, op=None):
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or not 1 <= chunks <= MAX_CHUNKS:
         raise ConfigError(f"must be a whole number >= 1 and <= {MAX_CHUNKS}", key_path="chunks", value=chunks)
+    if op == "all-to-all" and chunks != 1:
+        raise ConfigError("must be 1 for all-to-all: each step's blocks go as one message (its closed forms "
+                          "and fast engine are for whole messages)", key_path="chunks", value=chunks)
     return int(chunks)
 
 
@@ -142,6 +145,8 @@ def message_hops_estimate(plan, chunks):
         members = len(p.rings) * p.rings[0].num_rings * p.size
         if p.pattern == "ring":
             total += p.steps * sum(int(np.maximum(e.hops, 1).sum()) for e in p.rings)
+        elif p.kind == "a2a":  # pairwise, Bruck: partners at any distance
+            total += p.steps * members * diameter
         elif p.level == "chip" or (p.level == "flat" and topo.cores_per_chip == 1):
             total += members * sum(_axis_distance(topo, p.step_partner_distance(k)) for k in range(p.steps))
         else:
@@ -182,7 +187,7 @@ def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
     return _cached_analytic(topology, op, algorithm, _size(nbytes), group_key(group), bool(bidirectional),
-                            _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
+                            _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing))
 
 
 @lru_cache(maxsize=4096)
@@ -216,7 +221,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
         raise UnknownNameError("engine", engine, ENGINES)
     check_routing(routing)
     S = _size(nbytes)
-    K = _chunks(chunks)
+    K = _chunks(chunks, op)
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
@@ -241,8 +246,20 @@ def _run(plan, S, K, red, routing, engine):
         raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
                           key_path="engine", value="fast")
     if engine in ("auto", "fast") and why is None:
-        out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
-        return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+        if plan.op == "all-to-all":
+            from .engines import fast_alltoall
+
+            try:
+                out = fast_alltoall.run_plan(plan, S, routing=routing)
+                return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+            except fast_alltoall.OutOfOrder as exc:
+                if engine == "fast":
+                    raise ConfigError(f"cannot run this collective exactly: a {exc} serves out of schedule "
+                                      "order; use --engine window or simpy", key_path="engine",
+                                      value="fast") from None
+        else:
+            out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
+            return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
     from .engines import window_engine  # contended schedules only: a short command does not load it
 
     sched = _schedule(plan, S, K, red)
@@ -308,7 +325,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
     return _cached_time(topology, op, algorithm, _size(nbytes), group_key(group),
-                        bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
+                        bool(bidirectional), _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing))
 
 
 def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectional=False, chunks=1,
@@ -323,7 +340,7 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     :func:`collective_time` does."""
     topology = _topology(topology)
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    K, red, routing = _chunks(chunks), _reduce(reduce_Bps), check_routing(routing)
+    K, red, routing = _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing)
     keys = [(topology, op, algorithm, _size(S), group_key(group), bool(bidirectional), K, red, routing)
             for S in sizes]
     todo = list(dict.fromkeys(k for k in keys if k not in _known and k not in _prefetched))  # once each

@@ -62,15 +62,18 @@ import numpy as np
 from ...inputs.errors import ConfigError, UnknownNameError
 from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, part_rings, sequence_ring, slice_ring
 from .groups import Group, resolve_group
+from .a2a_steps import a2a_dst, a2a_step_blocks, a2a_steps
 from .pass_order import KINDS, pass_order
 
-__all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
+__all__ = ["OPS", "ALGORITHMS", "ALLTOALL_ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
            "check_op_algorithm"]
 
-OPS = ("reduce-scatter", "all-gather", "all-reduce")
-"""Collective operations."""
+OPS = ("reduce-scatter", "all-gather", "all-reduce", "all-to-all")
+"""Collective operations (all-to-all: :mod:`.alltoall`)."""
 ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recursive-doubling")
-"""Collective algorithms."""
+"""Algorithms of the reduce-scatter, all-gather and all-reduce."""
+ALLTOALL_ALGORITHMS = ("ring", "2d", "2d-split", "pairwise", "bruck")
+"""Algorithms of the all-to-all (see :mod:`.alltoall`)."""
 
 _EXCHANGE_PATTERN = {"halving-doubling": "hd", "recursive-doubling": "rd"}
 """Pairwise-exchange algorithms (no ring direction, power-of-two groups) and their pass pattern."""
@@ -85,9 +88,10 @@ class Pass:
     level: str
     """``"core"`` (on-chip rings, replica members), ``"chip"`` (chip members) or ``"flat"`` (replicas)."""
     kind: str
-    """``"rs"``, ``"ag"`` or ``"ar"``."""
+    """``"rs"``, ``"ag"``, ``"ar"`` or ``"a2a"`` (all-to-all)."""
     pattern: str
-    """``"ring"``, ``"hd"`` (halving-doubling) or ``"rd"`` (recursive-doubling, kind ``"ar"``)."""
+    """``"ring"``, ``"hd"`` (halving-doubling), ``"rd"`` (recursive-doubling, kind ``"ar"``), or for
+    kind ``"a2a"`` ``"pw"`` (pairwise) or ``"bruck"`` (see :mod:`.alltoall`)."""
     rings: tuple
     """One :class:`RingEmbedding` per direction (``hd``/``rd``: one, its members are the groups in rank order)."""
     fraction: float
@@ -112,6 +116,8 @@ class Pass:
         n = self.size
         if n <= 1:
             return 0
+        if self.kind == "a2a":
+            return a2a_steps(self.pattern, n)
         per = n - 1 if self.pattern == "ring" else int(np.log2(n))
         return 2 * per if self._rs_then_ag else per
 
@@ -124,13 +130,15 @@ class Pass:
     @property
     def rs_steps(self):
         """Steps at whose arrival the receiver sums (reduce-scatter steps; every rd step)."""
-        if self.kind == "ag":
+        if self.kind in ("ag", "a2a"):
             return 0
         return self.steps // 2 if self._rs_then_ag else self.steps
 
     def step_fraction(self, k):
         """Bytes of one step-*k* message as a fraction of ``S`` (before splitting into pieces)."""
         n = self.size
+        if self.kind == "a2a":
+            return self.fraction * a2a_step_blocks(self.pattern, n, k, len(self.rings)) / n
         if self.pattern == "ring":
             return self.fraction / n
         if self.pattern == "rd":
@@ -140,6 +148,15 @@ class Pass:
             return self.fraction / 2 ** (k + 1)
         j = k - half if self.kind == "ar" else k
         return self.fraction * 2 ** j / n
+
+    def step_dst(self, k):
+        """Position each position sends to at step *k* (pairwise patterns; a ring sends to ``i+1``)."""
+        pos = np.arange(self.size)
+        if self.kind == "a2a":
+            return a2a_dst(self.pattern, self.size, k)
+        if self.pattern == "ring":
+            return (pos + 1) % self.size
+        return pos ^ self.step_partner_distance(k)
 
     def step_partner_distance(self, k):
         """Halving-doubling, recursive-doubling: XOR distance of the step-*k* partner."""
@@ -187,6 +204,13 @@ def check_op_algorithm(op, algorithm, bidirectional=False):
     with *bidirectional*."""
     if op not in OPS:
         raise UnknownNameError("collective op", op, OPS)
+    if op == "all-to-all":
+        if algorithm not in ALLTOALL_ALGORITHMS:
+            raise UnknownNameError("all-to-all algorithm", algorithm, ALLTOALL_ALGORITHMS)
+        if bidirectional:
+            raise ConfigError("does not apply to all-to-all: its ring algorithms already send each block the "
+                              "shorter way round, in both directions", key_path="bidirectional", value=True)
+        return
     if algorithm not in ALGORITHMS:
         raise UnknownNameError("algorithm", algorithm, ALGORITHMS)
     if algorithm == "recursive-doubling" and op != "all-reduce":
@@ -202,6 +226,10 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
     """The :class:`CollectivePlan` of a collective (raises ConfigError/UnknownNameError on bad input)."""
     check_op_algorithm(op, algorithm, bidirectional)
     g = resolve_group(topology, group)
+    if op == "all-to-all":
+        from .alltoall import plan_alltoall  # it builds on this module's Pass and CollectivePlan
+
+        return plan_alltoall(topology, algorithm, g)
     kind = KINDS[op]
     bidir = bool(bidirectional) or algorithm == "bidir-ring"
     directions = (False, True) if bidir else (False,)

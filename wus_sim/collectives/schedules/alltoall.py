@@ -1,0 +1,149 @@
+"""All-to-all as a plan: each of ``N`` replicas sends a distinct block of ``S/N`` bytes to every
+other replica.
+
+Size convention: ``nbytes = S`` is each replica's whole send buffer (its ``N`` blocks, its own
+block included), as MPI's ``MPI_Alltoall`` (``sendcount x N``) and XLA's ``all-to-all`` (the
+operand, split ``N`` ways along its split dimension) count it; each replica receives ``S`` too.
+
+Algorithms (:data:`.plan.ALLTOALL_ALGORITHMS`), each a list of passes of kind ``"a2a"``:
+
+* ``ring``: the direct algorithm on a bidirectional ring (one axis line, or the whole slice's
+  Hamiltonian ring): every block goes the shorter way round, one hop per step, each member
+  forwarding the blocks still in transit (pattern ``"ring"``, both directions, ``floor(n/2)``
+  steps; see :func:`.a2a_steps.a2a_step_blocks`). With ``n`` even the block half way round
+  is split, half each way. A ring of two members runs one direction.
+* ``2d``: the ``ring`` algorithm along each active axis in turn (dimension-ordered, as a
+  dimension-order router would send each block): a member first sends each block to the
+  member of its X line in the destination's column (``S/X`` per column), then along Y.
+  Every phase moves the whole buffer ``S``.
+* ``2d-split``: two halves of the buffer, one in axis order (X, Y), the other rotated (Y, X),
+  at once, so that every axis's links are busy in every phase; on a square torus with uniform
+  links the halves take turns on each axis (uncontended, as the reduce collectives' 2d-split).
+* ``pairwise``: ``n-1`` rounds; at round ``k`` (1-based) member ``i`` sends its block for
+  ``i+k`` to it and receives from ``i-k`` (mod ``n``), along the dimension-order shortest
+  route (Thakur, Rabenseifner and Gropp 2005, the long-message algorithm for a
+  non-power-of-two count, here for every count). A round's routes overlap on a torus: the
+  messages contend.
+* ``bruck``: ``ceil(log2 n)`` steps; at step ``k`` member ``i`` sends to ``i + 2^k`` every block
+  whose offset has bit ``k`` set (``n/2`` blocks for ``n`` a power of two), routed as pairwise
+  (Bruck, Ho, Kipnis, Upfal and Weathersby, "Efficient algorithms for all-to-all
+  communications in multiport message-passing systems", IEEE TPDS 8(11), 1997; the local
+  rotations before and after are free here).
+
+A member's step ``k+1`` waits for its step ``k`` and for the arrival of the step-``k`` message
+it receives (the data Bruck and the ring forward; pairwise's send-receive rounds).
+``ring``, ``2d`` and ``2d-split`` run over chips (one replica per chip);
+``pairwise`` and ``bruck`` over replicas, on any slice or replica list.
+"""
+
+import numpy as np
+
+from ...inputs.errors import ConfigError
+from .embedding import active_axes, axis_rings, sequence_ring, slice_ring
+from .plan import CollectivePlan, Pass, _exchange_members
+
+__all__ = ["plan_alltoall", "default_alltoall_algorithm"]
+
+_PATTERNS = {"pairwise": "pw", "bruck": "bruck"}
+
+
+def default_alltoall_algorithm(topology, group=None):
+    """The all-to-all algorithm of least closed-form time on this slice and group: ``2d-split``
+    over two or more wrapped axes, ``ring`` on one wrapped line, else ``pairwise``.
+
+    Why (``B`` link bandwidth, every link alike, ``n`` a line's length, even): on a ring
+    ``ring``'s busiest link carries ``n S / 8`` against ``pairwise``'s ``n S / 4`` (its round
+    ``k`` uses one direction over ``min(k, n-k)`` hops) and ``bruck``'s ``S/2 x`` (log2 n)
+    ``x`` the hops of each step; its latency is ``n/2`` hops against pairwise's ``n^2/4``.
+    On an ``X x Y`` torus ``2d`` moves ``X S/8`` then ``Y S/8`` over one axis's links at a time;
+    ``2d-split`` keeps both axes busy and halves that, which meets the bisection bound of any
+    shortest-path all-to-all (``S`` times the mean distance ``(X+Y)/4`` over the ``4`` links per
+    chip). A mesh line has no wraparound: pairwise's routed rounds (the ring's folded
+    embedding would send both directions over the same links). Replicas sharing a chip
+    (``cores_per_chip > 1``) or an explicit list: pairwise too.
+    """
+    from .groups import resolve_group
+
+    g = resolve_group(topology, group)
+    if g.kind not in ("all", "axis") or topology.cores_per_chip > 1:
+        return "pairwise"
+    axes = [g.axis] if g.kind == "axis" else active_axes(topology)
+    axes = [a for a in axes if topology.dims[a] > 1]
+    if not axes or not all(topology.wrap[a] or topology.dims[a] <= 2 for a in axes):
+        return "pairwise"
+    return "ring" if len(axes) == 1 else "2d-split"
+
+
+def plan_alltoall(topology, algorithm, g):
+    """The :class:`~.plan.CollectivePlan` of an all-to-all of *algorithm* over the resolved group *g*."""
+    c = topology.cores_per_chip
+    if g.kind == "mesh":
+        raise ConfigError("all-to-all over a mesh axis group is not planned yet; use group all, an axis or "
+                          "a replica list", key_path="group", value=g.kind, show_value=False)
+    if algorithm in _PATTERNS:
+        members, level = _exchange_groups(topology, g)
+        p = Pass(level, "a2a", _PATTERNS[algorithm], (_exchange_members(members),), 1.0,
+                 stream=(level, algorithm))
+        passes = (p,) if p.size > 1 else ()
+        return CollectivePlan(topology, "all-to-all", algorithm, g, False, halves=(passes,),
+                              level_sizes=(((1, p.size),) if passes else (),))
+    if g.kind == "list":
+        if algorithm != "ring":
+            raise ConfigError(f"{algorithm} needs group all or an axis (x, y, z); an explicit replica list "
+                              "has no axes", key_path="group", value=list(g.replicas))
+        rings = _directions(lambda rev: sequence_ring(topology, g.replicas, reverse=rev), g.size)
+        passes = (Pass("flat", "a2a", "ring", rings, 1.0, stream=("flat", "ring")),) if g.size > 1 else ()
+        return CollectivePlan(topology, "all-to-all", algorithm, g, False, halves=(passes,),
+                              level_sizes=(((len(rings), g.size),) if passes else (),))
+    if c > 1:
+        raise ConfigError(f"{algorithm} all-to-all runs over chips, one replica each; this slice has {c} "
+                          "cores per chip: use pairwise or bruck", key_path="algorithm", value=algorithm,
+                          show_value=False)
+    axes = [g.axis] if g.kind == "axis" else active_axes(topology)
+    axes = [a for a in axes if topology.dims[a] > 1]
+    if algorithm == "ring" and g.kind == "all" and len(axes) >= 2:
+        rings = _directions(lambda rev: slice_ring(topology, reverse=rev), topology.num_chips)
+        p = Pass("chip", "a2a", "ring", rings, 1.0, stream=("chip", "slice"))
+        return CollectivePlan(topology, "all-to-all", algorithm, g, False, halves=((p,),),
+                              level_sizes=(((len(rings), p.size),),))
+    orders = [axes]
+    separated = False
+    if algorithm == "2d-split" and len(axes) >= 2:
+        orders = [axes, axes[1:] + axes[:1]]
+        separated = (all(topology.wrap[a] for a in axes) and len({topology.dims[a] for a in axes}) == 1
+                     and len({topology.axis_link_Bps[a] for a in axes}) == 1
+                     and not topology.link_Bps_override and not topology.failed_links)
+    halves, sizes = [], []
+    for h, order in enumerate(orders):
+        passes = []
+        for i, a in enumerate(order):
+            rings = _directions(lambda rev: axis_rings(topology, a, reverse=rev), topology.dims[a])
+            stream = ("chip", a) if separated else ("chip", h, a)
+            passes.append(Pass("chip", "a2a", "ring", rings, 1.0 / len(orders), h, i, stream, a))
+        halves.append(tuple(passes))
+        sizes.append(tuple((len(p.rings), p.size) for p in passes))
+    return CollectivePlan(topology, "all-to-all", algorithm, g, False, halves=tuple(halves),
+                          level_sizes=tuple(sizes), split_time_separated=separated)
+
+
+def _directions(make, n):
+    """Both ring directions (each block goes the shorter way), or one for ``n <= 2`` (there the
+    reverse ring would use the same links)."""
+    return (make(False), make(True)) if n > 2 else (make(False),)
+
+
+def _exchange_groups(topology, g):
+    """``(members (R, n), level)`` of a pairwise or Bruck pass: chips when a chip is one replica,
+    else replicas (rank order: a chip's cores together)."""
+    c = topology.cores_per_chip
+    if g.kind == "list":
+        return np.array([g.replicas], dtype=np.int64), "flat"
+    if g.kind == "axis":
+        lines = (topology.axis_rings(g.axis) if topology.dims[g.axis] > 1
+                 else np.arange(topology.num_chips)[:, None])
+    else:
+        lines = np.arange(topology.num_chips)[None, :]
+    if c == 1:
+        return np.asarray(lines, dtype=np.int64), "chip"
+    reps = (np.asarray(lines)[:, :, None] * c + np.arange(c)[None, None, :]).reshape(len(lines), -1)
+    return reps.astype(np.int64), "flat"
