@@ -36,22 +36,43 @@ import numpy as np
 
 from ..hardware.network import link_key_Bps, link_key_latency_s
 from .schedules.loads import shared_link_streams
+from .schedules.messages import hd_routes
 
 __all__ = ["a2a_plan_time", "is_exact_a2a"]
 
 
+def _route_figures(topo, keys, idx, count):
+    """``(inv_sum, inv_max, lat_sum)`` of *count* routes given as link *keys* and the route
+    index of each."""
+    inv = 1.0 / link_key_Bps(topo)[keys]
+    inv_sum = np.bincount(idx, weights=inv, minlength=count)
+    lat_sum = np.bincount(idx, weights=link_key_latency_s(topo)[keys], minlength=count)
+    inv_max = np.zeros(count)
+    np.maximum.at(inv_max, idx, inv)
+    return inv_sum, inv_max, lat_sum
+
+
+@lru_cache(maxsize=1024)
 def _ring_edges(topo, e):
     """``(inv_sum, inv_max, lat_sum)`` per edge ``(R, n)`` of ring embedding *e*."""
-    from .analytic import _edges
+    ok = e.links >= 0
+    idx = np.broadcast_to(np.arange(e.hops.size).reshape(e.hops.shape)[..., None], e.links.shape)[ok]
+    return tuple(a.reshape(e.hops.shape) for a in _route_figures(topo, e.links[ok], idx, e.hops.size))
 
-    ed = _edges(topo, e)
-    return ed.inv_sum, ed.inv_max, ed.lat_sum
+
+@lru_cache(maxsize=1024)
+def _step_routes(topo, p, k):
+    """``(inv_sum, inv_max, lat_sum)`` per member ``(R, n)`` of the route of its step-*k* message."""
+    flat = [route for row in hd_routes(topo, p)[k] for route in row]
+    lengths = np.fromiter(map(len, flat), np.int64, count=len(flat))
+    keys = np.fromiter((key for route in flat for key in route), np.int64, count=int(lengths.sum()))
+    idx = np.repeat(np.arange(len(flat)), lengths)
+    shape = p.rings[0].members.shape
+    return tuple(a.reshape(shape) for a in _route_figures(topo, keys, idx, len(flat)))
 
 
 def _pass_chain(topo, p, ready, S, routing):
     """Per member id, the time it finishes pass *p* from its start times *ready*."""
-    from .analytic import _hd_step
-
     out = ready.copy()
     cut = routing == "cut-through"
     for e in p.rings:
@@ -59,10 +80,7 @@ def _pass_chain(topo, p, ready, S, routing):
         t = ready[members]  # (R, n)
         for k in range(p.steps):
             b = p.step_fraction(k) * S
-            if p.pattern == "ring":
-                inv_sum, inv_max, lat_sum = _ring_edges(topo, e)
-            else:
-                inv_sum, lat_sum, inv_max = _hd_step(topo, p, k)
+            inv_sum, inv_max, lat_sum = _ring_edges(topo, e) if p.pattern == "ring" else _step_routes(topo, p, k)
             tau = (inv_max if cut else inv_sum) * b + lat_sum
             dst = p.step_dst(k)
             nxt = t.copy()

@@ -10,7 +10,7 @@ Algorithms (:data:`.plan.ALLTOALL_ALGORITHMS`), each a list of passes of kind ``
 * ``ring``: the direct algorithm on a bidirectional ring (one axis line, or the whole slice's
   Hamiltonian ring): every block goes the shorter way round, one hop per step, each member
   forwarding the blocks still in transit (pattern ``"ring"``, both directions, ``floor(n/2)``
-  steps; see :func:`.a2a_steps.a2a_step_blocks`). With ``n`` even the block half way round
+  steps; see :func:`.passes.a2a_step_blocks`). With ``n`` even the block half way round
   is split, half each way. A ring of two members runs one direction.
 * ``2d``: the ``ring`` algorithm along each active axis in turn (dimension-ordered, as a
   dimension-order router would send each block): a member first sends each block to the
@@ -40,7 +40,7 @@ import numpy as np
 
 from ...inputs.errors import ConfigError
 from .embedding import active_axes, axis_rings, sequence_ring, slice_ring
-from .plan import CollectivePlan, Pass, _exchange_members
+from .passes import CollectivePlan, Pass, exchange_members
 
 __all__ = ["plan_alltoall", "default_alltoall_algorithm"]
 
@@ -82,7 +82,7 @@ def plan_alltoall(topology, algorithm, g):
                           "a replica list", key_path="group", value=g.kind, show_value=False)
     if algorithm in _PATTERNS:
         members, level = _exchange_groups(topology, g)
-        p = Pass(level, "a2a", _PATTERNS[algorithm], (_exchange_members(members),), 1.0,
+        p = Pass(level, "a2a", _PATTERNS[algorithm], (exchange_members(members),), 1.0,
                  stream=(level, algorithm))
         passes = (p,) if p.size > 1 else ()
         return CollectivePlan(topology, "all-to-all", algorithm, g, False, halves=(passes,),
