@@ -48,20 +48,22 @@ _PATTERNS = {"pairwise": "pw", "bruck": "bruck"}
 
 
 def default_alltoall_algorithm(topology, group=None):
-    """The all-to-all algorithm of least closed-form time on this slice and group: ``2d-split``
-    over two or more wrapped axes, ``ring`` on one wrapped line, else ``pairwise``.
+    """The all-to-all algorithm of least closed-form time on this slice and group: ``ring`` on one
+    line, ``2d-split`` over two or more axes, ``pairwise`` where those do not apply (replicas
+    sharing a chip, an explicit replica list).
 
-    Why (``B`` link bandwidth, every link alike, ``n`` a line's length, even): on a ring
-    ``ring``'s busiest link carries ``n S / 8`` against ``pairwise``'s ``n S / 4`` (its round
-    ``k`` uses one direction over ``min(k, n-k)`` hops) and ``bruck``'s ``S/2 x`` (log2 n)
-    ``x`` the hops of each step; its latency is ``n/2`` hops against pairwise's ``n^2/4``.
-    On an ``X x Y`` torus ``2d`` moves ``X S/8`` then ``Y S/8`` over one axis's links at a time;
-    ``2d-split`` keeps both axes busy and halves that, which meets the bisection bound of any
-    shortest-path all-to-all (``S`` times the mean distance ``(X+Y)/4`` over the ``4`` links per
-    chip). A mesh line has no wraparound: pairwise's routed rounds (the ring's folded
-    embedding would send both directions over the same links). Replicas sharing a chip
-    (``cores_per_chip > 1``) or an explicit list: pairwise too.
-    """
+    Why (``B`` link bandwidth, every link alike, ``n`` a line's length, even, ``b = S/n``): on a
+    ring ``ring``'s busiest link carries ``n S / 8`` and it takes ``n/2`` latencies;
+    ``pairwise``'s round ``k`` sends every block ``min(k, n-k)`` hops the same way, ``n^2/4``
+    hop-blocks in all, in ``n-1`` rounds that each wait for the last (at best ``n S / 4`` over
+    ``B`` and ``n-1`` latencies); ``bruck``'s step ``k`` sends ``S/2`` over ``2^k`` hops
+    (``(n-1) S / 2`` over ``B``). On an ``X x Y`` torus ``2d`` moves ``X S/8`` then ``Y S/8``
+    over one axis's links at a time; ``2d-split`` keeps both axes busy, ``(X + Y) S / 16``
+    when ``X = Y``, the bisection bound of any shortest-path all-to-all (``S`` times the mean
+    distance ``(X+Y)/4`` spread over the ``4`` links a chip sends on). A mesh line's folded
+    ring still beats the routed algorithms (its two directions share the line's links, but
+    every block crosses each link once); ``tests/collectives/test_alltoall.py`` checks the
+    choice against every algorithm on rings, tori and meshes, small and large."""
     from .groups import resolve_group
 
     g = resolve_group(topology, group)
@@ -69,9 +71,7 @@ def default_alltoall_algorithm(topology, group=None):
         return "pairwise"
     axes = [g.axis] if g.kind == "axis" else active_axes(topology)
     axes = [a for a in axes if topology.dims[a] > 1]
-    if not axes or not all(topology.wrap[a] or topology.dims[a] <= 2 for a in axes):
-        return "pairwise"
-    return "ring" if len(axes) == 1 else "2d-split"
+    return "2d-split" if len(axes) >= 2 else "ring"
 
 
 def plan_alltoall(topology, algorithm, g):
