@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from wus_sim.cli import collective as cli_collective, main
-from wus_sim.collectives import ALGORITHMS, OPS
+from wus_sim.collectives import ALGORITHMS, ALLTOALL_ALGORITHMS, OPS
 from wus_sim.hardware.topology_files import known_topologies, load_topology
 
 KEYS = {"time_s", "analytic_time_s", "algbw_GBps", "busbw_GBps", "events", "engine", "wall_s", "nbytes",
@@ -56,6 +56,7 @@ def test_options_change_the_answer(capsys):
 def test_help_lists_the_packages_ops_and_algorithms():
     """The CLI keeps its own copies (no numpy on ``--help``); they must not drift."""
     assert cli_collective._OPS == OPS and cli_collective._ALGORITHMS == ALGORITHMS
+    assert cli_collective._ALLTOALL_ALGORITHMS == ALLTOALL_ALGORITHMS
 
 
 def test_table_output_says_when_a_ring_runs_one_way_unlike_a_step(capsys):

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from wus_sim.collectives import (ALLTOALL_ALGORITHMS, analytic_time, default_alltoall_algorithm,
                                  simulate_collective)
@@ -26,6 +27,7 @@ from wus_sim.inputs.errors import ConfigError, UnknownNameError
 
 from a2a_replay import replay_a2a
 from make_topology import make
+from test_window_engine import faulty_slices
 
 REL = 1e-9
 A = 1e-6     # per-hop latency, s (make's default 1 us)
@@ -223,3 +225,20 @@ def test_replay_catches_a_broken_schedule():
     sched.deps = [d for d in sched.deps if not np.all(d[2] == 0)]
     out = run_schedule(sched, record=True)
     assert any("before holding" in p for p in replay_a2a(sched, out.ready_t, out.deliver_t))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(topo=faulty_slices(), alg=st.sampled_from(ALLTOALL_ALGORITHMS), S=st.sampled_from([1e5, 3 * 2**20 + 7]),
+       routing=st.sampled_from(ROUTINGS))
+def test_auto_engine_equals_simpy_on_faulty_slices(topo, alg, S, routing):
+    """The engine ``auto`` picks (the fast one wherever no link carries two streams, even with
+    slow links, where the closed form stops being exact) against SimPy; never below the closed form."""
+    try:
+        r = simulate_collective(topo, "all-to-all", alg, S, routing=routing)
+    except ConfigError:
+        assume(False)
+    s = simulate_collective(topo, "all-to-all", alg, S, routing=routing, engine="simpy")
+    assert r.time_s == pytest.approx(s.time_s, rel=REL) and r.events == s.events
+    assert s.time_s >= r.analytic_time_s * (1 - REL)
+    if r.exact:
+        assert s.time_s == pytest.approx(r.analytic_time_s, rel=REL)
