@@ -21,7 +21,7 @@ All engines implement the same timing model, store-and-forward or, with
 :mod:`wus_sim.hardware.network` and :mod:`wus_sim.collectives.schedules.plan`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
 ``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
-``algbw * (N-1)/N`` for reduce-scatter and all-gather (``N`` = group size).
+``algbw * (N-1)/N`` for reduce-scatter, all-gather and all-to-all (``N`` = group size).
 """
 
 from dataclasses import dataclass, field
@@ -78,7 +78,7 @@ class CollectiveResult:
     algbw_GBps: float
     """``S / time_s`` in GB/s (``inf`` for a zero-time collective)."""
     busbw_GBps: float
-    """``algbw`` times ``2(N-1)/N`` (all-reduce) or ``(N-1)/N`` (reduce-scatter, all-gather)."""
+    """``algbw`` times ``2(N-1)/N`` (all-reduce) or ``(N-1)/N`` (reduce-scatter, all-gather, all-to-all)."""
     link_bytes: np.ndarray = field(repr=False, default=None)
     """Bytes carried per ICI link slot (``topology.num_link_slots`` long, 0 where no link)."""
     link_busy_s: np.ndarray = field(repr=False, default=None)
@@ -181,8 +181,8 @@ def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=
                   reduce_Bps=None, routing="store-and-forward"):
     """Closed-form alpha-beta time, seconds (see :mod:`wus_sim.collectives.analytic`).
 
-    *nbytes* = ``S``, the full buffer per replica for all three ops; *routing* as in
-    :func:`simulate_collective`.
+    *nbytes* = ``S``, the full buffer per replica for all four ops (all-to-all: the whole send
+    buffer); *routing* as in :func:`simulate_collective`.
     """
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
@@ -204,7 +204,8 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
 
     *topology*: a :class:`~wus_sim.hardware.topology.Topology` or a spec for
     :func:`~wus_sim.hardware.topology.load_topology`. *op* in :data:`OPS`, *algorithm*
-    in :data:`ALGORITHMS`. *nbytes* = ``S`` (a number or a size string such as
+    in :data:`ALGORITHMS` (all-to-all: :data:`ALLTOALL_ALGORITHMS`, ``chunks`` 1, no
+    ``bidirectional``, ``reduce_Bps`` without effect). *nbytes* = ``S`` (a number or a size string such as
     ``"64MiB"``). *group*: ``None``/``"all"``, an axis (``"x"``, ``"y"``,
     ``"z"`` or 0, 1, 2: every line along it at once) or a list of replica ids
     (ring in that order). *chunks*: pieces per step, pipelined. *reduce_Bps*:
@@ -246,20 +247,15 @@ def _run(plan, S, K, red, routing, engine):
         raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
                           key_path="engine", value="fast")
     if engine in ("auto", "fast") and why is None:
-        if plan.op == "all-to-all":
-            from .engines import fast_alltoall
+        from .engines.fast_alltoall import OutOfOrder
 
-            try:
-                out = fast_alltoall.run_plan(plan, S, routing=routing)
-                return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
-            except fast_alltoall.OutOfOrder as exc:
-                if engine == "fast":
-                    raise ConfigError(f"cannot run this collective exactly: a {exc} serves out of schedule "
-                                      "order; use --engine window or simpy", key_path="engine",
-                                      value="fast") from None
-        else:
+        try:
             out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
             return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+        except OutOfOrder as exc:  # an all-to-all whose links would serve out of schedule order
+            if engine == "fast":
+                raise ConfigError(f"cannot run this collective exactly: {exc} serves out of schedule order; "
+                                  "use --engine window or simpy", key_path="engine", value="fast") from None
     from .engines import window_engine  # contended schedules only: a short command does not load it
 
     sched = _schedule(plan, S, K, red)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...inputs.errors import ConfigError
 from ...hardware.network import link_key_Bps, link_key_latency_s, num_link_keys, tie_key
 from ..schedules.messages import hd_routes
 
@@ -73,8 +74,11 @@ def _step_paths(topo, p):
     return out
 
 
-def run_plan(plan, nbytes, *, routing="store-and-forward"):
-    """Run an all-to-all *plan* (``contention(plan)`` ``None``, chunks 1) for ``S = nbytes``."""
+def run_plan(plan, nbytes, *, chunks=1, routing="store-and-forward"):
+    """Run an all-to-all *plan* (``contention(plan)`` ``None``) for ``S = nbytes``; raises
+    :class:`OutOfOrder` where a link would serve out of schedule order."""
+    if chunks != 1:
+        raise ConfigError("must be 1 for all-to-all", key_path="chunks", value=chunks)
     topo = plan.topology
     S = float(nbytes)
     bw = link_key_Bps(topo)
