@@ -242,3 +242,25 @@ def test_auto_engine_equals_simpy_on_faulty_slices(topo, alg, S, routing):
     assert s.time_s >= r.analytic_time_s * (1 - REL)
     if r.exact:
         assert s.time_s == pytest.approx(r.analytic_time_s, rel=REL)
+
+
+@pytest.mark.parametrize("alg", ALLTOALL_ALGORITHMS)
+def test_one_member_groups_take_no_time(alg):
+    topo = make((1, 4), True)  # axis x has one chip
+    r = simulate_collective(topo, "all-to-all", alg, 1e6, group="x")
+    assert r.time_s == 0.0 and r.events == 0 and r.group_size == 1
+    assert analytic_time(topo, "all-to-all", alg, 1e6, group="x") == 0.0
+
+
+def test_collective_time_memo_agrees():
+    """The memoized time the step asks for: the closed form where exact, else the engine's."""
+    from wus_sim.collectives import collective_time, collective_times
+
+    topo = make((8, 8), True)
+    for alg in ("2d-split", "pairwise"):
+        t = collective_time(topo, "all-to-all", alg, 8e6, routing="cut-through")
+        assert t == pytest.approx(simulate_collective(topo, "all-to-all", alg, 8e6, routing="cut-through",
+                                                      engine="simpy").time_s, rel=REL)
+    sizes = [1e5, 2e6, 8e6]
+    assert collective_times(topo, "all-to-all", "bruck", sizes) == [
+        collective_time(topo, "all-to-all", "bruck", S) for S in sizes]

@@ -17,7 +17,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wus_sim.collectives import ALGORITHMS, ALLTOALL_ALGORITHMS, REDUCE_OPS, analytic_time, api, collective_time, simulate_collective
+from wus_sim.collectives import (ALGORITHMS, ALLTOALL_ALGORITHMS, REDUCE_OPS, analytic_time, api, collective_time,
+                                 simulate_collective)
 from wus_sim.collectives.engines import fast_engine, window_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.schedules.loads import link_loads
@@ -150,7 +151,8 @@ def test_contract_alltoall(alg, topo_name, routing):
             continue
         S = 3 * MiB + 7
         listed = isinstance(group, list)  # a replica ring: ring only, over replicas
-        if alg in ("ring", "2d", "2d-split") and ((base.cores_per_chip > 1 and not listed) or (listed and alg != "ring")):
+        chips_only = base.cores_per_chip > 1 and not listed
+        if alg in ("ring", "2d", "2d-split") and (chips_only or (listed and alg != "ring")):
             with pytest.raises(ConfigError):
                 plan_collective(base, "all-to-all", alg, group=group)
             continue

@@ -26,8 +26,8 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "collective", help="simulate one reduce-scatter / all-gather / all-reduce / all-to-all",
         description="Simulate one collective on the slice --topology T (a shipped name, a YAML path, or "
-                    "torus:32x32, mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for all four "
-                    "ops (all-to-all: each replica's whole send buffer, S/N to each member) "
+                    "torus:32x32, mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for "
+                    "all four ops (all-to-all: each replica's whole send buffer, S/N to each member) "
                     "(67108864, 64MiB, 1GiB, 1.5GB; GB = 10^9 B, GiB = 2^30 B).")
     p.add_argument("--topology", "-t", metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32), as step and plan take it")

@@ -19,8 +19,8 @@ from ..inputs.lazy_names import lazy_names
 # before numpy loads) must not import the engines and numpy with it.
 _LAZY = {"ENGINES": "api", "CollectiveResult": "api", "analytic_time": "api", "clear_caches": "api",
          "collective_time": "api", "collective_times": "api", "simulate_collective": "api",
-         "phase_times": "analytic", "ALGORITHMS": "schedules.plan", "EXCHANGE_ALGORITHMS": "schedules.plan", "OPS": "schedules.plan",
-         "REDUCE_OPS": "schedules.plan", "ALLTOALL_ALGORITHMS": "schedules.plan",
+         "phase_times": "analytic", "ALGORITHMS": "schedules.plan", "EXCHANGE_ALGORITHMS": "schedules.plan",
+         "OPS": "schedules.plan", "REDUCE_OPS": "schedules.plan", "ALLTOALL_ALGORITHMS": "schedules.plan",
          "default_alltoall_algorithm": "schedules.alltoall"}
 
 __all__ = ["OPS", "REDUCE_OPS", "ALGORITHMS", "ALLTOALL_ALGORITHMS", "EXCHANGE_ALGORITHMS", "ENGINES",

@@ -138,10 +138,10 @@ class CollectivePlan:
 
 def exchange_members(members):
     """The members ``(R, n)`` of a pairwise-exchange pass as an embedding without ring edges
-    (partners are routed per step, see :func:`.messages.hd_routes`); all-to-all's pairwise and Bruck passes too."""
+    (partners are routed per step, see :func:`.messages.hd_routes`); all-to-all's pairwise and
+    Bruck passes too."""
     return RingEmbedding(members, np.full(members.shape + (1,), -1, dtype=np.int64),
                          np.zeros(members.shape, dtype=np.int64))
-
 
 
 def a2a_steps(pattern, n):

@@ -64,8 +64,8 @@ from .passes import CollectivePlan, Pass, exchange_members
 from .alltoall import plan_alltoall
 from .pass_order import KINDS, pass_order
 
-__all__ = ["OPS", "REDUCE_OPS", "ALGORITHMS", "ALLTOALL_ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
-           "check_op_algorithm"]
+__all__ = ["OPS", "REDUCE_OPS", "ALGORITHMS", "ALLTOALL_ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan",
+           "plan_collective", "check_op_algorithm"]
 
 REDUCE_OPS = ("reduce-scatter", "all-gather", "all-reduce")
 """The operations of :data:`ALGORITHMS` (ring and pairwise-exchange passes that sum or gather)."""
