@@ -264,3 +264,34 @@ def test_collective_time_memo_agrees():
     sizes = [1e5, 2e6, 8e6]
     assert collective_times(topo, "all-to-all", "bruck", sizes) == [
         collective_time(topo, "all-to-all", "bruck", S) for S in sizes]
+
+
+def test_pairwise_on_a_torus_by_its_busiest_links():
+    """4 x 4 torus, S = 16 MB (b = 1 MB, 10 us on a link), ranks row-major. Every shortest-path
+    all-to-all moves S x (sum of distances to the 15 others) = S x 32 over the links (per axis
+    the distances 1, 2, 1 to the others of a line, 4 lines). 2d-split spreads it evenly: every
+    one of the 64 directed links carries S/2, in 2 (2 a + 4 (S/2)/(8B)) = 84 us. Pairwise's
+    dimension-order routes send distance-2 blocks the + way: + links carry (1 + 2) x 4 = 12
+    blocks, - links 4. Its rounds also wait for each other: round k's busiest link carries m_k
+    blocks, m = 1, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2, 1, 1, 2, 1 (counted over the slice's routes
+    here), 24 in all, so cut-through takes at least 24 b/B + 15 a = 255 us, above the
+    uncontended closed form."""
+    topo = make((4, 4), True)
+    S, b = 16e6, 1e6
+    m = []
+    for k in range(1, 16):
+        load = {}
+        for i in range(16):
+            for link in topo.route(i, (i + k) % 16):
+                load[link] = load.get(link, 0) + 1
+        m.append(max(load.values()))
+    assert m == [1, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2, 1, 1, 2, 1]
+    split = simulate_collective(topo, "all-to-all", "2d-split", S)
+    assert split.time_s == pytest.approx(2 * (2 * A + 4 * (S / 2) / (8 * B)), rel=REL)
+    used = split.link_bytes[split.link_bytes > 0]
+    assert len(used) == 64 and np.allclose(used, S / 2) and used.sum() == pytest.approx(32 * S)
+    pw = simulate_collective(topo, "all-to-all", "pairwise", S, routing="cut-through")
+    used = pw.link_bytes[pw.link_bytes > 0]
+    assert sorted(set(np.round(used / b, 9))) == [4, 12] and used.sum() == pytest.approx(32 * S)
+    assert pw.time_s >= (24 * b / B + 15 * A) * (1 - REL)
+    assert pw.analytic_time_s < 24 * b / B + 15 * A and not pw.exact
