@@ -295,3 +295,59 @@ def test_pairwise_on_a_torus_by_its_busiest_links():
     assert sorted(set(np.round(used / b, 9))) == [4, 12] and used.sum() == pytest.approx(32 * S)
     assert pw.time_s >= (24 * b / B + 15 * A) * (1 - REL)
     assert pw.analytic_time_s < 24 * b / B + 15 * A and not pw.exact
+
+
+@pytest.mark.parametrize("alg", ALLTOALL_ALGORITHMS)
+@pytest.mark.parametrize("dims,cores,parts", [
+    ((4, 4), 1, ((0, 1, 4),)),              # the whole x axis: the same as group x
+    ((8, 4), 1, ((0, 2, 4), (1, 1, 4))),    # every other chip along x, with y: 16 members
+    ((4, 2), 2, ((-1, 1, 2), (0, 1, 4))),   # a chip's cores with x
+    ((4, 4), 2, ((1, 1, 4),)),              # y without the cores: two groups per chip
+])
+def test_mesh_axis_groups(alg, dims, cores, parts):
+    """A mesh axis's groups (what the expert axis will ask for): every block delivered (the
+    replay), the engines agree, time >= the closed form (equal where exact)."""
+    from wus_sim.collectives.analytic import is_exact, plan_time
+    from wus_sim.collectives.engines import window_engine
+    from wus_sim.collectives.schedules.alltoall import mesh_members
+    from wus_sim.collectives.schedules.groups import Group
+
+    topo = make(dims, True, cores=cores)
+    size = int(np.prod([p[2] for p in parts]))
+    g = Group("mesh", parts=parts, size=size)
+    members = mesh_members(topo, parts)
+    assert members.shape == (topo.num_replicas // size, size)
+    assert sorted(members.ravel().tolist()) == list(range(topo.num_replicas))
+    if alg in ("ring", "2d", "2d-split") and cores > 1:
+        with pytest.raises(ConfigError, match="cores per chip"):
+            plan_collective(topo, "all-to-all", alg, group=g)
+        return
+    plan = plan_collective(topo, "all-to-all", alg, group=g)
+    assert plan.group_size == size
+    sched = compile_messages(plan, 3e6, track=True)
+    out = run_schedule(sched, record=True)
+    assert replay_a2a(sched, out.ready_t, out.deliver_t) == []
+    assert window_engine.run_schedule(sched).time_s == pytest.approx(out.time_s, rel=1e-12)
+    r = simulate_collective(topo, "all-to-all", alg, 3e6, group=g)
+    assert r.time_s == pytest.approx(out.time_s, rel=REL)
+    assert out.time_s >= plan_time(plan, 3e6) * (1 - REL)
+    if is_exact(plan):
+        assert out.time_s == pytest.approx(plan_time(plan, 3e6), rel=REL)
+    if parts == ((0, 1, 4),):
+        assert r.time_s == pytest.approx(simulate_collective(topo, "all-to-all", alg, 3e6, group="x").time_s,
+                                         rel=REL)
+
+
+@pytest.mark.parametrize("dims,parts,expected", [
+    ((8, 4), ((0, 2, 4), (1, 1, 4)), "2d-split"), ((8, 8), ((0, 1, 4), (1, 1, 4)), "2d-split"),
+    ((8, 8), ((0, 1, 8),), "ring"), ((8, 8), ((0, 1, 4),), "ring"), ((8, 8), ((0, 2, 4),), "ring")])
+def test_mesh_group_default_is_the_fastest(dims, parts, expected):
+    from wus_sim.collectives.schedules.groups import Group
+
+    topo = make(dims, True)
+    g = Group("mesh", parts=parts, size=int(np.prod([p[2] for p in parts])))
+    assert default_alltoall_algorithm(topo, g) == expected
+    for S in (4e3, 8e6):
+        times = {alg: simulate_collective(topo, "all-to-all", alg, S, group=g, routing="cut-through").time_s
+                 for alg in ALLTOALL_ALGORITHMS}
+        assert times[expected] <= min(times.values()) * (1 + REL), (S, times)

@@ -39,10 +39,10 @@ it receives (the data Bruck and the ring forward; pairwise's send-receive rounds
 import numpy as np
 
 from ...inputs.errors import ConfigError
-from .embedding import active_axes, axis_rings, sequence_ring, slice_ring
+from .embedding import active_axes, axis_rings, part_rings, sequence_ring, slice_ring
 from .passes import CollectivePlan, Pass, exchange_members
 
-__all__ = ["plan_alltoall", "default_alltoall_algorithm"]
+__all__ = ["plan_alltoall", "default_alltoall_algorithm", "mesh_members"]
 
 _PATTERNS = {"pairwise": "pw", "bruck": "bruck"}
 
@@ -67,8 +67,10 @@ def default_alltoall_algorithm(topology, group=None):
     from .groups import resolve_group
 
     g = resolve_group(topology, group)
-    if g.kind not in ("all", "axis") or topology.cores_per_chip > 1:
+    if g.kind not in ("all", "axis", "mesh") or topology.cores_per_chip > 1:
         return "pairwise"
+    if g.kind == "mesh":
+        return "2d-split" if sum(p[2] > 1 for p in g.parts) >= 2 else "ring"
     axes = [g.axis] if g.kind == "axis" else active_axes(topology)
     axes = [a for a in axes if topology.dims[a] > 1]
     return "2d-split" if len(axes) >= 2 else "ring"
@@ -77,9 +79,6 @@ def default_alltoall_algorithm(topology, group=None):
 def plan_alltoall(topology, algorithm, g):
     """The :class:`~.plan.CollectivePlan` of an all-to-all of *algorithm* over the resolved group *g*."""
     c = topology.cores_per_chip
-    if g.kind == "mesh":
-        raise ConfigError("all-to-all over a mesh axis group is not planned yet; use group all, an axis or "
-                          "a replica list", key_path="group", value=g.kind, show_value=False)
     if algorithm in _PATTERNS:
         members, level = _exchange_groups(topology, g)
         p = Pass(level, "a2a", _PATTERNS[algorithm], (exchange_members(members),), 1.0,
@@ -99,6 +98,8 @@ def plan_alltoall(topology, algorithm, g):
         raise ConfigError(f"{algorithm} all-to-all runs over chips, one replica each; this slice has {c} "
                           "cores per chip: use pairwise or bruck", key_path="algorithm", value=algorithm,
                           show_value=False)
+    if g.kind == "mesh":
+        return _mesh_plan(topology, algorithm, g)
     axes = [g.axis] if g.kind == "axis" else active_axes(topology)
     axes = [a for a in axes if topology.dims[a] > 1]
     if algorithm == "ring" and g.kind == "all" and len(axes) >= 2:
@@ -126,6 +127,46 @@ def plan_alltoall(topology, algorithm, g):
                           level_sizes=tuple(sizes), split_time_separated=separated)
 
 
+def _mesh_plan(topology, algorithm, g):
+    """A mesh-axis group (:mod:`wus_sim.hardware.mesh`), chips only: the ``ring`` algorithm over
+    each chip-level part in turn (``ring`` and ``2d`` alike, as the reduce collectives' mesh
+    plans do; ``2d-split`` two halves, the second rotated by one part). A part's rings are
+    :func:`.embedding.part_rings`: folded where the part is not a whole wrapped axis, so its
+    two directions share links there (the plan's contention says so and the event engines run
+    it)."""
+    parts = [p for p in g.parts if p[2] > 1]
+    orders = [parts, parts[1:] + parts[:1]] if algorithm == "2d-split" and len(parts) >= 2 else [parts]
+    halves, sizes = [], []
+    for h, order in enumerate(orders):
+        passes = []
+        for i, (axis, stride, length) in enumerate(order):
+            rings = _directions(lambda rev: part_rings(topology, axis, stride, length, reverse=rev), length)
+            passes.append(Pass("chip", "a2a", "ring", rings, 1.0 / len(orders), h, i, ("chip", h, axis, stride),
+                               axis))
+        halves.append(tuple(passes))
+        sizes.append(tuple((len(p.rings), p.size) for p in passes))
+    return CollectivePlan(topology, "all-to-all", algorithm, g, False, halves=tuple(halves), level_sizes=tuple(sizes))
+
+
+def mesh_members(topology, parts):
+    """``(groups, n)`` replica ids of every group of a mesh-axis group with *parts* (``(axis,
+    stride, length)``, axis -1 a chip's cores), each row in rank order (the first part
+    fastest)."""
+    c = topology.cores_per_chip
+    reps = np.arange(topology.num_replicas)
+    chip = reps // c
+    coords = {-1: reps % c, **{a: topology.coords[chip, a].astype(np.int64) for a in range(topology.ndim)}}
+    rank = np.zeros(len(reps), np.int64)
+    scale = 1
+    for axis, stride, length in parts:
+        k = (coords[axis] // stride) % length
+        rank += k * scale
+        scale *= length
+        coords[axis] = coords[axis] - stride * k  # what is left names the group
+    order = np.lexsort([rank] + [coords[a] for a in sorted(coords)])
+    return reps[order].reshape(-1, scale)
+
+
 def _directions(make, n):
     """Both ring directions (each block goes the shorter way), or one for ``n <= 2`` (there the
     reverse ring would use the same links)."""
@@ -138,6 +179,9 @@ def _exchange_groups(topology, g):
     c = topology.cores_per_chip
     if g.kind == "list":
         return np.array([g.replicas], dtype=np.int64), "flat"
+    if g.kind == "mesh":
+        members = mesh_members(topology, g.parts)
+        return (members, "flat") if c > 1 else (members, "chip")
     if g.kind == "axis":
         lines = (topology.axis_rings(g.axis) if topology.dims[g.axis] > 1
                  else np.arange(topology.num_chips)[:, None])
