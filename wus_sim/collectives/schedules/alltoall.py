@@ -33,7 +33,10 @@ Algorithms (:data:`.plan.ALLTOALL_ALGORITHMS`), each a list of passes of kind ``
 A member's step ``k+1`` waits for its step ``k`` and for the arrival of the step-``k`` message
 it receives (the data Bruck and the ring forward; pairwise's send-receive rounds).
 ``ring``, ``2d`` and ``2d-split`` run over chips (one replica per chip);
-``pairwise`` and ``bruck`` over replicas, on any slice or replica list.
+``pairwise`` and ``bruck`` over replicas, on any slice or replica list. A mesh axis's groups
+(:func:`.groups.mesh_group`): ``ring`` and ``2d`` one ring pass per chip-level part of the
+group, ``2d-split`` two halves over them, pairwise and Bruck over each group's replicas
+(:func:`mesh_members`).
 """
 
 import numpy as np
