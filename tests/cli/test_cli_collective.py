@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from wus_sim.cli import collective as cli_collective, main
-from wus_sim.collectives import ALGORITHMS, OPS
+from wus_sim.collectives import ALGORITHMS, ALLTOALL_ALGORITHMS, OPS
 from wus_sim.hardware.topology_files import known_topologies, load_topology
 
 KEYS = {"time_s", "analytic_time_s", "algbw_GBps", "busbw_GBps", "events", "engine", "wall_s", "nbytes",
@@ -53,9 +53,31 @@ def test_options_change_the_answer(capsys):
     assert lst["group_size"] == 4 and lst["engine"] in ("fast", "simpy")
 
 
+def test_alltoall(capsys):
+    """``--op all-to-all``: the default algorithm per shape when ``--algorithm`` is left out (the
+    other ops still require it), the same keys, NCCL's (N-1)/N bus factor, and the 8x8 torus's
+    2d-split by hand: 2 x (4 x 1 us + 8 x (S/2) / (8 x 100 GB/s)) for S = 64 MiB."""
+    S = 64 * 2**20
+    d = run_json(capsys, "torus:8x8", "--op", "all-to-all", "--size", "64MiB")
+    assert KEYS <= d.keys() and d["op"] == "all-to-all" and d["algorithm"] == "2d-split"
+    assert d["time_s"] == pytest.approx(2 * (4e-6 + S / 2 / 100e9), rel=1e-9) and d["exact"]
+    assert d["busbw_GBps"] == pytest.approx(d["algbw_GBps"] * 63 / 64)
+    assert run_json(capsys, "torus:8x8", "--op", "all-to-all", "--size", "1MiB", "--group", "x")["algorithm"] == "ring"
+    p = run_json(capsys, "torus:8x8", "--op", "all-to-all", "--algorithm", "pairwise", "--size", "1MiB",
+                 "--routing", "cut-through")
+    assert p["engine"] == "window" and not p["exact"] and p["time_s"] > p["analytic_time_s"]
+    code, out, _ = run(capsys, "torus:8x8", "--op", "all-to-all", "--size", "1MiB")
+    assert code == 0 and "one direction" not in out
+    code, _, err = run(capsys, "torus:8x8", "--op", "all-reduce", "--size", "1MiB")
+    assert code == 2 and "--algorithm" in err and "required" in err
+    code, _, err = run(capsys, "torus:8x8", "--op", "all-to-all", "--algorithm", "bidir-ring", "--size", "1MiB")
+    assert code == 2 and "pairwise" in err
+
+
 def test_help_lists_the_packages_ops_and_algorithms():
     """The CLI keeps its own copies (no numpy on ``--help``); they must not drift."""
     assert cli_collective._OPS == OPS and cli_collective._ALGORITHMS == ALGORITHMS
+    assert cli_collective._ALLTOALL_ALGORITHMS == ALLTOALL_ALGORITHMS
 
 
 def test_table_output_says_when_a_ring_runs_one_way_unlike_a_step(capsys):

@@ -64,6 +64,8 @@ COLLECTIVES = [
     ("mesh:8", "reduce-scatter", "ring", "1MB", ("--bidirectional",)),
     ("tpu-v3-32", "all-gather", "bidir-ring", "4096", ("--reduce", "--group", "x")),
     ("torus:2x2x2", "all-reduce", "halving-doubling", "1GiB", ("--engine", "simpy", "--chunks", "2")),
+    ("torus:4x4", "all-to-all", "2d-split", "64MiB", ()),
+    ("torus:4x4", "all-to-all", "bruck", "1MB", ("--group", "x")),
 ]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import ALGORITHMS, OPS, api
+from wus_sim.collectives import ALGORITHMS, REDUCE_OPS, api
 from wus_sim.collectives.engines import window_engine
 from wus_sim.collectives.schedules.messages import compile_messages
 from wus_sim.collectives.schedules.plan import plan_collective
@@ -43,7 +43,7 @@ def _assert_same(a, b):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
+@given(topo=faulty_slices(), op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
        chunks=st.integers(1, 2), red=st.sampled_from([None, 30e9]),
        sizes=st.lists(st.sampled_from([64.0, 1e5, 3 * 2**20 + 7, 5e7, 1.3e8]), min_size=1, max_size=3),
        order=st.randoms(use_true_random=False), routing=st.sampled_from(ROUTINGS))
@@ -62,7 +62,7 @@ def test_every_size_of_a_batch_is_its_run_alone(topo, op, alg, bidir, chunks, re
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), bidir=st.booleans(), red=st.sampled_from([None, 30e9]),
+@given(topo=faulty_slices(), op=st.sampled_from(REDUCE_OPS), bidir=st.booleans(), red=st.sampled_from([None, 30e9]),
        routing=st.sampled_from(ROUTINGS))
 def test_a_batch_agrees_with_simpy(topo, op, bidir, red, routing):
     """Against the reference that shares no code with the window engine (to the last bits but
@@ -173,7 +173,7 @@ def test_a_step_point_does_not_move_with_the_prefetch(monkeypatch):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
+@given(topo=faulty_slices(), op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
        red=st.sampled_from([None, 30e9]), big_first=st.booleans())
 def test_each_copy_bounds_its_clean_rings_by_its_own_size(topo, op, alg, bidir, red, big_first):
     """The bound that lets a copy's clean ring wait (tests/collectives/engines/test_clean_rings.py) holds for every

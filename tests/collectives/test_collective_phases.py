@@ -3,12 +3,12 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wus_sim.collectives import OPS, analytic_time, phase_times
+from wus_sim.collectives import REDUCE_OPS, analytic_time, phase_times
 from wus_sim.hardware.topology_files import load_topology
 
 
 @settings(max_examples=60, deadline=None)
-@given(dims=st.lists(st.integers(1, 12), min_size=1, max_size=3), op=st.sampled_from(OPS),
+@given(dims=st.lists(st.integers(1, 12), min_size=1, max_size=3), op=st.sampled_from(REDUCE_OPS),
        algorithm=st.sampled_from(["ring", "bidir-ring", "2d"]), wrap=st.booleans(),
        nbytes=st.integers(2**10, 2**32))
 def test_phases_tile_the_closed_form_or_are_absent(dims, op, algorithm, wrap, nbytes):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import OPS, simulate_collective
+from wus_sim.collectives import REDUCE_OPS, simulate_collective
 from wus_sim.collectives.analytic import _max_window, is_exact, plan_time, ring_time
 from wus_sim.collectives.schedules.loads import shared_link_streams
 from wus_sim.collectives.schedules.plan import plan_collective
@@ -47,7 +47,7 @@ reductions = st.sampled_from([None, None, 900e9, 450e9, 20e9])  # HBM-like, and 
 
 # ============================================================ property tests
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=slices(), S=sizes, op=st.sampled_from(OPS), alg=st.sampled_from(["ring", "bidir-ring", "2d"]),
+@given(topo=slices(), S=sizes, op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(["ring", "bidir-ring", "2d"]),
        bidir=st.booleans(), chunks=st.sampled_from([1, 1, 2, 3, 8]), red=reductions)
 def test_simulation_equals_closed_form_on_tori(topo, S, op, alg, bidir, chunks, red):
     plan = plan_collective(topo, op, alg, bidirectional=bidir)
@@ -66,7 +66,7 @@ def test_simulation_equals_closed_form_on_tori(topo, S, op, alg, bidir, chunks, 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=slices(wrap=st.booleans(), max_chips=128), S=sizes, op=st.sampled_from(OPS),
+@given(topo=slices(wrap=st.booleans(), max_chips=128), S=sizes, op=st.sampled_from(REDUCE_OPS),
        alg=st.sampled_from(["ring", "2d", "2d-split"]), chunks=st.sampled_from([1, 2, 5]), red=reductions)
 def test_meshes_and_partial_tori(topo, S, op, alg, chunks, red):
     """Folded mesh rings (1- and 2-hop edges), whole-slice snakes, members that finish a phase
@@ -95,7 +95,7 @@ def test_larger_slices(dims, alg, chunks, red):
 
 # ============================================================ textbook forms
 @settings(max_examples=40, deadline=None)
-@given(d=st.integers(2, 64), S=sizes, lat=st.sampled_from([0.0, 1.0, 3.0]), op=st.sampled_from(OPS))
+@given(d=st.integers(2, 64), S=sizes, lat=st.sampled_from([0.0, 1.0, 3.0]), op=st.sampled_from(REDUCE_OPS))
 def test_ring_textbook_form(d, S, lat, op):
     """Thakur et al. 2005: ring RS/AG = (n-1)(alpha + S/(n beta)); AR twice that."""
     topo = make((d,), True, hop_latency_us=lat)
@@ -136,7 +136,7 @@ def test_chunked_ring_reduce_scatter_form(n, S, K, lat, red):
 
 
 @settings(max_examples=40, deadline=None)
-@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(OPS), lat=st.sampled_from([0.0, 1.0, 7.0]))
+@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(REDUCE_OPS), lat=st.sampled_from([0.0, 1.0, 7.0]))
 def test_folded_mesh_line_form(d, S, op, lat):
     """K = 1: no link queues, so the time is the slowest window of N consecutive edges
     (N = steps), each edge hops*(alpha + b/bw)."""
@@ -152,7 +152,7 @@ def test_folded_mesh_line_form(d, S, op, lat):
         assert simpy_time(topo, op, "ring", S) == pytest.approx(expect, rel=REL)
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 @pytest.mark.parametrize("n", [3, 8, 17])
 def test_one_slow_link_skews_a_ring_exactly(op, n):
     """A ring whose edges differ (one link at 1/10 of the bandwidth): the closed form follows
@@ -213,7 +213,7 @@ def test_halving_doubling_one_piece_shares_links_without_waiting():
 def test_halving_doubling_without_contention_is_exact():
     """Two members exchange over two distinct directed links: nothing contends."""
     topo = make((2, 4), True)
-    for op in OPS:
+    for op in REDUCE_OPS:
         r = simulate_collective(topo, op, "halving-doubling", 64 * MiB, group="x", chunks=3, reduce_Bps=900e9)
         assert r.exact and r.time_s == pytest.approx(r.analytic_time_s, rel=REL)
 

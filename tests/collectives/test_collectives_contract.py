@@ -17,7 +17,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wus_sim.collectives import ALGORITHMS, OPS, analytic_time, api, collective_time, simulate_collective
+from wus_sim.collectives import (ALGORITHMS, ALLTOALL_ALGORITHMS, REDUCE_OPS, analytic_time, api, collective_time,
+                                 simulate_collective)
 from wus_sim.collectives.engines import fast_engine, window_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.schedules.loads import link_loads
@@ -29,6 +30,7 @@ from wus_sim.inputs.errors import ConfigError, UnknownNameError
 from wus_sim.hardware.network import ROUTINGS, num_link_keys
 from wus_sim.inputs.units import MiB
 
+from a2a_replay import replay_a2a
 from make_topology import make
 
 REL = 1e-9
@@ -76,7 +78,7 @@ def sent_equals_received(sched):
 @pytest.mark.parametrize("routing", ROUTINGS)
 @pytest.mark.parametrize("topo_name", list(TOPOLOGIES))
 @pytest.mark.parametrize("alg", ALGORITHMS)
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 def test_contract(op, alg, topo_name, routing):
     base = TOPOLOGIES[topo_name]
     if alg == "recursive-doubling" and op != "all-reduce":
@@ -129,6 +131,53 @@ def test_contract(op, alg, topo_name, routing):
     assert checked
 
 
+A2A_VARIANTS = [(None, None), ("x", None), ("y", 40e9), ([1, 6, 3, 12, 5], None)]  # (group, reduce_Bps)
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+@pytest.mark.parametrize("topo_name", list(TOPOLOGIES))
+@pytest.mark.parametrize("alg", ALLTOALL_ALGORITHMS)
+def test_contract_alltoall(alg, topo_name, routing):
+    """The all-to-all in the same contract: its data replayed (:mod:`a2a_replay`), bytes sent ==
+    received, links carry the schedule's bytes, time >= the closed form (== where exact), the
+    window engine equal to SimPy to the last bits, the fast engine equal where it runs; a
+    reduction speed changes nothing (an all-to-all sums nothing)."""
+    base = TOPOLOGIES[topo_name]
+    checked = 0
+    for group, red in A2A_VARIANTS:
+        if group == "y" and base.ndim < 2:
+            group = "x"
+        if isinstance(group, list) and max(group) >= base.num_replicas:
+            continue
+        S = 3 * MiB + 7
+        listed = isinstance(group, list)  # a replica ring: ring only, over replicas
+        chips_only = base.cores_per_chip > 1 and not listed
+        if alg in ("ring", "2d", "2d-split") and (chips_only or (listed and alg != "ring")):
+            with pytest.raises(ConfigError):
+                plan_collective(base, "all-to-all", alg, group=group)
+            continue
+        plan, sched, out = run_case(base, "all-to-all", alg, S, 1, red, group, False, routing)
+        checked += 1
+        problems = replay_a2a(sched, out.ready_t, out.deliver_t)
+        assert not problems, problems[:3]
+        assert sent_equals_received(sched)
+        assert np.allclose(out.link_bytes, link_loads(plan, S), rtol=1e-12, atol=1e-6)
+        assert out.events == sched.num_hops
+        a = plan_time(plan, S, routing=routing)
+        assert out.time_s >= a * (1 - REL)
+        if is_exact(plan, routing=routing):
+            assert out.time_s == pytest.approx(a, rel=REL)
+        w = window_engine.run_schedule(sched, routing=routing)
+        assert w.time_s == pytest.approx(out.time_s, rel=1e-12, abs=0) and w.events == out.events
+        assert np.allclose(w.link_bytes, out.link_bytes, rtol=1e-12, atol=0)
+        r = simulate_collective(base, "all-to-all", alg, S, group=group, reduce_Bps=red, routing=routing)
+        assert r.time_s == pytest.approx(out.time_s, rel=REL) and r.events == out.events
+        if r.engine == "fast":
+            assert np.allclose(r.link_bytes, out.link_bytes[: base.num_link_slots], rtol=1e-12, atol=1e-6)
+    if alg in ("pairwise", "bruck") or base.cores_per_chip == 1:
+        assert checked
+
+
 def _groups(plan):
     topo = plan.topology
     c = topo.cores_per_chip
@@ -141,7 +190,7 @@ def _groups(plan):
 
 
 @pytest.mark.parametrize("alg", ["ring", "bidir-ring", "halving-doubling", "recursive-doubling"])
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 def test_explicit_replica_lists(op, alg):
     topo = make((4, 4), True, cores=2)
     group = [0, 11, 21, 30] if alg != "ring" else [0, 11, 21, 30, 5, 17]
@@ -162,7 +211,7 @@ def test_explicit_replica_lists(op, alg):
             assert path == topo.route(a, z)
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 @pytest.mark.parametrize("alg", ALGORITHMS)
 def test_one_member_groups_take_no_time(op, alg):
     topo = make((1, 4), True)  # axis x has one chip
@@ -244,7 +293,7 @@ def test_collective_time_matches_simulation_and_is_cached():
     assert api._cached_time.cache_info().hits == hits + 2  # the value alone would not show caching
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 def test_replay_catches_a_broken_schedule(op):
     """The data replay is not vacuous: sending without waiting for the data, or sending
     the wrong chunk, is caught."""

@@ -13,7 +13,7 @@ import pytest
 import simpy
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from wus_sim.collectives import OPS, analytic_time, collective_time, simulate_collective
+from wus_sim.collectives import REDUCE_OPS, analytic_time, collective_time, simulate_collective
 from wus_sim.collectives.engines import fast_engine
 from wus_sim.collectives.analytic import is_exact, plan_time
 from wus_sim.collectives.schedules.plan import plan_collective
@@ -155,7 +155,7 @@ def test_single_hop_schedules_equal_store_and_forward(spec, algorithms):
     """Every edge of a torus ring is one link (and on-chip rings one on-chip link): both
     routings give the same time, on the SimPy engine, the fast engine and in closed form."""
     topo = load_topology(spec)
-    for op in OPS:
+    for op in REDUCE_OPS:
         for alg in algorithms:
             for kw in ({}, {"chunks": 3}, {"bidirectional": True}):
                 plan = plan_collective(topo, op, alg, bidirectional=kw.get("bidirectional", False))
@@ -173,7 +173,7 @@ def test_single_hop_schedules_equal_store_and_forward(spec, algorithms):
 def test_single_hop_halving_doubling_pairs_equal():
     """Halving-doubling on a 2-member line is one hop each way: the routings agree."""
     topo = make((2,), False)
-    for op in OPS:
+    for op in REDUCE_OPS:
         sf = simulate_collective(topo, op, "halving-doubling", MiB, engine="simpy")
         ct = simulate_collective(topo, op, "halving-doubling", MiB, engine="simpy", routing=CT)
         assert ct.time_s == pytest.approx(sf.time_s, rel=REL)
@@ -184,7 +184,7 @@ KIND = {"reduce-scatter": "rs", "all-gather": "ag", "all-reduce": "ar"}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(d=st.integers(2, 24), S=sizes, op=st.sampled_from(OPS), lat=st.sampled_from([0.5, 1.0, 7.0]))
+@given(d=st.integers(2, 24), S=sizes, op=st.sampled_from(REDUCE_OPS), lat=st.sampled_from([0.5, 1.0, 7.0]))
 def test_mesh_folded_ring_closed_form(d, S, op, lat):
     topo = make((d,), False, hop_latency_us=lat)
     ct = simulate_collective(topo, op, "ring", S, engine="simpy", routing=CT)
@@ -218,7 +218,7 @@ shapes = st.sampled_from([(5,), (7,), (4, 3), (3, 5), (6, 4), (2, 3, 4), (16,)])
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dims=shapes, wrap=st.sampled_from([False, True, (False, True), (True, False)]),
-       op=st.sampled_from(OPS), alg=st.sampled_from(["ring", "bidir-ring", "2d", "2d-split"]),
+       op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(["ring", "bidir-ring", "2d", "2d-split"]),
        S=sizes, chunks=st.sampled_from([1, 2, 5]), reduce_GBps=st.sampled_from([None, 50.0, 400.0]),
        cores=st.sampled_from([1, 2]), bw=st.sampled_from([(100.0, 100.0, 100.0), (100.0, 37.0, 64.0)]),
        slow=st.booleans(), bidir=st.booleans())
@@ -250,7 +250,7 @@ def test_engines_and_closed_form_agree(dims, wrap, op, alg, S, chunks, reduce_GB
 
 def test_halving_doubling_closed_form_is_a_bound():
     for spec in ("torus:4x4", "mesh:4x4", "mesh:8"):
-        for op in OPS:
+        for op in REDUCE_OPS:
             r = simulate_collective(spec, op, "halving-doubling", 8 * MiB, routing=CT)
             assert not r.exact and r.engine == "window"
             assert r.time_s >= r.analytic_time_s * (1 - REL)

@@ -17,23 +17,28 @@ __all__ = ["add_parser", "run", "COLLECTIVE_JSON_SCHEMA_VERSION"]
 
 # copies of wus_sim.collectives.OPS / ALGORITHMS for the help text, so that building the
 # parser imports no numpy (tests/cli/test_cli_collective.py checks they match)
-_OPS = ("reduce-scatter", "all-gather", "all-reduce")
+_OPS = ("reduce-scatter", "all-gather", "all-reduce", "all-to-all")
 _ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recursive-doubling")
+_ALLTOALL_ALGORITHMS = ("ring", "2d", "2d-split", "pairwise", "bruck")
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "collective", help="simulate one reduce-scatter / all-gather / all-reduce",
+        "collective", help="simulate one reduce-scatter / all-gather / all-reduce / all-to-all",
         description="Simulate one collective on the slice --topology T (a shipped name, a YAML path, or "
-                    "torus:32x32, mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for all three "
-                    "ops (67108864, 64MiB, 1GiB, 1.5GB; GB = 10^9 B, GiB = 2^30 B).")
+                    "torus:32x32, mesh:8x8, torus:4x4x4). SIZE is S, the full unsharded buffer per replica, for "
+                    "all four ops (all-to-all: each replica's whole send buffer, S/N to each member) "
+                    "(67108864, 64MiB, 1GiB, 1.5GB; GB = 10^9 B, GiB = 2^30 B).")
     p.add_argument("--topology", "-t", metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32), as step and plan take it")
     # The positional of 0.1, kept for one release as an alias of --topology (0.2 drops it).
     p.add_argument("topology_positional", nargs="?", metavar="TOPOLOGY",
                    help="the same as --topology (the old spelling, kept for one release)")
     p.add_argument("--op", required=True, metavar="OP", help=f"one of {', '.join(_OPS)}")
-    p.add_argument("--algorithm", required=True, metavar="ALG", help=f"one of {', '.join(_ALGORITHMS)}")
+    p.add_argument("--algorithm", default=None, metavar="ALG",
+                   help=f"one of {', '.join(_ALGORITHMS)} (required); for all-to-all one of "
+                        f"{', '.join(_ALLTOALL_ALGORITHMS)} (default: ring on one line, 2d-split over two or more "
+                        "axes, pairwise over replicas that share chips or a replica list)")
     p.add_argument("--size", required=True, metavar="SIZE", help="S per replica, e.g. 64MiB")
     add_flag(p, "--bidirectional",
              help="run each ring phase in both directions, half the buffer each (--no-bidirectional: one "
@@ -116,8 +121,15 @@ def run(args):
     nbytes = parse_size(args.size, name="--size")
     reduce_Bps = topo.hbm_Bps_per_replica if args.reduce else None
     group = _group(args.group, topo)
+    algorithm = args.algorithm
+    if algorithm is None:
+        if args.op != "all-to-all":
+            raise ConfigError(f"is required for {args.op}: one of {', '.join(_ALGORITHMS)}", key_path="--algorithm")
+        from ..collectives import default_alltoall_algorithm
+
+        algorithm = default_alltoall_algorithm(topo, group)
     try:
-        r = simulate_collective(topo, args.op, args.algorithm, nbytes, group=group,
+        r = simulate_collective(topo, args.op, algorithm, nbytes, group=group,
                                 bidirectional=args.bidirectional, chunks=args.chunks, engine=args.engine,
                                 reduce_Bps=reduce_Bps, routing=args.routing)
     except ConfigError as exc:

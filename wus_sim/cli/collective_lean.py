@@ -212,7 +212,8 @@ def print_text(r, topo, *, group, topology_text, record, slices=None, slow_facto
         ("topology", f"{topo.name} ({topo.shape_str}, {topo.cores_per_chip} core(s)/chip, "
                      f"{', '.join(f'{b / GB:g}' for b in topo.axis_link_Bps)} GB/s links, "
                      f"{topo.hop_latency_s / US:g} us/hop)"),
-        ("collective", f"{r.op}, {r.algorithm}" + (", bidirectional" if r.bidirectional else _one_way(r.algorithm, topo))
+        ("collective", f"{r.op}, {r.algorithm}"
+         + (", bidirectional" if r.bidirectional else _one_way(r.op, r.algorithm, topo))
          + (f", {r.chunks} chunks" if r.chunks > 1 else "")
          + (f", reduction at {r.reduce_Bps / GB:g} GB/s" if r.reduce_Bps else "")
          + (f", {r.routing} routing" if r.routing != DEFAULT_ROUTING else "")),
@@ -237,10 +238,12 @@ def print_text(r, topo, *, group, topology_text, record, slices=None, slow_facto
         print(f"{key:<{width}}  {value}")
 
 
-def _one_way(algorithm, topo):
+def _one_way(op, algorithm, topo):
     """Say so when a ring algorithm runs one direction: ``step`` and experiments run both
     directions of each link by default (docs/validation.md, "Defaults from evidence"), so the same
     collective there takes less time than here."""
+    if op == "all-to-all":
+        return ""  # its rings send each block the shorter way: both directions already
     if algorithm in _EXCHANGE_ALGORITHMS or algorithm == "bidir-ring":
         return ""  # pairwise exchanges have no ring direction; bidir-ring is both by name
     if algorithm in ("2d", "2d-split") and not any(topo.wrap):

@@ -333,6 +333,10 @@ def _half_time(topo, passes, S, K, reduce_Bps, routing="store-and-forward"):
 def plan_time(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
     """Closed-form time of a planned collective (see the module docstring)."""
     check_routing(routing)
+    if plan.op == "all-to-all":
+        from .analytic_a2a import a2a_plan_time
+
+        return a2a_plan_time(plan, nbytes, routing)
     topo = plan.topology
     S = float(nbytes)
     K = int(chunks)
@@ -377,6 +381,10 @@ def is_exact(plan, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
     not exact (untested territory, so the value is only claimed as a bound).
     """
     check_routing(routing)
+    if plan.op == "all-to-all":
+        from .analytic_a2a import is_exact_a2a
+
+        return is_exact_a2a(plan)
     if not _structurally_exact(plan):
         return False
     if chunks > 1 and reduce_Bps is not None:
@@ -415,7 +423,8 @@ def phase_times(topology, op, algorithm, nbytes, *, group=None, bidirectional=Fa
     buffer half (not ``2d-split``), ring passes only. Traces draw them.
     """
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    if len(plan.halves) > 1 or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
+    if plan.op == "all-to-all" or len(plan.halves) > 1 \
+            or not is_exact(plan, chunks=chunks, reduce_Bps=reduce_Bps, routing=routing):
         return None
     passes = plan.passes
     if any(p.pattern != "ring" for p in passes):

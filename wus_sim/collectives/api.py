@@ -21,7 +21,7 @@ All engines implement the same timing model, store-and-forward or, with
 :mod:`wus_sim.hardware.network` and :mod:`wus_sim.collectives.schedules.plan`) and agree to
 rounding where both run. Bandwidths reported follow NCCL's convention:
 ``algbw = S / time``; ``busbw = algbw * 2(N-1)/N`` for all-reduce and
-``algbw * (N-1)/N`` for reduce-scatter and all-gather (``N`` = group size).
+``algbw * (N-1)/N`` for reduce-scatter, all-gather and all-to-all (``N`` = group size).
 """
 
 from dataclasses import dataclass, field
@@ -78,7 +78,7 @@ class CollectiveResult:
     algbw_GBps: float
     """``S / time_s`` in GB/s (``inf`` for a zero-time collective)."""
     busbw_GBps: float
-    """``algbw`` times ``2(N-1)/N`` (all-reduce) or ``(N-1)/N`` (reduce-scatter, all-gather)."""
+    """``algbw`` times ``2(N-1)/N`` (all-reduce) or ``(N-1)/N`` (reduce-scatter, all-gather, all-to-all)."""
     link_bytes: np.ndarray = field(repr=False, default=None)
     """Bytes carried per ICI link slot (``topology.num_link_slots`` long, 0 where no link)."""
     link_busy_s: np.ndarray = field(repr=False, default=None)
@@ -123,9 +123,12 @@ def _size(nbytes):
     return float(nbytes)
 
 
-def _chunks(chunks):
+def _chunks(chunks, op=None):
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or not 1 <= chunks <= MAX_CHUNKS:
         raise ConfigError(f"must be a whole number >= 1 and <= {MAX_CHUNKS}", key_path="chunks", value=chunks)
+    if op == "all-to-all" and chunks != 1:
+        raise ConfigError("must be 1 for all-to-all: each step's blocks go as one message (its closed forms "
+                          "and fast engine are for whole messages)", key_path="chunks", value=chunks)
     return int(chunks)
 
 
@@ -142,6 +145,8 @@ def message_hops_estimate(plan, chunks):
         members = len(p.rings) * p.rings[0].num_rings * p.size
         if p.pattern == "ring":
             total += p.steps * sum(int(np.maximum(e.hops, 1).sum()) for e in p.rings)
+        elif p.kind == "a2a":  # pairwise, Bruck: partners at any distance
+            total += p.steps * members * diameter
         elif p.level == "chip" or (p.level == "flat" and topo.cores_per_chip == 1):
             total += members * sum(_axis_distance(topo, p.step_partner_distance(k)) for k in range(p.steps))
         else:
@@ -176,13 +181,13 @@ def analytic_time(topology, op, algorithm, nbytes, *, group=None, bidirectional=
                   reduce_Bps=None, routing="store-and-forward"):
     """Closed-form alpha-beta time, seconds (see :mod:`wus_sim.collectives.analytic`).
 
-    *nbytes* = ``S``, the full buffer per replica for all three ops; *routing* as in
-    :func:`simulate_collective`.
+    *nbytes* = ``S``, the full buffer per replica for all four ops (all-to-all: the whole send
+    buffer); *routing* as in :func:`simulate_collective`.
     """
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
     return _cached_analytic(topology, op, algorithm, _size(nbytes), group_key(group), bool(bidirectional),
-                            _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
+                            _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing))
 
 
 @lru_cache(maxsize=4096)
@@ -199,7 +204,8 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
 
     *topology*: a :class:`~wus_sim.hardware.topology.Topology` or a spec for
     :func:`~wus_sim.hardware.topology.load_topology`. *op* in :data:`OPS`, *algorithm*
-    in :data:`ALGORITHMS`. *nbytes* = ``S`` (a number or a size string such as
+    in :data:`ALGORITHMS` (all-to-all: :data:`ALLTOALL_ALGORITHMS`, ``chunks`` 1, no
+    ``bidirectional``, ``reduce_Bps`` without effect). *nbytes* = ``S`` (a number or a size string such as
     ``"64MiB"``). *group*: ``None``/``"all"``, an axis (``"x"``, ``"y"``,
     ``"z"`` or 0, 1, 2: every line along it at once) or a list of replica ids
     (ring in that order). *chunks*: pieces per step, pipelined. *reduce_Bps*:
@@ -216,7 +222,7 @@ def simulate_collective(topology, op, algorithm, nbytes, *, group=None, bidirect
         raise UnknownNameError("engine", engine, ENGINES)
     check_routing(routing)
     S = _size(nbytes)
-    K = _chunks(chunks)
+    K = _chunks(chunks, op)
     red = _reduce(reduce_Bps)
     t0 = time.perf_counter()
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
@@ -241,8 +247,15 @@ def _run(plan, S, K, red, routing, engine):
         raise ConfigError(f"cannot run this collective: {why}; use --engine window or simpy",
                           key_path="engine", value="fast")
     if engine in ("auto", "fast") and why is None:
-        out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
-        return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+        from .engines.fast_alltoall import OutOfOrder
+
+        try:
+            out = fast_engine.run_plan(plan, S, chunks=K, reduce_Bps=red, routing=routing)
+            return float(out.time_s), int(out.events), "fast", out.link_bytes, out.link_busy_s
+        except OutOfOrder as exc:  # an all-to-all whose links would serve out of schedule order
+            if engine == "fast":
+                raise ConfigError(f"cannot run this collective exactly: {exc} serves out of schedule order; "
+                                  "use --engine window or simpy", key_path="engine", value="fast") from None
     from .engines import window_engine  # contended schedules only: a short command does not load it
 
     sched = _schedule(plan, S, K, red)
@@ -308,7 +321,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
     return _cached_time(topology, op, algorithm, _size(nbytes), group_key(group),
-                        bool(bidirectional), _chunks(chunks), _reduce(reduce_Bps), check_routing(routing))
+                        bool(bidirectional), _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing))
 
 
 def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectional=False, chunks=1,
@@ -323,7 +336,7 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     :func:`collective_time` does."""
     topology = _topology(topology)
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
-    K, red, routing = _chunks(chunks), _reduce(reduce_Bps), check_routing(routing)
+    K, red, routing = _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing)
     keys = [(topology, op, algorithm, _size(S), group_key(group), bool(bidirectional), K, red, routing)
             for S in sizes]
     todo = list(dict.fromkeys(k for k in keys if k not in _known and k not in _prefetched))  # once each

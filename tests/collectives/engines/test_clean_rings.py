@@ -11,7 +11,7 @@ waiting on it is ready at. The window engine against SimPy is tests/collectives/
 import numpy as np
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from wus_sim.collectives import ALGORITHMS, OPS
+from wus_sim.collectives import ALGORITHMS, ALLTOALL_ALGORITHMS, REDUCE_OPS
 from wus_sim.collectives.engines import window_engine, window_tables
 from wus_sim.collectives.engines.clean_rings import earliest_outputs, hop_floors
 from wus_sim.collectives.schedules.messages import compile_messages
@@ -41,7 +41,7 @@ _MESH_DETOUR = with_link_faults(make((6, 6), False), failed_links=1, seed=2)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
+@given(topo=faulty_slices(), op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
        red=st.sampled_from([None, 30e9]), S=st.sampled_from([1e5, 3 * 2**20 + 7]), routing=st.sampled_from(ROUTINGS))
 @example(topo=_FOUND, op="reduce-scatter", alg="2d", bidir=False, red=None, S=1e5, routing="store-and-forward")
 @example(topo=_MESH_DETOUR, op="all-reduce", alg="2d", bidir=False, red=None, S=1e5, routing="cut-through")
@@ -56,6 +56,19 @@ def test_clean_rings_move_no_time(topo, op, alg, bidir, red, S, routing):
     assert fast.events == plain.events
     assert np.array_equal(fast.link_messages, plain.link_messages)
     assert np.allclose(fast.link_bytes, plain.link_bytes, rtol=1e-12, atol=0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(topo=faulty_slices(), alg=st.sampled_from(ALLTOALL_ALGORITHMS), S=st.sampled_from([1e5, 3 * 2**20 + 7]),
+       routing=st.sampled_from(ROUTINGS))
+def test_clean_rings_move_no_time_in_alltoalls(topo, alg, S, routing):
+    sched = _schedule(topo, "all-to-all", alg, False, None, S)
+    try:
+        plain = window_engine.run_schedule(sched, clean_rings=False, routing=routing)
+    except window_engine.WindowTooSmall:
+        assume(False)
+    fast = window_engine.run_schedule(sched, routing=routing)
+    assert fast.time_s == plain.time_s and fast.events == plain.events
 
 
 def test_which_rings_are_clean_on_a_torus_with_one_failed_cable():
@@ -84,7 +97,7 @@ def test_which_rings_are_clean_on_a_torus_with_one_failed_cable():
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans())
+@given(topo=faulty_slices(), op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans())
 def test_no_link_carries_a_clean_ring_and_anything_else(topo, op, alg, bidir):
     sched = _schedule(topo, op, alg, bidir, None, 1e6)
     units = _units(sched)
@@ -101,7 +114,7 @@ def test_no_link_carries_a_clean_ring_and_anything_else(topo, op, alg, bidir):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=faulty_slices(), op=st.sampled_from(OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
+@given(topo=faulty_slices(), op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(ALGORITHMS), bidir=st.booleans(),
        red=st.sampled_from([None, 30e9]), S=st.sampled_from([1e5, 3 * 2**20 + 7]))
 @example(topo=_FOUND, op="reduce-scatter", alg="2d", bidir=False, red=None, S=1e5)
 def test_a_clean_ring_hands_nothing_on_before_its_bound(topo, op, alg, bidir, red, S):

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wus_sim.collectives import OPS, analytic, analytic_time, simulate_collective
+from wus_sim.collectives import REDUCE_OPS, analytic, analytic_time, simulate_collective
 from wus_sim.collectives.schedules import embedding
 from wus_sim.collectives.engines import fast_engine as fe
 from wus_sim.hardware.network import link_key_Bps, link_key_latency_s, tie_key
@@ -313,14 +313,14 @@ def tori(draw, max_chips=1 << 14):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=tori(), S=sizes, op=st.sampled_from(OPS), bidir=st.booleans())
+@given(topo=tori(), S=sizes, op=st.sampled_from(REDUCE_OPS), bidir=st.booleans())
 def test_2d_equals_closed_form_on_tori(topo, S, op, bidir):
     got = fe.run(topo, op, "2d", S, bidirectional=bidir)
     assert rel_err(got.time_s, torus_time(topo, op, "2d", S, bidirectional=bidir)) < REL
 
 
 @settings(max_examples=40, deadline=None)
-@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(OPS), alg=st.sampled_from(["ring", "bidir-ring"]),
+@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(REDUCE_OPS), alg=st.sampled_from(["ring", "bidir-ring"]),
        lat=st.sampled_from([0.0, 1.0, 3.0]))
 def test_ring_equals_textbook_form(d, S, op, alg, lat):
     """Ring AR = 2(n-1)(alpha + S/(n beta)); bidirectional: the same on S/2."""
@@ -343,7 +343,7 @@ def test_2d_allreduce_textbook_form(dx, dy, S):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=tori(max_chips=4096), S=sizes, op=st.sampled_from(OPS), bidir=st.booleans(),
+@given(topo=tori(max_chips=4096), S=sizes, op=st.sampled_from(REDUCE_OPS), bidir=st.booleans(),
        chunks=st.integers(1, 8), reduce_GBps=st.sampled_from([None, 50.0, 900.0]),
        cores=st.sampled_from([1, 2, 4]))
 def test_chunks_reduction_and_cores_closed_form(topo, S, op, bidir, chunks, reduce_GBps, cores):
@@ -355,7 +355,7 @@ def test_chunks_reduction_and_cores_closed_form(topo, S, op, bidir, chunks, redu
 
 
 @settings(max_examples=40, deadline=None)
-@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(OPS), lat=st.sampled_from([0.0, 1.0, 7.0]))
+@given(d=st.integers(2, 64), S=sizes, op=st.sampled_from(REDUCE_OPS), lat=st.sampled_from([0.0, 1.0, 7.0]))
 def test_mesh_line_folded_ring_closed_form(d, S, op, lat):
     topo = make((d,), False, hop_latency_us=lat)
     got = fe.run(topo, op, "ring", S).time_s
@@ -368,7 +368,7 @@ def test_analytic_time_agrees():
              ("torus:8x8", "bidir-ring"), ("torus:8x8", "2d-split")]
     for spec, alg in cases:
         topo = load_topology(spec)
-        for op in OPS:
+        for op in REDUCE_OPS:
             if fe.supports(topo, op, alg):
                 a = analytic_time(topo, op, alg, 64 * MiB)
                 assert rel_err(fe.run(topo, op, alg, 64 * MiB).time_s, a) < REL, (spec, alg, op)
@@ -386,7 +386,7 @@ def slices(draw):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(topo=slices(), S=sizes, op=st.sampled_from(OPS),
+@given(topo=slices(), S=sizes, op=st.sampled_from(REDUCE_OPS),
        alg=st.sampled_from(["ring", "bidir-ring", "2d", "2d-split"]), bidir=st.booleans(),
        chunks=st.integers(1, 4), reduce_GBps=st.sampled_from([None, 30.0, 900.0]))
 def test_equals_shared_closed_form_on_meshes_and_tori(topo, S, op, alg, bidir, chunks, reduce_GBps):
@@ -416,7 +416,7 @@ DES_CASES = [
 
 
 @pytest.mark.parametrize("dims,wrap,alg,kw", DES_CASES)
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 def test_equals_per_message_simulation_with_a_slow_link(dims, wrap, alg, kw, op):
     rng = np.random.default_rng(zlib.crc32(repr((dims, alg, op)).encode()))
     if alg == "2d-split":  # supported on square uniform tori only
@@ -439,7 +439,7 @@ def test_equals_per_message_simulation_with_a_slow_link(dims, wrap, alg, kw, op)
 
 
 # ===================================================================== slow link
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", REDUCE_OPS)
 @pytest.mark.parametrize("n", [3, 8, 17])
 def test_one_slow_link_in_a_ring(op, n):
     """Every step of a ring sends one message over each edge, so one link at 1/10 of the
@@ -489,7 +489,7 @@ def test_equals_simpy_engine(dims, wrap, alg):
     if alg == "2d-split":
         topo = make(dims, wrap, hop_latency_us=1.5)
     ran = 0
-    for op in OPS:
+    for op in REDUCE_OPS:
         for chunks, red, cores in [(1, None, 1), (2, 30e9, 1), (1, None, 2), (3, 80e9, 2)]:
             t = replace(topo, cores_per_chip=cores)
             if not fe.supports(t, op, alg, chunks=chunks):
@@ -510,7 +510,7 @@ def test_equals_simpy_engine_with_slow_links(dims, wrap, alg, kw):
     if alg != "2d-split":
         links = np.flatnonzero(topo.link_exists)
         topo = topo.with_link_bandwidth(rng.choice(links, size=2, replace=False), 10e9)
-    for op in OPS:
+    for op in REDUCE_OPS:
         for chunks, red in [(1, None), (3, 20e9)]:
             fast = fe.run(topo, op, alg, 4 * MiB, chunks=chunks, reduce_Bps=red, **kw)
             ref_t, ref_events = _simpy(topo, op, alg, 4 * MiB, chunks=chunks, reduce_Bps=red, **kw)
@@ -582,12 +582,13 @@ def test_fast_engine_imports_only_numpy_and_the_topology():
         elif isinstance(node, ast.ImportFrom):
             imported.add(("." * node.level) + (node.module or ""))
     assert imported <= {"dataclasses", "functools", "heapq", "numpy", "...inputs.errors", "...hardware.network",
-                        "...hardware.topology", "..schedules.loads", "..schedules.plan_cache"}, imported
+                        "...hardware.topology", "..schedules.loads", "..schedules.plan_cache",
+                        ".fast_alltoall"}, imported  # (the all-to-all's passes, loaded when one runs)
     # and the whole import path (package __init__, network, embedding) stays light
     import subprocess
     import sys
 
-    code = ("import sys; import wus_sim.collectives.engines.fast_engine; "
+    code = ("import sys; import wus_sim.collectives.engines.fast_engine, wus_sim.collectives.engines.fast_alltoall; "
             "print(sorted(m for m in ('simpy', 'pandas', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -627,7 +628,7 @@ def test_bidirectional_2d_partial_torus_engines_agree(dims, wrap):
     """Wider mesh sides (members no longer alike): both engines and the closed form agree, and
     the mesh axes' passes are the one-direction ones (same link loads as without the flag)."""
     topo = make(dims, wrap, hop_latency_us=1.0)
-    for op in OPS:
+    for op in REDUCE_OPS:
         f = simulate_collective(topo, op, "2d", 8 * MiB, engine="fast", bidirectional=True).time_s
         s = simulate_collective(topo, op, "2d", 8 * MiB, engine="simpy", bidirectional=True).time_s
         assert rel_err(f, s) < REL and rel_err(f, analytic_time(topo, op, "2d", 8 * MiB, bidirectional=True)) < REL

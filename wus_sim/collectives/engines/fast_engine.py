@@ -422,7 +422,11 @@ def run(topology, op, algorithm, nbytes, *, group=None, bidirectional=False, chu
 
 def run_plan(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-forward"):
     """:func:`run` on an already built plan (the api's cached one), arguments already checked
-    and ``contention(plan)`` ``None``."""
+    and ``contention(plan)`` ``None``. An all-to-all runs in :mod:`.fast_alltoall`."""
+    if plan.op == "all-to-all":
+        from .fast_alltoall import run_plan as run_alltoall
+
+        return run_alltoall(plan, nbytes, chunks=chunks, routing=routing)
     topo = plan.topology
     c = topo.cores_per_chip
     S = float(nbytes)

@@ -11,6 +11,7 @@ from .messages import hd_routes
 __all__ = ["link_loads", "shared_link_streams", "contention", "distinct", "first_of_distinct_rows"]
 
 _EXCHANGE_NAMES = {"hd": "halving-doubling", "rd": "recursive-doubling"}
+_A2A_NAMES = {"pw": "pairwise", "bruck": "Bruck"}
 
 
 def link_loads(plan, nbytes):
@@ -41,13 +42,21 @@ def shared_link_streams(plan):
     at every member). 0 means the schedule is uncontended: every link serves
     one sender's messages in order, and the closed form is exact. A pairwise
     exchange (halving-, recursive-doubling) is counted as contended when a step's
-    messages share a link.
+    messages share a link; an all-to-all's pairwise or Bruck pass when two of its
+    messages (of any steps) do.
     """
     topo = plan.topology
     pairs = []
     streams = {}  # (stream, direction) -> small id
     for p in plan.passes:
         if p.steps == 0:
+            continue
+        if p.pattern != "ring" and p.kind == "a2a":
+            # all-to-all rounds: a link is one stream only if one message of the whole pass crosses it
+            keys = np.fromiter((key for table in hd_routes(topo, p) for row in table for route in row
+                                for key in route), np.int64)
+            if len(keys) and np.bincount(keys).max() > 1:
+                return int((np.bincount(keys) > 1).sum())
             continue
         if p.pattern != "ring":
             for table in hd_routes(topo, p):
@@ -73,7 +82,10 @@ def contention(plan):
     """Why the fast engine cannot run *plan* exactly: its messages may contend on a link
     (``None`` if they never do). Cached per plan object."""
     for p in plan.passes:
-        if p.pattern != "ring":
+        if p.pattern in _A2A_NAMES:
+            if shared_link_streams(plan):
+                return f"the routes of {_A2A_NAMES[p.pattern]}'s all-to-all rounds share links"
+        elif p.pattern != "ring":
             return f"{_EXCHANGE_NAMES[p.pattern]} partners are several hops away and their messages contend on links"
     if len(plan.halves) > 1 and not plan.split_time_separated:
         return ("the two halves of 2d-split may want one axis at the same time (only on a square "

@@ -22,13 +22,14 @@ __all__ = [
 
 
 def hd_routes(topology, p):
-    """Pairwise-exchange pass *p* (halving-doubling, recursive-doubling): per step, the
+    """Pairwise-exchange pass *p* (halving-doubling, recursive-doubling, all-to-all's pairwise and
+    Bruck): per step, the
     ``(R, n)`` nested list of link-key tuples from member ``i`` to its partner (read only;
     cached by what routes depend on: the slice's :attr:`~wus_sim.hardware.topology.Topology.routing_key`,
     the members and the partner distances, so slices that differ in link figures share it)."""
     e = p.rings[0]
-    key = (topology.routing_key, p.level, e.members.shape, e.members.tobytes(),
-           tuple(p.step_partner_distance(k) for k in range(p.steps)))
+    partners = (p.pattern, p.steps) if p.kind == "a2a" else tuple(p.step_partner_distance(k) for k in range(p.steps))
+    key = (topology.routing_key, p.level, e.members.shape, e.members.tobytes(), partners)
     return _HD_ROUTES.get((), key, lambda: _hd_routes(topology, p))
 
 
@@ -41,9 +42,10 @@ def _hd_routes(topology, p):
     by_distance = {}
     out = []
     for k in range(p.steps):
-        dist = p.step_partner_distance(k)
+        # (an all-to-all's partners differ every step: keyed by step)
+        dist = ("step", k) if p.kind == "a2a" else p.step_partner_distance(k)
         if dist not in by_distance:
-            partner = e.members[:, np.arange(n) ^ dist]
+            partner = e.members[:, p.step_dst(k)]
             if p.level == "flat":
                 flat = [tuple(replica_route(topology, a, z)) for a, z in zip(e.members.ravel(), partner.ravel())]
             else:
@@ -362,7 +364,7 @@ def _compile_pass(b, p, gate, track, pass_tag):
         pid = np.stack([b.edge_paths(e) for e in p.rings])  # (D, R, n)
         pid_k = np.broadcast_to(pid[None], (N, D, R, n))
     else:
-        dst_pos = np.stack([pos ^ p.step_partner_distance(k) for k in range(N)])
+        dst_pos = np.stack([p.step_dst(k) for k in range(N)])
         pid_k = np.empty((N, D, R, n), np.int64)
         table = hd_routes(topo, p)
         for k in range(N):

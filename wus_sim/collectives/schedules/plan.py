@@ -55,22 +55,26 @@ Schedule (shared with the fast engine):
   (half, pass, step, piece) for every sender.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...inputs.errors import ConfigError, UnknownNameError
-from .embedding import RingEmbedding, active_axes, axis_rings, onchip_rings, part_rings, sequence_ring, slice_ring
-from .groups import Group, resolve_group
+from .embedding import active_axes, axis_rings, onchip_rings, part_rings, sequence_ring, slice_ring
+from .groups import resolve_group
+from .passes import CollectivePlan, Pass, exchange_members
+from .alltoall import plan_alltoall
 from .pass_order import KINDS, pass_order
 
-__all__ = ["OPS", "ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan", "plan_collective",
-           "check_op_algorithm"]
+__all__ = ["OPS", "REDUCE_OPS", "ALGORITHMS", "ALLTOALL_ALGORITHMS", "EXCHANGE_ALGORITHMS", "Pass", "CollectivePlan",
+           "plan_collective", "check_op_algorithm"]
 
-OPS = ("reduce-scatter", "all-gather", "all-reduce")
-"""Collective operations."""
+REDUCE_OPS = ("reduce-scatter", "all-gather", "all-reduce")
+"""The operations of :data:`ALGORITHMS` (ring and pairwise-exchange passes that sum or gather)."""
+OPS = REDUCE_OPS + ("all-to-all",)
+"""Collective operations (all-to-all: :mod:`.alltoall`, its algorithms :data:`ALLTOALL_ALGORITHMS`)."""
 ALGORITHMS = ("ring", "bidir-ring", "2d", "2d-split", "halving-doubling", "recursive-doubling")
-"""Collective algorithms."""
+"""Algorithms of the reduce-scatter, all-gather and all-reduce."""
+ALLTOALL_ALGORITHMS = ("ring", "2d", "2d-split", "pairwise", "bruck")
+"""Algorithms of the all-to-all (see :mod:`.alltoall`)."""
 
 _EXCHANGE_PATTERN = {"halving-doubling": "hd", "recursive-doubling": "rd"}
 """Pairwise-exchange algorithms (no ring direction, power-of-two groups) and their pass pattern."""
@@ -78,115 +82,18 @@ EXCHANGE_ALGORITHMS = tuple(_EXCHANGE_PATTERN)
 """Pairwise-exchange algorithms: no ring direction, power-of-two groups."""
 
 
-@dataclass(frozen=True, eq=False)
-class Pass:
-    """One ring operation (or pairwise exchange) run by every ring of a level at once."""
-
-    level: str
-    """``"core"`` (on-chip rings, replica members), ``"chip"`` (chip members) or ``"flat"`` (replicas)."""
-    kind: str
-    """``"rs"``, ``"ag"`` or ``"ar"``."""
-    pattern: str
-    """``"ring"``, ``"hd"`` (halving-doubling) or ``"rd"`` (recursive-doubling, kind ``"ar"``)."""
-    rings: tuple
-    """One :class:`RingEmbedding` per direction (``hd``/``rd``: one, its members are the groups in rank order)."""
-    fraction: float
-    """Buffer per member of one direction's ring, as a fraction of ``S``."""
-    half: int = 0
-    """Index of the buffer half this pass belongs to (2d-split), 0 otherwise."""
-    data_level: int = 0
-    """Which split of the half's buffer this pass performs (its axis position in RS order)."""
-    stream: object = None
-    """Passes with equal ``stream`` reuse the same ring edges one after the other (RS, then AG)."""
-    axis: int = None
-    """Topology axis of a line-ring pass (``None`` otherwise)."""
-
-    @property
-    def size(self):
-        """Members per ring (``n``)."""
-        return self.rings[0].size
-
-    @property
-    def steps(self):
-        """Algorithm steps ``N`` of this pass."""
-        n = self.size
-        if n <= 1:
-            return 0
-        per = n - 1 if self.pattern == "ring" else int(np.log2(n))
-        return 2 * per if self._rs_then_ag else per
-
-    @property
-    def _rs_then_ag(self):
-        """An all-reduce ring or halving-doubling pass is a reduce-scatter then an all-gather
-        (half its steps each); recursive-doubling all-reduces in one sweep."""
-        return self.kind == "ar" and self.pattern != "rd"
-
-    @property
-    def rs_steps(self):
-        """Steps at whose arrival the receiver sums (reduce-scatter steps; every rd step)."""
-        if self.kind == "ag":
-            return 0
-        return self.steps // 2 if self._rs_then_ag else self.steps
-
-    def step_fraction(self, k):
-        """Bytes of one step-*k* message as a fraction of ``S`` (before splitting into pieces)."""
-        n = self.size
-        if self.pattern == "ring":
-            return self.fraction / n
-        if self.pattern == "rd":
-            return self.fraction  # the member's whole buffer, every step
-        half = self.steps // 2 if self.kind == "ar" else self.steps
-        if self.kind == "rs" or (self.kind == "ar" and k < half):
-            return self.fraction / 2 ** (k + 1)
-        j = k - half if self.kind == "ar" else k
-        return self.fraction * 2 ** j / n
-
-    def step_partner_distance(self, k):
-        """Halving-doubling, recursive-doubling: XOR distance of the step-*k* partner."""
-        n = self.size
-        if self.pattern == "rd":
-            return 1 << k
-        half = self.steps // 2 if self.kind == "ar" else self.steps
-        if self.kind == "rs" or (self.kind == "ar" and k < half):
-            return n >> (k + 1)
-        return 1 << (k - half if self.kind == "ar" else k)
-
-
-@dataclass(frozen=True, eq=False)
-class CollectivePlan:
-    """The passes of one collective, independent of its size."""
-
-    topology: object
-    op: str
-    algorithm: str
-    group: Group
-    bidirectional: bool
-    pre: tuple = ()
-    """On-chip passes before the chip level (on-chip reduce-scatter)."""
-    halves: tuple = ()
-    """Per buffer half (two for 2d-split, else one), the chip- or flat-level passes in order."""
-    post: tuple = ()
-    """On-chip passes after the chip level (on-chip all-gather)."""
-    level_sizes: tuple = ()
-    """Per half, per data level: ``(directions, ring size)`` (the leaf layout of the data model)."""
-    split_time_separated: bool = False
-    """2d-split on a square uniform torus: the halves use each axis one after the other."""
-
-    @property
-    def passes(self):
-        """Every pass, in (pre, half 0, half 1, post) order."""
-        return list(self.pre) + [p for half in self.halves for p in half] + list(self.post)
-
-    @property
-    def group_size(self):
-        return self.group.size
-
-
 def check_op_algorithm(op, algorithm, bidirectional=False):
     """Raise UnknownNameError/ConfigError unless *op* and *algorithm* are known and agree
     with *bidirectional*."""
     if op not in OPS:
         raise UnknownNameError("collective op", op, OPS)
+    if op == "all-to-all":
+        if algorithm not in ALLTOALL_ALGORITHMS:
+            raise UnknownNameError("all-to-all algorithm", algorithm, ALLTOALL_ALGORITHMS)
+        if bidirectional:
+            raise ConfigError("does not apply to all-to-all: its ring algorithms already send each block the "
+                              "shorter way round, in both directions", key_path="bidirectional", value=True)
+        return
     if algorithm not in ALGORITHMS:
         raise UnknownNameError("algorithm", algorithm, ALGORITHMS)
     if algorithm == "recursive-doubling" and op != "all-reduce":
@@ -202,6 +109,8 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
     """The :class:`CollectivePlan` of a collective (raises ConfigError/UnknownNameError on bad input)."""
     check_op_algorithm(op, algorithm, bidirectional)
     g = resolve_group(topology, group)
+    if op == "all-to-all":
+        return plan_alltoall(topology, algorithm, g)
     kind = KINDS[op]
     bidir = bool(bidirectional) or algorithm == "bidir-ring"
     directions = (False, True) if bidir else (False,)
@@ -214,7 +123,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
         if algorithm in _EXCHANGE_PATTERN:
             _check_power_of_two(algorithm, g.size, "replicas")
             pattern = _EXCHANGE_PATTERN[algorithm]
-            members = _exchange_members(np.array([g.replicas], dtype=np.int64))
+            members = exchange_members(np.array([g.replicas], dtype=np.int64))
             passes = [Pass("flat", kind, pattern, (members,), 1.0, stream=("flat", pattern))]
             sizes = ((1, g.size),)
         else:
@@ -244,7 +153,7 @@ def plan_collective(topology, op, algorithm, *, group=None, bidirectional=False)
             members = np.arange(topology.num_chips)[None, :]
         _check_power_of_two(algorithm, members.shape[1], "chips", c)
         pattern = _EXCHANGE_PATTERN[algorithm]
-        chip = ([Pass("chip", kind, pattern, (_exchange_members(members),), 1.0, stream=("chip", pattern))]
+        chip = ([Pass("chip", kind, pattern, (exchange_members(members),), 1.0, stream=("chip", pattern))]
                 if members.shape[1] > 1 else [])
         return CollectivePlan(topology, op, algorithm, g, False, pre=pre, halves=(tuple(chip),), post=post,
                     level_sizes=(((1, members.shape[1]),) if chip else (),))
@@ -348,13 +257,6 @@ def _line_directions(topology, axis, directions, algorithm):
     line runs one direction whatever ``bidirectional`` says. ``bidir-ring`` names the two
     counter-rotating rings themselves, so it keeps both."""
     return directions if topology.wrap[axis] or algorithm == "bidir-ring" else directions[:1]
-
-
-def _exchange_members(members):
-    """The members ``(R, n)`` of a pairwise-exchange pass as an embedding without ring edges
-    (partners are routed per step, see :func:`.messages.hd_routes`)."""
-    return RingEmbedding(members, np.full(members.shape + (1,), -1, dtype=np.int64),
-                         np.zeros(members.shape, dtype=np.int64))
 
 
 def _check_power_of_two(algorithm, n, what, cores=1):
