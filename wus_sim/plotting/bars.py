@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..experiments.results import column_label
 from ..model.memory import STRATEGY_NAMES
 from .labels import _companions, _groups, _label
-from .style import NOT_OK_COLOR, _PART_COLORS, _STRATEGY_SHORT
+from .style import NOT_OK_COLOR, _PART_COLORS, _STRATEGY_SHORT, strategy_style
 
 __all__ = []
 
@@ -62,8 +62,11 @@ def _strategy_bars(rows, keys, parts, scale):
 
 
 def _strategy_ticks(ax, bars):
-    """"rep"/"shd"/"fsd" under each bar, the group's name under each group."""
+    """"rep"/"shd"/"fsd" under each bar in its strategy's colour, the group's name under each group."""
     ax.set_xticks(bars.positions, [_STRATEGY_SHORT[s] for s in bars.strategies], minor=True)
+    for label, strategy in zip(ax.get_xticklabels(minor=True), bars.strategies):
+        label.set_color(strategy_style(strategy).colour)  # the strategy's colour, as in the line plots
+        label.set_fontweight("bold")
     # matplotlib drops a minor tick where a major one stands: the middle of three bars
     ax.xaxis.remove_overlapping_locs = False
     _group_ticks(ax, bars.centers, bars.group_labels)
