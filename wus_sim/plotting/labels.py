@@ -177,6 +177,8 @@ _SHORT = {
     "cores": "{} cores", "replicas": "{} replicas", "chips": "{} chips", "ndim": "{}-D",
     "mxu_efficiency": "MXU {}", "steps": "{} steps", "gather_prefetch": "prefetch {}",
     "failed_links": "{} failed links", "slices": "{} slices", "dcn_GBps": "DCN {} GB/s", "seed": "seed {}",
+    "remat": "remat {}", "remat_policy": "remat {}", "quantization": "{} quantization", "software_stack": "stack {}",
+    "megacore": "megacore {}", "mesh": "mesh {}", "dcn_mesh": "DCN mesh {}",
 }
 """How a value reads in a legend or group label, per column (others read ``column=value``)."""
 _BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),

@@ -264,9 +264,14 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     label_no_value_band(ax)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
-    set_title(ax, title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}", rows)
+    set_title(ax, title or f"{_sentence(_axis_label(y, unit=False))} vs {_axis_label(x, unit=False)}", rows)
     _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _sentence(text):
+    """*text* with a capital first letter, the rest as written ("MFU", not "Mfu")."""
+    return text[:1].upper() + text[1:]
 
 
 def _over_capacity_rows(rows, y):
