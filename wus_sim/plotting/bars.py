@@ -64,15 +64,16 @@ def _strategy_bars(rows, keys, parts, scale):
 def _strategy_ticks(ax, bars):
     """"rep"/"shd"/"fsd" under each bar in its strategy's colour, the group's name under each group."""
     ax.set_xticks(bars.positions, [_STRATEGY_SHORT[s] for s in bars.strategies], minor=True)
-    for label, strategy in zip(ax.get_xticklabels(minor=True), bars.strategies):
-        label.set_color(strategy_style(strategy).colour)  # the strategy's colour, as in the line plots
-        label.set_fontweight("bold")
     # matplotlib drops a minor tick where a major one stands: the middle of three bars
     ax.xaxis.remove_overlapping_locs = False
     _group_ticks(ax, bars.centers, bars.group_labels)
     ax.tick_params(axis="x", which="major", length=0, pad=16)
     ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
     ax.grid(axis="x", visible=False)
+    # each in its strategy's colour, as in the line plots (set last: new ticks copy the first's look)
+    for tick, strategy in zip(ax.xaxis.get_minor_ticks(len(bars.strategies)), bars.strategies):
+        tick.label1.set_color(strategy_style(strategy).colour)
+        tick.label1.set_fontweight("bold")
 
 
 def _group_ticks(ax, centers, labels):
