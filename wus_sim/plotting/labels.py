@@ -77,10 +77,8 @@ def _fmt(value):
         return str(int(value))
     if isinstance(value, float):
         return f"{value:g}" if value == value else "default"
-    if type(value).__name__ in ("int64", "int32"):
-        return str(int(value))
-    if type(value).__name__ in ("float64", "float32"):
-        return _fmt(float(value))
+    if type(value).__name__ in ("int64", "int32", "float64", "float32"):  # numpy scalars
+        return _fmt(value.item())
     text = str(value)
     flags = _bool_list(text)
     return ", ".join("yes" if f else "no" for f in flags) if flags else text
@@ -408,10 +406,8 @@ def _slices(rows):
     names = list(dict.fromkeys(display_value("topology", v) for v in known["topology"]))
     if not names:
         return ""
-    if len(names) == 1:
-        return f"slice {names[0]}"
     if len(names) <= 2:
-        return f"slices {', '.join(names)}"
+        return f"slice{'s' if len(names) > 1 else ''} {', '.join(names)}"
     return f"slices {names[0]} to {names[-1]} ({len(names)})"
 
 

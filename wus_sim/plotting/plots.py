@@ -225,7 +225,7 @@ def _hatch_not_ok(ax, positions, peaks, rows):
 def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAMES, logx=None,
                logy=False, title=None, styles=None):
     """*y* vs *x*, one line per *hue* group and strategy (each strategy its colour and marker,
-    :data:`~.style.STRATEGY_STYLES`; each series its line style).
+    each series its line style).
 
     Rows that could not run (status not ok) are crosses in the band under the data, a row
     per series and strategy, named (:mod:`~.series`); rows that ran without a *y* (the
