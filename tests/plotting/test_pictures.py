@@ -185,7 +185,7 @@ def _all_text(fig):
     return [t for t in texts if t]
 
 
-REPR = re.compile(r"""\b(True|False|None|nan|NaN)\b|\[[^\]]*,[^\]]*\]|\[['"]|\(['"]|,\)""")
+REPR = re.compile(r"""\b(true|false|none|nan)\b|\[[^\]]*,[^\]]*\]|\[['"]|\(['"]|,\)""", re.I)
 """What only a Python repr writes: a truth value, None, nan, a list (brackets around commas; a
 unit's ``[ms]`` is no list), a quoted item, a one-tuple's comma."""
 
@@ -200,7 +200,7 @@ def test_no_text_of_a_figure_is_a_python_repr(frame, options):
     # the heatmap's subtitle read "... wraparound: False, False, False, True"
     rows = frame[(frame["optimizer"] == "adam") | (options["kind"] != "lines")].copy()
     # as results.csv holds them: a per-axis wraparound is the text of its list
-    wraps = {32: "[False, False]", 128: "[False, True]", 512: "True", 2048: "True"}
+    wraps = {32: "[False, False]", 128: "[False, True]", 512: "false,true", 2048: "True"}
     rows["wraparound"] = rows["replicas"].map(wraps).astype("string")
     rows["overlap_grad_reduce"] = rows["link_GBps"] == 100
     rows["megacore"] = False  # a fixed truth value, named in the subtitle
@@ -221,6 +221,7 @@ def test_wraparound_reads_as_the_docs_spell_a_slice():
     assert display_value("wraparound", True) == "torus" and display_value("wraparound", [False, False]) == "mesh"
     assert display_value("wraparound", [False, False, False, True]) == "wraparound x, y, z, w: no, no, no, yes"
     assert display_value("wraparound", "[False, True]") == "wraparound x, y: no, yes"  # read back from a CSV
+    assert display_value("wraparound", "false,true") == "wraparound x, y: no, yes"  # as a notebook's frame held it
     import pandas as pd
 
     rows = pd.DataFrame({"replicas": [32, 128, 512, 2048], "workload": ["w"] * 4,

@@ -86,11 +86,11 @@ def _fmt(value):
 
 def _is_bool(value):
     return isinstance(value, bool) or type(value).__name__ in ("bool_", "bool") or (isinstance(value, str)
-                                                                          and value in ("True", "False"))
+                                                                          and value.lower() in ("true", "false"))
 
 
 def _truth(value):
-    return value == "True" if isinstance(value, str) else bool(value)
+    return value.lower() == "true" if isinstance(value, str) else bool(value)
 
 
 def _bool_list(text):
@@ -98,9 +98,10 @@ def _bool_list(text):
     from results.csv: ``"[False, True]"``), else None."""
     import re
 
-    if not re.fullmatch(r"\[\s*(True|False)(\s*,\s*(True|False))*\s*\]", text.strip()):
-        return None
-    return [word == "True" for word in re.findall(r"True|False", text)]
+    if not re.fullmatch(r"\[\s*(true|false)(\s*,\s*(true|false))*\s*\]|(true|false)(\s*,\s*(true|false))+",
+                        text.strip(), re.I):
+        return None  # a list's repr, or its items joined by commas ("false,true")
+    return [word.lower() == "true" for word in re.findall(r"true|false", text, re.I)]
 
 
 AXIS_LETTERS = "xyzw"
@@ -336,7 +337,8 @@ def follows_x(rows, x):
         # name the rows by the fewest of the other parameters that tell their sequences apart
         sequences = {}
         for values, g in moving:
-            seq = tuple(display_value(key, g.loc[g[x] == v, key].iloc[0]) if (g[x] == v).any() else "-" for v in xs)
+            seq = tuple(display_value(key, g.loc[g[x] == v, key].iloc[0]).removeprefix(f"{key} ")  # said once
+                        if (g[x] == v).any() else "-" for v in xs)
             sequences.setdefault(seq, values if isinstance(values, tuple) else (values,))
         # named when the rows differ: several sequences, or some rows whose value stays put
         named = len(sequences) > 1 or len(moving) < len(groups)
