@@ -228,3 +228,23 @@ def test_wraparound_reads_as_the_docs_spell_a_slice():
                          "wraparound": [False, False, False, True]})
     said = follows_x(rows, "replicas")
     assert "mesh, mesh, mesh, torus" in said and "False" not in said
+
+
+def test_a_language_models_sweep_gets_mfu_and_tokens_per_second(frame):
+    from wus_sim.plotting.defaults import default_plots, fit_default_plots
+
+    llm = parse_experiment({"workloads": ["llama3-8b"], "topologies": ["tpu-v5p-128", "tpu-v5p-512"],
+                            "optimizers": ["adamw"]}, name="llm")
+    specs = {p.name: p for p in default_plots(llm)}
+    assert specs["mfu"].options["y"] == "mfu" and specs["tokens_per_s"].options["y"] == "tokens_per_s_per_device"
+    cnn = parse_experiment({**DOC, "workloads": ["resnet50"]}, name="cnn")
+    assert not {"mfu", "tokens_per_s"} & {p.name for p in default_plots(cnn)}
+    # drawn when the rows have the values, left out when they have none
+    rows = frame.assign(mfu=frame["step_time_s"].rdiv(0.01), tokens_per_s_per_device=frame["step_time_s"].rdiv(1e3))
+    kept = {p.name: p for p in fit_default_plots(tuple(specs.values()), rows)}
+    assert {"mfu", "tokens_per_s"} <= set(kept)
+    fig = draw_figure(kept["mfu"], rows)
+    assert any("MFU" in t for t in _all_text(fig))
+    plt.close(fig)
+    empty = frame.assign(mfu=float("nan"), tokens_per_s_per_device=float("nan"))
+    assert not {"mfu", "tokens_per_s"} & {p.name for p in fit_default_plots(tuple(specs.values()), empty)}
