@@ -69,5 +69,5 @@ def test_every_command_is_in_the_list_and_linked():
     text = PAGE.read_text(encoding="utf-8")
     index = {m.group(1): m.group(2) for m in REGION.finditer(text)}["index"]
     for name in command_parsers():
-        assert f"[`wus-sim {name}`](#wus-sim-{name})" in index
+        assert f"| `wus-sim {name}` |" in index and f"(#wus-sim-{name})" in index
         assert f"\n## wus-sim {name}\n" in text

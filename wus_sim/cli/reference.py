@@ -107,7 +107,7 @@ def index_section(commands):
     """The generated list of commands, each linked to its section."""
     lines = ["| command | what it does |", "|---|---|"]
     for name, (_, help_text) in commands.items():
-        lines.append(f"| [`wus-sim {name}`](#wus-sim-{name}) | {_cell(help_text)} |")
+        lines.append(f"| `wus-sim {name}` | {_cell(help_text)} ([options](#wus-sim-{name})) |")
     return "\n".join(lines) + "\n"
 
 
