@@ -8,7 +8,8 @@
 - ``wus_sim/schemas/{experiment,topology,chips,optimizer,workload}-file.v1.json``: JSON
   Schemas of the same formats, for editor completion (e.g. a first line
   ``# yaml-language-server: $schema=<path to the schema>`` in a YAML file);
-- ``wus_sim/schemas/results.v1.json``: the JSON Schema of one results row.
+- ``wus_sim/schemas/results.v1.json``: the JSON Schema of one results row;
+- the tables of ``docs/commands.md``, every command and option, from the parsers.
 
 Everything is built from the tables the loaders validate with
 (:data:`~wus_sim.experiments.spec.EXPERIMENT_KEYS`, :data:`~wus_sim.experiments.spec.POINT_KEYS`,
@@ -227,13 +228,9 @@ def _cell(text):
 
 
 def _default(key):
-    if key.required:
-        return "required"
-    if key.default_text:
-        return key.default_text
-    if key.default is None:
-        return "none"
-    return f"`{json.dumps(key.default)}`"
+    if key.required or key.default_text:
+        return "required" if key.required else key.default_text
+    return "none" if key.default is None else f"`{json.dumps(key.default)}`"
 
 
 def _key_rows(table):
@@ -398,9 +395,12 @@ def hf_config_schema():
     }
 
 
-def render():
-    """Every generated file: path relative to the checkout root -> its text."""
-    files = {f"wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json": _json(hf_config_schema())}
+def render(root=None):
+    """Every generated file: path relative to the checkout *root* -> its text (:mod:`wus_sim.cli.reference`)."""
+    from .cli.reference import render_page
+    page = Path(root or Path(__file__).resolve().parent.parent) / "docs" / "commands.md"  # its prose kept
+    files = {f"wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json": _json(hf_config_schema()),
+             "docs/commands.md": render_page(page.read_text(encoding="utf-8") if page.is_file() else "")}
     for fmt in FORMATS:
         files[f"docs/formats/{fmt}.md"] = format_markdown(fmt)
         files[f"wus_sim/schemas/{fmt}-file.v{SCHEMA_VERSION}.json"] = _json(format_schema(fmt))
@@ -412,7 +412,7 @@ def render():
 def stale(root):
     """Generated files under *root* that are missing or differ from :func:`render`'s."""
     root = Path(root)
-    return sorted(rel for rel, text in render().items()
+    return sorted(rel for rel, text in render(root).items()
                   if not (root / rel).is_file() or (root / rel).read_text() != text)
 
 
@@ -420,7 +420,7 @@ def write(root):
     """Write every generated file under *root* (the checkout); return the paths written."""
     root = Path(root)
     written = []
-    for rel, text in render().items():
+    for rel, text in render(root).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.read_text() != text:

@@ -3,6 +3,7 @@ of a real run and finds every plot and every results row in it; one renders it i
 Chromium and checks the screenshot is not blank and that every figure has its size on the page
 (skipped, saying why, only where no Chromium is installed: .ci/run installs Debian's)."""
 
+import html
 from html.parser import HTMLParser
 import json
 from pathlib import Path
@@ -206,3 +207,38 @@ def test_a_large_sweep_lists_its_first_rows_and_says_where_the_rest_are():
     assert section.count("<li>") == MAX_TABLE_ROWS and "the first 1,000 listed" in section
     small = render_report(exp, df.head(10))
     assert "The first" not in small and "listed" not in small
+
+
+def _reproduce(path):
+    text = path.read_text(encoding="utf-8")
+    command = html.unescape(re.search(r'<pre id="reproduce-command">(.*?)</pre>', text, re.S).group(1))
+    files = re.search(r'id="files-read">(.*?)</(ul|p)>', text, re.S).group(1)
+    return command, html.unescape(files)
+
+
+def test_the_reproduce_line_carries_the_search_path_and_the_files_a_user_topology_needs(tmp_path, monkeypatch):
+    # issue 47: the line left out WUS_SIM_TOPOLOGY_PATH, and without it the slice is an unknown name
+    import shlex
+
+    from wus_sim.docs import EXAMPLES
+
+    mine = tmp_path / "my topologies"
+    mine.mkdir()
+    (mine / "my-v3-8x16.yaml").write_text(EXAMPLES["topology"])
+    monkeypatch.setenv("WUS_SIM_TOPOLOGY_PATH", str(mine))
+    exp = tmp_path / "mine.yaml"
+    exp.write_text("name: mine\nworkloads: [resnet50]\ntopologies: [my-v3-8x16]\noptimizers: [sgd]\n")
+    out = tmp_path / "out"
+    assert main(["run", str(exp), "--out", str(out), "-j", "1", "-q", "--no-plots"]) == 0
+    command, files = _reproduce(out / "report.html")
+    words = shlex.split(command)
+    assert words[0] == f"WUS_SIM_TOPOLOGY_PATH={mine}"  # quoted: the folder has a space in its name
+    assert words[1:5] == ["wus-sim", "run", str(exp), "--out"]
+    assert str(mine / "my-v3-8x16.yaml") in files and str(exp) in files
+
+
+def test_the_reproduce_line_names_only_the_variables_set():
+    from wus_sim.plotting.report import reproduce_command
+
+    env = {"WUS_SIM_WORKLOAD_PATH": "/a:/b c", "WUS_SIM_OPTIMIZER_PATH": "", "HOME": "/root"}
+    assert reproduce_command(["wus-sim", "run", "x.yaml"], env) == "WUS_SIM_WORKLOAD_PATH='/a:/b c' wus-sim run x.yaml"

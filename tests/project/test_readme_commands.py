@@ -40,8 +40,9 @@ def _commands():
         out += [line[2:].strip() for line in block.splitlines() if line.startswith("$ wus-sim ")]
     for span in re.findall(r"`(wus-sim [^`]+)`", README):
         span = " ".join(span.split())
-        # `wus-sim step` alone names a command in prose; it is not one to run
-        named_only = len(span.split()) == 2 and span.split()[1] in ("run", "step", "plan", "collective", "describe")
+        # `wus-sim step` alone names a command in prose (and in the commands page's list); it is not one to run
+        named_only = len(span.split()) == 2 and span.split()[1] in ("run", "step", "plan", "collective", "describe",
+                                                                    "list", "import-workload")
         if not PLACEHOLDER.search(span) and not span.endswith("--out") and not named_only:
             out.append(span)
     return sorted(set(out))

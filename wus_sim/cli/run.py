@@ -140,14 +140,15 @@ def _print_summary(experiment, result, args, out_dir, written):
 def _write_report(args, experiment, plots, result, out_dir, written, skips):
     """``DIR/report.html``: the run on one page (:mod:`wus_sim.plotting.report`)."""
     import wus_sim
-    from ..plotting.report import REPORT_NAME, write_report
+    from ..plotting.report import REPORT_NAME, files_read, reproduce_command, write_report
 
     drawn = {p.name for p in written if p.suffix == ".svg"}
     figures = [(plot.name, plot.kind, (out_dir / f"{plot.name}.svg").read_text(encoding="utf-8"))
                for plot in plots if f"{plot.name}.svg" in drawn]
     resolved = out_dir / "config.resolved.yaml"
-    command = " ".join(["wus-sim", "run", _quote(args.experiment), "--out", _quote(str(out_dir))]
-                       + (["--reduced"] if args.reduced else []) + ([f"--limit {args.limit}"] if args.limit else []))
+    command = reproduce_command(["wus-sim", "run", args.experiment, "--out", str(out_dir)]
+                                + (["--reduced"] if args.reduced else []) + (["--limit", args.limit] if args.limit else []),
+                                os.environ)
     summary = (f"{result.num_points} points ({result.num_run} simulated, {result.num_resumed} from the journal) "
                f"in {result.wall_s:.1f} s")
     return write_report(out_dir / REPORT_NAME, experiment, result.frame, figures=figures,
@@ -155,7 +156,8 @@ def _write_report(args, experiment, plots, result, out_dir, written, skips):
                         resolved=resolved.read_text(encoding="utf-8") if resolved.is_file() else None,
                         calibration_lines=_model_error_lines(experiment, result.frame, reduced=args.reduced,
                                                              limit=args.limit),
-                        command=command, summary=summary, version=wus_sim.__version__)
+                        command=command, summary=summary, version=wus_sim.__version__,
+                        files=files_read(experiment, reduced=args.reduced, limit=args.limit))
 
 
 def _model_error_lines(experiment, frame, *, reduced, limit):

@@ -152,13 +152,13 @@ def model_fingerprint(point_fn=None, points=None):
     for f in files:
         digest.update(f.name.encode())
         digest.update(f.read_bytes())
-    for f in _user_files(points or ()):
+    for f in user_files(points or ()):
         digest.update(str(f).encode())
         digest.update(_file_digest(f))
     return "sim:" + digest.hexdigest()[:16]
 
 
-def _user_files(points):
+def user_files(points):
     """The files outside the package the *points* read: paths they give, and the first match of
     each name in the user's search folders (the shipped folders are hashed whole)."""
     from ..hardware.topology_files import topology_dirs

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..experiments.results import column_label
 from ..model.memory import STRATEGY_NAMES
 from .labels import _companions, _groups, _label
-from .style import NOT_OK_COLOR, _PART_COLORS, _STRATEGY_SHORT
+from .style import NOT_OK_COLOR, _PART_COLORS, _STRATEGY_SHORT, strategy_style
 
 __all__ = []
 
@@ -62,7 +62,7 @@ def _strategy_bars(rows, keys, parts, scale):
 
 
 def _strategy_ticks(ax, bars):
-    """"rep"/"shd"/"fsd" under each bar, the group's name under each group."""
+    """"rep"/"shd"/"fsd" under each bar in its strategy's colour, the group's name under each group."""
     ax.set_xticks(bars.positions, [_STRATEGY_SHORT[s] for s in bars.strategies], minor=True)
     # matplotlib drops a minor tick where a major one stands: the middle of three bars
     ax.xaxis.remove_overlapping_locs = False
@@ -70,6 +70,10 @@ def _strategy_ticks(ax, bars):
     ax.tick_params(axis="x", which="major", length=0, pad=16)
     ax.tick_params(axis="x", which="minor", length=0, labelsize=8)
     ax.grid(axis="x", visible=False)
+    # each in its strategy's colour, as in the line plots (set last: new ticks copy the first's look)
+    for tick, strategy in zip(ax.xaxis.get_minor_ticks(len(bars.strategies)), bars.strategies):
+        tick.label1.set_color(strategy_style(strategy).colour)
+        tick.label1.set_fontweight("bold")
 
 
 def _group_ticks(ax, centers, labels):

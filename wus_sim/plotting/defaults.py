@@ -5,7 +5,8 @@ what a reader wants to see: the first numeric swept key (the slice, through its 
 count, or a bandwidth, a batch, ...) is the x axis of the speedup and of the step time;
 two numeric keys make a speedup heatmap (faceted by the first other key, the rest pinned to
 their first value: a cell must not average points unasked); the rest (workloads, optimizers, ...) are the
-series. A small sweep (at most :data:`MAX_BAR_GROUPS` points) also gets the step-time
+series. A sweep of a language model also gets its MFU and tokens per second per device over the
+same x, when its rows have them. A small sweep (at most :data:`MAX_BAR_GROUPS` points) also gets the step-time
 breakdown and the memory bars, which stop being readable past that.
 
 The defaults are chosen before the sweep runs, so they cannot know what will fit in HBM.
@@ -16,7 +17,7 @@ so it shows what has values instead, and a default plot with nothing at all is d
 
 from ..inputs.config import Section
 
-__all__ = ["default_plots", "fit_default_plots", "MAX_BAR_GROUPS"]
+__all__ = ["default_plots", "fit_default_plots", "counts_tokens", "MAX_BAR_GROUPS"]
 
 MAX_BAR_GROUPS = 12
 """Largest sweep that also gets breakdown and memory bars (two bars a point)."""
@@ -40,6 +41,9 @@ def default_plots(experiment):
         if both:
             specs.append(("speedup", {"x": x, "hue": series}))
         specs.append(("step_time", {"kind": "lines", "x": x, "y": "step_time_s", "hue": series}))
+        if counts_tokens(experiment):  # a language model's throughput, as MaxText reports it
+            specs.append(("mfu", {"kind": "lines", "x": x, "y": "mfu", "hue": series}))
+            specs.append(("tokens_per_s", {"kind": "lines", "x": x, "y": "tokens_per_s_per_device", "hue": series}))
         if both and len(numeric) > 1:
             # every swept key has a place: x, y, the facet, or pinned to its first value (a cell
             # must not average points unasked; the subtitle names what is pinned)
@@ -64,6 +68,22 @@ def default_plots(experiment):
         out.append(PlotSpec(kind=kind, name=name, options=options,
                             section=Section(data, file=experiment.file, path=f"plots (default '{name}')")))
     return tuple(out)
+
+
+def counts_tokens(experiment):
+    """Whether some workload of *experiment* is a language model (its FLOPs counted per token): its
+    sweep also gets MFU and tokens per second per device, the figures a MaxText user reads first."""
+    from ..inputs.errors import WusError
+    from ..model.workload_files import load_workload
+
+    for name in experiment.values_of("workload"):
+        try:
+            unit = load_workload(name).flops_unit
+        except (WusError, OSError, TypeError):
+            continue
+        if isinstance(unit, str) and unit.endswith("token"):
+            return True
+    return False
 
 
 HEATMAP_CHOICES = (("sharded", "speedup"), ("fully-sharded", "speedup"), ("fully-sharded", "speedup_over_sharded"),

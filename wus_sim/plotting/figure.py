@@ -8,7 +8,7 @@ from ..inputs.errors import WusError
 from ..experiments.results import column_label
 from ..training.timeline.timeline import BREAKDOWN_PARTS
 from .kinds import _COMMON, PLOT_KINDS
-from .labels import _groups, _label, follows_x, subtitle
+from .labels import _groups, _label, follows_x, subtitle, titled
 from .layout import band_height, data_y_range, fit_xtick_labels, fit_y_range, place_legend
 from .plots import MEMORY_PARTS, AveragedCells, heatmap_averaged, heatmap_range, heatmap_value_label
 from .series import SeriesStyles, coincide_note, coinciding_series, place_no_value_labels
@@ -100,7 +100,7 @@ def draw_figure(plot, df, *, chosen=()):
         for ax, (value, panel) in zip(used, panels):
             drawn.append(kind.function(ax, panel, title=title, **opts))
             if facet:
-                title = title or ax.get_title()  # the kind's own title heads the figure
+                title = title or getattr(ax, "wus_heading", None) or ax.get_title()  # the kind's own title heads it
                 ax.set_title(_label([facet], value))
         if not any(d is not None and (not isinstance(d, list) or d) for d in drawn):
             plt.close(fig)
@@ -110,6 +110,8 @@ def draw_figure(plot, df, *, chosen=()):
                                                    if asked else ""))
         for ax in list(axes.flat)[len(panels):]:
             ax.set_axis_off()
+        if len(panels) > 1:
+            title = titled(title, rows)  # what every panel ran, not the first one's
         heading = title if len(panels) > 1 else used[0].get_title()
         fixed = subtitle(rows, title=heading, exclude={facet} if facet else (), chosen=chosen)
         fixed = "\n".join(t for t in (fixed, *_moving_with_axes(plot, kind, opts, rows), _averaged(plot, opts, rows))

@@ -8,7 +8,7 @@ marked (the LLM question, where replicated never fits).
 
 from ..inputs.errors import WusError
 from ..experiments.results import column_label
-from .labels import _axis_label, display_value, _numeric, _ok, _varying, _with
+from .labels import _axis_label, display_value, _numeric, _ok, _varying, _with, set_title
 from .style import NOT_OK_COLOR, _cmap
 
 __all__ = ["plot_heatmap", "heatmap_range", "heatmap_averaged", "heatmap_title", "heatmap_value_label",
@@ -47,7 +47,7 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     if not finite.size and not notes:
         return None  # no cell to colour nor to explain: nothing drawn
     if not finite.size:
-        return _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy)
+        return _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy, df)
     if vrange is None and finite.size:
         vrange = (float(finite.min()), float(finite.max()))
     norm = _heatmap_norm(value, vrange)
@@ -73,11 +73,16 @@ def plot_heatmap(ax, df, *, x="link_GBps", y="replicas", value="speedup", strate
     heading = f"{heatmap_title(value, strategy)}\nby {_axis_label(x, unit=False)} and {_axis_label(y, unit=False)}"
     if if_fit:
         heading += "\n*: replicated does not fit in HBM; the speedup if it did (capacity ignored)"
-    ax.set_title(title or heading)
+    set_title(ax, title or heading, _strategy_rows(df, strategy))
     return image
 
 
-def _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy="sharded"):
+def _strategy_rows(df, strategy):
+    """The rows a heatmap of *strategy* draws (all of them for None)."""
+    return df if strategy is None or "strategy" not in df.columns else df[df["strategy"] == strategy]
+
+
+def _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy="sharded", df=None):
     """A heatmap none of whose cells has a value: its axes, and one line saying why (an all-grey
     grid under a colour bar from -0.1 to 0.1 read as a scale of something)."""
     from collections import Counter
@@ -91,8 +96,8 @@ def _empty_heatmap(ax, xs, ys, x, y, notes, value, title, strategy="sharded"):
     ax.grid(False)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
-    ax.set_title(title or f"{heatmap_title(value, strategy)}\nby {_axis_label(x, unit=False)} and "
-                          f"{_axis_label(y, unit=False)}")
+    set_title(ax, title or f"{heatmap_title(value, strategy)}\nby {_axis_label(x, unit=False)} and "
+                           f"{_axis_label(y, unit=False)}", _strategy_rows(df.iloc[:0] if df is None else df, strategy))
     return ax.text(0.5, 0.5, f"no cell has a value: of {len(xs) * len(ys)} cells, {why}", transform=ax.transAxes, ha="center", va="center",
                    fontsize=9, color=NOT_OK_COLOR, wrap=True)
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from ..experiments.results import column_label
 
-__all__ = ["fixed_parameters", "subtitle", "display_value", "NAMED_KEYS", "follows_x", "SLICE_KEYS"]
+__all__ = ["fixed_parameters", "subtitle", "display_value", "NAMED_KEYS", "follows_x", "SLICE_KEYS", "what_ran",
+           "set_title", "titled"]
 
 
 def _with(df, names):
@@ -64,11 +65,62 @@ def _label_keys(df, wanted, exclude, unique_by=("strategy",)):
 
 
 def _fmt(value):
+    """*value* as a figure writes it: never a Python repr (``True``, ``[False, True]``, ``None``):
+    a truth value is yes or no, a list its items, a missing value "default"."""
+    if _is_bool(value):
+        return "yes" if _truth(value) else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
+    if value is None:
+        return "default"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+        return f"{value:g}" if value == value else "default"
+    if type(value).__name__ in ("int64", "int32", "float64", "float32"):  # numpy scalars
+        return _fmt(value.item())
+    text = str(value)
+    flags = _bool_list(text)
+    return ", ".join("yes" if f else "no" for f in flags) if flags else text
+
+
+def _is_bool(value):
+    return isinstance(value, bool) or type(value).__name__ in ("bool_", "bool") or (isinstance(value, str)
+                                                                          and value.lower() in ("true", "false"))
+
+
+def _truth(value):
+    return value.lower() == "true" if isinstance(value, str) else bool(value)
+
+
+def _bool_list(text):
+    """The truth values of *text* if it is a Python list of them (a per-axis wraparound read back
+    from results.csv: ``"[False, True]"``), else None."""
+    import re
+
+    if not re.fullmatch(r"\[\s*(true|false)(\s*,\s*(true|false))*\s*\]|(true|false)(\s*,\s*(true|false))+",
+                        text.strip(), re.I):
+        return None  # a list's repr, or its items joined by commas ("false,true")
+    return [word.lower() == "true" for word in re.findall(r"true|false", text, re.I)]
+
+
+AXIS_LETTERS = "xyzw"
+"""Names of a slice's axes in a figure (axis 0 is x), as a per-axis value is spelled."""
+
+
+def _wraparound_text(value):
+    """A wraparound as the docs spell a slice: ``torus`` (every axis wraps), ``mesh`` (none), or per
+    axis, ``wraparound x, y, z: no, no, yes``."""
+    flags = value if isinstance(value, (list, tuple)) else (_bool_list(str(value)) if isinstance(value, str) else None)
+    if flags is None:
+        return None if not _is_bool(value) else ("torus" if _truth(value) else "mesh")
+    flags = [_truth(f) for f in flags]
+    if all(flags):
+        return "torus"
+    if not any(flags):
+        return "mesh"
+    axes = ", ".join(AXIS_LETTERS[i] if i < len(AXIS_LETTERS) else str(i) for i in range(len(flags)))
+    return f"wraparound {axes}: {', '.join('yes' if f else 'no' for f in flags)}"
 
 
 NAMED_KEYS = ("workload", "topology", "optimizer")
@@ -80,6 +132,12 @@ def display_value(key, value):
     legend or subtitle hides the only part that means anything), else :func:`_fmt`."""
     if key in NAMED_KEYS and isinstance(value, str) and _is_path(value):
         return _file_name(key, value)
+    if key == "wraparound":
+        text = _wraparound_text(value)
+        if text is not None:
+            return text
+    if key in _BOOL_WORDS and _is_bool(value):
+        return _BOOL_WORDS[key][not _truth(value)]
     return _fmt(value)
 
 
@@ -118,6 +176,8 @@ _SHORT = {
     "cores": "{} cores", "replicas": "{} replicas", "chips": "{} chips", "ndim": "{}-D",
     "mxu_efficiency": "MXU {}", "steps": "{} steps", "gather_prefetch": "prefetch {}",
     "failed_links": "{} failed links", "slices": "{} slices", "dcn_GBps": "DCN {} GB/s", "seed": "seed {}",
+    "remat": "remat {}", "remat_policy": "remat {}", "quantization": "{} quantization", "software_stack": "stack {}",
+    "megacore": "megacore {}", "mesh": "mesh {}", "dcn_mesh": "DCN mesh {}",
 }
 """How a value reads in a legend or group label, per column (others read ``column=value``)."""
 _BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),
@@ -137,14 +197,14 @@ def _label(keys, values):
     for k, v in zip(keys, values):
         missing = not isinstance(v, (list, tuple)) and bool(pd.isna(v))
         text = "default" if missing else display_value(k, v)
-        if k in _BOOL_WORDS and text in ("True", "False"):
-            parts.append(_BOOL_WORDS[k][text == "False"])
+        if k in _BOOL_WORDS and not missing:
+            parts.append(text)  # words of their own: "torus", "overlapped reduce"
         elif k in _SHORT:
             parts.append(_SHORT[k].format(text))
-        elif isinstance(v, str) and not text.replace(".", "").isdigit() and text not in ("True", "False"):
+        elif isinstance(v, str) and not text.replace(".", "").isdigit() and not _is_bool(v):
             parts.append(text)  # names speak for themselves
         else:
-            parts.append(f"{k}={text}")
+            parts.append(f"{_axis_label(k, unit=False)} {text}" if _is_bool(v) else f"{k}={text}")
     return ", ".join(parts)
 
 
@@ -277,7 +337,8 @@ def follows_x(rows, x):
         # name the rows by the fewest of the other parameters that tell their sequences apart
         sequences = {}
         for values, g in moving:
-            seq = tuple(_fmt(g.loc[g[x] == v, key].iloc[0]) if (g[x] == v).any() else "-" for v in xs)
+            seq = tuple(display_value(key, g.loc[g[x] == v, key].iloc[0]).removeprefix(f"{key} ")  # said once
+                        if (g[x] == v).any() else "-" for v in xs)
             sequences.setdefault(seq, values if isinstance(values, tuple) else (values,))
         # named when the rows differ: several sequences, or some rows whose value stays put
         named = len(sequences) > 1 or len(moving) < len(groups)
@@ -286,11 +347,11 @@ def follows_x(rows, x):
         texts = []
         for seq, vals in sequences.items():
             who = _label(by, tuple(vals[others.index(k)] for k in by)) + " " if by else ""
-            texts.append(who + ", ".join(seq))
+            texts.append(who + ("; " if any(", " in t for t in seq) else ", ").join(seq))
         parts.append(f"{_axis_label(key, unit=False)}: {'; '.join(texts)}")
     if not parts:
         return ""
-    where = ", ".join(_fmt(v) for v in xs)
+    where = ", ".join(display_value(x, v) for v in xs)
     return f"x also changes the {' and the '.join(parts)} (at {where} {_axis_label(x, unit=False)})"
 
 
@@ -315,3 +376,75 @@ def _series_label(keys, values, companions, group):
     if companions:
         label += f" ({', '.join(display_value(c, group[c].iloc[0]) for c in companions)})"
     return label
+
+
+MAX_NAMED = 3
+"""Most values of one parameter a title names; more are counted ("5 workloads")."""
+
+
+def _named(rows, key, plural):
+    """The values of *key* in *rows* as a title names them, in order of appearance; "" if none."""
+    import pandas as pd
+
+    if key not in rows.columns:
+        return ""
+    values = [v for v in rows[key].tolist() if isinstance(v, (list, tuple)) or not bool(pd.isna(v))]
+    names = list(dict.fromkeys(display_value(key, v) for v in values))
+    if len(names) > MAX_NAMED:
+        return f"{len(names)} {plural}"
+    return ", ".join(names)
+
+
+def _slices(rows):
+    """The slices of *rows*, smallest first: ``slice tpu-v3-512``, ``slices tpu-v3-32 to tpu-v3-2048 (4)``."""
+    import pandas as pd
+
+    if "topology" not in rows.columns:
+        return ""
+    known = rows.dropna(subset=["topology"])
+    size = next((c for c in ("chips", "cores", "replicas") if c in known.columns and known[c].notna().any()), None)
+    if size is not None:
+        known = known.assign(_size=pd.to_numeric(known[size], errors="coerce")).sort_values("_size", kind="stable")
+    names = list(dict.fromkeys(display_value("topology", v) for v in known["topology"]))
+    if not names:
+        return ""
+    if len(names) <= 2:
+        return f"slice{'s' if len(names) > 1 else ''} {', '.join(names)}"
+    return f"slices {names[0]} to {names[-1]} ({len(names)})"
+
+
+def what_ran(rows):
+    """What a figure's *rows* ran, for its title: workload, optimizer, chip and slice, e.g.
+    ``transformer-big with adam; chip tpu-v3, slices tpu-v3-32 to tpu-v3-2048 (4)`` (a heatmap
+    named neither optimizer nor chip, and a reader of a design doc could not tell what it was of)."""
+    workloads = _named(rows, "workload", "workloads")
+    optimizers = _named(rows, "optimizer", "optimizers")
+    chips = _named(rows, "chip", "chips")
+    slices = _slices(rows)
+    head = " with ".join(t for t in (workloads, optimizers) if t)
+    tail = ", ".join(t for t in ((f"chip {chips}" if chips and "," not in chips and " " not in chips
+                                  else f"chips {chips}" if chips else ""), slices) if t)
+    return "; ".join(t for t in (head, tail) if t)
+
+
+def titled(title, rows):
+    """*title* with what its *rows* ran (:func:`what_ran`) on a line of its own."""
+    ran = what_ran(rows)
+    return "\n".join(t for t in (title, ran) if t)
+
+
+def set_title(ax, title, rows):
+    """Title *ax* with *title* and what its *rows* ran; a figure of several panels heads them with
+    *title* (kept as ``ax.wus_heading``) over what all of them ran."""
+    import textwrap
+
+    ax.wus_heading = title
+    # wrapped to the axes (about 0.55 em a character): the line of what ran is long
+    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    chars = max(30, int(width_pt / (0.55 * TITLE_PT)))
+    ran = textwrap.fill(what_ran(rows), chars)
+    ax.set_title("\n".join(t for t in (title, ran) if t))
+
+
+TITLE_PT = 11
+"""Font size of an axes' title (:data:`~.style.STYLE`'s ``axes.titlesize``)."""

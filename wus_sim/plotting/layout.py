@@ -13,7 +13,7 @@ a measured extent does not.
 import math
 import textwrap
 
-from .style import NO_VALUE_GID
+from .style import BAND_ATTRIBUTE, NO_VALUE_GID
 
 __all__ = ["place_legend", "fit_xtick_labels", "collisions", "fit_y_range", "data_y_range", "band_height",
            "LEGEND_RIGHT_MAX_FRACTION", "MIN_LABEL_GAP_PT", "MIN_WRAP_CHARS", "MIN_TICK_FONT_PT", "Y_MARGIN"]
@@ -178,10 +178,14 @@ whose range was the union of two panels' ranges with none to spare)."""
 
 
 def data_y_range(ax):
-    """``(lowest, highest)`` y of *ax*'s lines (positive ones on a log axis), without the crosses
-    of the no-value band; None if it has none."""
+    """``(lowest, highest)`` y of *ax*'s lines and of its 95 % bands (positive ones on a log axis),
+    without the crosses of the no-value band; None if it has none. The bands count: a range of
+    the lines alone cut the top of a band off (the step time's, on the LLM question)."""
     values = [float(v) for line in ax.lines if line.get_gid() != NO_VALUE_GID
-              for v in line.get_ydata() if v == v and (ax.get_yscale() != "log" or v > 0)]
+              for v in line.get_ydata() if v == v]
+    values += [float(v) for band in ax.collections if getattr(band, BAND_ATTRIBUTE, None)
+               for path in band.get_paths() for v in path.vertices[:, 1] if v == v]
+    values = [v for v in values if ax.get_yscale() != "log" or v > 0]
     return (min(values), max(values)) if values else None
 
 

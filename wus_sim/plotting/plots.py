@@ -4,12 +4,12 @@ from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..training.timeline.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
-from .labels import _axis_label, _label_keys, _numeric, _varying, _with
+from .labels import _axis_label, _label_keys, _numeric, _varying, _with, set_title
 from .layout import fit_y_range
 from .heatmap import (AGGREGATES, SPEEDUP_VALUES, AveragedCells, heatmap_averaged,  # noqa: F401 -- re-exported
                       heatmap_range, heatmap_title, heatmap_value_label, plot_heatmap)
 from .series import SeriesStyles, draw_series, label_no_value_band, strategy_variants
-from .style import NOT_OK_COLOR, _SPEEDUP_LINESTYLE, _STRATEGY_SHORT, _legend_outside, _log2_axis, spans_octaves
+from .style import NOT_OK_COLOR, _STRATEGY_SHORT, _legend_outside, _log2_axis, spans_octaves, strategy_style
 
 __all__ = ["BREAKDOWN_PARTS", "MEMORY_PARTS", "plot_speedup", "plot_breakdown", "plot_memory", "plot_heatmap",
            "plot_lines", "heatmap_range", "heatmap_title", "SPEEDUP_VALUES", "heatmap_averaged", "AveragedCells", "AGGREGATES"]
@@ -24,7 +24,7 @@ stacked again)."""
 # ----------------------------------------------------------------- plots
 def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None, title=None, styles=None):
     """Speedup of sharded (and fully-sharded) over replicated weight update vs *x* (replicas),
-    a line per *hue* (and strategy: solid sharded, dashed fully-sharded, when both are there).
+    a line per *hue* and strategy (each strategy its colour and marker, each series its line style).
 
     Draws the rows of every strategy but replicated with status ok; where a series has a
     point without a speedup (either strategy infeasible or failed) a cross in the band under
@@ -36,16 +36,14 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     rows = _with(df, [x, y])
     rows = rows[rows["strategy"].isin(STRATEGY_NAMES[1:])].dropna(subset=[x]).reset_index(drop=True)
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
-    variants = strategy_variants(STRATEGY_NAMES[1:], rows["strategy"], _SPEEDUP_LINESTYLE)
-    several = len(variants) > 1
+    strategies = strategy_variants(STRATEGY_NAMES[1:], rows["strategy"])
+    several = len(strategies) > 1
     keys = _series_keys(rows, hue, x, several)
     styles = styles or SeriesStyles()
-    lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=1.0, variants=variants,
+    lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=1.0, strategies=strategies,
                                                styles=styles, why=_speedup_reasons(df, rows, good))
     entries.append(_no_gain(ax))
-    marked = _if_replicated_fit(ax, rows, x, y, keys, styles)
-    if marked is not None:
-        entries.append(marked)
+    entries += _if_replicated_fit(ax, rows, x, y, keys, styles, several)
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
     fit_y_range(ax)
@@ -54,33 +52,48 @@ def plot_speedup(ax, df, *, x="replicas", y="speedup", hue="workload", logx=None
     what = "sharded" if not several else "sharded (shd) and fully-sharded (fsd)"
     ax.set_ylabel(f"speedup = replicated / {'sharded' if not several else 'strategy'} step time" if y == "speedup"
                   else _axis_label(y))
-    ax.set_title(title or f"Speedup of {what} over replicated weight update")
+    set_title(ax, title or f"Speedup of {what} over replicated weight update", rows)
     _legend_outside(ax, entries, title=legend_title)
     return lines
 
 
-def _if_replicated_fit(ax, rows, x, y, keys, styles):
-    """Hollow markers, in each series' colour and marker, at ``speedup_if_replicated_fit``
-    where the speedup is empty because replicated does not fit in HBM: a hypothetical, drawn
-    apart from the lines (no line joins them) and named so in the legend. Returns its legend
-    entry, or None when there is none."""
-    from matplotlib.lines import Line2D
-
+def _if_replicated_fit(ax, rows, x, y, keys, styles, several):
+    """Hollow markers, in each line's colour and its strategy's marker, at
+    ``speedup_if_replicated_fit`` where the speedup is empty because replicated does not fit in
+    HBM: a hypothetical, drawn apart from the lines (no line joins them) and named so in the
+    legend, once per strategy (a square for sharded, a triangle for fully-sharded: both were one
+    hollow circle). Returns the legend entries."""
     col = "speedup_if_replicated_fit"
     if y != "speedup" or col not in rows.columns or not len(rows):
-        return None
+        return []
     marked = rows[rows[y].isna() & rows[col].notna()]
     if marked.empty or not _numeric(marked[x]):
-        return None
-    groups = marked.groupby(list(keys), dropna=False, sort=False) if keys else [((), marked)]
-    for values, group in groups:
-        values = values if isinstance(values, tuple) else (values,)
-        style = styles.style(keys, values)
-        ax.plot(group[x].astype(float), group[col].astype(float), linestyle="none", marker=style["marker"],
-                markersize=7, markerfacecolor="none", markeredgecolor=style["color"], markeredgewidth=1.4,
-                zorder=4, label="_if replicated fit", gid="if-replicated-fit")
-    handle = Line2D([], [], marker="o", linestyle="none", markerfacecolor="none", markeredgecolor="0.15")
-    return "if replicated fit in HBM (capacity ignored)", handle
+        return []
+    return _hollow_points(ax, marked, x, col, keys, styles, 1.0, gid="if-replicated-fit",
+                          label="if replicated fit in HBM (capacity ignored)", several=several)
+
+
+def _hollow_points(ax, rows, x, y, keys, styles, scale, *, gid, label, several):
+    """Hollow markers at *rows*' *y* (x *scale*), each in its series' colour and its strategy's
+    marker; returns one legend entry per strategy drawn ("LABEL: sharded" when *several*)."""
+    from matplotlib.lines import Line2D
+
+    styles = styles or SeriesStyles()
+    drawn = {}
+    for strategy, by_strategy in rows.groupby("strategy", sort=False) if "strategy" in rows.columns \
+            else [(None, rows)]:
+        groups = by_strategy.groupby(list(keys), dropna=False, sort=False) if keys else [((), by_strategy)]
+        for values, group in groups:
+            values = values if isinstance(values, tuple) else (values,)
+            look = styles.look(keys, values, strategy)
+            ax.plot(group[x].astype(float), group[y].astype(float) * scale, linestyle="none", marker=look["marker"],
+                    markersize=7, markerfacecolor="none", markeredgecolor=look["color"], markeredgewidth=1.4,
+                    zorder=4, label=f"_{label}", gid=gid)
+        drawn[strategy] = strategy_style(strategy)
+    return [(label + (f": {strategy}" if several and strategy else ""),
+             Line2D([], [], marker=style.marker, linestyle="none", markerfacecolor="none",
+                    markeredgecolor=style.colour, markeredgewidth=1.4))
+            for strategy, style in drawn.items()]
 
 
 def _speedup_reasons(df, rows, good):
@@ -146,7 +159,7 @@ def plot_breakdown(ax, df, *, by=None, parts=BREAKDOWN_PARTS, title=None, annota
     _strategy_ticks(ax, bars)
     ax.set_ylim(0, max(_bar_tops(containers), default=1.0) * 1.12)
     ax.set_ylabel("step time [ms]")
-    ax.set_title(title or f"Step-time breakdown: {_strategies_named(bars)} update")
+    set_title(ax, title or f"Step-time breakdown: {_strategies_named(bars)} update", rows)
     _legend_outside(ax, reverse=True)
     return containers
 
@@ -187,7 +200,7 @@ def plot_memory(ax, df, *, by=None, parts=MEMORY_PARTS, title=None, capacity=Tru
     tops = _bar_tops(containers) + peaks + ([hbm] if hbm else [])
     ax.set_ylim(0, max(tops, default=1.0) * 1.1)
     ax.set_ylabel("memory per replica [GiB]")
-    ax.set_title(title or f"Per-replica memory: {_strategies_named(bars)}")
+    set_title(ax, title or f"Per-replica memory: {_strategies_named(bars)}", rows)
     _legend_outside(ax, reverse=True)
     return containers
 
@@ -211,8 +224,8 @@ def _hatch_not_ok(ax, positions, peaks, rows):
 
 def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAMES, logx=None,
                logy=False, title=None, styles=None):
-    """*y* vs *x*, one line per *hue* group and strategy (solid replicated, dashed sharded,
-    dotted fully-sharded).
+    """*y* vs *x*, one line per *hue* group and strategy (each strategy its colour and marker,
+    each series its line style).
 
     Rows that could not run (status not ok) are crosses in the band under the data, a row
     per series and strategy, named (:mod:`~.series`); rows that ran without a *y* (the
@@ -235,9 +248,10 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
     good = (rows["status"] == "ok") & rows[y].notna() if "status" in rows.columns else rows[y].notna()
     why = _speedup_reasons(df, rows, good) if y == "speedup" else None
     _, scale = column_label(y)
-    variants = strategy_variants(strategies, rows["strategy"])
-    keys = _series_keys(rows, hue, x, len(variants) > 1)
-    lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=scale, variants=variants,
+    drawn = strategy_variants(strategies, rows["strategy"])
+    keys = _series_keys(rows, hue, x, len(drawn) > 1)
+    styles = styles or SeriesStyles()
+    lines, entries, legend_title = draw_series(ax, rows, good, x, y, keys, scale=scale, strategies=drawn,
                                                styles=styles, why=why)
     if len(rows) and _numeric(rows[x]) and (spans_octaves(rows[x]) if logx is None else logx):
         _log2_axis(ax, rows[x].astype(float))
@@ -245,14 +259,19 @@ def plot_lines(ax, df, *, x, y="step_time_s", hue=None, strategies=STRATEGY_NAME
         _plain_log_y(ax)
     if y == "speedup":
         entries.append(_no_gain(ax))
-    entries += _draw_over_capacity(ax, needs, x, y, keys, styles, variants, scale)
+    entries += _draw_over_capacity(ax, needs, x, y, keys, styles, len(drawn) > 1, scale)
     fit_y_range(ax)
     label_no_value_band(ax)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
-    ax.set_title(title or f"{_axis_label(y, unit=False).capitalize()} vs {_axis_label(x, unit=False)}")
+    set_title(ax, title or f"{_sentence(_axis_label(y, unit=False))} vs {_axis_label(x, unit=False)}", rows)
     _legend_outside(ax, entries, title=legend_title)
     return lines
+
+
+def _sentence(text):
+    """*text* with a capital first letter, the rest as written ("MFU", not "Mfu")."""
+    return text[:1].upper() + text[1:]
 
 
 def _over_capacity_rows(rows, y):
@@ -264,23 +283,15 @@ def _over_capacity_rows(rows, y):
     return rows[(rows["status"] == "infeasible") & rows[y].notna()]
 
 
-def _draw_over_capacity(ax, needs, x, y, keys, styles, variants, scale):
-    """Hollow markers at what the rows of *needs* would need, in each series' colour and marker,
-    and a dashed line at each HBM capacity per replica; returns their legend entries."""
+def _draw_over_capacity(ax, needs, x, y, keys, styles, several, scale):
+    """Hollow markers at what the rows of *needs* would need, in each series' colour and its
+    strategy's marker, and a dashed line at each HBM capacity per replica; returns their legend entries."""
     from matplotlib.lines import Line2D
 
     if needs.empty or not _numeric(needs[x]):
         return []
-    styles = styles or SeriesStyles()
-    groups = needs.groupby(list(keys), dropna=False, sort=False) if keys else [((), needs)]
-    for values, group in groups:
-        values = values if isinstance(values, tuple) else (values,)
-        style = styles.style(keys, values)
-        ax.plot(group[x].astype(float), group[y].astype(float) * scale, linestyle="none", marker=style["marker"],
-                markersize=7, markerfacecolor="none", markeredgecolor=style["color"], markeredgewidth=1.4,
-                zorder=4, label="_does not fit", gid="does-not-fit")
-    entries = [("does not fit in HBM: what it would need", Line2D([], [], marker="o", linestyle="none",
-                                                                 markerfacecolor="none", markeredgecolor="0.15"))]
+    entries = _hollow_points(ax, needs, x, y, keys, styles, scale, gid="does-not-fit",
+                             label="does not fit in HBM: what it would need", several=several)
     if "hbm_bytes" in needs.columns:
         for hbm in sorted(needs["hbm_bytes"].dropna().unique()):
             ax.axhline(float(hbm) * scale, color=NOT_OK_COLOR, linestyle="--", linewidth=1.0, zorder=1)

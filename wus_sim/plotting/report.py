@@ -13,7 +13,8 @@ and clip paths never resolve to another's), so it opens offline, from an e-mail 
 import html
 import re
 
-__all__ = ["render_report", "write_report", "REPORT_NAME", "TABLE_COLUMNS"]
+__all__ = ["render_report", "write_report", "reproduce_command", "files_read", "REPORT_NAME", "TABLE_COLUMNS",
+           "ENV_PREFIX"]
 
 REPORT_NAME = "report.html"
 """The page's file name in the run folder."""
@@ -34,6 +35,55 @@ th { text-align: left; background: #f5f5f5; position: sticky; top: 0; } td.num {
 tr.not-ok td { color: #b03030; } pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 .note { color: #555; }
 """
+
+
+ENV_PREFIX = "WUS_SIM_"
+"""Environment variables a run reads start so (the search paths: ``WUS_SIM_TOPOLOGY_PATH``,
+``WUS_SIM_WORKLOAD_PATH``, ``WUS_SIM_OPTIMIZER_PATH``)."""
+
+
+def reproduce_command(argv, environ):
+    """The shell line that reproduces a run of ``argv`` (``["wus-sim", "run", ...]``): every
+    ``WUS_SIM_*`` variable *environ* sets, in front, then the command, each word quoted for a
+    POSIX shell. Without the variable a user topology's name is an unknown topology: the line
+    left out WUS_SIM_TOPOLOGY_PATH and did not reproduce."""
+    import shlex
+
+    env = [f"{name}={shlex.quote(value)}" for name, value in sorted(environ.items())
+           if name.startswith(ENV_PREFIX) and value]
+    return " ".join(env + [shlex.quote(str(word)) for word in argv])
+
+
+def files_read(experiment, *, reduced=False, limit=None):
+    """The files outside the installed package a run of *experiment* reads: the experiment file,
+    and the workload, topology, optimizer, calibration and chips files its points name or find on
+    the search paths (:func:`~wus_sim.experiments.runner.user_files`, the files the results'
+    model fingerprint hashes). The package's own files come with its version."""
+    from pathlib import Path
+
+    from ..experiments.runner import user_files
+    from ..inputs.shipped import PACKAGE_DIR
+
+    points = [{key: value} for key in ("workload", "topology", "optimizer", "calibration")
+              for value in experiment.values_of(key, reduced=reduced, limit=limit) if isinstance(value, str)]
+    found = [Path(experiment.file)] if getattr(experiment, "file", None) else []
+    found += user_files(points)
+    out = []
+    for path in found:
+        resolved = Path(path).resolve()
+        if PACKAGE_DIR.resolve() in resolved.parents or resolved in out or not resolved.is_file():
+            continue
+        out.append(resolved)
+    return out
+
+
+def _digest(path):
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    except OSError as exc:
+        return f"unreadable now: {exc.strerror}"
 
 
 def _e(text):
@@ -109,13 +159,14 @@ def _not_ok(frame):
 
 
 def render_report(experiment, frame, *, figures=(), skipped=(), resolved=None, calibration_lines=(),
-                  command="", summary="", version=""):
+                  command="", summary="", version="", files=()):
     """The page as a string.
 
     *figures*: ``[(plot name, kind, SVG text)]``; *skipped*: ``[(plot name, why)]``; *resolved*:
     the run's resolved configuration (YAML text); *calibration_lines*: the model-error lines of
-    each calibration the points used; *command*: what reproduces the run; *summary*: one line
-    of counts and time.
+    each calibration the points used; *command*: what reproduces the run (:func:`reproduce_command`);
+    *files*: the files outside the package it read (:func:`files_read`), listed with a digest of
+    each; *summary*: one line of counts and time.
     """
     swept = [k for k in experiment.swept_keys() if k != "strategy"]
     title = f"wus-sim: {experiment.name}"
@@ -183,8 +234,16 @@ def render_report(experiment, frame, *, figures=(), skipped=(), resolved=None, c
     out.append("</tbody></table></section>")
 
     out.append('<section id="reproduce"><h2>How to reproduce</h2>')
-    out.append(f"<pre>{_e(command)}</pre><p class=\"note\">The same wus-sim version and calibration give the "
-               "same numbers; config.resolved.yaml (below) spells out every default the points ran with.</p>")
+    out.append(f'<pre id="reproduce-command">{_e(command)}</pre><p class="note">The same wus-sim version and '
+               "calibration give the same numbers; config.resolved.yaml (below) spells out every default the "
+               "points ran with.</p>")
+    if files:
+        out.append('<p>The files it read besides the package\'s own (sha256, first 12 digits; the same files give '
+                   'the same numbers):</p><ul id="files-read">')
+        out.extend(f"<li><code>{_e(path)}</code> ({_e(_digest(path))})</li>" for path in files)
+        out.append("</ul>")
+    else:
+        out.append('<p class="note" id="files-read">It read no file besides the package\'s own.</p>')
     out.append("</section>")
     if resolved:
         out.append(f'<section id="config"><h2>Resolved configuration</h2><pre>{_e(resolved)}</pre></section>')

@@ -1,171 +1,193 @@
 """Series of the line plots: how each looks, the legend that says so, and its points without a value.
 
-A series is the rows that share the values of its keys (``hue``). Each strategy drawn
-(replicated, sharded, fully-sharded) is a variant of a series: same colour and marker, its
-own line style, and one legend entry per strategy rather than its name repeated in every
-series' label ("..., replicated (adam, 2048), rep" said the strategy twice).
+A series is the rows that share the values of its keys (``hue``); each strategy drawn
+(replicated, sharded, fully-sharded) draws a line of it. A strategy has its own colour and
+marker in every figure (:data:`~.style.STRATEGY_STYLES`); a series has its own line style and
+a shade of its strategy's colour (:func:`~.style.series_look`), the same in every panel and for
+every strategy. The legend says so once: one entry per series (its line style, in grey when
+several strategies are drawn, else as drawn) and one per strategy (its colour and marker).
 
-Why, past ten series, colours go by all keys but one and markers by that one: ten colours
-are as many as stay apart (matplotlib's tab10). Cycling them gave the eleventh series the
-first one's blue with another marker, and readers took the two blues for one series
-(whatif_failed_links' 12 series: workload x topology x seed). Split, each colour means one
-thing (a workload on a topology) and each marker one thing (a seed), and the legend lists
-4 colours and 3 markers instead of 12 combinations.
+Why the strategy owns the colour: a reader of a design doc compares strategies first ("is
+sharded faster?"); colours per series and line styles per strategy drew sharded and
+fully-sharded as the same hollow circle wherever a point was a what-if marker, and told the
+strategies apart only by a dash pattern. Why shade and dash both for a series: five dashes and
+four shades are coprime, so the first 20 series of a strategy all look different, and the
+first four differ twice over.
 
 Points without a value (the strategy does not fit in memory, or the point failed) are crosses
 in a grey band under the data, one row per series and strategy, each row named in its
 series' colour ("does not fit: transformer-big, replicated"). They used to be crosses at a
-made-up height inside the data (paper_speedup's red cross read as a speedup of 1.05), in
-the series' colour only, so a reader could neither tell them from values nor tell which
-strategy of the series had failed. The y range leaves the band free of data
+made-up height inside the data (paper_speedup's red cross read as a speedup of 1.05), so a
+reader could not tell them from values. The y range leaves the band free of data
 (:func:`~.layout.fit_y_range`).
 
+A series' 95 % band (``{y}_low``..``{y}_high``) is a light fill in its colour behind the lines
+(:data:`BAND_ZORDER`), inside the y range (the range includes it), named by its kind:
+"calibration" where the calibration's fit covers the point, "extrapolated" where it does not
+(:func:`band_kind`), hatched so that the two read apart without the legend.
+
 A figure of several panels passes one :class:`SeriesStyles` to all of them, so a series
-keeps its colour and marker in every panel even where another panel lacks some series.
+keeps its look in every panel even where another panel lacks some series.
 """
 
 from typing import NamedTuple
 
 from .labels import _axis_label, _companions, _groups, _label, _numeric, _series_label
-from .style import (
-    INFEASIBLE_MARKER, NO_VALUE_BAND_COLOR, NO_VALUE_GID, SERIES_COLORS, SERIES_MARKERS, _STRATEGY_LINESTYLE,
-)
+from .style import INFEASIBLE_MARKER, NO_VALUE_BAND_COLOR, NO_VALUE_GID, SERIES_DASHES, series_look, strategy_style
 
 __all__ = ["SeriesStyles", "draw_series", "strategy_variants", "label_no_value_band", "place_no_value_labels",
-           "coinciding_series", "coincide_note", "STRATEGY_KEY_COLOR", "BAND_ROW", "MAX_BAND_ROWS", "BAND_LABEL_PAD_PT"]
+           "coinciding_series", "coincide_note", "band_kind", "STRATEGY_KEY_COLOR", "BAND_ROW", "MAX_BAND_ROWS",
+           "BAND_LABEL_PAD_PT", "BAND_ALPHA", "BAND_ZORDER", "LINE_ZORDER"]
 
 STRATEGY_KEY_COLOR = "0.3"
-"""Colour of the legend's line-style entries (a strategy is a style, not a colour)."""
+"""Colour of the legend's series entries when several strategies are drawn (a series is a
+line style there, not a colour)."""
+LINE_ZORDER = 2.5
+"""Layer of the series' lines: above their bands and the grid."""
 
 
 class SeriesStyles:
-    """Colour and marker of every series of one figure (see the module)."""
+    """The look of every series of one figure: the order it was first drawn in (see the module)."""
 
     def __init__(self):
-        self.marker_key = None
-        """The key whose values the markers show when colours go by the other keys (None: one
-        colour and marker per series); decided by the first panel drawn."""
-        self.decided = False
-        self._colours = {}
-        self._markers = {}
+        self._index = {}
 
-    def plan(self, keys, series):
-        """Decide, on the first call, whether *series* (value tuples of *keys*) are too many for a colour each."""
-        if self.decided:
-            return
-        self.decided = True
-        if len(series) <= len(SERIES_COLORS):
-            return
-        for i in reversed(range(len(keys))):
-            marks = {values[i] for values in series}
-            colours = {values[:i] + values[i + 1:] for values in series}
-            if len(marks) <= len(SERIES_MARKERS) and len(colours) <= len(SERIES_COLORS):
-                self.marker_key = keys[i]
-                return
+    def index(self, keys, values):
+        """Place of the series with *values* of *keys* among the figure's series (new ones go last)."""
+        return self._index.setdefault((tuple(keys), tuple(values)), len(self._index))
 
-    def split(self, keys):
-        """Whether the series of *keys* take colours from some keys and markers from another."""
-        return self.marker_key is not None and self.marker_key in keys and len(keys) > 1
-
-    def parts(self, keys, values):
-        """``(colour keys, their values, marker value or None)`` of one series."""
-        if not self.split(keys):
-            return list(keys), tuple(values), None
-        i = list(keys).index(self.marker_key)
-        return [k for k in keys if k != self.marker_key], tuple(values[:i] + values[i + 1:]), values[i]
-
-    def style(self, keys, values):
-        """``{"color", "marker"}`` of the series with *values* of *keys*; new series take the next free ones."""
-        colour_keys, colour_values, mark = self.parts(keys, tuple(values))
-        c = self._colours.setdefault((tuple(colour_keys), colour_values), len(self._colours))
-        m = c if mark is None else self._markers.setdefault(mark, len(self._markers))
-        return {"color": SERIES_COLORS[c % len(SERIES_COLORS)], "marker": SERIES_MARKERS[m % len(SERIES_MARKERS)]}
+    def look(self, keys, values, strategy):
+        """``{"color", "marker", "linestyle"}`` of that series' line of *strategy*."""
+        return series_look(strategy, self.index(keys, values))
 
 
-def draw_series(ax, rows, good, x, y, keys, *, scale, variants=((None, "-"),), styles=None, why=None):
-    """One line per series of *keys* and variant through its *good* rows; the other rows are
+def draw_series(ax, rows, good, x, y, keys, *, scale, strategies=(None,), styles=None, why=None):
+    """One line per series of *keys* and strategy through its *good* rows; the other rows are
     crosses in the band under the data (their reason: *why*, a Series over *rows*; default
     "does not fit" for status infeasible, else the status).
 
-    *variants*: ``(strategy or None, linestyle)``; a series' variants share its colour and
-    marker (*styles*, a :class:`SeriesStyles`; default: one for this axes alone). Returns the
-    lines, the legend entries ``[(label, handle)]`` (the series, or split their colours then
-    their markers; then the strategies' line styles when there are several; then the cross
-    when one was drawn) and the legend's title. Call :func:`label_no_value_band` once the x
-    axis is final."""
+    *strategies*: those drawn (None: the rows are one strategy's, or have none); each line takes
+    its colour and marker from its strategy and its line style from its series (*styles*, a
+    :class:`SeriesStyles`; default: one for this axes alone). Returns the lines, the legend
+    entries ``[(label, handle)]`` (the series; then the strategies when there are several; then
+    the bands by kind; then the cross when one was drawn) and the legend's title. Call
+    :func:`label_no_value_band` once the x axis is final."""
     from matplotlib.lines import Line2D
 
     styles = styles or SeriesStyles()
     if why is None:
         why = _reasons(rows)
     groups = _groups(rows, keys)
-    styles.plan(keys, [values if isinstance(values, tuple) else (values,) for values, _ in groups])
-    split = styles.split(keys)
-    colour_keys = styles.parts(keys, (None,) * len(keys))[0] if split else keys
-    companions = _companions(rows, colour_keys, exclude=(x,))
-    several = len(variants) > 1
-    lines, missing = [], []
-    banded = False
-    colour_entries, marker_entries = {}, {}
+    companions = _companions(rows, keys, exclude=(x,))
+    several = len(strategies) > 1
+    lines, missing, bands = [], [], {}
+    series_entries = {}
     for values, group in groups:
         values = values if isinstance(values, tuple) else (values,)
-        style = styles.style(keys, values)
+        i = styles.index(keys, values)
         label = _series_label(keys, values, companions, group) if keys else ""
-        if split:
-            ckeys, cvalues, mark = styles.parts(keys, values)
-            colour_entries.setdefault(_series_label(ckeys, cvalues, companions, group),
-                                      Line2D([], [], color=style["color"], linewidth=1.8))
-            marker_entries.setdefault(_label([styles.marker_key], (mark,)),
-                                      Line2D([], [], color=STRATEGY_KEY_COLOR, marker=style["marker"],
-                                             linestyle="none", markersize=5))
-        elif keys:  # without keys the one series needs no entry: its strategies have theirs
-            colour_entries.setdefault(label, Line2D([], [], linewidth=1.8, markersize=5, **style))
-        for strategy, linestyle in variants:
+        if keys and several:
+            series_entries.setdefault(label, Line2D([], [], color=STRATEGY_KEY_COLOR, linewidth=1.8,
+                                                    linestyle=SERIES_DASHES[i % len(SERIES_DASHES)]))
+        elif keys:  # without keys the one series needs no entry: the title names its strategy
+            series_entries.setdefault(label, Line2D([], [], linewidth=1.8, markersize=5,
+                                                    **series_look(strategies[0], i)))
+        for strategy in strategies:
             part = group if strategy is None else group[group["strategy"] == strategy]
             if part.empty:
                 continue
+            look = series_look(strategy, i)
             ok = part[good.loc[part.index]].sort_values(x)
             name = ", ".join(t for t in (label, strategy if several or not keys else None) if t) or "all"
-            (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linestyle=linestyle, linewidth=1.8,
-                              markersize=5, label=name, **style)
+            (line,) = ax.plot(_xvalues(ok[x]), ok[y].astype(float) * scale, linewidth=1.8, markersize=5,
+                              label=name, zorder=LINE_ZORDER, **look)
             line.series_label, line.strategy = label, strategy  # for coinciding_series
             lines.append(line)
-            banded = banded | _draw_band(ax, ok, x, y, scale, style["color"])
+            for kind in _draw_band(ax, ok, x, y, scale, look["color"]):
+                bands.setdefault((strategy, kind), look["color"] if not keys or not several
+                                 else strategy_style(strategy).colour)
             bad = part[~good.loc[part.index] & why.loc[part.index].notna()]
             for reason, points in bad.groupby(why.loc[bad.index], sort=False):
-                missing.append(_Missing(reason, label, strategy if several else None, style["color"],
+                missing.append(_Missing(reason, label, strategy if several else None, look["color"],
                                         tuple(_xvalues(points[x]))))
-    entries = list(colour_entries.items()) + list(marker_entries.items())
+    entries = list(series_entries.items())
     if several:
-        entries += [(strategy, Line2D([], [], color=STRATEGY_KEY_COLOR, linestyle=linestyle, linewidth=1.8))
-                    for strategy, linestyle in variants if (rows["strategy"] == strategy).any()]
-    if banded:
-        from matplotlib.patches import Patch
-
-        entries.append(("shaded: 95% band (calibration)", Patch(color=STRATEGY_KEY_COLOR, alpha=BAND_ALPHA, linewidth=0)))
+        entries += [(strategy, Line2D([], [], color=strategy_style(strategy).colour, marker=strategy_style(strategy).marker,
+                                      linewidth=1.8, markersize=5))
+                    for strategy in strategies if (rows["strategy"] == strategy).any()]
+    entries += band_entries(bands, several)
     if missing:
         _draw_no_value_band(ax, _band_rows(missing))
         entries.append(("no value (does not fit, or failed)", Line2D(
             [], [], linestyle="none", marker=INFEASIBLE_MARKER, color=STRATEGY_KEY_COLOR, markeredgewidth=1.8)))
-    return lines, entries, _legend_title(rows, colour_keys, companions)
+    return lines, entries, _legend_title(rows, keys, companions)
 
 
-BAND_ALPHA = 0.18
+BAND_ALPHA = 0.15
 """Opacity of a series' band: light enough that crossing bands and the lines stay readable."""
+BAND_ZORDER = 1.7
+"""Layer of the bands: above the grid and the no-value band, below every line (:data:`LINE_ZORDER`)."""
+BAND_HATCH = {"calibration": None, "extrapolated": "////"}
+"""Hatching of a band by its kind: an extrapolated band is hatched, so it reads apart unnamed."""
+
+
+def band_kind(row):
+    """What the band of a results *row* covers: ``"calibration"`` where the calibration's fit
+    covers the point (``band_kind`` says calibration and the point is inside the range the
+    calibration was checked on), else ``"extrapolated"`` (``band_kind`` says so, or
+    ``inside_validated_range`` is false: the band moves fitted values to a point no fit saw)."""
+    kind = row.get("band_kind")
+    inside = row.get("inside_validated_range")
+    if isinstance(kind, str) and kind == "extrapolated":
+        return "extrapolated"
+    if inside is False or (isinstance(inside, str) and inside.lower() == "false"):
+        return "extrapolated"
+    try:
+        if inside is not None and inside == inside and not bool(inside):
+            return "extrapolated"
+    except (TypeError, ValueError):
+        pass
+    return "calibration"
+
+
+def band_entries(bands, several):
+    """Legend entries of the bands drawn: *bands* ``{(strategy, kind): colour}``; one entry per kind
+    (and strategy, when *several* are drawn), filled and hatched as drawn."""
+    from matplotlib.patches import Patch
+
+    out = []
+    for (strategy, kind), colour in bands.items():
+        label = f"95 % band ({kind})" + (f": {strategy}" if several and strategy else "")
+        out.append((label, Patch(facecolor=colour, alpha=BAND_ALPHA * 2 if BAND_HATCH[kind] else BAND_ALPHA * 1.5,
+                                 edgecolor=colour, hatch=BAND_HATCH[kind], linewidth=0)))
+    return out
 
 
 def _draw_band(ax, ok, x, y, scale, color):
-    """Shade *ok*'s ``{y}_low``-``{y}_high`` (the calibration's 95 % band) in the series' colour;
-    whether anything was drawn."""
+    """Shade *ok*'s ``{y}_low``-``{y}_high`` (the 95 % band) in the series' colour, one fill per
+    kind (:func:`band_kind`); the kinds drawn, in order."""
     low, high = f"{y}_low", f"{y}_high"
     if low not in ok.columns or high not in ok.columns:
-        return False
+        return []
     band = ok[ok[low].notna() & ok[high].notna()]
     if band.empty:
-        return False
-    ax.fill_between(_xvalues(band[x]), band[low].astype(float) * scale, band[high].astype(float) * scale,
-                    color=color, alpha=BAND_ALPHA, linewidth=0)
-    return True
+        return []
+    kinds = [band_kind(row) for _, row in band.iterrows()]
+    drawn = []
+    for kind in dict.fromkeys(kinds):
+        mask = [k == kind for k in kinds]
+        xs = _xvalues(band[x])
+        if sum(mask) == 1:  # one point of its kind: a bar at it (a fill of one point has no width)
+            j = mask.index(True)
+            bar = ax.vlines([xs.iloc[j]], float(band[low].iloc[j]) * scale, float(band[high].iloc[j]) * scale,
+                            colors=color, alpha=2 * BAND_ALPHA, linewidth=6, zorder=BAND_ZORDER)
+            bar.band_kind = kind
+        poly = ax.fill_between(xs, band[low].astype(float) * scale, band[high].astype(float) * scale,
+                               where=mask, color=color, alpha=BAND_ALPHA, linewidth=0, zorder=BAND_ZORDER,
+                               hatch=BAND_HATCH[kind], edgecolor=color if BAND_HATCH[kind] else "none")
+        poly.band_kind = kind
+        drawn.append(kind)
+    return drawn
 
 
 def _reasons(rows):
@@ -363,13 +385,10 @@ def _grow_x_right(ax, share):
     ax.set_xticks(ticks)  # the values' ticks, not new ones in the room made for a name
 
 
-def strategy_variants(strategies, present, linestyles=_STRATEGY_LINESTYLE):
-    """``(strategy, linestyle)`` of each of *strategies* in *present*: each its own style when
-    there are several (*linestyles*), solid when one."""
+def strategy_variants(strategies, present):
+    """The *strategies* found in *present*, in order (``[None]`` when none is)."""
     drawn = [s for s in strategies if s in set(present)]
-    if len(drawn) <= 1:
-        return [(s, "-") for s in drawn] or [(None, "-")]
-    return [(s, linestyles[s]) for s in drawn]
+    return drawn or [None]
 
 
 def _xvalues(column):

@@ -1,10 +1,11 @@
-"""How saved plots look: rcParams, series colours and markers, legends outside the axes, log2 axes."""
+"""How saved plots look: rcParams, the strategies' colours and markers, series' line styles, legends outside the axes, log2 axes."""
 
 import math
+from typing import NamedTuple
 
 from .labels import _fmt
 
-__all__ = ["STYLE", "SERIES_COLORS", "SERIES_MARKERS", "series_style", "spans_octaves"]
+__all__ = ["STYLE", "STRATEGY_STYLES", "StrategyStyle", "SERIES_DASHES", "strategy_style", "series_look", "spans_octaves"]
 
 
 _PART_COLORS = {
@@ -14,11 +15,54 @@ _PART_COLORS = {
     "mem_padding_bytes": "#937860", "mem_activations_bytes": "#55A868",
     "mem_collective_buffers_bytes": "#BBBBBB",
 }
-_STRATEGY_SHORT = {"replicated": "rep", "sharded": "shd", "fully-sharded": "fsd"}
-_STRATEGY_LINESTYLE = {"replicated": "-", "sharded": "--", "fully-sharded": ":"}
-"""Line style of each strategy where several share a series' colour (:func:`~.plots.plot_lines`)."""
-_SPEEDUP_LINESTYLE = {"sharded": "-", "fully-sharded": "--"}
-"""The same in a speedup plot, which has no replicated line: sharded, the paper's, stays solid."""
+
+
+class StrategyStyle(NamedTuple):
+    """How one update strategy looks in every plot (lines, markers, bands, bar labels)."""
+
+    colour: str
+    """Its colour: its lines, markers, band and bar labels."""
+    marker: str
+    """Its marker, on every point of its lines and on its hollow what-if points."""
+    shades: tuple
+    """Colours of its series when there are several, the first its own :attr:`colour`: all of
+    one hue, so a strategy reads as one colour however many series it draws."""
+    short: str
+    """Its name under a bar."""
+
+
+STRATEGY_STYLES = {
+    "replicated": StrategyStyle("#1f77b4", "o", ("#1f77b4", "#08306b", "#6baed6", "#4a6fa5"), "rep"),
+    "sharded": StrategyStyle("#e6550d", "s", ("#e6550d", "#7f2704", "#fd9a4e", "#b8540f"), "shd"),
+    "fully-sharded": StrategyStyle("#2ca02c", "^", ("#2ca02c", "#00441b", "#74c476", "#4d8a3a"), "fsd"),
+}
+"""The one style table of the strategies: every plot takes a strategy's colour and marker from
+here, so replicated is a blue circle, sharded an orange square and fully-sharded a green
+triangle in every figure (a mesh point runs one of these, and is drawn as it). Why colour and
+marker both: the speedup plot drew sharded and fully-sharded as the same hollow circle, told
+apart by a dash pattern a reader had to find in the legend; a series (a workload, a slice) is
+told apart by its line style and shade instead (:data:`SERIES_DASHES`)."""
+NO_STRATEGY_STYLE = StrategyStyle("#6a3d9a", "D", ("#6a3d9a", "#3f007d", "#9e9ac8", "#807dba"), "all")
+"""The style of rows without a strategy (a results table of another tool)."""
+_STRATEGY_SHORT = {name: style.short for name, style in STRATEGY_STYLES.items()}
+SERIES_DASHES = ("-", "--", ":", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5)))
+"""Line styles of a strategy's series, in order. Series *i* gets dash ``i % 5`` and shade
+``i % 4`` of its strategy: five and four are coprime, so no two of the first 20 series of a
+strategy look alike, and the first four differ in both."""
+
+
+def strategy_style(strategy):
+    """The :class:`StrategyStyle` of *strategy* (None or an unknown name: :data:`NO_STRATEGY_STYLE`)."""
+    return STRATEGY_STYLES.get(strategy, NO_STRATEGY_STYLE)
+
+
+def series_look(strategy, i):
+    """``{"color", "marker", "linestyle"}`` of the *i*-th series of *strategy* (see :data:`SERIES_DASHES`)."""
+    style = strategy_style(strategy)
+    return {"color": style.shades[i % len(style.shades)], "marker": style.marker,
+            "linestyle": SERIES_DASHES[i % len(SERIES_DASHES)]}
+
+
 STYLE = {
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
     "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
@@ -26,13 +70,6 @@ STYLE = {
 }
 """matplotlib rcParams of the saved plots (``plt.rcParams.update(STYLE)`` in a notebook)."""
 
-SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                 "#bcbd22", "#17becf")
-"""Colours of series, in order (matplotlib's tab10: ten hues that stay apart)."""
-SERIES_MARKERS = ("o", "s", "D", "^", "v", "<", ">", "p", "h")
-"""Markers of series, in order. Nine, one fewer than the colours: series *i* gets colour
-``i % 10`` and marker ``i % 9``, so no two of the first 90 series look alike (ten more
-colours would not stay distinguishable; pairing them with markers does)."""
 NOT_OK_COLOR = "#C44E52"
 """What could not run, and the HBM capacity it ran into (bars, their status, the capacity line)."""
 INFEASIBLE_MARKER = "x"
@@ -41,11 +78,9 @@ NO_VALUE_BAND_COLOR = "0.93"
 """Fill of that band, so that nothing drawn in it reads as a value on the y axis."""
 NO_VALUE_GID = "no-value"
 """gid of the band and of its crosses (the y range and the tests find them by it)."""
-
-
-def series_style(i):
-    """Colour and marker of the *i*-th series (see :data:`SERIES_MARKERS`)."""
-    return {"color": SERIES_COLORS[i % len(SERIES_COLORS)], "marker": SERIES_MARKERS[i % len(SERIES_MARKERS)]}
+BAND_ATTRIBUTE = "band_kind"
+"""Attribute of a 95 % band's artist holding its kind (the y range and the tests find bands by it;
+not a gid, which the SVG writes as an id, and ids must be unique in a page)."""
 
 
 def spans_octaves(values):
