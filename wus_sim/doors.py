@@ -41,13 +41,16 @@ _CALIBRATION = either("a calibration name, a path to a calibration YAML, 'none',
 _OPTIONS = instance("wus_sim.training.step:StepOptions", "a StepOptions (or None: the defaults)", nullable=True)
 _MESH = either("a Mesh, a text such as 'fsdp=16,tensor=4', a mapping of axis sizes, or None", name(nullable=True),
                mapping(), instance("wus_sim.hardware.mesh_spec:Mesh", "a Mesh"))
-_BATCH = inside("a point's per_replica_batch / global_batch (the point table's rule)")
+_PER_REPLICA_BATCH = whole(1, 2**24, nullable=True)  # the point table's ranges (tests: equal)
+_GLOBAL_BATCH = whole(1, 2**31, nullable=True)
 _SIZE = either("a size > 0 bytes (a number, or text such as '64MiB')", name(), number(positive=True, maximum=2**50))
 _GROUP = inside("None, 'all', an axis ('x', 0) or a list of replica ids (checked against the topology)")
 _BYTES_PER_ELEMENT = whole(1, 8)
 _PLOT = instance("wus_sim.experiments.experiment:PlotSpec",
                  "a plot spec (an experiment's .plots, or wus_sim.default_plots(experiment))")
 _DATAFRAME = instance("pandas:DataFrame", "a DataFrame of results (wus_sim.read_results(DIR))")
+_SCHEDULER = either("a Dask scheduler address (tcp://HOST:PORT), a distributed.Client, or None",
+                    name(nullable=True), duck("submit", "a distributed.Client"))
 _CHOSEN = either("a list of the keys the experiment set (names)", items(name(), "names", empty=True),
                  instance("builtins:frozenset", "a set of names"), instance("builtins:set", "a set of names"))
 
@@ -91,29 +94,28 @@ DOORS = {
                 **({"engine": name("an engine")} if fn == "simulate_collective" else {}))
        for fn in ("simulate_collective", "analytic_time", "collective_time")},
     "simulate_step": dict(workload=_WORKLOAD, topology=_TOPOLOGY, optimizer=_OPTIMIZER, strategy=choice(_STRATEGIES),
-                          per_replica_batch=_BATCH, global_batch=_BATCH,
+                          per_replica_batch=_PER_REPLICA_BATCH, global_batch=_GLOBAL_BATCH,
                           replicas=whole(1, MAX_REPLICAS, nullable=True), options=_OPTIONS,
-                          spatial_ways=whole(1, 64, nullable=True)),
+                          spatial_ways=whole(1, 2**17, nullable=True)),
     "simulate_strategies": dict(workload=_WORKLOAD, topology=_TOPOLOGY, optimizer=_OPTIMIZER,
-                                strategies=names(_STRATEGIES, "strategies"), per_replica_batch=_BATCH,
-                                global_batch=_BATCH, replicas=whole(1, MAX_REPLICAS, nullable=True),
-                                options=_OPTIONS, spatial_ways=whole(1, 64, nullable=True)),
+                                strategies=names(_STRATEGIES, "strategies"), per_replica_batch=_PER_REPLICA_BATCH,
+                                global_batch=_GLOBAL_BATCH, replicas=whole(1, MAX_REPLICAS, nullable=True),
+                                options=_OPTIONS, spatial_ways=whole(1, 2**17, nullable=True)),
     "simulate_point": dict(point=mapping("a point: a mapping of point parameters, e.g. {'workload': 'ncf', "
                                          "'topology': 'tpu-v3-8'}")),
     "simulate_mesh": dict(workload=_WORKLOAD, topology=_TOPOLOGY, optimizer=_OPTIMIZER,
                           strategies=names(_STRATEGIES, "strategies"), mesh=_MESH, dcn_mesh=_MESH,
-                          per_replica_batch=_BATCH, global_batch=_BATCH, options=_OPTIONS,
+                          per_replica_batch=_PER_REPLICA_BATCH, global_batch=_GLOBAL_BATCH, options=_OPTIONS,
                           placement=instance("wus_sim.hardware.mesh_spec:Placement", "a Placement (or None)",
                                              nullable=True)),
-    "search_meshes": dict(workload=_WORKLOAD, topology=_TOPOLOGY, optimizer=_OPTIMIZER, global_batch=_BATCH,
-                          per_replica_batch=_BATCH, options=_OPTIONS, remats=names(_REMATS, "remat modes"),
+    "search_meshes": dict(workload=_WORKLOAD, topology=_TOPOLOGY, optimizer=_OPTIMIZER, global_batch=_GLOBAL_BATCH,
+                          per_replica_batch=_PER_REPLICA_BATCH, options=_OPTIONS, remats=names(_REMATS, "remat modes"),
                           strategies=names(_STRATEGIES, "strategies"), progress=callback()),
     "load_experiment": dict(path=path("a shipped experiment's name or a path to an experiment YAML")),
     "run_experiment": dict(experiment=instance("wus_sim.experiments.experiment:Experiment",
                                                "an Experiment (wus_sim.load_experiment(path) reads one)"),
                            out_dir=path("a folder path"), point_fn=callback(), jobs=whole(1, 1024),
-                           resume=flag(), scheduler=either("a Dask scheduler address (tcp://HOST:PORT) or a distributed.Client, or None",
-                                            name(nullable=True), duck("submit", "a distributed.Client")),
+                           resume=flag(), scheduler=_SCHEDULER,
                            reduced=flag(), limit=whole(1, 2**62, nullable=True), progress=flag(nullable=True),
                            write=flag(), overwrite=flag(), on_results=callback(),
                            scheduler_timeout=number(positive=True, maximum=600)),
@@ -138,9 +140,13 @@ DOORS = {
 """``{public function: {argument: rule}}``: every argument of every function of ``__all__``."""
 
 
+CLOSED_KEYWORDS = {"simulate_step"}
+"""Functions whose ``**kw`` takes only the keywords declared here (it passes them on)."""
+
+
 def door(public_name, value):
     """*value* (``wus_sim``'s export *public_name*) behind its door, if it is a function with one."""
     rules = DOORS.get(public_name)
     if rules is None or isinstance(value, type) or not callable(value):
         return value
-    return checked(value, **rules)
+    return checked(value, closed_keywords=public_name in CLOSED_KEYWORDS, **rules)

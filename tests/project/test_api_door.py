@@ -20,7 +20,7 @@ import pytest
 import wus_sim
 from wus_sim import WusError
 from wus_sim.doors import DOORS
-from wus_sim.inputs.door import _ANY_WRONG
+from wus_sim.inputs.door import _ANY_WRONG, rules_of
 
 ERRORS = {"WusError", "ConfigError", "InfeasibleError", "UnknownNameError"}
 PUBLIC = [n for n in wus_sim.__all__ if n not in ERRORS and callable(getattr(wus_sim, n))]
@@ -75,15 +75,15 @@ def valid(tmp_path_factory):
         cls = getattr(wus_sim, name)
         if name == "Topology":
             out[name] = {f.name: getattr(topo, f.name) for f in dataclasses.fields(cls) if f.init}
-        else:
-            out[name] = {}
+    for name in PUBLIC:
+        out.setdefault(name, {})
     return out
 
 
 def _cases():
     for name in PUBLIC:
         obj = getattr(wus_sim, name)
-        rules = DOORS.get(name, {})
+        rules = DOORS.get(name) or rules_of(obj)  # a function's, else a class's own
         for arg in _params(obj, name):
             rule = rules.get(arg)
             wrongs = rule.wrong if rule is not None else _ANY_WRONG

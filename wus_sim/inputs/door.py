@@ -31,7 +31,8 @@ from .api_args import check_bool, check_int, check_number, check_path, plain
 from .errors import ConfigError, did_you_mean
 
 __all__ = ["checked", "Rule", "whole", "number", "flag", "name", "choice", "names", "path", "out_file",
-           "out_folder", "callback", "instance", "duck", "either", "mapping", "items", "inside", "rules_of"]
+           "out_folder", "callback", "instance", "duck", "either", "mapping", "items", "pair", "inside",
+           "rules_of"]
 
 
 class Rule:
@@ -80,19 +81,19 @@ def flag(*, nullable=False):
                 _wrong(nullable, 1, "yes", "true"))
 
 
-def name(what="a name", *, nullable=False):
-    """A non-empty ``str`` (a numpy str too); never bytes, a bool or a number."""
-    text = _nullable(f"must be {what} (a non-empty str)", nullable)
+def name(what="a name", *, nullable=False, empty=False):
+    """A ``str``, not empty unless *empty* (a numpy str too); never bytes, a bool or a number."""
+    text = _nullable(f"must be {what} (a {'' if empty else 'non-empty '}str)", nullable)
 
     def check(value, arg):
         value = plain(value)
         if value is None and nullable:
             return None
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or not (value or empty):
             raise ConfigError(text, key_path=arg, value=value)
         return value
 
-    return Rule(check, text, _wrong(nullable, 5, True, ""))
+    return Rule(check, text, _wrong(nullable, 5, True, *(() if empty else ("",))))
 
 
 def choice(options, *, nullable=False):
@@ -259,17 +260,31 @@ def mapping(what="a mapping (a dict)", *, nullable=False):
 
 
 def items(rule, what, *, nullable=False, empty=False):
-    """A list or tuple whose every item obeys *rule*; given back as a list."""
+    """A list or tuple whose every item obeys *rule*; given back as a tuple."""
     text = _nullable(f"must be a {'' if empty else 'non-empty '}list of {what}", nullable)
 
     def check(value, arg):
         if value is None and nullable:
             return None
+        if type(value).__module__ == "numpy" and getattr(value, "ndim", 0) == 1:
+            value = list(value)  # a numpy vector: its items (numpy scalars, which the rule makes plain)
         if not isinstance(value, (list, tuple)) or (not value and not empty):
             raise ConfigError(text, key_path=arg, value=value)
-        return [rule(v, f"{arg}[{i}]") for i, v in enumerate(value)]
+        return tuple(rule(v, f"{arg}[{i}]") for i, v in enumerate(value))
 
-    return Rule(check, text, _wrong(nullable, 5, True, "x", *(() if empty else ([],)), [5]))
+    return Rule(check, text, _wrong(nullable, 5, True, "x", *(() if empty else ([],)), *([w] for w in rule.wrong[:2])))
+
+
+def pair(first, second, what):
+    """A pair (a list or tuple of two) whose items obey *first* and *second*; given back as a tuple."""
+    text = f"must be {what}"
+
+    def check(value, arg):
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise ConfigError(text, key_path=arg, value=value)
+        return first(value[0], f"{arg}[0]"), second(value[1], f"{arg}[1]")
+
+    return Rule(check, text, (*_ANY_WRONG, 5, [1], (object(), 1)))
 
 
 def inside(what):
@@ -283,16 +298,17 @@ def rules_of(fn):
     return dict(getattr(fn, "__door__", {}))
 
 
-def checked(target=None, /, **rules):
+def checked(target=None, /, *, closed_keywords=False, **rules):
     """Put *target* (a function, or a class: its ``__init__``) behind a door checking *rules*.
 
     ``checked(fn, arg=rule, ...)`` returns the checked function; ``@checked(arg=rule, ...)``
-    decorates a definition. Every argument named must be one of the signature's (a keyword
-    taken by ``**kw`` too)."""
+    decorates a definition. Every argument named must be one of the signature's, or a keyword
+    its ``**kw`` takes; with *closed_keywords*, ``**kw`` takes the declared keywords only (it
+    passes them on to a function of known arguments), else any (the body checks them)."""
     if target is None:
-        return lambda t: checked(t, **rules)
+        return lambda t: checked(t, closed_keywords=closed_keywords, **rules)
     if isinstance(target, type):
-        target.__init__ = checked(target.__init__, **rules)
+        target.__init__ = checked(target.__init__, closed_keywords=closed_keywords, **rules)
         target.__door__ = rules
         return target
     sig = inspect.signature(target)
@@ -304,11 +320,14 @@ def checked(target=None, /, **rules):
     title = target.__qualname__.replace(".__init__", "")
     known = [p for p in named if p != "self"]
 
+    if var_kw is not None:  # the keywords **kw passes on are the ones declared
+        known += [arg for arg in rules if arg not in known]
+
     @functools.wraps(target)
     def door(*args, **kwargs):
-        if var_kw is None:
-            for key in kwargs:
-                if key not in params:
+        for key in kwargs:
+            if key not in params or key == var_kw:
+                if var_kw is None or (closed_keywords and key not in rules):
                     raise ConfigError(f"is not an argument of {title}{did_you_mean(key, known)}; known: "
                                       f"{', '.join(known)}", key_path=str(key))
         try:

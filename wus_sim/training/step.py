@@ -25,7 +25,7 @@ import math
 
 from ..model.calibration import load_calibration
 from ..model.compute import ComputeParams, memory_bound_time_s
-from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError, did_you_mean
 from ..inputs.memo import IdentityMemo
 from ..model.layer_stack import check_remat_policy, host_offload_parts, layer_times_under
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
@@ -123,14 +123,9 @@ class StepOptions:
     """What produced :attr:`compute`: the calibration's id, or ``'explicit'``."""
 
     def __post_init__(self):
-        # every numeric and boolean field that is a point parameter obeys that parameter's rule
-        # (wus_sim.training.parameters.params); names (algorithm, routing, grad_dtype) are checked where they are
-        # defined, by the collectives, the network and the planner, with the known names listed;
-        # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
+        # every point-parameter field obeys its point-table rule (names too: refused here, known ones listed)
         for name in OPTION_POINT_KEYS:
-            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat",
-                                                                            "activation_model", "remat_policy"):
-                object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
+            object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
         check_remat_policy(self.remat, self.remat_policy)
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
@@ -141,6 +136,10 @@ class StepOptions:
                               value=self.compute)
         if self.compute is None:
             cal = load_calibration(self.calibration)
+            if not cal.has_stack(self.software_stack):  # a typo: an unmeasured stack comes with its compute
+                raise ConfigError(f"is not a stack {cal.id} fits{did_you_mean(self.software_stack, cal.stacks)}; "
+                                  f"known: {', '.join(sorted(cal.stacks)) or 'none'}", key_path="software_stack",
+                                  value=self.software_stack)
             object.__setattr__(self, "compute", cal.compute_params(stack=self.software_stack))
             object.__setattr__(self, "calibration_id", cal.id)
         else:
@@ -340,13 +339,13 @@ def _with_op_launch(breakdown, workload, work, compute):
 
 
 def strategy_names(strategies):
-    """*strategies* (a list of strategy names) as a tuple; a plain string is refused, not split into letters."""
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise ConfigError("must be a list of strategy names", key_path="strategies", value=strategies)
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
-    return tuple(strategies)
+    """*strategies* (a non-empty list of strategy names; a str is not split into letters) as a tuple."""
+    names = () if isinstance(strategies, (str, bytes)) or not hasattr(strategies, "__iter__") else tuple(strategies)
+    if not names or not all(isinstance(s, str) for s in names):
+        raise ConfigError("must be a non-empty list of strategy names", key_path="strategies", value=strategies)
+    for s in (s for s in names if s not in STRATEGIES):
+        raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
+    return names
 
 
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,
