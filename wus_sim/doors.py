@@ -15,8 +15,8 @@ shared with the files (a point parameter, an override of a topology file) is dec
 """
 
 from .inputs.door import (callback, checked, choice, duck, either, flag, inside, instance, items, mapping, name, names,
-                          number, out_file, out_folder, path, whole)
-from .inputs.limits import MAX_REPLICAS
+                          number, out_file, out_folder, path, size, whole)
+from .inputs.limits import MAX_REPLICAS, MAX_SIZE_BYTES
 
 __all__ = ["DOORS", "door"]
 
@@ -43,7 +43,7 @@ _MESH = either("a Mesh, a text such as 'fsdp=16,tensor=4', a mapping of axis siz
                mapping(), instance("wus_sim.hardware.mesh_spec:Mesh", "a Mesh"))
 _PER_REPLICA_BATCH = whole(1, 2**24, nullable=True)  # the point table's ranges (tests: equal)
 _GLOBAL_BATCH = whole(1, 2**31, nullable=True)
-_SIZE = either("a size > 0 bytes (a number, or text such as '64MiB')", name(), number(positive=True, maximum=2**50))
+_SIZE = size(MAX_SIZE_BYTES)
 _GROUP = inside("None, 'all', an axis ('x', 0) or a list of replica ids (checked against the topology)")
 _BYTES_PER_ELEMENT = whole(1, 8)
 _PLOT = instance("wus_sim.experiments.experiment:PlotSpec",

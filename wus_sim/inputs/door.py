@@ -30,7 +30,7 @@ from pathlib import Path
 from .api_args import check_bool, check_int, check_number, check_path, plain
 from .errors import ConfigError, did_you_mean
 
-__all__ = ["checked", "Rule", "whole", "number", "flag", "name", "choice", "names", "path", "out_file",
+__all__ = ["checked", "Rule", "whole", "number", "size", "flag", "name", "choice", "names", "path", "out_file",
            "out_folder", "callback", "instance", "duck", "either", "mapping", "items", "pair", "inside",
            "rules_of"]
 
@@ -73,6 +73,23 @@ def number(minimum=None, maximum=None, *, positive=False, nullable=False):
     return Rule(lambda v, a: check_number(v, a, minimum=minimum, maximum=maximum, positive=positive,
                                           nullable=nullable),
                 _nullable("a finite number", nullable), _wrong(nullable, True, "1", math.inf, math.nan))
+
+
+def size(maximum=None):
+    """A size in bytes: a number > 0 or text such as ``'64MiB'`` (:func:`~.units.parse_size`'s
+    grammar), at most *maximum*; given back as it was (a numpy scalar as its value)."""
+    def check(value, arg):
+        from .units import parse_size
+
+        value = plain(value)
+        if isinstance(value, str):
+            parse_size(value, name=arg)
+        else:
+            check_number(value, arg, positive=True, maximum=maximum)
+        return value
+
+    return Rule(check, "a size in bytes (a number > 0, or text such as '64MiB')",
+                _wrong(False, True, "abc", "0MiB", -1, math.inf))
 
 
 def flag(*, nullable=False):
@@ -272,7 +289,8 @@ def items(rule, what, *, nullable=False, empty=False):
             raise ConfigError(text, key_path=arg, value=value)
         return tuple(rule(v, f"{arg}[{i}]") for i, v in enumerate(value))
 
-    return Rule(check, text, _wrong(nullable, 5, True, "x", *(() if empty else ([],)), *([w] for w in rule.wrong[:2])))
+    return Rule(check, text, _wrong(nullable, 5, True, "x", *(() if empty else ([],)),
+                                     *([w] for w in rule.wrong[:2])))  # a list holding what its items may not be
 
 
 def pair(first, second, what):
