@@ -123,9 +123,10 @@ class StepOptions:
     """What produced :attr:`compute`: the calibration's id, or ``'explicit'``."""
 
     def __post_init__(self):
-        # every point-parameter field obeys its point-table rule (names too: refused here, known ones listed)
-        for name in OPTION_POINT_KEYS:
-            object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
+        for name in OPTION_POINT_KEYS:  # each obeys its point-table rule (names too); a default holds as it is
+            value = getattr(self, name)
+            if value is not self.__dataclass_fields__[name].default:
+                object.__setattr__(self, name, check_point_value(name, value))
         check_remat_policy(self.remat, self.remat_policy)
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
