@@ -104,7 +104,15 @@ def test_the_rules_name_what_the_model_names():
     from wus_sim.model.memory import STRATEGY_NAMES
     from wus_sim.model.workload import REMAT_MODES
 
+    from wus_sim.training.parameters.params import POINT_KEYS
+
     assert doors._STRATEGIES == STRATEGY_NAMES and doors._REMATS == REMAT_MODES
+    # the batches' ranges are the point table's: a number the API takes, a file takes too
+    for key, rule in (("per_replica_batch", doors._PER_REPLICA_BATCH), ("global_batch", doors._GLOBAL_BATCH)):
+        top = int(POINT_KEYS[key].maximum)
+        assert rule(top, key) == top
+        with pytest.raises(WusError):
+            rule(top + 1, key)
 
 
 @pytest.mark.parametrize("name, arg, wrong", list(_cases()))
