@@ -149,4 +149,8 @@ def door(public_name, value):
     rules = DOORS.get(public_name)
     if rules is None or isinstance(value, type) or not callable(value):
         return value
-    return checked(value, closed_keywords=public_name in CLOSED_KEYWORDS, **rules)
+    checked_value = checked(value, closed_keywords=public_name in CLOSED_KEYWORDS, **rules)
+    # pickled by its public name (``run_experiment(point_fn=wus_sim.simulate_point, jobs=2)`` sends it
+    # to workers): pickle finds wus_sim.NAME, this very object, where the module's would be another
+    checked_value.__module__, checked_value.__qualname__ = "wus_sim", public_name
+    return checked_value

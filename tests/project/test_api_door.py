@@ -128,3 +128,11 @@ def test_a_wrong_argument_is_one_error_naming_it(valid, name, arg, wrong):
 def test_a_call_the_signature_cannot_take_is_one_error(valid, name):
     with pytest.raises(WusError, match="no_such_argument"):
         getattr(wus_sim, name)(**valid[name], no_such_argument=1)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_a_public_function_pickles_as_itself(name):
+    """Workers receive ``point_fn=wus_sim.simulate_point`` pickled: by its public name."""
+    import pickle
+
+    assert pickle.loads(pickle.dumps(getattr(wus_sim, name))) is getattr(wus_sim, name)

@@ -53,7 +53,7 @@ __all__ = ["Topology"]
 
 @door.checked(
     name=door.name("a topology name"), chip=door.instance("wus_sim.hardware.chips:Chip", "a Chip"),
-    dims=door.items(door.whole(1, MAX_CHIPS), "chips per axis"), wrap=door.items(door.flag(), "wraparounds"),
+    dims=door.items(door.whole(1), "chips per axis"), wrap=door.items(door.flag(), "wraparounds"),
     axis_link_Bps=door.either("a bandwidth in bytes/s > 0, one per axis, or None (the chip's)",
                               door.items(door.number(positive=True), "bandwidths", nullable=True),
                               door.number(positive=True)),
