@@ -14,11 +14,13 @@ shared with the files (a point parameter, an override of a topology file) is dec
 :func:`~wus_sim.inputs.door.inside`, so that each argument's rule is written somewhere.
 """
 
+import functools
+
 from .inputs.door import (callback, checked, choice, duck, either, flag, inside, instance, items, mapping, name, names,
                           number, out_file, out_folder, path, size, whole)
 from .inputs.limits import MAX_REPLICAS, MAX_SIZE_BYTES
 
-__all__ = ["DOORS", "door"]
+__all__ = ["DOORS", "door", "Public"]
 
 _STRATEGIES = ("replicated", "sharded", "fully-sharded")  # wus_sim.model.memory.STRATEGY_NAMES (tests: equal)
 _REMATS = ("none", "selective", "layer", "full")  # wus_sim.model.workload.REMAT_MODES (tests: equal)
@@ -149,8 +151,32 @@ def door(public_name, value):
     rules = DOORS.get(public_name)
     if rules is None or isinstance(value, type) or not callable(value):
         return value
-    checked_value = checked(value, closed_keywords=public_name in CLOSED_KEYWORDS, **rules)
-    # pickled by its public name (``run_experiment(point_fn=wus_sim.simulate_point, jobs=2)`` sends it
-    # to workers): pickle finds wus_sim.NAME, this very object, where the module's would be another
-    checked_value.__module__, checked_value.__qualname__ = "wus_sim", public_name
-    return checked_value
+    return Public(public_name, checked(value, closed_keywords=public_name in CLOSED_KEYWORDS, **rules))
+
+
+class Public:
+    """A public function behind its door, as ``wus_sim`` exports it: it calls, reads (name, doc,
+    signature, module) and pickles as the function, and is pickled by its public name.
+
+    Why: a function is pickled by its module and name, and ``run_experiment(point_fn=
+    wus_sim.simulate_point, jobs=2)`` sends it to workers; the module's ``simulate_point`` is
+    not this object, so pickle refuses it (``not the same object``)."""
+
+    def __init__(self, public_name, fn):
+        functools.update_wrapper(self, fn)
+        self._public_name, self._fn = public_name, fn
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __reduce__(self):
+        return _public, (self._public_name,)
+
+    def __repr__(self):
+        return f"<function wus_sim.{self._public_name}>"
+
+
+def _public(public_name):
+    import wus_sim
+
+    return getattr(wus_sim, public_name)
