@@ -42,7 +42,6 @@ _LAZY = {
 __all__ = ["WusError", "ConfigError", "InfeasibleError", "UnknownNameError", *_LAZY]
 
 
-
 def _door(name, value):
     # the public functions check their arguments at the door (wus_sim/doors.py): loaded with
     # the first of them, not at import

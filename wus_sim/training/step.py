@@ -124,9 +124,13 @@ class StepOptions:
     """What produced :attr:`compute`: the calibration's id, or ``'explicit'``."""
 
     def __post_init__(self):
-        for name in OPTION_POINT_KEYS:  # each obeys its point-table rule (names too); a default holds as it is
-            if (value := getattr(self, name)) is not self.__dataclass_fields__[name].default:
-                value = check_routing(value) if name == "routing" and isinstance(value, str) else value  # its error
+        # each field that is a point parameter obeys its rule in the point table, names too (a routing by
+        # the network's own check, whose message the command line prints); one at its default holds as it is
+        for name in OPTION_POINT_KEYS:
+            value = getattr(self, name)
+            if value is not self.__dataclass_fields__[name].default:
+                if name == "routing" and isinstance(value, str):
+                    check_routing(value)
                 object.__setattr__(self, name, check_point_value(name, value))
         check_remat_policy(self.remat, self.remat_policy)
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes

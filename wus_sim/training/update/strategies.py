@@ -185,8 +185,9 @@ def strategy_names(strategies):
     names = () if isinstance(strategies, (str, bytes)) or not hasattr(strategies, "__iter__") else tuple(strategies)
     if not names or not all(isinstance(s, str) for s in names):
         raise ConfigError("must be a non-empty list of strategy names", key_path="strategies", value=strategies)
-    for s in (s for s in names if s not in STRATEGIES):
-        raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
+    unknown = [s for s in names if s not in STRATEGIES]
+    if unknown:
+        raise UnknownNameError("strategy", unknown[0], STRATEGY_CHOICES)
     return names
 
 
