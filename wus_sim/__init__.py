@@ -72,4 +72,13 @@ _LAZY = {
 
 __all__ = ["WusError", "ConfigError", "InfeasibleError", "UnknownNameError", *_LAZY]
 
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+
+def _door(name, value):
+    # the public functions check their arguments at the door (wus_sim/doors.py): loaded with
+    # the first of them, not at import
+    from .doors import door
+
+    return door(name, value)
+
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals(), wrap=_door)

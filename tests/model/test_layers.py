@@ -22,10 +22,10 @@ LAYERS = [
     ("training",),
     ("experiments", "validation"),
     ("plotting",),
-    ("cli", "bench", "docs", "__main__"),
+    ("cli", "bench", "docs", "doors", "__main__"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
-TOOLS = {"bench", "docs", "__main__"}
+TOOLS = {"bench", "docs", "doors", "__main__"}
 """Modules allowed directly in wus_sim/ besides __init__ (issue: at most four)."""
 
 

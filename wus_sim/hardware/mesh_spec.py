@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numbers
 import re
 
+from ..inputs.door import checked, flag, whole
 from ..inputs.errors import ConfigError
 
 __all__ = ["MESH_AXES", "DCN_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
@@ -95,6 +96,7 @@ def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
     return Mesh(**{name: mesh_size(size, key_path=f"{key_path}.{name}", text=text) for name, size in pairs.items()})
 
 
+@checked(megacore=flag(), spatial_ways=whole(1, 2**17, nullable=True), slices=whole(1, 1024, nullable=True))
 @dataclass(frozen=True)
 class Placement:
     """How a run places its work on the hardware, in one value: megacore, spatial ways, slices

@@ -41,6 +41,7 @@ import math
 
 import numpy as np
 
+from ..inputs import door
 from ..inputs.errors import ConfigError
 from ..inputs.limits import MAX_CHIPS, MAX_REPLICAS, check_limit
 from ..inputs.units import GB, GiB, US
@@ -50,6 +51,17 @@ from .link_faults import cable_names
 __all__ = ["Topology"]
 
 
+@door.checked(
+    name=door.name("a topology name"), chip=door.instance("wus_sim.hardware.chips:Chip", "a Chip"),
+    dims=door.items(door.whole(1), "chips per axis"), wrap=door.items(door.flag(), "wraparounds"),
+    axis_link_Bps=door.either("a bandwidth in bytes/s > 0, one per axis, or None (the chip's)",
+                              door.items(door.number(positive=True), "bandwidths", nullable=True),
+                              door.number(positive=True)),
+    hop_latency_s=door.number(0, nullable=True), onchip_Bps=door.number(positive=True, nullable=True),
+    cores_per_chip=door.whole(1, 64, nullable=True), description=door.name("a description", empty=True),
+    sources=door.mapping(), failed_links=door.items(door.whole(0), "link ids", empty=True),
+    link_Bps_override=door.items(door.pair(door.whole(0), door.number(positive=True), "(link id, bytes/s)"),
+                                 "(link id, bytes/s) pairs", empty=True))
 @dataclass(frozen=True, eq=False)
 class Topology:
     """Chips on a torus/mesh grid with their ICI links.

@@ -7,17 +7,20 @@ from importlib import import_module
 __all__ = ["lazy_names"]
 
 
-def lazy_names(package, table, namespace):
+def lazy_names(package, table, namespace, wrap=None):
     """The module-level ``__getattr__`` and ``__dir__`` of *package* (its ``__name__``) whose
     names *table* maps to their submodule (relative to the package, e.g. ``"api"`` or
     ``"hardware.topology"``); *namespace* is the package's ``globals()``, where a loaded name
-    is kept so that it is looked up once."""
+    is kept so that it is looked up once. *wrap* ``(name, value) -> value`` is what the package
+    exports instead of the module's value (``wus_sim`` puts its functions behind their doors)."""
 
     def __getattr__(name):
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(import_module(f".{module}", package), name)
+        if wrap is not None:
+            value = wrap(name, value)
         namespace[name] = value
         return value
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from .compute import ComputeParams
 from ..inputs.config import Section, is_file, load_yaml, present
 from ..inputs.files import check_file
+from ..inputs.door import checked, name
 from ..inputs.errors import ConfigError
 from ..inputs.memo import IdentityMemo, fixed_while_running
 
@@ -77,6 +78,7 @@ class Calibration:
     def __repr__(self):
         return f"<Calibration {self.id}: {len(self.params)} fitted values, {len(self.stacks)} stacks>"
 
+    @checked(stack=name("a software stack name", nullable=True))
     def compute_params(self, stack=None, **overrides):
         """:class:`ComputeParams` with the fitted values (the fixed costs of *stack*, default
         :attr:`default_stack`), then *overrides* (not None) on top. A stack the calibration has no

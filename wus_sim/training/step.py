@@ -25,17 +25,18 @@ import math
 
 from ..model.calibration import load_calibration
 from ..model.compute import ComputeParams, memory_bound_time_s
-from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError
+from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError, did_you_mean
 from ..inputs.memo import IdentityMemo
 from ..model.layer_stack import check_remat_policy, host_offload_parts, layer_times_under
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
+from ..hardware.network import check_routing
 from .parameters.params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .update.planner import DEFAULT_BUCKET_BYTES, plan as make_plan
 from .small_allreduce import batch_norm_allreduce_s, small_allreduce
 from .step_prefetch import bidirectional_for, bucket_gathers as _bucket_gathers, prefetch_collectives
 from .speedups import fully_sharded_over_sharded, speedup, speedups, speedups_if_replicated_fit  # noqa: F401 (API)
-from .update.strategies import BOTH, STRATEGIES, step_work
+from .update.strategies import BOTH, STRATEGIES, step_work, strategy_names  # noqa: F401 (mesh_step's)
 from .timeline.timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run_timeline
 from ..inputs.units import MiB, format_bytes, format_time, grad_dtype_bytes
 from .step_run import StepRun
@@ -123,14 +124,14 @@ class StepOptions:
     """What produced :attr:`compute`: the calibration's id, or ``'explicit'``."""
 
     def __post_init__(self):
-        # every numeric and boolean field that is a point parameter obeys that parameter's rule
-        # (wus_sim.training.parameters.params); names (algorithm, routing, grad_dtype) are checked where they are
-        # defined, by the collectives, the network and the planner, with the known names listed;
-        # small_allreduce_algorithm is a subset of the algorithms (+ auto), so it is checked here
+        # each field that is a point parameter obeys its rule in the point table, names too (a routing by
+        # the network's own check, whose message the command line prints); one at its default holds as it is
         for name in OPTION_POINT_KEYS:
-            if POINT_KEYS[name].kind != "choice" or name in ("small_allreduce_algorithm", "remat",
-                                                                            "activation_model", "remat_policy"):
-                object.__setattr__(self, name, check_point_value(name, getattr(self, name)))
+            value = getattr(self, name)
+            if value is not self.__dataclass_fields__[name].default:
+                if name == "routing" and isinstance(value, str):
+                    check_routing(value)
+                object.__setattr__(self, name, check_point_value(name, value))
         check_remat_policy(self.remat, self.remat_policy)
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
@@ -141,6 +142,14 @@ class StepOptions:
                               value=self.compute)
         if self.compute is None:
             cal = load_calibration(self.calibration)
+            if not cal.has_stack(self.software_stack):
+                # the options take the stack's fitted costs from the calibration, so an unknown stack is a
+                # typo here; one nobody measured comes with its compute (as a point's and --software-stack's
+                # do: their band then says it is extrapolated)
+                raise ConfigError(f"is not a software stack calibration {cal.id} has fitted costs for"
+                                  f"{did_you_mean(self.software_stack, cal.stacks)}; known: "
+                                  f"{', '.join(sorted(cal.stacks)) or 'none'} (an unmeasured stack needs compute= "
+                                  "given)", key_path="software_stack", value=self.software_stack)
             object.__setattr__(self, "compute", cal.compute_params(stack=self.software_stack))
             object.__setattr__(self, "calibration_id", cal.id)
         else:
@@ -337,16 +346,6 @@ def _with_op_launch(breakdown, workload, work, compute):
     breakdown["update_s"] -= upd
     breakdown["op_launch_s"] = fwd + bwd + upd
     return breakdown
-
-
-def strategy_names(strategies):
-    """*strategies* (a list of strategy names) as a tuple; a plain string is refused, not split into letters."""
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise ConfigError("must be a list of strategy names", key_path="strategies", value=strategies)
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise UnknownNameError("strategy", s, STRATEGY_CHOICES)
-    return tuple(strategies)
 
 
 def simulate_strategies(workload, topology, optimizer=None, strategies=BOTH, *, per_replica_batch=None,

@@ -148,7 +148,7 @@ def test_one_placement_value_gives_the_same_step():
 @pytest.mark.parametrize("strategies", ["all", "sharded", "replicated"])
 def test_a_plain_string_of_strategies_is_refused_not_split_into_letters(v5p, strategies):
     # as simulate_strategies refuses it: 'all' would otherwise be the strategies 'a', 'l', 'l'
-    with pytest.raises(ConfigError, match="^strategies: .* must be a list of strategy names$"):
+    with pytest.raises(ConfigError, match="^strategies: .* must be a non-empty list of strategy names$"):
         simulate_mesh("llama3-8b", v5p, None, strategies, mesh="fsdp=16,tensor=4", global_batch=64, options=OPTIONS)
 
 

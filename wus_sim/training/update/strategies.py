@@ -29,12 +29,13 @@ the bucket's layers.
 from dataclasses import dataclass, field, replace
 import math
 
-from ...inputs.errors import UnknownNameError
+from ...inputs.errors import ConfigError, UnknownNameError
 from ...inputs.memo import IdentityMemo
 from ...model.memory import PAPER_PAIR, STRATEGY_NAMES
+from ..parameters.params import STRATEGY_CHOICES
 from .sharding_plan import Plan
 
-__all__ = ["STRATEGIES", "BOTH", "Collective", "UpdateWork", "StepWork", "step_work", "update_work"]
+__all__ = ["STRATEGIES", "BOTH", "Collective", "UpdateWork", "StepWork", "step_work", "update_work", "strategy_names"]
 
 STRATEGIES = STRATEGY_NAMES
 """The update strategies, in the order reports list them (named once, in the lower-layer :mod:`memory`)."""
@@ -177,6 +178,17 @@ def _update_work(plan, strategy):
 
 
 _STEP_WORK = IdentityMemo()
+
+
+def strategy_names(strategies):
+    """*strategies* (a non-empty list of strategy names; a str is not split into letters) as a tuple."""
+    names = () if isinstance(strategies, (str, bytes)) or not hasattr(strategies, "__iter__") else tuple(strategies)
+    if not names or not all(isinstance(s, str) for s in names):
+        raise ConfigError("must be a non-empty list of strategy names", key_path="strategies", value=strategies)
+    unknown = [s for s in names if s not in STRATEGIES]
+    if unknown:
+        raise UnknownNameError("strategy", unknown[0], STRATEGY_CHOICES)
+    return names
 
 
 def step_work(plan: Plan, strategy, *, keep_gathered_weights=False):
