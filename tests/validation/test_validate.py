@@ -189,8 +189,8 @@ def test_calibrate_reproduces_the_shipped_calibration(tmp_path):
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", "--out", str(out)]) == 0
     fresh, shipped = load_calibration(str(out)), load_calibration()
-    for name, value in shipped.params.items():
-        assert fresh.params[name] == pytest.approx(value, rel=1e-3)
+    for name, value in shipped.params.items():  # numbers within 0.1 %, names (compute_model) equal
+        assert fresh.params[name] == (value if isinstance(value, str) else pytest.approx(value, rel=1e-3)), name
     for stack, values in shipped.stacks.items():
         assert fresh.stacks[stack] == pytest.approx(values, rel=1e-3, abs=1e-9)
     fit, stored = fresh.provenance["fit_error"], shipped.provenance["fit_error"]

@@ -219,6 +219,9 @@ def _check_provenance_tables(prov, path):
     def bad(key, rule, value):
         return ConfigError(rule, file=path, key_path=f"provenance.{key}", value=value)
 
+    rows = prov.get("rows")
+    if rows is not None and not _is_names(rows):  # validate marks each row fitted or held out by these keys
+        raise bad("rows", "must be a list of row keys (the measured rows the fit used)", rows)
     ranges = prov.get("declared_ranges")
     if ranges is not None and not (isinstance(ranges, dict) and all(isinstance(k, str) and _is_span(v)
                                                                      for k, v in ranges.items())):
@@ -275,6 +278,12 @@ def _load_file(path):
                     and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
                             for v in own.values())):
                 raise doc.error(f"stacks.{name}", rule, own)
+        measured = ((provenance.get("validated_range") or {}).get("software_stacks")) or []
+        if measured and stacks and not set(stacks) <= set(measured):
+            # a stack's fixed costs are fitted on its own rows: a name no row has is a typo
+            odd = sorted(set(stacks) - set(measured))[0]
+            raise doc.error(f"stacks.{odd}", "must be a software stack the fit measured (provenance.validated_range."
+                            f"software_stacks: {', '.join(measured)})", odd)
         default_stack = doc.get("default_stack")
         if stacks and (not isinstance(default_stack, str) or default_stack not in stacks):
             raise doc.error("default_stack", f"must be one of the stacks: {', '.join(sorted(stacks))}",
