@@ -8,9 +8,9 @@ Python's KeyboardInterrupt traceback of an import. :func:`wus_sim.cli.main` inst
 import signal
 import sys
 
-from . import _interrupted
+import wus_sim  # the package itself (its first lines), not a layer
 
-signal.signal(signal.SIGINT, _interrupted)
+signal.signal(signal.SIGINT, wus_sim._interrupted)
 
 from .cli import main  # noqa: E402 -- after the handler, on purpose
 

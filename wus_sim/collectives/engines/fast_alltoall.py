@@ -30,7 +30,19 @@ from ...inputs.errors import ConfigError
 from ...hardware.network import link_key_Bps, link_key_latency_s, num_link_keys, tie_key
 from ..schedules.messages import hd_routes
 
-__all__ = ["OutOfOrder", "run_plan"]
+__all__ = ["OutOfOrder", "run_plan", "run_halves"]
+
+
+def run_halves(halves, start, run_pass):
+    """Per member, when the passes of a plan's *halves* are done, from the times *start*: the
+    halves' passes run interleaved (A1, B1, A2, B2, ...), which on a square uniform torus, where
+    the two halves use an axis one after the other, meets every link's messages in time order."""
+    readies = [start] * len(halves)
+    for i in range(max([len(h) for h in halves] + [0])):
+        for h, passes in enumerate(halves):
+            if i < len(passes):
+                readies[h] = run_pass(readies[h], passes[i])
+    return np.max(readies, axis=0) if readies else start
 
 
 class OutOfOrder(Exception):
@@ -127,12 +139,7 @@ def run_plan(plan, nbytes, *, chunks=1, routing="store-and-forward"):
         return out
 
     start = np.zeros(space)
-    readies = [start] * len(plan.halves)
-    for i in range(max([len(h) for h in plan.halves] + [0])):
-        for h, passes in enumerate(plan.halves):
-            if i < len(passes):
-                readies[h] = run_pass(readies[h], passes[i])
-    done = np.max(readies, axis=0) if readies else start
+    done = run_halves(plan.halves, start, run_pass)
     ici = link_bytes[: topo.num_link_slots]
     busy = ici / np.where(topo.link_up, topo.link_Bps, np.inf)
     return _Outcome(float(done.max(initial=0.0)), int(events), ici, busy)

@@ -75,6 +75,7 @@ from ...hardware.network import check_routing, link_key_Bps, link_key_latency_s,
 from ...hardware.topology import Topology
 from ..schedules.loads import contention
 from ..schedules.plan_cache import cached_plan
+from .fast_alltoall import run_halves
 
 __all__ = ["FastOutcome", "supports", "run", "run_plan", "why_unsupported"]
 
@@ -455,15 +456,8 @@ def run_plan(plan, nbytes, *, chunks=1, reduce_Bps=None, routing="store-and-forw
     flat = any(p.level == "flat" for half in plan.halves for p in half)
     # a chip starts its chip-level passes when all its cores are done
     start = replicas if flat else replicas.reshape(topo.num_chips, c).max(axis=1)
-    # The halves of 2d-split share links; on the square uniform torus they use an axis
-    # one after the other, so running their passes interleaved (A1, B1, A2, B2, ...)
-    # meets every link's messages in time order.
-    readies = [start] * len(plan.halves)
-    for i in range(max([len(h) for h in plan.halves] + [0])):
-        for h, passes in enumerate(plan.halves):
-            if i < len(passes):
-                readies[h] = run_pass(readies[h], passes[i])
-    done = np.max(readies, axis=0) if readies else start
+    # the halves of 2d-split share links: their passes run interleaved (run_halves)
+    done = run_halves(plan.halves, start, run_pass)
     if not flat:
         done = np.repeat(done, c)
     for p in plan.post:  # on-chip all-gather
