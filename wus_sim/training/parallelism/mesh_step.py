@@ -42,6 +42,7 @@ from ...hardware.mesh import Mesh, layout, parse_mesh
 from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
 from ...hardware.topology import Topology
 from ...inputs.errors import ConfigError
+from ...inputs.memo import IdentityMemo
 from ...model.compute import memory_bound_time_s
 from ...model.layer_stack import matmul_shares, recompute_fractions
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
@@ -60,7 +61,16 @@ __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
 
 def _device_topology(topology, devices):
     """A flat grid of *devices* single-device chips with *topology*'s per-device HBM, peak and
-    bandwidth: what the planner and the memory model cut shards over (nothing is simulated on it)."""
+    bandwidth: what the planner and the memory model cut shards over (nothing is simulated on it).
+    One object per slice and count (memoized): the plan and its step work are memoized by the
+    grid's identity, so a search's meshes with the same shard count share them."""
+    return _DEVICE_GRIDS.get((topology,), devices, lambda: _new_device_topology(topology, devices))
+
+
+_DEVICE_GRIDS = IdentityMemo()
+
+
+def _new_device_topology(topology, devices):
     c = topology.cores_per_chip
     chip = replace(topology.chip, cores_per_chip=1, peak_flops=topology.chip.peak_flops / c,
                    hbm_bytes=topology.chip.hbm_bytes / c, hbm_Bps=topology.chip.hbm_Bps / c)
@@ -143,16 +153,30 @@ class _MeshStep:
         self.workload = workload
         self.optimizer = workload.default_optimizer if optimizer is None else optimizer
         self.split = split_workload(workload, mesh.tensor)
+        self._coll = {}
+        """``(op, nbytes, axes) -> (seconds, cross-slice phases)``: a step asks for the same bucket
+        sizes hundreds of times (a search's GPT-3 candidate: ~1,000 calls, a few dozen sizes)."""
 
     # ------------------------------------------------------------ collectives
     def coll_s(self, op, nbytes, axes, dcn=None):
         """Seconds of *op* over the mesh axes *axes* (full buffer *nbytes* per device), over the
         DCN too where those axes span slices; each cross-slice phase is appended to the list
         *dcn* (if given) as ``(op, nbytes per device, seconds)``."""
-        from ...collectives import collective_time
-
         if nbytes <= 0:
             return 0.0
+        key = (op, nbytes, axes)
+        hit = self._coll.get(key)
+        if hit is None:
+            phases = []
+            hit = self._coll[key] = (self._coll_s(op, nbytes, axes, phases), tuple(phases))
+        if dcn is not None:
+            dcn.extend(hit[1])
+        return hit[0]
+
+    def _coll_s(self, op, nbytes, axes, dcn):
+        """:meth:`coll_s` computed."""
+        from ...collectives import collective_time
+
         group = mesh_group(self.lay, *axes)
         bidir = bidirectional_for(self.options)
 
@@ -342,11 +366,17 @@ class _MeshStep:
             axis = "fsdp" if sharded_weights else "data"
             return g.nbytes, count(axis, g.nbytes, "all-gather", gather_axes)
 
-        from ..step import _bucket_gathers
+        # each bucket's all-gathers after the update, before forward, before backward (what
+        # step_prefetch.bucket_gathers finds by a scan per bucket, indexed once: the first of each)
+        by_bucket = [{} for _ in range(3)]
+        for index, gathers in zip(by_bucket, (work.weight_allgathers, work.forward_allgathers,
+                                              work.backward_allgathers)):
+            for g in gathers:
+                index.setdefault(g.bucket, g)
 
         buckets, data_part = [], []  # data_part: each bucket's gradient seconds on the data axis
         for c in work.grad_collectives:
-            after, fwd_g, bwd_g = (gathered(g) for g in _bucket_gathers(work, c.bucket))
+            after, fwd_g, bwd_g = (gathered(index.get(c.bucket)) for index in by_bucket)
             if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
                 t = count("fsdp", c.nbytes, "reduce-scatter", ("fsdp",))
                 part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
@@ -390,7 +420,9 @@ class _MeshStep:
         breakdown["fwd_s"] -= fwd_tp
         breakdown["bwd_s"] -= tensor_s - fwd_tp
         fsdp_s = 0.0
-        if sharded_weights:  # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives
+        # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives (none
+        # to split when nothing waits: the second timeline would give 0 again)
+        if sharded_weights and breakdown["exposed_comm_s"] > 0:
             free = [replace(b, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0, grad_time_s=d)
                     for b, d in zip(buckets, data_part)]
             without = run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
