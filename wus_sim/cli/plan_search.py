@@ -85,12 +85,30 @@ def search_from_args(args, placement):
         if placement.mesh is not None:  # a fixed tensor beyond the heads: one line, nothing runs
             check_tensor_heads(workload, placement.mesh)
     remats = POINT_KEYS["remat"].choices if remat is None else (remat,)
-    with mesh_option_errors(), placement_option_errors():
+    with mesh_option_errors(), placement_option_errors(), _replicas_errors():
         search = Search(workload, ms or topology, args.optimizer, global_batch=args.global_batch,
                         per_replica_batch=args.per_replica_batch, options=options, remats=remats,
                         mesh=placement.mesh, mesh_axes=_named_axes(args.mesh), dcn_mesh=placement.dcn_mesh,
                         dcn_axes=_named_axes(args.dcn_mesh), replicas=args.replicas)
     return search, topology, ms
+
+
+def _replicas_errors():
+    """Re-raise the search's ``replicas`` error under ``--replicas``."""
+    from contextlib import contextmanager
+
+    from ..inputs.errors import ConfigError
+
+    @contextmanager
+    def errors():
+        try:
+            yield
+        except ConfigError as exc:
+            if exc.key_path != "replicas" or exc.file:
+                raise
+            raise ConfigError(exc.rule, key_path="--replicas", value=exc.value) from None
+
+    return errors()
 
 
 def _named_axes(text):
