@@ -374,7 +374,7 @@ class _MeshStep:
             for g in gathers:
                 index.setdefault(g.bucket, g)
 
-        buckets, data_part = [], []  # data_part: each bucket's gradient seconds on the data axis
+        buckets, data_part, free = [], [], []  # data_part: each bucket's gradient seconds on the data axis
         for c in work.grad_collectives:
             after, fwd_g, bwd_g = (gathered(index.get(c.bucket)) for index in by_bucket)
             if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
@@ -388,11 +388,13 @@ class _MeshStep:
                 t = count(axis, c.nbytes, c.op, shard_axes)
                 on_data = t if axis == "data" else 0.0
             data_part.append(on_data)
-            buckets.append(TimelineBucket(
-                name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
-                grad_nbytes=c.nbytes, grad_time_s=t, gather_nbytes=after[0], gather_time_s=after[1],
-                fwd_gather_nbytes=fwd_g[0], fwd_gather_time_s=fwd_g[1], bwd_gather_nbytes=bwd_g[0],
-                bwd_gather_time_s=bwd_g[1]))
+            bucket = dict(name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
+                          grad_nbytes=c.nbytes, gather_nbytes=after[0], gather_time_s=after[1],
+                          fwd_gather_nbytes=fwd_g[0], bwd_gather_nbytes=bwd_g[0])
+            buckets.append(TimelineBucket(**bucket, grad_time_s=t, fwd_gather_time_s=fwd_g[1],
+                                          bwd_gather_time_s=bwd_g[1]))
+            # the same bucket with free fsdp collectives (its data-axis part only), for fsdp_comm_s
+            free.append(TimelineBucket(**bucket, grad_time_s=on_data, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0))
         upd = update_work(plan, mem_strategy)
         if data_only and strategy == "sharded":
             upd = replace(upd, elements=upd.elements // data_n, bytes_read=upd.bytes_read / data_n,
@@ -423,9 +425,10 @@ class _MeshStep:
         # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives (none
         # to split when nothing waits: the second timeline would give 0 again)
         if sharded_weights and breakdown["exposed_comm_s"] > 0:
-            free = [replace(b, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0, grad_time_s=d)
-                    for b, d in zip(buckets, data_part)]
-            without = run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
+            # with every bucket's collectives free the network runs nothing of positive length but
+            # the optimizer's reductions (counted apart): nothing to wait on, no second timeline
+            idle_net = not any(data_part) and not any(b.gather_time_s for b in buckets)
+            without = 0.0 if idle_net else run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
             fsdp_s = min(max(0.0, breakdown["exposed_comm_s"] - without), breakdown["exposed_comm_s"])
         breakdown["fsdp_comm_s"] = fsdp_s
         breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s

@@ -211,10 +211,16 @@ def _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_rati
     tensor_plans = []
     sharded_reductions = []      # [(Reduction, values)] of each sharded tensor
     why = {"small": 0, "padding": 0, "no allowed cut": 0}
+    chosen = {}  # shape -> its cut (a model repeats each layer's shapes: GPT-3's 96 layers)
     for i, t in enumerate(workload.tensors):
         case = analysis.case_for(t.shape)
         full_slots = case.slot_elements(t.shape)
-        choice = None if t.size < below else _choose(analysis, t.shape, t.size, n)
+        if t.size < below:
+            choice = None
+        else:
+            choice = chosen.get(t.shape, chosen)
+            if choice is chosen:
+                choice = chosen[t.shape] = _choose(analysis, t.shape, t.size, n)
         reason = ("small" if t.size < below else "no allowed cut" if choice is None
                   else "padding" if choice[3] - t.size > max_padding_ratio * t.size else "")
         if reason:
