@@ -324,30 +324,12 @@ class _MeshStep:
         busy = count / 2 * (ag + rs)
         return fwd, bwd, count, count / 2 * 2 * nbytes, float(busy)
 
-    def _one(self, strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes, gather_axes):
-        o = self.options
-        tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy = tp
-        work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
-        data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
-        data_n = self.mesh.data * self.dcn.data
-        gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
-                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
-                      remat_policy=o.remat_policy)
-        memory = memory_breakdown(plan, mem_strategy, batch, **gather)
-        if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
-            memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
-        if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
-            nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
-            return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
-                                       error=_oom_text(memory, self.mesh, batch)), no_comm())
-        fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
-        bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
+    def _buckets(self, work, strategy, data_only, sharded_weights, shard_axes, gather_axes):
+        """The timeline buckets of *work* on this mesh, the same with free fsdp collectives, each
+        bucket's seconds on the data axis, and the fsdp and data axes' comm counts. Memoized
+        (:data:`_BUCKETS`): a search's remat modes of one mesh share them (only layer times and
+        memory differ)."""
         comm = no_comm()
-        comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=tp_busy)
-        # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
-        # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
-        # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
-        sharded_weights = mem_strategy == "fully-sharded"
 
         def count(axis, nbytes, op, axes):
             """Seconds of *op* over *axes*, counted on *axis*; its cross-slice phases on the
@@ -395,6 +377,40 @@ class _MeshStep:
                                           bwd_gather_time_s=bwd_g[1]))
             # the same bucket with free fsdp collectives (its data-axis part only), for fsdp_comm_s
             free.append(TimelineBucket(**bucket, grad_time_s=on_data, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0))
+        return tuple(buckets), tuple(free), tuple(data_part), {a: comm[a] for a in ("fsdp", "data")}
+
+    def _one(self, strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes, gather_axes):
+        o = self.options
+        tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy = tp
+        work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
+        data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
+        data_n = self.mesh.data * self.dcn.data
+        gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
+                      overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
+                      remat_policy=o.remat_policy)
+        memory = memory_breakdown(plan, mem_strategy, batch, **gather)
+        if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
+            memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
+        if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
+            nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
+            return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
+                                       error=_oom_text(memory, self.mesh, batch)), no_comm())
+        fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
+        bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
+        comm = no_comm()
+        comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=tp_busy)
+        # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
+        # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
+        # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
+        sharded_weights = mem_strategy == "fully-sharded"
+
+        buckets, free, data_part, axis_comm = _BUCKETS.get(
+            (work, self.topology, self.ms),
+            (strategy, data_only, sharded_weights, shard_axes, gather_axes, str(self.mesh), str(self.dcn),
+             o.algorithm, bidirectional_for(o), o.routing),
+            lambda: self._buckets(work, strategy, data_only, sharded_weights, shard_axes, gather_axes))
+        for axis, entry in axis_comm.items():
+            comm[axis] = dict(entry)
         upd = update_work(plan, mem_strategy)
         if data_only and strategy == "sharded":
             upd = replace(upd, elements=upd.elements // data_n, bytes_read=upd.bytes_read / data_n,
@@ -442,6 +458,11 @@ def _oom_text(memory, mesh, batch):
                       ("weights", "gradients", "slots", "activations", "collective_buffers"))
     return (f"needs {format_bytes(memory.peak)} of HBM per device, has {format_bytes(memory.capacity)} "
             f"(mesh {mesh}, batch {batch} per data-parallel group: {parts})")
+
+
+_BUCKETS = IdentityMemo()
+"""(step work, slice, multislice) and the mesh, strategy and collective options -> what
+:meth:`_MeshStep._buckets` makes of them."""
 
 
 @dataclass(frozen=True)
