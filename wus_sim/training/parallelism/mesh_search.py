@@ -26,6 +26,8 @@ import math
 from ...hardware.mesh import Mesh, factorisations
 from ...hardware.multislice import load_multislice
 from ...inputs.errors import ConfigError
+from ...collectives import clear_caches
+from ...inputs.memo import clear_memos
 from ...model.workload import REMAT_MODES, resolve_batch, resolve_replicas
 from ...model.workload_files import load_workload
 from .mesh_step import simulate_mesh
@@ -34,6 +36,17 @@ from ..step import StepOptions
 from ..update.strategies import STRATEGIES
 
 __all__ = ["Candidate", "Search", "search_meshes", "dcn_factorisations", "default_global_batch"]
+
+MAX_SCHEDULES = 128
+"""Collective plans (with their compiled schedules) a search lets the package's caches hold before
+it drops them, between two tensor sizes: the bound on its memory beside the memos of one size."""
+
+
+def cached_plans():
+    """How many collective plans the package's plan cache holds now."""
+    from ...collectives.schedules.plan_cache import _plan
+
+    return _plan.cache_info().currsize
 
 
 @dataclass(frozen=True)
@@ -176,7 +189,7 @@ class Search:
             raise ConfigError(f"fixes no mesh of the {self.slice.num_replicas} devices of {self.slice.name} "
                               "(the sizes must divide them)", key_path="mesh" if fixed else "replicas", value=what)
         run, beyond = [], []
-        for m in meshes:
+        for m in meshes:  # factorisations' order: by tensor size, what the step's memos share
             try:
                 check_tensor_heads(self.workload, m)
             except ConfigError as exc:
@@ -210,7 +223,17 @@ class Search:
             for remat in self.remats:
                 for s in self.strategies_of(dcn, mesh):
                     yield self._row(dcn, mesh, s, remat, "infeasible", "heads", error)
+        tensor = None
         for dcn, mesh in self.meshes:
+            if mesh.tensor != tensor:
+                # the memos of one tensor size (its split workload, plans, step work, buckets) serve
+                # no later mesh: dropped, so a search holds one tensor size's at a time; the
+                # collective schedules of the groups (shared across tensor sizes) once there are
+                # more than MAX_SCHEDULES (GPT-3 on v5p-3072: 593 MB of them else)
+                tensor = mesh.tensor
+                clear_memos()
+                if cached_plans() > MAX_SCHEDULES:
+                    clear_caches()
             todo = self.strategies_of(dcn, mesh)
             for remat in self.remats:
                 opts = replace(self.options, remat=remat)
