@@ -429,7 +429,7 @@ class _MeshStep:
                 layer_names=tuple(self.workload.layer_names),
                 gather_prefetch=resolve_gather_prefetch(plan, o.gather_prefetch))
 
-        tl = run_timeline(program(buckets), steps=o.steps)
+        tl = _timeline(program(buckets), o.steps)
         breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
         with_host_offload(breakdown, layers)
         breakdown["tensor_comm_s"] = tensor_s = float(sum(tp_fwd) + sum(tp_bwd))
@@ -444,7 +444,7 @@ class _MeshStep:
             # with every bucket's collectives free the network runs nothing of positive length but
             # the optimizer's reductions (counted apart): nothing to wait on, no second timeline
             idle_net = not any(data_part) and not any(b.gather_time_s for b in buckets)
-            without = 0.0 if idle_net else run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
+            without = 0.0 if idle_net else _timeline(program(free), o.steps).breakdown["exposed_comm_s"]
             fsdp_s = min(max(0.0, breakdown["exposed_comm_s"] - without), breakdown["exposed_comm_s"])
         breakdown["fsdp_comm_s"] = fsdp_s
         breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s
@@ -461,6 +461,16 @@ def _oom_text(memory, mesh, batch):
 
 
 _BUCKETS = IdentityMemo()
+
+_TIMELINES = IdentityMemo(maxsize=64)
+"""A step program (by value) -> its timeline: a search's meshes that differ only in how the data
+and fsdp axes split one sharding group (``fully-sharded`` over data x fsdp) give equal programs."""
+
+
+def _timeline(program, steps):
+    """:func:`run_timeline` of *program*, memoized by its value (hashing a program costs a small
+    part of evaluating it)."""
+    return _TIMELINES.get((), (program, steps), lambda: run_timeline(program, steps=steps))
 """(step work, slice, multislice) and the mesh, strategy and collective options -> what
 :meth:`_MeshStep._buckets` makes of them."""
 
