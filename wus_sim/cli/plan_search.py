@@ -136,7 +136,7 @@ def _options(args, calibration, stack):
 def run_search(args, placement):
     from ..inputs.errors import ConfigError, InfeasibleError
     from .options import placement_option_errors
-    from .plan_search_text import build_report, text
+    from .plan_search_text import build_report
 
     headroom = args.hbm_headroom
     if not 0 <= headroom < 1:

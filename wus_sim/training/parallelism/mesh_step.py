@@ -40,9 +40,7 @@ import numpy as np
 from ...collectives.schedules.groups import mesh_group
 from ...hardware.mesh import Mesh, layout, parse_mesh
 from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
-from ...hardware.topology import Topology
 from ...inputs.errors import ConfigError
-from ...inputs.memo import IdentityMemo
 from ...model.compute import memory_bound_time_s
 from ...model.layer_stack import matmul_shares, recompute_fractions
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
@@ -54,30 +52,11 @@ from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirecti
 from ..update.strategies import BOTH, step_work, update_work
 from .tensor_parallel import (check_tensor_heads, collective_matmul_exposed_s, split_workload, tensor_collective_layers,
                               tensor_collective_nbytes)
-from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
+from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
+from .mesh_shared import _BUCKETS, _device_topology, _oom_text, _timeline
 
 __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
-
-def _device_topology(topology, devices):
-    """A flat grid of *devices* single-device chips with *topology*'s per-device HBM, peak and
-    bandwidth: what the planner and the memory model cut shards over (nothing is simulated on it).
-    One object per slice and count (memoized): the plan and its step work are memoized by the
-    grid's identity, so a search's meshes with the same shard count share them."""
-    return _DEVICE_GRIDS.get((topology,), devices, lambda: _new_device_topology(topology, devices))
-
-
-_DEVICE_GRIDS = IdentityMemo()
-
-
-def _new_device_topology(topology, devices):
-    c = topology.cores_per_chip
-    chip = replace(topology.chip, cores_per_chip=1, peak_flops=topology.chip.peak_flops / c,
-                   hbm_bytes=topology.chip.hbm_bytes / c, hbm_Bps=topology.chip.hbm_Bps / c)
-    return Topology(name=topology.name, chip=chip, dims=(devices,), wrap=(False,),
-                    axis_link_Bps=(min(topology.axis_link_Bps),), hop_latency_s=topology.hop_latency_s,
-                    onchip_Bps=topology.onchip_Bps, cores_per_chip=1, description=f"{devices} devices of {topology.name}")
-
 
 def _today(mesh, dcn, strategies, options):
     """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
@@ -449,30 +428,6 @@ class _MeshStep:
         breakdown["fsdp_comm_s"] = fsdp_s
         breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s
         return _Outcome(StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl), comm)
-
-
-def _oom_text(memory, mesh, batch):
-    from ...inputs.units import format_bytes
-
-    parts = ", ".join(f"{p} {format_bytes(getattr(memory, p))}" for p in
-                      ("weights", "gradients", "slots", "activations", "collective_buffers"))
-    return (f"needs {format_bytes(memory.peak)} of HBM per device, has {format_bytes(memory.capacity)} "
-            f"(mesh {mesh}, batch {batch} per data-parallel group: {parts})")
-
-
-_BUCKETS = IdentityMemo()
-
-_TIMELINES = IdentityMemo(maxsize=64)
-"""A step program (by value) -> its timeline: a search's meshes that differ only in how the data
-and fsdp axes split one sharding group (``fully-sharded`` over data x fsdp) give equal programs."""
-
-
-def _timeline(program, steps):
-    """:func:`run_timeline` of *program*, memoized by its value (hashing a program costs a small
-    part of evaluating it)."""
-    return _TIMELINES.get((), (program, steps), lambda: run_timeline(program, steps=steps))
-"""(step work, slice, multislice) and the mesh, strategy and collective options -> what
-:meth:`_MeshStep._buckets` makes of them."""
 
 
 @dataclass(frozen=True)
