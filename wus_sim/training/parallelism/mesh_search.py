@@ -39,7 +39,9 @@ __all__ = ["Candidate", "Search", "search_meshes", "dcn_factorisations", "defaul
 
 MAX_SCHEDULES = 128
 """Collective plans (with their compiled schedules) a search lets the package's caches hold before
-it drops them, between two tensor sizes: the bound on its memory beside the memos of one size."""
+it drops them, between two meshes: the bound on its memory beside the memos of one tensor size
+(GPT-3 on v5p-3072: 810 -> 545 MB). One mesh's own schedules are not bounded here: ncf on
+torus:64x64 peaks at 2.3 GB even when they are dropped after every mesh (its 4,096-device groups)."""
 
 
 def cached_plans():
@@ -227,13 +229,13 @@ class Search:
         for dcn, mesh in self.meshes:
             if mesh.tensor != tensor:
                 # the memos of one tensor size (its split workload, plans, step work, buckets) serve
-                # no later mesh: dropped, so a search holds one tensor size's at a time; the
-                # collective schedules of the groups (shared across tensor sizes) once there are
-                # more than MAX_SCHEDULES (GPT-3 on v5p-3072: 593 MB of them else)
+                # no later mesh: dropped, so a search holds one tensor size's at a time
                 tensor = mesh.tensor
                 clear_memos()
-                if cached_plans() > MAX_SCHEDULES:
-                    clear_caches()
+            # the collective schedules of the groups (shared across meshes) once there are more
+            # than MAX_SCHEDULES (GPT-3 on v5p-3072: 593 MB of them else)
+            if cached_plans() > MAX_SCHEDULES:
+                clear_caches()
             todo = self.strategies_of(dcn, mesh)
             for remat in self.remats:
                 opts = replace(self.options, remat=remat)
