@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 from ..inputs.units import format_bytes
 
-__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "interpreter_case",
+__all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "interpreter_case", "search_case",
            "installed_command", "mesh_case",
            "step_case", "point_case", "experiment_case", "Unavailable"]
 
@@ -208,6 +208,36 @@ def mesh_case(name, workload, topology, optimizer=None, *, mesh, dcn_mesh=None, 
     where = topology if not dcn_mesh else f"{dcn_mesh} x {topology}"
     return BenchCase(name, "timeline", setup, run, quick=quick, full=full,
                      problem=f"mesh step {workload} {optimizer or 'default'} {mesh} on {where}")
+
+
+def search_case(name, workload, topology, *, megacore=False, slices=None, quick=False, full=True):
+    """A case timing a whole mesh search (``plan WORKLOAD -t TOPOLOGY --search``'s
+    :class:`~wus_sim.training.parallelism.mesh_search.Search`, every candidate streamed and ranked),
+    from cold caches; the simulated time is the fastest candidate's step, events the candidates.
+    A topology not shipped here is unavailable, not an error."""
+
+    def setup():
+        from ..collectives import clear_caches
+        from ..inputs.memo import clear_memos
+        from ..hardware.multislice import load_multislice
+        from ..inputs.errors import WusError
+
+        clear_caches()
+        clear_memos()
+        try:
+            slice_, ms = load_multislice(topology, slices=slices, megacore=megacore)
+        except WusError as exc:
+            raise Unavailable(str(exc)) from None
+        return ms or slice_
+
+    def run(topo):
+        from ..training.parallelism.mesh_search import Search, rank_key
+
+        found = sorted(Search(workload, topo).candidates(), key=rank_key)
+        return Measurement(found[0].step_time_s if found and found[0].status == "ok" else None, len(found))
+
+    where = topology + (" (chips)" if megacore else "") + (f" x {slices} slices" if slices else "")
+    return BenchCase(name, "search", setup, run, quick=quick, full=full, problem=f"plan --search {workload} on {where}")
 
 
 def point_case(name, point, *, quick=False, full=True):

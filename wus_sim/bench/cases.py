@@ -5,7 +5,7 @@ means is in docs/speed.md)."""
 import os
 
 from .builders import (cli_case, collective_case, collective_problem, experiment_case, interpreter_case, mesh_case,
-                       point_case, register, step_case)
+                       point_case, search_case, register, step_case)
 from ..inputs.shipped import shipped_dir
 from ..inputs.units import MiB
 
@@ -147,6 +147,13 @@ register(step_case("step: resnet50 lars tpu-v3-2048, batch norm over 8 cores, bo
 register(mesh_case("mesh step: gpt3-175b adam, 6 slices of tpu-v5p-2048 (6,144 chips), fsdp=128,tensor=8",
                    "gpt3-175b", "tpu-v5p-2048", "adam", mesh="fsdp=128,tensor=8", dcn_mesh="data=6", megacore=True,
                    global_batch=1536, options={"remat": "full", "quantization": "int8"}))
+# issue 47: a mesh search tells the truth in bounded time and memory: GPT-3 on v5p-2048 (its 2,048
+# TensorCores, as the command counts them without --megacore) <= 5 s and 300 MB; the largest v5p
+# slice shipped (the whole pod, v5p-8960, once its name ships) <= 15 s
+register(search_case("plan --search: gpt3-175b on tpu-v5p-2048 (2,048 TensorCores)", "gpt3-175b", "tpu-v5p-2048"))
+register(search_case("plan --search: gpt3-175b on tpu-v5p-8960 (the whole v5p pod)", "gpt3-175b", "tpu-v5p-8960"))
+register(search_case("plan --search: gpt3-175b on tpu-v5p-3072 (the largest v5p slice shipped today)", "gpt3-175b",
+                     "tpu-v5p-3072"))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(experiment_case("what-if sweep: first 1,000 of the 100,000-point grid, --jobs 2 (whole command)",

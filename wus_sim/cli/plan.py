@@ -71,6 +71,20 @@ def add_parser(subparsers):
     add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
                                  "slices' data x fsdp) x update strategy x remat none|selective|layer|full and rank them by "
                                  "step time; infeasible ones counted with their reason (docs/mesh.md)")
+    # plan --search only (each refused or unused without it is said in plan_search's doc)
+    from .plan_search import DEFAULT_HBM_HEADROOM
+
+    p.add_argument("--hbm-headroom", type=float, default=DEFAULT_HBM_HEADROOM, dest="hbm_headroom", metavar="F",
+                   help="--search: fraction of a device's HBM a pick should leave free; candidates above "
+                        f"(1 - F) x HBM are marked '!' (default {DEFAULT_HBM_HEADROOM:g}, an assumption: XLA "
+                        "holds HBM beside the program but publishes no size)")
+    p.add_argument("--time-limit", type=float, default=None, dest="time_limit", metavar="SECONDS",
+                   help="--search: stop after SECONDS and rank what was found (said in the header and in "
+                        "--json's complete/stopped); Ctrl-C likewise prints the best so far, then exits 130")
+    add_flag(p, "--progress", default=None,
+             help="--search: a progress line on stderr every 2 s (default: when stderr is a terminal)")
+    # --search ranks every remat mode unless one is given (plan's table: none, as before)
+    p.set_defaults(remat=None)
     return p
 
 
@@ -82,6 +96,8 @@ def run(args):
         from .plan_search import run_search
 
         return run_search(args, placement)
+    if args.remat is None:
+        args.remat = "none"
     if placement.dcn_mesh is not None:
         args.slices = placement.slices
     report = build_report(args)

@@ -40,7 +40,6 @@ import numpy as np
 from ...collectives.schedules.groups import mesh_group
 from ...hardware.mesh import Mesh, layout, parse_mesh
 from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
-from ...hardware.topology import Topology
 from ...inputs.errors import ConfigError
 from ...model.compute import memory_bound_time_s
 from ...model.layer_stack import matmul_shares, recompute_fractions
@@ -53,21 +52,11 @@ from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirecti
 from ..update.strategies import BOTH, step_work, update_work
 from .tensor_parallel import (check_tensor_heads, collective_matmul_exposed_s, split_workload, tensor_collective_layers,
                               tensor_collective_nbytes)
-from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket, run_timeline
+from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
+from .mesh_shared import _BUCKETS, _device_topology, _oom_text, _timeline
 
 __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
-
-def _device_topology(topology, devices):
-    """A flat grid of *devices* single-device chips with *topology*'s per-device HBM, peak and
-    bandwidth: what the planner and the memory model cut shards over (nothing is simulated on it)."""
-    c = topology.cores_per_chip
-    chip = replace(topology.chip, cores_per_chip=1, peak_flops=topology.chip.peak_flops / c,
-                   hbm_bytes=topology.chip.hbm_bytes / c, hbm_Bps=topology.chip.hbm_Bps / c)
-    return Topology(name=topology.name, chip=chip, dims=(devices,), wrap=(False,),
-                    axis_link_Bps=(min(topology.axis_link_Bps),), hop_latency_s=topology.hop_latency_s,
-                    onchip_Bps=topology.onchip_Bps, cores_per_chip=1, description=f"{devices} devices of {topology.name}")
-
 
 def _today(mesh, dcn, strategies, options):
     """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
@@ -143,16 +132,30 @@ class _MeshStep:
         self.workload = workload
         self.optimizer = workload.default_optimizer if optimizer is None else optimizer
         self.split = split_workload(workload, mesh.tensor)
+        self._coll = {}
+        """``(op, nbytes, axes) -> (seconds, cross-slice phases)``: a step asks for the same bucket
+        sizes hundreds of times (a search's GPT-3 candidate: ~1,000 calls, a few dozen sizes)."""
 
     # ------------------------------------------------------------ collectives
     def coll_s(self, op, nbytes, axes, dcn=None):
         """Seconds of *op* over the mesh axes *axes* (full buffer *nbytes* per device), over the
         DCN too where those axes span slices; each cross-slice phase is appended to the list
         *dcn* (if given) as ``(op, nbytes per device, seconds)``."""
-        from ...collectives import collective_time
-
         if nbytes <= 0:
             return 0.0
+        key = (op, nbytes, axes)
+        hit = self._coll.get(key)
+        if hit is None:
+            phases = []
+            hit = self._coll[key] = (self._coll_s(op, nbytes, axes, phases), tuple(phases))
+        if dcn is not None:
+            dcn.extend(hit[1])
+        return hit[0]
+
+    def _coll_s(self, op, nbytes, axes, dcn):
+        """:meth:`coll_s` computed."""
+        from ...collectives import collective_time
+
         group = mesh_group(self.lay, *axes)
         bidir = bidirectional_for(self.options)
 
@@ -300,6 +303,61 @@ class _MeshStep:
         busy = count / 2 * (ag + rs)
         return fwd, bwd, count, count / 2 * 2 * nbytes, float(busy)
 
+    def _buckets(self, work, strategy, data_only, sharded_weights, shard_axes, gather_axes):
+        """The timeline buckets of *work* on this mesh, the same with free fsdp collectives, each
+        bucket's seconds on the data axis, and the fsdp and data axes' comm counts. Memoized
+        (:data:`_BUCKETS`): a search's remat modes of one mesh share them (only layer times and
+        memory differ)."""
+        comm = no_comm()
+
+        def count(axis, nbytes, op, axes):
+            """Seconds of *op* over *axes*, counted on *axis*; its cross-slice phases on the
+            axis whose slices it crosses (:meth:`dcn_axis`)."""
+            dcn = []
+            t = self.coll_s(op, nbytes, axes, dcn)
+            comm[axis]["collectives"] += 1
+            comm[axis]["nbytes"] += float(nbytes)
+            comm[axis]["busy_s"] += float(t)
+            count_dcn(comm[self.dcn_axis(axes)], dcn)
+            return t
+
+        def gathered(g):
+            if g is None:
+                return 0.0, 0.0
+            axis = "fsdp" if sharded_weights else "data"
+            return g.nbytes, count(axis, g.nbytes, "all-gather", gather_axes)
+
+        # each bucket's all-gathers after the update, before forward, before backward (what
+        # step_prefetch.bucket_gathers finds by a scan per bucket, indexed once: the first of each)
+        by_bucket = [{} for _ in range(3)]
+        for index, gathers in zip(by_bucket, (work.weight_allgathers, work.forward_allgathers,
+                                              work.backward_allgathers)):
+            for g in gathers:
+                index.setdefault(g.bucket, g)
+
+        buckets, data_part, free = [], [], []  # data_part: each bucket's gradient seconds on the data axis
+        for c in work.grad_collectives:
+            after, fwd_g, bwd_g = (gathered(index.get(c.bucket)) for index in by_bucket)
+            if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
+                t = count("fsdp", c.nbytes, "reduce-scatter", ("fsdp",))
+                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
+                ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
+                on_data = sum(count("data", part, op, ("data",)) for op in ops)
+                t += on_data
+            else:
+                axis = "fsdp" if (sharded_weights and c.op == "reduce-scatter") else "data"
+                t = count(axis, c.nbytes, c.op, shard_axes)
+                on_data = t if axis == "data" else 0.0
+            data_part.append(on_data)
+            bucket = dict(name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
+                          grad_nbytes=c.nbytes, gather_nbytes=after[0], gather_time_s=after[1],
+                          fwd_gather_nbytes=fwd_g[0], bwd_gather_nbytes=bwd_g[0])
+            buckets.append(TimelineBucket(**bucket, grad_time_s=t, fwd_gather_time_s=fwd_g[1],
+                                          bwd_gather_time_s=bwd_g[1]))
+            # the same bucket with free fsdp collectives (its data-axis part only), for fsdp_comm_s
+            free.append(TimelineBucket(**bucket, grad_time_s=on_data, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0))
+        return tuple(buckets), tuple(free), tuple(data_part), {a: comm[a] for a in ("fsdp", "data")}
+
     def _one(self, strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes, gather_axes):
         o = self.options
         tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy = tp
@@ -325,44 +383,13 @@ class _MeshStep:
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
         sharded_weights = mem_strategy == "fully-sharded"
 
-        def count(axis, nbytes, op, axes):
-            """Seconds of *op* over *axes*, counted on *axis*; its cross-slice phases on the
-            axis whose slices it crosses (:meth:`dcn_axis`)."""
-            dcn = []
-            t = self.coll_s(op, nbytes, axes, dcn)
-            comm[axis]["collectives"] += 1
-            comm[axis]["nbytes"] += float(nbytes)
-            comm[axis]["busy_s"] += float(t)
-            count_dcn(comm[self.dcn_axis(axes)], dcn)
-            return t
-
-        def gathered(g):
-            if g is None:
-                return 0.0, 0.0
-            axis = "fsdp" if sharded_weights else "data"
-            return g.nbytes, count(axis, g.nbytes, "all-gather", gather_axes)
-
-        from ..step import _bucket_gathers
-
-        buckets, data_part = [], []  # data_part: each bucket's gradient seconds on the data axis
-        for c in work.grad_collectives:
-            after, fwd_g, bwd_g = (gathered(g) for g in _bucket_gathers(work, c.bucket))
-            if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
-                t = count("fsdp", c.nbytes, "reduce-scatter", ("fsdp",))
-                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
-                ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
-                on_data = sum(count("data", part, op, ("data",)) for op in ops)
-                t += on_data
-            else:
-                axis = "fsdp" if (sharded_weights and c.op == "reduce-scatter") else "data"
-                t = count(axis, c.nbytes, c.op, shard_axes)
-                on_data = t if axis == "data" else 0.0
-            data_part.append(on_data)
-            buckets.append(TimelineBucket(
-                name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
-                grad_nbytes=c.nbytes, grad_time_s=t, gather_nbytes=after[0], gather_time_s=after[1],
-                fwd_gather_nbytes=fwd_g[0], fwd_gather_time_s=fwd_g[1], bwd_gather_nbytes=bwd_g[0],
-                bwd_gather_time_s=bwd_g[1]))
+        buckets, free, data_part, axis_comm = _BUCKETS.get(
+            (work, self.topology, self.ms),
+            (strategy, data_only, sharded_weights, shard_axes, gather_axes, str(self.mesh), str(self.dcn),
+             o.algorithm, bidirectional_for(o), o.routing),
+            lambda: self._buckets(work, strategy, data_only, sharded_weights, shard_axes, gather_axes))
+        for axis, entry in axis_comm.items():
+            comm[axis] = dict(entry)
         upd = update_work(plan, mem_strategy)
         if data_only and strategy == "sharded":
             upd = replace(upd, elements=upd.elements // data_n, bytes_read=upd.bytes_read / data_n,
@@ -381,7 +408,7 @@ class _MeshStep:
                 layer_names=tuple(self.workload.layer_names),
                 gather_prefetch=resolve_gather_prefetch(plan, o.gather_prefetch))
 
-        tl = run_timeline(program(buckets), steps=o.steps)
+        tl = _timeline(program(buckets), o.steps)
         breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
         with_host_offload(breakdown, layers)
         breakdown["tensor_comm_s"] = tensor_s = float(sum(tp_fwd) + sum(tp_bwd))
@@ -390,23 +417,17 @@ class _MeshStep:
         breakdown["fwd_s"] -= fwd_tp
         breakdown["bwd_s"] -= tensor_s - fwd_tp
         fsdp_s = 0.0
-        if sharded_weights:  # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives
-            free = [replace(b, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0, grad_time_s=d)
-                    for b, d in zip(buckets, data_part)]
-            without = run_timeline(program(free), steps=o.steps).breakdown["exposed_comm_s"]
+        # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives (none
+        # to split when nothing waits: the second timeline would give 0 again)
+        if sharded_weights and breakdown["exposed_comm_s"] > 0:
+            # with every bucket's collectives free the network runs nothing of positive length but
+            # the optimizer's reductions (counted apart): nothing to wait on, no second timeline
+            idle_net = not any(data_part) and not any(b.gather_time_s for b in buckets)
+            without = 0.0 if idle_net else _timeline(program(free), o.steps).breakdown["exposed_comm_s"]
             fsdp_s = min(max(0.0, breakdown["exposed_comm_s"] - without), breakdown["exposed_comm_s"])
         breakdown["fsdp_comm_s"] = fsdp_s
         breakdown["data_comm_s"] = breakdown["exposed_comm_s"] - fsdp_s
         return _Outcome(StepResult(strategy, "ok", tl.step_time_s, breakdown, memory, work, tl), comm)
-
-
-def _oom_text(memory, mesh, batch):
-    from ...inputs.units import format_bytes
-
-    parts = ", ".join(f"{p} {format_bytes(getattr(memory, p))}" for p in
-                      ("weights", "gradients", "slots", "activations", "collective_buffers"))
-    return (f"needs {format_bytes(memory.peak)} of HBM per device, has {format_bytes(memory.capacity)} "
-            f"(mesh {mesh}, batch {batch} per data-parallel group: {parts})")
 
 
 @dataclass(frozen=True)

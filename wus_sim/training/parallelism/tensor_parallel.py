@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from ...inputs.errors import ConfigError
+from ...inputs.memo import IdentityMemo
 from ...model.layer_stack import layer_stack
 
 __all__ = ["check_tensor_heads", "split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes",
@@ -64,9 +65,18 @@ def check_tensor_heads(workload, mesh, *, key_path="mesh"):
 def split_workload(workload, ways):
     """The part of *workload* one of *ways* tensor-parallel devices holds and runs: matrices
     cut ``1/ways`` (:func:`_split_shape`), FLOPs and attention heads ``/ ways``, activations
-    ``/ ways`` (sequence parallelism). ``ways == 1`` returns *workload* itself."""
+    ``/ ways`` (sequence parallelism). ``ways == 1`` returns *workload* itself. One object per
+    workload and *ways* (memoized): what is memoized by a workload's identity (its plans, its
+    layer times) serves every mesh with the same tensor axis."""
     if ways == 1:
         return workload
+    return _SPLITS.get((workload,), ways, lambda: _split(workload, ways))
+
+
+_SPLITS = IdentityMemo()
+
+
+def _split(workload, ways):
     tensors = tuple(replace(t, shape=_split_shape(t.shape, ways)) for t in workload.tensors)
     attention = tuple(replace(a, heads=math.ceil(a.heads / ways)) for a in workload.attention)
     terms = tuple(replace(t, elements=t.elements / ways) for t in workload.activation_terms)

@@ -234,11 +234,32 @@ class _Pass:
     def wait(self, b, now, net_free):
         """When bucket *b*'s gather ends (issued now if not yet; ``None``: the pass does not
         gather it), and the network's free time."""
-        issue = self.order.before_use(b)
-        if issue is None:
+        i = self.order.pos.get(b)
+        if i is None:
             return None, net_free
-        net_free = self._issue(issue, now, net_free)
+        if self.order.issued <= i:
+            net_free = self._upto(i, now, net_free)
         return self.end[b], net_free
 
     def finished(self, b, now, net_free):
-        return self._issue(self.order.after_use(b), now, net_free)
+        order = self.order
+        return self._upto(order.pos[b] + order.prefetch + 1, now, net_free)
+
+    def _upto(self, i, now, net_free):
+        """Issue the pass's gathers up to position *i*, in :class:`GatherOrder`'s order, each
+        timed as :meth:`_issue` times it (inline: a GPT-3 search issues millions); returns the
+        network's free time."""
+        order = self.order
+        seq, issued = order.seq, order.issued
+        last = min(i, len(seq) - 1)
+        if issued <= last:
+            times, end, net, step, label = self.times, self.end, self.net, self.step, self.label
+            while issued <= last:
+                b = seq[issued]
+                issued += 1
+                t0 = now if now >= net_free else net_free
+                net_free = t0 + times[b]
+                net.append(("gather", b, t0, net_free, step, label))
+                end[b] = net_free
+            order.issued = issued
+        return net_free

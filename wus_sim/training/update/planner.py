@@ -211,12 +211,26 @@ def _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_rati
     tensor_plans = []
     sharded_reductions = []      # [(Reduction, values)] of each sharded tensor
     why = {"small": 0, "padding": 0, "no allowed cut": 0}
+    per_shape = {}  # shape -> what the plan derives of it (a model repeats its layers' shapes)
+
+    def of_shape(shape, size):
+        case = analysis.case_for(shape)
+        full_slots = case.slot_elements(shape)
+        choice = None if size < below else _choose(analysis, shape, size, n)
+        reason = ("small" if size < below else "no allowed cut" if choice is None
+                  else "padding" if choice[3] - size > max_padding_ratio * size else "")
+        if reason:
+            return full_slots, reason, None, None, None, None
+        fmt, layout, dim, padded, shard = choice
+        raw = analysis.reductions_for(shape, layout)
+        return (full_slots, reason, choice, raw, tuple((r.what, int(v)) for r, v in raw),
+                (case.slot_elements(shard), _slot_padding(case, fmt, shape, size, padded, n)))
+
     for i, t in enumerate(workload.tensors):
-        case = analysis.case_for(t.shape)
-        full_slots = case.slot_elements(t.shape)
-        choice = None if t.size < below else _choose(analysis, t.shape, t.size, n)
-        reason = ("small" if t.size < below else "no allowed cut" if choice is None
-                  else "padding" if choice[3] - t.size > max_padding_ratio * t.size else "")
+        derived = per_shape.get(t.shape)
+        if derived is None:
+            derived = per_shape[t.shape] = of_shape(t.shape, t.size)
+        full_slots, reason, choice, raw, reductions, shard_slots = derived
         if reason:
             why[reason] += 1
             tensor_plans.append(TensorPlan(
@@ -226,14 +240,11 @@ def _plan(workload, topology, analysis, n, bucket_bytes, below, max_padding_rati
                 replicated_because=reason))
             continue
         fmt, layout, dim, padded, shard = choice
-        sharded_reductions.append(analysis.reductions_for(t.shape, layout))
-        reductions = tuple((r.what, int(v)) for r, v in sharded_reductions[-1])
+        sharded_reductions.append(raw)
         tensor_plans.append(TensorPlan(
             index=i, name=t.name, shape=t.shape, layer=t.layer, size=t.size, format=fmt, layout=layout,
             split_dim=dim, padded_size=padded, shard_shape=shard, slot_elements=full_slots,
-            shard_slot_elements=case.slot_elements(shard),
-            slot_padding_elements=_slot_padding(case, fmt, t.shape, t.size, padded, n),
-            reductions=reductions))
+            shard_slot_elements=shard_slots[0], slot_padding_elements=shard_slots[1], reductions=reductions))
 
     buckets, owner = _fuse(tensor_plans, bucket_bytes, gb)
     allreduce_buckets, _ = _fuse(tensor_plans, bucket_bytes, gb, by_kind=False)
