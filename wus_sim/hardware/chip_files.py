@@ -40,7 +40,7 @@ CHIP_KEYS = KeyTable("chip", [
         "peak under point key `quantization: int8` (cite it in `sources`).", unit="TOP/s", positive=True,
         default_text="none: the chip cannot run quantization int8 (a one-line error)"),
     Key("peak_fp8_TFLOPs", "number", "Matrix-unit peak of the chip in fp8 (10^12 FLOP/s), where the Cloud TPU "
-        "docs give one (cite it in `sources`): recorded and shown by `describe`; no step runs in fp8 yet.",
+        "docs give one (cite it in `sources`): recorded with its source; no step runs in fp8 yet.",
         unit="TFLOP/s", positive=True, default_text="none"),
     Key("hbm_GiB", "number", "HBM capacity of the whole chip (2^30 B; datasheets' HBM 'GB' are GiB), split "
         "evenly over its cores: what a replica's weights, gradients, slots and activations must fit in.",

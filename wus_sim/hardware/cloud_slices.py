@@ -144,14 +144,32 @@ _WRAP_SOURCE = {
 _NAME_RE = re.compile(r"^(.*?)-?([0-9]{1,12})$")
 
 
+def _one_edit(a, b):
+    """True when digit strings *a* and *b* differ by one typo: a digit added, dropped, changed, or two
+    neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
 def nearest_names(name, known):
-    """Known slice names of *name*'s generation nearest to it in size (one below and one above), and
-    a note when the number reads as chips where the name counts TensorCores; ``([], "")`` when *name*
-    names no known generation."""
+    """Known slice names of *name*'s generation (its prefix) to suggest for it: those one digit typo
+    away (``tpu-v3-51`` -> tpu-v3-512), most alike first, then the nearest in size, one below and one
+    above (``tpu-v5p-9000`` -> tpu-v5p-8192, tpu-v5p-12288; never tpu-v5p-8, which only looks alike);
+    and a note when the number reads as chips where the name counts TensorCores. ``([], "")`` when
+    *name* names no known generation."""
+    import difflib
+
     m = _NAME_RE.match(name) if isinstance(name, str) and len(name) <= 200 else None
     if not m:
         return [], ""
-    prefix, n = m.group(1).rstrip("-"), int(m.group(2))
+    prefix, digits = m.group(1).rstrip("-"), m.group(2)
+    n = int(digits)
     if not prefix.startswith("tpu"):
         prefix = f"tpu-{prefix}"  # Google's own accelerator type, v5p-256
     sizes = {}
@@ -163,9 +181,12 @@ def nearest_names(name, known):
         return [], ""
     if n in sizes:  # Google's own name, v5p-256, for ours, tpu-v5p-256
         return [sizes[n]], ""
-    below = [s for s in sizes if s <= n]
+    typos = [k for s, k in sizes.items() if _one_edit(digits, str(s))]
+    typos.sort(key=lambda k: -difflib.SequenceMatcher(None, name, k).ratio())
+    below = [s for s in sizes if s < n]
     above = [s for s in sizes if s > n]
-    picks = ([sizes[max(below)]] if below else []) + ([sizes[min(above)]] if above else [])
+    near = ([sizes[max(below)]] if below else []) + ([sizes[min(above)]] if above else [])
+    picks = typos + [k for k in near if k not in typos]
     note = ""
     gen = next((g for g in GENERATIONS.values() if prefix in g.prefixes), None)
     if gen is not None and gen.name_counts_cores and n * _CORES_PER_CHIP in sizes:

@@ -111,17 +111,18 @@ def load_chips(path=None):
     return chips
 
 
-RENAMED = {
-    "tpu-v4-64": ("tpu-v4-128", "the 64-chip 4x4x4 cube"),
-    "tpu-v4-512": ("tpu-v4-1024", "the 512-chip 8x8x8 slice"),
-}
-"""Shipped slice names whose meaning changed when TPU v4 slices took Google's names, which count
-TensorCores (two per chip: Google's v4-128 is 64 chips): old name -> (new name, what it was). An old
-name fails naming the new one; it never loads a different slice."""
+RENAMED = {}
+"""Shipped slice names that fail naming the one to use instead: old name -> (new name, what it was).
+Empty since every Cloud TPU name resolves (:mod:`~wus_sim.hardware.cloud_slices`): tpu-v4-64 and
+tpu-v4-512, refused from wus-sim 0.2 to 0.x, are Google's v4-64 and v4-512 again (see MEANING_CHANGED)."""
 
 MEANING_CHANGED = {
     "tpu-v4-4096": "Google's v4-4096, 2048 chips 8x16x16 (before wus-sim 0.2 it was the 4096-chip pod, now "
                    "tpu-v4-8192)",
+    "tpu-v4-64": "Google's v4-64, 32 chips 2x4x4 (before wus-sim 0.2 it was the 64-chip 4x4x4 cube, now "
+                 "tpu-v4-128)",
+    "tpu-v4-512": "Google's v4-512, 256 chips 4x8x8 (before wus-sim 0.2 it was the 512-chip 8x8x8 slice, now "
+                  "tpu-v4-1024)",
 }
 """Shipped names that now mean Google's slice of that name, a different one from before: loading one
 says so once on stderr."""
@@ -140,6 +141,8 @@ def _find_file(stem):
                 note_once(f"topology {stem!r} is {MEANING_CHANGED[stem]}")
             return p
     if stem in CLOUD_SLICE_NAMES:
+        if stem in MEANING_CHANGED:
+            note_once(f"topology {stem!r} is {MEANING_CHANGED[stem]}")
         return _LOADED.get((), ("cloud slice", stem, _chips_state()), lambda: cloud_slice(stem, load_chips()))
     if stem in RENAMED:
         new, what = RENAMED[stem]
