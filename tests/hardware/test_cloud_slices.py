@@ -69,11 +69,11 @@ def test_multislice_of_a_named_slice(capsys):
 
 @pytest.mark.parametrize("name, near", [
     ("tpu-v5p-9000", ["tpu-v5p-8192", "tpu-v5p-12288"]),
-    ("tpu-v5p-8960", ["tpu-v5p-8192", "tpu-v5p-12288"]),
+    ("tpu-v5p-8960", ["tpu-v5p-17920", "tpu-v5p-8192", "tpu-v5p-12288"]),  # 8960 chips, then the sizes
     ("tpu-v5p-100000", ["tpu-v5p-17920"]),
     ("tpu-v6e-100", ["tpu-v6e-64", "tpu-v6e-128"]),
     ("tpu7x-100", ["tpu7x-64", "tpu7x-128"]),
-    ("v5p-256", ["tpu-v5p-256"]),
+    ("v5p-256", ["tpu-v5p-256"]),  # Google's accelerator type for ours
     ("tpu-v3-51", ["tpu-v3-512", "tpu-v3-32", "tpu-v3-128"]),  # a dropped digit first, then the sizes around
     ("tpu-v6e-265", ["tpu-v6e-256"]),  # two digits swapped; nothing larger than the pod
 ])

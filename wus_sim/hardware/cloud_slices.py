@@ -190,6 +190,7 @@ def nearest_names(name, known):
     note = ""
     gen = next((g for g in GENERATIONS.values() if prefix in g.prefixes), None)
     if gen is not None and gen.name_counts_cores and n * _CORES_PER_CHIP in sizes:
-        note = (f"; {prefix} names count TensorCores, two a chip: {n} chips is "
-                f"{sizes[n * _CORES_PER_CHIP]}")
+        meant = sizes[n * _CORES_PER_CHIP]  # the number read as chips: the likeliest slip, first
+        picks = [meant] + [k for k in picks if k != meant]
+        note = f"; {prefix} names count TensorCores, two a chip: {n} chips is {meant}"
     return picks, note
