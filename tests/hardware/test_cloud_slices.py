@@ -116,3 +116,13 @@ def test_tpu7x_carries_the_docs_figures_with_sources():
 def test_megacore_is_refused_on_tpu7x():
     with pytest.raises(ConfigError, match="separate devices"):
         load_topology("tpu7x-128", megacore=True)
+
+
+def test_describe_says_how_jax_counts_a_v5p_chip(capsys):
+    assert main(["describe", "topology", "tpu-v5p-256"]) == 0
+    out = capsys.readouterr().out
+    assert "JAX counts the chip as one device" in out and "--megacore" in out
+    assert main(["describe", "topology", "tpu-v5p-256", "--megacore"]) == 0
+    assert "JAX counts" not in capsys.readouterr().out
+    assert main(["describe", "topology", "tpu7x-128"]) == 0  # two devices a chip: no megacore to offer
+    assert "--megacore" not in capsys.readouterr().out

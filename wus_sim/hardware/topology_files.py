@@ -212,8 +212,9 @@ def megacore_hint(topo):
     if chip.name in MEGACORE_CHIPS_REFUSED or chip.cores_per_chip < 2 or topo.cores_per_chip != chip.cores_per_chip:
         return None
     return (f"a replica is one TensorCore ({topo.cores_per_chip} per {chip.name} chip, "
-            f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each); --megacore (point key megacore: true) runs "
-            f"one replica per chip over its {chip.cores_per_chip} TensorCores with all {format_bytes(chip.hbm_bytes)}")
+            f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each), where JAX counts the chip as one device; "
+            f"--megacore (point key megacore: true) runs one replica per chip over its {chip.cores_per_chip} "
+            f"TensorCores with all {format_bytes(chip.hbm_bytes)}, as JAX does")
 
 
 @fixed_while_running
