@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,7 +161,12 @@ def test_whole_command_in_a_fresh_interpreter_without_simpy():
 REFUSED_CASES = {("tpu-v3-8192", "2d-split")}
 NOT_POWER_OF_TWO = {("tpu-v5p-3072", "halving-doubling"), ("tpu-v5p-3072", "recursive-doubling")}
 """1,536 chips (8x12x16): no power-of-two group for the exchange algorithms."""
-CASES = [(name, alg) for name in known_topologies() for alg in ALGORITHMS
+FILES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "topologies").glob("*.yaml")
+               if p.stem != "chips")
+"""Every topology file; the Cloud TPU names built from a shape (cloud_slices) are checked by shape
+below, one algorithm each, and every algorithm on their whole pods (the slices' extremes)."""
+CLOUD_PODS = ["tpu-v5p-17920", "tpu7x-18432", "tpu-v4-1536", "tpu-v5e-1"]
+CASES = [(name, alg) for name in FILES for alg in ALGORITHMS
          if (name, alg) not in REFUSED_CASES | NOT_POWER_OF_TWO]
 
 
@@ -187,6 +193,28 @@ def test_every_shipped_topology_and_algorithm_answers(capsys, name, alg, cold_ca
     topo = load_topology(name)
     assert d["group_size"] == topo.num_replicas and d["time_s"] > 0 and d["events"] > 0
     assert d["time_s"] >= d["analytic_time_s"] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(set(known_topologies()) - set(FILES)))
+def test_every_cloud_slice_name_answers(capsys, name, cold_caches):
+    d = run_json(capsys, name, "--op", "all-reduce", "--algorithm", "2d", "--size", "1MiB")
+    assert d["group_size"] == load_topology(name).num_replicas and d["time_s"] >= 0
+
+
+@pytest.mark.parametrize("name,alg", [(n, a) for n in CLOUD_PODS for a in ALGORITHMS])
+def test_cloud_pods_answer_or_refuse_in_one_line(capsys, name, alg, cold_caches):
+    """Every algorithm on the extremes: a whole pod (not a power of two; too large for SimPy's
+    schedules), a 768-chip v4 slice, one chip."""
+    code, out, err = run(capsys, name, "--op", "all-reduce", "--algorithm", alg, "--size", "1MiB", "--json")
+    replicas = load_topology(name).num_replicas
+    if code == 0:
+        d = json.loads(out)
+        assert d["group_size"] == replicas and d["time_s"] >= d["analytic_time_s"] * (1 - 1e-9)
+        assert d["time_s"] > 0 or replicas == 1
+    else:
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1
+        pow2 = replicas & (replicas - 1) == 0
+        assert ("power-of-two" in err and not pow2) or "over the limit" in err, err
 
 
 @pytest.mark.parametrize("name,alg", sorted(NOT_POWER_OF_TWO))

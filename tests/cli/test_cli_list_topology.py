@@ -37,8 +37,13 @@ def stems(folder, skip=()):
     return sorted(p.stem for p in folder.glob("*.yaml") if p.stem not in skip)
 
 
+# the files, and every Cloud TPU slice by its name (built from its shape: tests/data/cloud_tpu_slices.csv)
+CLOUD_NAMES = [line.split(",")[1] for line in (ROOT / "tests" / "data" / "cloud_tpu_slices.csv").read_text().splitlines()[1:]]
+TOPOLOGIES = sorted(set(stems(ROOT / "topologies", skip=("chips",))) | set(CLOUD_NAMES))
+
+
 @pytest.mark.parametrize("kind, expected", [
-    ("topologies", stems(ROOT / "topologies", skip=("chips",))),
+    ("topologies", TOPOLOGIES),
     ("workloads", stems(ROOT / "wus_sim" / "data" / "workloads")),
     ("experiments", stems(ROOT / "experiments")),
 ])
@@ -116,7 +121,7 @@ def test_describe_topology_text_says_wraparound_per_axis(capsys):
 
 def test_describe_topology_without_name_lists_them(capsys):
     code, out, _ = run_cli(capsys, "describe", "topology")
-    assert code == 0 and out.split() == stems(ROOT / "topologies", skip=("chips",))
+    assert code == 0 and out.split() == TOPOLOGIES
 
 
 def test_describe_unknown_topology_exits_2_naming_the_known_ones(capsys):

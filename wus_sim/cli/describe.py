@@ -95,7 +95,12 @@ def _topology(args):
         print(dumps_strict({"schema_version": TOPOLOGY_JSON_SCHEMA_VERSION, **d,
                           **({"mesh": mesh} if mesh else {})}, indent=1))
     else:
+        from ..hardware.topology_files import megacore_hint
+
         print(topology_text(d))
+        hint = megacore_hint(topology)
+        if hint:  # v4/v5p one replica per TensorCore: JAX counts a chip as one device (megacore)
+            print(f"  note: {hint}")
         if mesh:
             from .step_mesh import layout_lines
 

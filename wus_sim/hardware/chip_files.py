@@ -39,6 +39,9 @@ CHIP_KEYS = KeyTable("chip", [
     Key("peak_int8_TOPs", "number", "Matrix-unit peak of the chip in int8 (10^12 operations/s): the weight matmuls' "
         "peak under point key `quantization: int8` (cite it in `sources`).", unit="TOP/s", positive=True,
         default_text="none: the chip cannot run quantization int8 (a one-line error)"),
+    Key("peak_fp8_TFLOPs", "number", "Matrix-unit peak of the chip in fp8 (10^12 FLOP/s), where the Cloud TPU "
+        "docs give one (cite it in `sources`): recorded with its source; no step runs in fp8 yet.",
+        unit="TFLOP/s", positive=True, default_text="none"),
     Key("hbm_GiB", "number", "HBM capacity of the whole chip (2^30 B; datasheets' HBM 'GB' are GiB), split "
         "evenly over its cores: what a replica's weights, gradients, slots and activations must fit in.",
         unit="GiB", required=True,
@@ -98,6 +101,7 @@ def chips_from_file(path):
             onchip_Bps=read("onchip_GBps") * GB,
             dcn_Bps=read("dcn_GBps") * GB if "dcn_GBps" in sec else None,
             peak_int8_ops=read("peak_int8_TOPs") * 1e12 if "peak_int8_TOPs" in sec else None,
+            peak_fp8_flops=read("peak_fp8_TFLOPs") * 1e12 if "peak_fp8_TFLOPs" in sec else None,
             mxus_per_core=read("mxus_per_core") if "mxus_per_core" in sec else None,
             mxu_dim=read("mxu_dim") if "mxu_dim" in sec else None,
             host_Bps=read("host_GBps") * GB if "host_GBps" in sec else None,

@@ -31,6 +31,9 @@ class Chip:
     peak_int8_ops: float = None
     """Matrix-unit peak of the whole chip in int8, operations/s (``None``: chips.yaml gives none,
     and the chip cannot run ``quantization: int8``)."""
+    peak_fp8_flops: float = None
+    """Matrix-unit peak of the whole chip in fp8, FLOP/s (``None``: chips.yaml gives none). Recorded
+    for reports; no step runs in fp8 yet."""
     mxus_per_core: int = None
     """Matrix units (MXUs) per TensorCore (``None``: chips.yaml gives none; the compute model
     then takes no tile padding into account)."""

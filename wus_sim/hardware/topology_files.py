@@ -17,6 +17,7 @@ from ..inputs.limits import RATE_RANGES
 from ..inputs.memo import IdentityMemo, fixed_while_running
 from ..inputs.shipped import env_dirs, note_once, note_override, shipped_dir
 from ..inputs.units import GB, US
+from .cloud_slices import CLOUD_SLICE_NAMES, cloud_slice, nearest_names
 from .chip_files import _SOURCES_SCHEMA, CHIP_KEYS, CHIPS_FILE, chips_from_file, sources_of
 from .link_faults import with_link_faults
 from .topology import Topology
@@ -84,8 +85,9 @@ def topology_dirs():
 
 
 def known_topologies():
-    """Names of the topology files found (file stems), sorted."""
-    names = set()
+    """Names of the topology files found (file stems) and of every Cloud TPU slice
+    (:mod:`~wus_sim.hardware.cloud_slices`), sorted."""
+    names = set(CLOUD_SLICE_NAMES)
     for d in topology_dirs():
         if os.path.isdir(d):  # False, not OSError, for a name the OS refuses
             names.update(p.stem for p in d.glob("*.yaml") if p.stem != "chips")
@@ -109,17 +111,18 @@ def load_chips(path=None):
     return chips
 
 
-RENAMED = {
-    "tpu-v4-64": ("tpu-v4-128", "the 64-chip 4x4x4 cube"),
-    "tpu-v4-512": ("tpu-v4-1024", "the 512-chip 8x8x8 slice"),
-}
-"""Shipped slice names whose meaning changed when TPU v4 slices took Google's names, which count
-TensorCores (two per chip: Google's v4-128 is 64 chips): old name -> (new name, what it was). An old
-name fails naming the new one; it never loads a different slice."""
+RENAMED = {}
+"""Shipped slice names that fail naming the one to use instead: old name -> (new name, what it was).
+Empty since every Cloud TPU name resolves (:mod:`~wus_sim.hardware.cloud_slices`): tpu-v4-64 and
+tpu-v4-512, refused from wus-sim 0.2 to 0.x, are Google's v4-64 and v4-512 again (see MEANING_CHANGED)."""
 
 MEANING_CHANGED = {
     "tpu-v4-4096": "Google's v4-4096, 2048 chips 8x16x16 (before wus-sim 0.2 it was the 4096-chip pod, now "
                    "tpu-v4-8192)",
+    "tpu-v4-64": "Google's v4-64, 32 chips 2x4x4 (before wus-sim 0.2 it was the 64-chip 4x4x4 cube, now "
+                 "tpu-v4-128)",
+    "tpu-v4-512": "Google's v4-512, 256 chips 4x8x8 (before wus-sim 0.2 it was the 512-chip 8x8x8 slice, now "
+                  "tpu-v4-1024)",
 }
 """Shipped names that now mean Google's slice of that name, a different one from before: loading one
 says so once on stderr."""
@@ -137,11 +140,29 @@ def _find_file(stem):
             elif stem in MEANING_CHANGED:
                 note_once(f"topology {stem!r} is {MEANING_CHANGED[stem]}")
             return p
+    if stem in CLOUD_SLICE_NAMES:
+        if stem in MEANING_CHANGED:
+            note_once(f"topology {stem!r} is {MEANING_CHANGED[stem]}")
+        return _LOADED.get((), ("cloud slice", stem, _chips_state()), lambda: cloud_slice(stem, load_chips()))
     if stem in RENAMED:
         new, what = RENAMED[stem]
         raise ConfigError(f"is no longer a shipped slice: {what} is now {new!r} (TPU v4 slices are named as Google "
                           "names them, by TensorCores, two per chip)", key_path="topology", value=stem)
-    raise UnknownNameError("topology", stem, known_topologies())
+    raise UnknownTopologyError("topology", stem, known_topologies())
+
+
+class UnknownTopologyError(UnknownNameError):
+    """An unknown slice name: the suggestions are the same generation's slices nearest in size
+    (``tpu-v5p-9000`` -> tpu-v5p-8192, tpu-v5p-12288), not the closest strings (tpu-v5p-8)."""
+
+    def hint(self):
+        from ..inputs.errors import did_you_mean
+        from ..inputs.text import excerpt
+
+        near, note = nearest_names(self.name, self.known)
+        out = f" (did you mean {' or '.join(near)}?{note})" if near else did_you_mean(self.name, self.known)
+        out += f"; known: {excerpt(', '.join(self.known), 600)}"
+        return out + "; your own: a NAME.yaml in a folder on WUS_SIM_TOPOLOGY_PATH, or a path to one"
 
 
 _INLINE_RE = re.compile(r"^(torus|mesh):([0-9]{1,30}(?:x[0-9]{1,30}){0,2})$")
@@ -163,8 +184,9 @@ def parse_inline(spec, *, link_GBps=None, hop_latency_us=None):
     )
 
 
-MEGACORE_CHIPS_REFUSED = ("tpu-v2", "tpu-v3")
-"""Chips whose TensorCores never run as one device: megacore came with TPU v4 (Cloud TPU v4 docs)."""
+MEGACORE_CHIPS_REFUSED = ("tpu-v2", "tpu-v3", "tpu7x")
+"""Chips whose TensorCores never run as one device: megacore came with TPU v4 (Cloud TPU v4 docs), and
+an Ironwood chip is two devices, one a chiplet (TPU7x docs: dual-chiplet architecture)."""
 
 
 def _megacore_cores(topo, cores_per_chip):
@@ -190,8 +212,9 @@ def megacore_hint(topo):
     if chip.name in MEGACORE_CHIPS_REFUSED or chip.cores_per_chip < 2 or topo.cores_per_chip != chip.cores_per_chip:
         return None
     return (f"a replica is one TensorCore ({topo.cores_per_chip} per {chip.name} chip, "
-            f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each); --megacore (point key megacore: true) runs "
-            f"one replica per chip over its {chip.cores_per_chip} TensorCores with all {format_bytes(chip.hbm_bytes)}")
+            f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each), where JAX counts the chip as one device; "
+            f"--megacore (point key megacore: true) runs one replica per chip over its {chip.cores_per_chip} "
+            f"TensorCores with all {format_bytes(chip.hbm_bytes)}, as JAX does")
 
 
 @fixed_while_running
@@ -231,9 +254,12 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
                 check_file(path, what="topology file", named_by="topology")
             else:
                 path = _find_file(spec)
-            st = check_file(path, what="topology file", named_by="topology")
-            topo = _LOADED.get((), (str(Path(path).resolve()), st.st_mtime_ns, st.st_size, _chips_state()),
-                               lambda: _topology_from_file(path))
+            if isinstance(path, Topology):  # a Cloud TPU slice by its name, no file of that name
+                topo = path
+            else:
+                st = check_file(path, what="topology file", named_by="topology")
+                topo = _LOADED.get((), (str(Path(path).resolve()), st.st_mtime_ns, st.st_size, _chips_state()),
+                                   lambda: _topology_from_file(path))
     changes = {}
     if link_GBps is not None:
         changes["axis_link_Bps"] = tuple(_override(v, "link_GBps", written=link_GBps) * GB
