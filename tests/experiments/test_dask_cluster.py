@@ -175,3 +175,35 @@ def test_a_lost_scheduler_is_one_line_with_the_resume_hint_and_resuming_loses_no
     with LoopbackCluster(workers=2, env=ENV) as cluster:
         proc = _run(*hint[2:], "--scheduler", cluster.address)
     _same_rows(out, references(n), n)
+
+
+def test_a_scheduler_that_stops_answering_is_found_lost_in_a_bounded_time(tmp_path):
+    # SIGSTOP: the scheduler's connection stays open and says nothing (a hung or partitioned
+    # machine); asked after QUIET_S (1 s here, 10 s by default) without a finished point, it has
+    # --scheduler-timeout (1 s) to answer. Before, the run waited for ever.
+    import signal
+
+    n = 300
+    out = tmp_path / "out"
+    with LoopbackCluster(workers=2, env=ENV) as cluster:
+        code = ("import sys; import wus_sim.experiments.dask_points as d; d.QUIET_S = 1.0; "
+                "from wus_sim.cli import main; sys.argv[0] = 'wus-sim'; sys.exit(main(sys.argv[1:]))")
+        argv = ["run", str(_sweep(tmp_path, n)), "--out", str(out), "-q", "--no-plots", "--scheduler",
+                cluster.address, "--scheduler-timeout", "1"]
+        proc = subprocess.Popen([sys.executable, "-c", code, *argv], cwd=REPO, env=ENV, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            while _journaled(out) < n // 5:
+                assert proc.poll() is None, proc.communicate()[1][-2000:]
+                time.sleep(0.02)
+            os.kill(cluster.scheduler.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            _, err = proc.communicate(timeout=60)
+            waited = time.monotonic() - t0
+        finally:
+            _stop(proc)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 130 and len(lines) == 1, err[-3000:]
+    assert "lost the Dask scheduler" in lines[0] and "no answer in 1 s" in lines[0] and "--resume" in lines[0]
+    assert waited < 20, waited
+    assert 0 < _journaled(out) < n

@@ -4,6 +4,12 @@ One concept: reaching a scheduler and handing it the points. The address is chec
 anything else is done (its form, then a plain TCP connect within the timeout), because Dask's
 own client answered a malformed address only after its timeout and an unreachable one after 20 s,
 and a half-made client printed a traceback when the interpreter exited.
+
+A worker lost mid-run is Dask's to handle (it runs the worker's tasks again on another). A
+scheduler lost mid-run is :class:`SchedulerLost`, raised within a bounded time: at once when its
+connection closes, and within :data:`QUIET_S` + the timeout when it stops answering with its
+connection open (measured on loopback: 0.9 s after a SIGKILL, 16 s after a SIGSTOP; before, the
+first was "cannot be written: CommClosedError" and the second a hang).
 """
 
 import time
@@ -185,8 +191,6 @@ def _finished(client, futures, address, timeout_s, quiet_s=None):
     (A plain ``as_completed`` loop, and ``future.result()`` after it, waited forever on a
     scheduler that stopped answering without closing its connection.) The results are fetched by
     ``as_completed`` in the client's loop, so no call here waits on the scheduler unbounded."""
-    from concurrent.futures import CancelledError
-
     from distributed import as_completed
 
     quiet_s = QUIET_S if quiet_s is None else quiet_s
@@ -200,7 +204,7 @@ def _finished(client, futures, address, timeout_s, quiet_s=None):
             for future, result in batch:
                 if future.status == "error":
                     raise result[1].with_traceback(result[2])  # the point's exception
-                if future.status != "finished" or isinstance(result, (CancelledError, BaseException)):
+                if future.status != "finished" or isinstance(result, BaseException):
                     raise SchedulerLost(address, "its connection closed")
                 yield future, result
             continue
