@@ -172,3 +172,56 @@ def test_whole_commands_run_the_script_installed_beside_the_interpreter(tmp_path
     names = [c.name for c in bench.CASES.values() if c.full]
     floor = [n for n in names if n.startswith("python -S -c pass") or n.startswith("python -c pass")]
     assert len(floor) == 2 and names.index(floor[-1]) < names.index("wus-sim --version (whole command)")
+
+
+def test_the_cluster_sweep_is_an_opt_in_case_beside_jobs_2():
+    # issue 45: the whole what-if grid on a Dask scheduler + 2 worker processes on 127.0.0.1, the
+    # same sweep file as the --jobs 2 case; run only when --case names it (it starts processes)
+    (jobs2,) = [c for c in bench.CASES.values() if "whole 100,000-point grid, --jobs 2" in c.name]
+    (cluster,) = [c for c in bench.CASES.values() if c.name.startswith("sweep-cluster: the whole 100,000-point")]
+    assert cluster.opt_in and not cluster.full and not cluster.quick and cluster.max_runs == 3
+    assert "2 workers on 127.0.0.1" in cluster.name and cluster.engine == jobs2.engine == "run"
+    assert all(not c.opt_in for c in bench.CASES.values() if c.full or c.quick)
+
+
+def test_an_opt_in_case_runs_only_when_named(capsys):
+    calls = []
+    case = bench.BenchCase("test: opt-in case", "dummy", setup=lambda: 1,
+                           run=lambda n: calls.append(n) or bench.Measurement(None, 1), quick=False, full=False,
+                           opt_in=True, teardown=lambda n: calls.append(-n))
+    try:
+        bench.register(case)
+        assert bench.run_bench(quick=True, repeat=1, names=["test: "], memory=False)[0]["case"] == case.name
+        assert bench.run_bench(quick=False, repeat=1, names=["test: opt-in"], memory=False)[0]["status"] == "ok"
+        assert main(["bench", "--list"]) == 0
+    finally:
+        bench.CASES.pop(case.name)
+    assert calls == [1, -1, 1, -1]  # each run's teardown after it
+    assert "test: opt-in case  [dummy; opt-in: runs when --case names it]" in capsys.readouterr().out
+
+
+def test_the_cluster_case_runs_on_loopback_and_leaves_no_process(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    import os
+    import tempfile
+
+    from wus_sim.bench import dask_cluster
+
+    made = []
+
+    class Recorded(dask_cluster.LoopbackCluster):
+        def start(self):
+            made.append(self)
+            return super().start()
+
+    monkeypatch.setattr(dask_cluster, "LoopbackCluster", Recorded)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    quickstart = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                              "experiments", "quickstart.yaml")
+    case = bench.cluster_experiment_case("quickstart on a cluster", quickstart, extra=("--reduced", "--no-plots"))
+    rec = bench.run_case(case, repeat=1)
+    assert rec["status"] == "ok" and rec["events"] >= 1, rec
+    (cluster,) = made
+    assert cluster.address.startswith("tcp://127.0.0.1:") and len(cluster.workers) == 2
+    assert all(p.poll() is not None for p in [cluster.scheduler, *cluster.workers])  # killed in the teardown
+    assert not list(tmp_path.iterdir())

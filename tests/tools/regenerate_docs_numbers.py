@@ -28,6 +28,9 @@ import sys
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_FILE = ROOT / "docs" / "data" / "bench.txt"
+BENCH_CLUSTER_FILE = ROOT / "docs" / "data" / "bench-cluster.txt"
+"""The opt-in Dask cluster cases beside the --jobs 2 cases of the same sweeps (issue 45)."""
+BENCH_CLUSTER_COMMAND = "bench --repeat 3 --case 'the whole 100,000-point'"
 SPAN = re.compile(r"<!-- num:([a-z0-9_.\-]+) -->(.*?)<!-- /num -->", re.S)
 
 
@@ -308,7 +311,9 @@ def bench_numbers():
     # each issue-34 case's median wall time, as the table prints it ("-" if the run lacks it)
     walls = {cells[1].strip(): cells[4].strip() for cells in
              (line.split("|") for line in text.splitlines() if line.startswith("| ")) if len(cells) > 5}
+    cluster = BENCH_CLUSTER_FILE.read_text(encoding="utf-8").rstrip() if BENCH_CLUSTER_FILE.is_file() else "-"
     return {"bench.table": f"\n```text\n$ wus-sim bench\n{text}\n```\n",
+            "bench.cluster_table": f"\n```text\n$ wus-sim {BENCH_CLUSTER_COMMAND}\n{cluster}\n```\n",
             "bench.machine": text.splitlines()[-1].strip(),
             **{key: walls.get(case, "-") for key, case in BENCH_QUOTED.items()}}
 
@@ -396,6 +401,7 @@ def rerun_bench():
     """`wus-sim bench` on this machine into :data:`BENCH_FILE` (several minutes)."""
     BENCH_FILE.parent.mkdir(parents=True, exist_ok=True)
     BENCH_FILE.write_text(_cli("bench"), encoding="utf-8")
+    BENCH_CLUSTER_FILE.write_text(_cli(BENCH_CLUSTER_COMMAND), encoding="utf-8")
     _COMPUTED.pop(bench_numbers, None)
 
 

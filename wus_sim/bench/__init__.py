@@ -39,13 +39,14 @@ import sys
 import time
 import tracemalloc
 
-from .builders import (CASES, BenchCase, Measurement, Unavailable, cli_case, collective_case,  # noqa: F401
-                             collective_problem, experiment_case, point_case, register, step_case)
+from .builders import (CASES, BenchCase, Measurement, Unavailable, cli_case, cluster_experiment_case,  # noqa: F401
+                       collective_case, collective_problem, experiment_case, point_case, register, step_case)
 from . import cases as _cases  # noqa: F401  (registers the shipped cases)
 from ..inputs.units import format_bytes, format_time
 
 __all__ = [
     "Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "step_case", "experiment_case",
+    "cluster_experiment_case",
     "run_case", "run_bench", "format_table", "machine_info", "Unavailable",
 ]
 
@@ -62,9 +63,13 @@ def run_case(case, *, repeat=5, memory=True):
     try:
         for _ in range(repeat):
             state = case.setup()
-            t0 = time.perf_counter()
-            result = case.run(state)
-            walls.append(time.perf_counter() - t0)
+            try:
+                t0 = time.perf_counter()
+                result = case.run(state)
+                walls.append(time.perf_counter() - t0)
+            finally:
+                if case.teardown is not None:
+                    case.teardown(state)
         if memory and case.measure_memory:
             state = case.setup()
             tracemalloc.start()
@@ -86,7 +91,8 @@ def run_case(case, *, repeat=5, memory=True):
 def run_bench(*, quick=False, repeat=5, names=None, memory=True, progress=None):
     """Run the registered cases (the ``quick`` set, or the full set; *names* filters by
     substring) and return their records in registry order."""
-    cases = [c for c in CASES.values() if (c.quick if quick else c.full)]
+    # an opt-in case runs when a name picks it, in either set
+    cases = [c for c in CASES.values() if (c.quick if quick else c.full) or (names and c.opt_in)]
     if names:
         cases = [c for c in cases if any(n in c.name for n in names)]
     records = []

@@ -13,7 +13,7 @@ from ..inputs.units import format_bytes
 
 __all__ = ["Measurement", "BenchCase", "CASES", "register", "collective_problem", "collective_case", "cli_case", "interpreter_case", "search_case",
            "installed_command", "mesh_case",
-           "step_case", "point_case", "experiment_case", "Unavailable"]
+           "step_case", "point_case", "experiment_case", "cluster_experiment_case", "Unavailable"]
 
 
 class Unavailable(Exception):
@@ -47,6 +47,11 @@ class BenchCase:
     max_runs: int = None
     """Timed runs at most, whatever ``repeat`` asks (``None``: no cap): a case of a minute (the
     whole what-if grid) runs three times, not five."""
+    opt_in: bool = False
+    """Run only when ``--case TEXT`` names it (in neither set: a case of minutes, or one that
+    starts processes of its own, such as a Dask cluster)."""
+    teardown: Callable[[object], None] = None
+    """Untimed clean-up after each run (given the state ``setup`` returned), also when it raised."""
 
 
 CASES = {}
@@ -262,6 +267,17 @@ def point_case(name, point, *, quick=False, full=True):
                      problem=f"point {point['workload']} on {point['topology']} with bands")
 
 
+def _points_run(argv, out_dir):
+    """Run ``wus-sim run`` *argv* (into *out_dir*); the number of points in its results."""
+    import csv
+
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[2:])} failed: {out.stderr.strip()}")
+    with open(os.path.join(out_dir, "results.csv")) as fh:
+        return len({row["point_hash"] for row in csv.DictReader(fh)})
+
+
 def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=(), max_runs=None):
     """A case timing ``wus-sim run PATH --jobs N`` end to end in a fresh interpreter (plots
     included); events are the points simulated, simulated time is not applicable. *path*: a
@@ -273,20 +289,53 @@ def experiment_case(name, path, *, jobs=2, quick=False, full=True, extra=(), max
         return where
 
     def run(path):
-        import csv
         import tempfile
 
         # a fresh output directory per run (no journal to resume from), removed afterwards
         with tempfile.TemporaryDirectory(prefix="wus-bench-") as out_dir:
-            argv = [sys.executable, "-m", "wus_sim", "run", path, "--jobs", str(jobs), "--out", out_dir, "--quiet",
-                    *extra]
-            out = subprocess.run(argv, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise RuntimeError(f"{' '.join(argv[2:])} failed: {out.stderr.strip()}")
-            with open(os.path.join(out_dir, "results.csv")) as fh:
-                points = len({row["point_hash"] for row in csv.DictReader(fh)})
-        return Measurement(None, points)
+            return Measurement(None, _points_run([sys.executable, "-m", "wus_sim", "run", path, "--jobs", str(jobs),
+                                                  "--out", out_dir, "--quiet", *extra], out_dir))
 
     return BenchCase(name, "run", setup, run, quick=quick, full=full,
                      problem=f"experiment {name if callable(path) else path}", measure_memory=False,
                      max_runs=max_runs)
+
+
+def cluster_experiment_case(name, path, *, workers=2, extra=(), max_runs=None, opt_in=True):
+    """A case timing ``wus-sim run PATH --scheduler ADDRESS`` end to end on a Dask cluster of its
+    own: a ``dask scheduler`` and *workers* one-thread ``dask worker`` processes on 127.0.0.1
+    (:class:`~wus_sim.bench.dask_cluster.LoopbackCluster`), started in the untimed setup (as a
+    user's cluster is up before the sweep) and killed in the teardown, fresh for each run.
+    Unavailable without Dask's ``distributed``. Opt-in by default: ``--case`` names it."""
+
+    def setup():
+        try:
+            import distributed  # noqa: F401 -- only whether it is there
+        except ImportError:
+            raise Unavailable("needs Dask's 'distributed' package: pip install 'wus-sim[dask]'") from None
+        where = path() if callable(path) else path
+        if not os.path.isfile(where):
+            raise Unavailable(f"{where} not found (run the benchmark from a source checkout)")
+        from .dask_cluster import LoopbackCluster
+
+        # the workers import wus_sim: this one, also when it runs from a checkout not installed
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        cluster = LoopbackCluster(workers, env=env)
+        try:
+            return where, cluster.start()
+        except BaseException:
+            cluster.close()
+            raise
+
+    def run(state):
+        import tempfile
+
+        where, cluster = state
+        with tempfile.TemporaryDirectory(prefix="wus-bench-") as out_dir:
+            return Measurement(None, _points_run([sys.executable, "-m", "wus_sim", "run", where, "--scheduler",
+                                                  cluster.address, "--out", out_dir, "--quiet", *extra], out_dir))
+
+    return BenchCase(name, "run", setup, run, quick=False, full=not opt_in, opt_in=opt_in,
+                     problem=f"experiment {name if callable(path) else path}", measure_memory=False,
+                     max_runs=max_runs, teardown=lambda state: state[1].close())

@@ -4,8 +4,8 @@ means is in docs/speed.md)."""
 
 import os
 
-from .builders import (cli_case, collective_case, collective_problem, experiment_case, interpreter_case, mesh_case,
-                       point_case, search_case, register, step_case)
+from .builders import (cli_case, cluster_experiment_case, collective_case, collective_problem, experiment_case,
+                       interpreter_case, mesh_case, point_case, search_case, register, step_case)
 from ..inputs.shipped import shipped_dir
 from ..inputs.units import MiB
 
@@ -164,6 +164,14 @@ register(experiment_case("what-if sweep: 1,000 points over all 100 combinations 
 # written), a minute a run: timed three times whatever --repeat says
 register(experiment_case("what-if sweep: the whole 100,000-point grid, --jobs 2 (whole command)",
                          _whatif_sweep_file, extra=("--no-plots",), max_runs=3))
+# issue 45: the same whole grid on a Dask cluster of two worker processes (and its scheduler), all on
+# 127.0.0.1, beside --jobs 2 above: opt-in (--case sweep-cluster), since it starts processes of its own
+register(cluster_experiment_case("sweep-cluster: the whole 100,000-point what-if grid, a Dask scheduler + 2 workers "
+                                 "on 127.0.0.1 (whole command)", _whatif_sweep_file, workers=2, extra=("--no-plots",),
+                                 max_runs=3))
+register(cluster_experiment_case("sweep-cluster: first 1,000 of the 100,000-point grid, a Dask scheduler + 2 workers "
+                                 "on 127.0.0.1 (whole command)", _whatif_sweep_file, workers=2,
+                                 extra=("--limit", "1000", "--no-plots")))
 register(step_case("quick: step resnet50 tpu-v3-32", "resnet50", "tpu-v3-32", quick=True, full=False))
 register(step_case("quick: step resnet50 tpu-v3-32, batch norm over 8 cores", "resnet50", "tpu-v3-32",
                    quick=True, full=False, options={"bn_group_replicas": 8}))

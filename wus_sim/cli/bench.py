@@ -40,7 +40,8 @@ def run(args):
                                 for c in CASES.values()], indent=1))
             return 0
         for case in CASES.values():
-            sets = ", ".join(s for s, on in (("full", case.full), ("quick", case.quick)) if on)
+            sets = ", ".join(s for s, on in (("full", case.full), ("quick", case.quick)) if on) or \
+                "opt-in: runs when --case names it"
             print(f"{case.name}  [{case.engine}; {sets}]")
         return 0
     progress = None

@@ -59,6 +59,7 @@ def run(args):
     check_plots(plots, experiment)  # before the run, also under --no-plots: a typo must not cost a sweep
     out_dir = Path(args.out) if args.out else Path("results") / Path(args.experiment).stem
 
+    from ..experiments.dask_points import SchedulerLost
     from ..experiments.runner import run_experiment
 
     written = []
@@ -98,7 +99,9 @@ def run(args):
                                     progress=False if args.quiet else None, on_results=draw)
             if not args.quiet:
                 _print_summary(experiment, result, args, out_dir, written)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SchedulerLost) as exc:
+        # (a lost --scheduler is an interruption too: the finished points are journaled, the
+        # others run again on --resume, here or on another cluster)
         # the run is stopping: a further SIGINT must not raise again. One arriving after this line
         # and before main ignores SIGINT escaped main and killed the interpreter (exit -2 after the
         # resume hint: tests/cli/test_signals.py, about 1 run in 10 under load; where the second
@@ -109,10 +112,15 @@ def run(args):
         # --overwrite cannot go with --resume (and its work is done: the folder is this run's now)
         again = [a for a in sys.argv[1:] if a not in ("--resume", "--overwrite")] if sys.argv[1:2] == ["run"] \
             else None
+        where = ""
+        if isinstance(exc, SchedulerLost):  # that address answers no more: here, or on a cluster that runs
+            again = _without_scheduler(again) if again else again
+            where = " (here, or on a running cluster with --scheduler ADDRESS)"
         hint = ("wus-sim " + " ".join(_quote(a) for a in again) + " --resume") if again else \
             f"wus-sim run {_quote(args.experiment)} --out {_quote(str(out_dir))} --resume"
-        print(f"wus-sim run: interrupted; finished points are kept in {out_dir}/points.jsonl. "
-              f"Resume with: {hint}", file=sys.stderr)
+        why = f" ({exc})" if isinstance(exc, SchedulerLost) else ""
+        print(f"wus-sim run: interrupted{why}; finished points are kept in {out_dir}/points.jsonl. "
+              f"Resume with: {hint}{where}", file=sys.stderr)
         return 130
     if result.num_errors:
         from ..inputs.text import excerpt
@@ -198,6 +206,20 @@ def _rows_of(frame, calibration_id):
     if frame is None or frame.empty or "calibration" not in frame.columns:
         return pd.DataFrame({"inside_validated_range": [], "outside_validated_range": []})
     return frame[(frame["calibration"] == calibration_id) & (frame["status"] == "ok")]
+
+
+def _without_scheduler(argv):
+    """*argv* without its ``--scheduler ADDRESS`` and ``--scheduler-timeout S`` (either as one
+    ``--option=value`` word or two words)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in ("--scheduler", "--scheduler-timeout"):
+            skip = True
+        elif not word.startswith(("--scheduler=", "--scheduler-timeout=")):
+            out.append(word)
+    return out
 
 
 def _quote(text):

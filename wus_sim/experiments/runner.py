@@ -340,8 +340,7 @@ def _execute(point_fn, todo, jobs, scheduler):
     if scheduler is not None:
         from .dask_points import execute_dask
 
-        for item in execute_dask(evaluate_point, point_fn, todo, *scheduler):
-            yield *item, None
+        yield from execute_dask(_evaluate_chunk, point_fn, todo, *scheduler)
     elif jobs == 1 or len(todo) == 1:
         from ..inputs.memo import files_fixed
 
