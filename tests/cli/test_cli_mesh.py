@@ -1,25 +1,14 @@
 """`step --mesh/--dcn-mesh` and `plan --mesh/--search` on the command line: today's numbers
 where the mesh is today's, strict JSON valid against the shipped schemas, one-line errors."""
 
-import contextlib
-import io
 import json
 
 import jsonschema
 import pytest
 
-from wus_sim.cli import main
 from wus_sim.inputs.shipped import schema_path
 
-
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(argv))
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+from run_cli import run
 
 
 def valid(name, doc):

@@ -2,25 +2,14 @@
 with step reaches the candidates (the winner's numbers are step's on its mesh), one global batch,
 ties and headroom said, what cannot run skipped or refused in one line, a search that stops."""
 
-import contextlib
-import io
 import json
 
 import jsonschema
 import pytest
 
-from wus_sim.cli import main
 from wus_sim.inputs.shipped import schema_path
 
-
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(argv))
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+from run_cli import run
 
 
 def valid(doc):
