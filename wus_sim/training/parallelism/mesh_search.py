@@ -260,6 +260,10 @@ def rank_key(c):
     return (c.status != "ok", c.step_time_s if c.status == "ok" else c.mem_peak_bytes)
 
 
+SEARCH_FIXED = ("mesh", "mesh_axes", "dcn_mesh", "dcn_axes", "replicas")
+"""The keyword arguments of :func:`search_meshes` that fix part of the search (:class:`Search`'s)."""
+
+
 def search_meshes(workload, topology, optimizer=None, *, global_batch=None, per_replica_batch=None, options=None,
                   remats=REMAT_MODES, strategies=STRATEGIES, progress=None, **fixed):
     """Every candidate, fastest first, then the infeasible ones (a list of :class:`Candidate`).
@@ -268,6 +272,10 @@ def search_meshes(workload, topology, optimizer=None, *, global_batch=None, per_
     *progress*: called with the number of candidates so far after each mesh x remat."""
     if progress is not None and not callable(progress):
         raise ConfigError("must be callable (or None)", key_path="progress", value=progress)
+    for name in fixed:
+        if name not in SEARCH_FIXED:
+            raise ConfigError(f"is not an argument of search_meshes (its fixed parts: {', '.join(SEARCH_FIXED)})",
+                              key_path=name)
     search = Search(workload, topology, optimizer, global_batch=global_batch, per_replica_batch=per_replica_batch,
                     options=options, remats=remats, strategies=strategies, **fixed)
     out = []
