@@ -149,10 +149,11 @@ register(mesh_case("mesh step: gpt3-175b adam, 6 slices of tpu-v5p-2048 (6,144 c
                    global_batch=1536, options={"remat": "full", "quantization": "int8"}))
 # issue 47: a mesh search tells the truth in bounded time and memory: GPT-3 on v5p-2048 (its 2,048
 # TensorCores, as the command counts them without --megacore) <= 5 s and 300 MB; the largest v5p
-# slice shipped (the whole pod, v5p-8960, once its name ships) <= 15 s
+# slice (the whole pod, tpu-v5p-17920: 8,960 chips, each a device as JAX counts it) <= 15 s
 register(search_case("plan --search: gpt3-175b on tpu-v5p-2048 (2,048 TensorCores)", "gpt3-175b", "tpu-v5p-2048"))
-register(search_case("plan --search: gpt3-175b on tpu-v5p-8960 (the whole v5p pod)", "gpt3-175b", "tpu-v5p-8960"))
-register(search_case("plan --search: gpt3-175b on tpu-v5p-3072 (the largest v5p slice shipped today)", "gpt3-175b",
+register(search_case("plan --search: gpt3-175b on tpu-v5p-17920 --megacore (the whole v5p pod, 8,960 chips)",
+                     "gpt3-175b", "tpu-v5p-17920", megacore=True))
+register(search_case("plan --search: gpt3-175b on tpu-v5p-3072 (3,072 TensorCores)", "gpt3-175b",
                      "tpu-v5p-3072"))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
