@@ -205,7 +205,13 @@ def _finished(client, futures, address, timeout_s, quiet_s=None):
                 if future.status == "error":
                     raise result[1].with_traceback(result[2])  # the point's exception
                 if future.status != "finished" or isinstance(result, BaseException):
-                    raise SchedulerLost(address, "its connection closed")
+                    # a lost worker (its result could not be gathered: the scheduler reschedules the
+                    # key) or the scheduler itself: the client's state or an answer tells them apart
+                    if client.status in ("closing", "closed", "connecting"):
+                        raise SchedulerLost(address, "its connection closed")
+                    _ping(client, address, timeout_s)
+                    pending.add(future)
+                    continue
                 yield future, result
             continue
         if client.status in ("closing", "closed", "connecting"):
