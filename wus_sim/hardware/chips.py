@@ -43,5 +43,8 @@ class Chip:
     host_Bps: float = None
     """Host link (PCIe) bandwidth of one chip, one direction, bytes/s: what activations offloaded
     to host memory move at (``None``: chips.yaml gives none; offloading is then refused)."""
+    price_usd_per_chip_hour: float = None
+    """Public on-demand price of one chip for an hour, US dollars (``None``: chips.yaml gives none;
+    a step's cost is then "no price"). Not SI: a price is quoted per chip-hour, and said so."""
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     """Where each figure came from (key -> citation), for reports."""
