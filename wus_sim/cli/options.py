@@ -9,6 +9,7 @@ the same values; options that are not point parameters have their range here.
 
 import argparse
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ..inputs.errors import ConfigError
 from ..training.parameters.params import POINT_KEYS, Param, check_param, check_point_value
@@ -32,6 +33,8 @@ OPTION_PARAMS = {p.name: p for p in (
     Param("replica", "int", minimum=0, maximum=2**17, nullable=False, meaning="Replica whose shard is shown."),
     Param("replicate_below", "int", minimum=0, maximum=2**40, meaning="Tensors below this stay whole."),
     Param("max_padding_ratio", "number", minimum=0, maximum=1e6, meaning="Largest padding ratio."),
+    # --price-per-chip-hour: point key price_usd_per_chip_hour's rule under the option's own name
+    replace(POINT_KEYS["price_usd_per_chip_hour"], name="price_per_chip_hour"),
 )}
 """Ranges of numeric options that are not point parameters."""
 

@@ -19,6 +19,7 @@ from ..model.memory import resolve_gather_prefetch
 from ..training.update.planner import DEFAULT_BUCKET_BYTES
 from ..model.validated_range import point_validated_range
 from ..training.bands import point_bands
+from ..training.cost import billed_chips, chip_price, cost_columns
 from ..training.step import OPTION_POINT_KEYS, StepOptions, bidirectional_for, simulate_strategies, speedups, strategies_named
 from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
 from ..inputs.units import GB, MiB
@@ -147,6 +148,8 @@ def simulate_point(point):
         strategies = tuple(dict.fromkeys(list(results) + list(failed)))
     up = speedups(results)
     if_fit = speedups_if_replicated_fit(results)
+    price = chip_price(topology.chip, p.get("price_usd_per_chip_hour"))
+    chips = billed_chips(topology, 1 if multislice is None else multislice.slices)
     checked = point_validated_range(calibration, topology, run, options)
     bands = point_bands(calibration, topology, run, options, results) or {"strategies": {}, "speedups": {}}
     records = []
@@ -179,12 +182,21 @@ def simulate_point(point):
             "band_kind": bands.get("kind", ""),
             "band_why": "; ".join(bands.get("why", ())),
             **_throughput(next(one for one in runs if s in one.results), s, topology),
+            **_cost(price, chips, res.step_time_s, run),
             "inside_validated_range": checked["inside"],
             "outside_validated_range": "; ".join(checked["outside"]),
         })
         rec.update(used_values(topology, options, run.plan, multislice))
+        rec["price_usd_per_chip_hour"] = math.nan if price.usd_per_chip_hour is None else price.usd_per_chip_hour
         records.append(rec)
     return records
+
+
+def _cost(price, chips, step_time_s, run):
+    """The row's cost columns (NaN where there is no price or no step time)."""
+    whole = getattr(run.mesh, "workload", None) or run.plan.workload
+    cols = cost_columns(price, chips, step_time_s, run.global_batch, whole)
+    return {k: math.nan if v is None else v for k, v in cols.items()}
 
 
 def _throughput(run, strategy, topology):

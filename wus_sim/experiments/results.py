@@ -76,6 +76,14 @@ RESULT_COLUMNS = (
     _c("tokens_per_s_per_device", "1/s", "float64",
        "The workload's flops units (tokens of an LLM, images of a CNN) per second per device (a TensorCore, "
        "or a chip under megacore)."),
+    _c("cost_usd_per_step", "USD", "float64",
+       "What one step costs: chips x step_time_s x price_usd_per_chip_hour / 3600 (the chips of every slice, "
+       "whatever the mesh uses; empty where the chip has no price or the step did not run)."),
+    _c("cost_usd_per_million_tokens", "USD", "float64",
+       "cost_usd_per_step / (global_batch x tokens per example) x 10^6, for workloads counted in tokens (the "
+       "LLMs, BERT); empty for the others (images, pairs, sentence pairs: see cost_usd_per_thousand_examples)."),
+    _c("cost_usd_per_thousand_examples", "USD", "float64",
+       "cost_usd_per_step / global_batch x 1,000: the cost of 1,000 examples (images, sequences, pairs)."),
     _c("step_time_s_low", "s", "float64",
        "Low end of the step time's 95 % band: the calibration's fitted values' covariance and its declared "
        "values' ranges, to first order through the step's parts (null where the calibration states no "

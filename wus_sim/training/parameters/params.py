@@ -345,6 +345,11 @@ POINT_KEYS = _table(
           meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
                   "null = the shipped default calibration.",
           check=_check_calibration),
+    Param("price_usd_per_chip_hour", "number", positive=True, maximum=1e4, unit="USD/chip-hour",
+          meaning="Price of one chip for an hour that the cost columns use (cost_usd_per_step = chips x step_time_s "
+                  "x price / 3600), e.g. a committed-use price; null = the chip's public on-demand price in "
+                  "chips.yaml (`price_usd_per_chip_hour`, cited). Changes no time. The row holds the price used "
+                  "(empty: the chip has none, and the cost columns are empty)."),
 )
 """Every key a point may have, in column order. ``wus_sim.experiments.records.simulate_point`` accepts exactly these."""
 
