@@ -33,8 +33,11 @@ def add_parser(subparsers):
         description="Plan the weight-update sharding of WORKLOAD over a topology's replicas and compare "
                     "the replicated, sharded and fully-sharded updates (collectives, update work, memory per replica).")
     p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
-    p.add_argument("--topology", "-t", required=True, metavar="T",
-                   help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
+    from .plan_search import DEFAULT_HBM_HEADROOM, RANKS, TopologyList
+
+    p.add_argument("--topology", "-t", required=True, metavar="T", action=TopologyList,
+                   help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32); with --search, give "
+                        "-t several times to rank the meshes of several slices together")
     p.add_argument("--optimizer", "-o", metavar="O",
                    help="optimizer name, composition (adam+clip) or YAML path (default: the workload's)")
     add_json_option(p)
@@ -53,6 +56,9 @@ def add_parser(subparsers):
 
     add_placement_options(p)
     add_software_stack_option(p)
+    from .cost_lines import add_price_option
+
+    add_price_option(p)
     p.add_argument("--bucket-MiB", type=float, metavar="F", dest="bucket_MiB",
                    help="gradient bytes at which a fused bucket closes, MiB (default 25)")
     p.add_argument("--replicate-below", type=int, metavar="E",
@@ -70,10 +76,13 @@ def add_parser(subparsers):
     add_mesh_options(p)
     add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
                                  "slices' data x fsdp) x update strategy x remat none|selective|layer|full and rank them by "
-                                 "step time; infeasible ones counted with their reason (docs/mesh.md)")
+                                 "step time (--rank cost: by what a step costs); infeasible ones counted with their reason "
+                                 "(docs/mesh.md)")
     # plan --search only (each refused or unused without it is said in plan_search's doc)
-    from .plan_search import DEFAULT_HBM_HEADROOM
-
+    p.add_argument("--rank", choices=RANKS, default="time",
+                   help="--search: order by step time (default) or by cost: chips x step time x price per "
+                        "chip-hour (the chip's in chips.yaml, or --price-per-chip-hour), i.e. per million tokens, "
+                        "the global batch being one for every candidate")
     p.add_argument("--hbm-headroom", type=float, default=DEFAULT_HBM_HEADROOM, dest="hbm_headroom", metavar="F",
                    help="--search: fraction of a device's HBM a pick should leave free; candidates above "
                         f"(1 - F) x HBM are marked '!' (default {DEFAULT_HBM_HEADROOM:g}, an assumption: XLA "
@@ -92,6 +101,11 @@ def run(args):
     from .options import mesh_placement
 
     placement = mesh_placement(args)
+    if len(getattr(args, "topologies", None) or ()) > 1 and not args.search:
+        from ..inputs.errors import ConfigError
+
+        raise ConfigError("is given more than once: only plan --search compares slices", key_path="-t",
+                          value=", ".join(args.topologies))
     if args.search:
         from .plan_search import run_search
 
@@ -227,6 +241,9 @@ def build_report(args):
         memory={s: m.to_dict() for s, m in memory.items()},
         deprecated_aliases=dict(_ALIASES),
     )
+    from .cost_lines import add_plan_costs
+
+    add_plan_costs(report, args, topology, multislice, workload)
     return report
 
 
@@ -318,6 +335,10 @@ def _text(r):
     fits = lambda s: "fits" if fit[s] else f"over by {format_bytes(m[s]['peak'] - m[s]['capacity'])}"
     hbm = "HBM per replica " + format_bytes(cap)
     out.append(f"  {hbm:<{width}}" + "".join(f"{fits(n):>22}" for n in names))
+    if r.get("price"):
+        from .cost_lines import plan_cost_lines
+
+        out += plan_cost_lines(r, names, width)
     saved = m["replicated"]["peak"] - m["sharded"]["peak"]
     ratio = rep["update_time_s"] / sh["update_time_s"] if sh["update_time_s"] else float("inf")
     out.append("")

@@ -19,14 +19,24 @@ options that shape only ``plan``'s own table (``--replica``, ``--replicate-below
 ``--max-padding-ratio``) and ``--spatial-ways`` above 1 (a mesh's tensor axis splits a layer,
 spatial partitioning is not a mesh) are refused, not dropped. ``--check`` exits 2 when no
 candidate fits.
+
+Several ``-t``: one search per slice, every candidate at the same global batch (``--global-batch``,
+else the workload's default on the first ``-t``; ``--per-replica-batch`` is refused: it gives each
+slice its own batch), ranked together, each line naming its slice. ``--rank time`` (the default)
+orders them as merging the slices' own searches would; ``--rank cost`` by what a step costs
+(chips x step time x price per chip-hour / 3600: with one batch, the order of the cost per
+million tokens), each slice's price and source in the header; a chip without a price is refused
+in one line. ``--price-per-chip-hour`` sets every slice's price.
 """
 
+import argparse
+from dataclasses import dataclass
 import sys
 import time
 
 from ..inputs.strict_json import dumps_strict
 
-__all__ = ["run_search", "PLAN_SEARCH_SCHEMA_VERSION", "DEFAULT_HBM_HEADROOM"]
+__all__ = ["run_search", "PLAN_SEARCH_SCHEMA_VERSION", "DEFAULT_HBM_HEADROOM", "RANKS", "TopologyList", "Searched"]
 
 PLAN_SEARCH_SCHEMA_VERSION = 1
 """Version of ``plan --search --json``'s shape (``wus_sim/schemas/plan-search.v{N}.json``)."""
@@ -41,14 +51,42 @@ fragmentation adds to it; a candidate over ``(1 - headroom) x`` HBM is marked, n
 PROGRESS_EVERY_S = 2.0
 """Seconds between progress lines on stderr."""
 
+RANKS = ("time", "cost")
+"""What ``--rank`` orders the candidates by: step time, or the cost of a step (of a million tokens)."""
+
+
+class TopologyList(argparse.Action):
+    """``-t`` given once or more: ``topology`` is the first (what every other part of ``plan``
+    reads), ``topologies`` all of them in order (what ``--search`` searches)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = list(getattr(namespace, "topologies", None) or []) + [values]
+        namespace.topologies = given
+        namespace.topology = given[0]
+
+
+@dataclass(frozen=True)
+class Searched:
+    """One ``-t``'s search and what its candidates are costed at."""
+
+    search: object
+    topology: object
+    ms: object
+    price: object
+    """The :class:`~wus_sim.training.cost.Price` of the slice's chip (or ``--price-per-chip-hour``)."""
+    chips: int
+    """Chips billed: the slice's x its slices."""
+
+
 _NOT_SEARCH = {"replica": "--replica", "replicate_below": "--replicate-below",
                "max_padding_ratio": "--max-padding-ratio"}
 """Options of ``plan``'s own table that no mesh step reads: refused with ``--search``."""
 
 
-def search_from_args(args, placement):
+def search_from_args(args, placement, spec=None, global_batch=None):
     """The :class:`~wus_sim.training.parallelism.mesh_search.Search` of a command line (errors name
-    the options) and the slice it runs on."""
+    the options) and the slice it runs on: *spec*'s (default ``-t``'s first), at *global_batch*
+    (default the command line's)."""
     from ..hardware.multislice import load_multislice
     from ..inputs.errors import ConfigError
     from ..model.calibration import load_calibration
@@ -69,7 +107,7 @@ def search_from_args(args, placement):
                           "tensor=K fixes it); step --spatial-ways runs spatial partitioning",
                           key_path="--spatial-ways", value=placement.spatial_ways)
     with placement_option_errors():
-        topology, ms = load_multislice(args.topology, slices=placement.slices, megacore=args.megacore)
+        topology, ms = load_multislice(spec or args.topology, slices=placement.slices, megacore=args.megacore)
     calibration = load_calibration(args.calibration)
     stack = software_stack_value(args)
     if not calibration.has_stack(stack):
@@ -86,8 +124,8 @@ def search_from_args(args, placement):
             check_tensor_heads(workload, placement.mesh)
     remats = POINT_KEYS["remat"].choices if remat is None else (remat,)
     with mesh_option_errors(), placement_option_errors(), _replicas_errors():
-        search = Search(workload, ms or topology, args.optimizer, global_batch=args.global_batch,
-                        per_replica_batch=args.per_replica_batch, options=options, remats=remats,
+        search = Search(workload, ms or topology, args.optimizer, global_batch=global_batch or args.global_batch,
+                        per_replica_batch=None if global_batch else args.per_replica_batch, options=options, remats=remats,
                         mesh=placement.mesh, mesh_axes=_named_axes(args.mesh), dcn_mesh=placement.dcn_mesh,
                         dcn_axes=_named_axes(args.dcn_mesh), replicas=args.replicas)
     return search, topology, ms
@@ -143,22 +181,25 @@ def run_search(args, placement):
         raise ConfigError("must be a fraction from 0 to below 1", key_path="--hbm-headroom", value=headroom)
     if args.time_limit is not None and not args.time_limit > 0:
         raise ConfigError("must be > 0 seconds", key_path="--time-limit", value=args.time_limit)
-    search, topology, ms = search_from_args(args, placement)
-    progress = _Progress(search, args.progress if args.progress is not None else sys.stderr.isatty())
-    found, stopped = [], None
+    searched = slices_from_args(args, placement)
+    progress = _Progress(searched, args.progress if args.progress is not None else sys.stderr.isatty())
+    found, stopped = [], None  # (index of the slice's search, candidate)
     start = time.monotonic()
     try:
         with placement_option_errors():
-            for c in search.candidates():
-                found.append(c)
-                progress.tick(found)
-                if args.time_limit is not None and time.monotonic() - start > args.time_limit:
-                    stopped = "time-limit"
+            for k, one in enumerate(searched):
+                for c in one.search.candidates():
+                    found.append((k, c))
+                    progress.tick(k, c, len(found))
+                    if args.time_limit is not None and time.monotonic() - start > args.time_limit:
+                        stopped = "time-limit"
+                        break
+                if stopped:
                     break
     except KeyboardInterrupt:  # the best so far, then main's one line and 130
-        _print(build_report(args, search, topology, ms, found, headroom, "interrupted"), args.json)
+        _print(build_report(args, searched, found, headroom, "interrupted"), args.json)
         raise
-    report = build_report(args, search, topology, ms, found, headroom, stopped)
+    report = build_report(args, searched, found, headroom, stopped)
     _print(report, args.json)
     if not report["feasible"]:
         if args.check:
@@ -169,6 +210,33 @@ def run_search(args, placement):
     return 0
 
 
+def slices_from_args(args, placement):
+    """One :class:`Searched` per ``-t``, all at one global batch (the first's), each with its price;
+    ``--rank cost`` refuses a chip without a price, naming it."""
+    from ..inputs.errors import ConfigError
+    from ..training.cost import billed_chips
+    from .cost_lines import run_price
+
+    specs = list(getattr(args, "topologies", None) or [args.topology])
+    rank = getattr(args, "rank", "time")
+    if len(specs) > 1 and args.per_replica_batch is not None:
+        raise ConfigError("gives each slice its own global batch (x its devices); several -t compare one: give "
+                          "--global-batch", key_path="--per-replica-batch", value=args.per_replica_batch)
+    if len(set(specs)) < len(specs):
+        raise ConfigError("names a slice twice", key_path="-t", value=", ".join(specs))
+    out, batch = [], None
+    for spec in specs:
+        search, topology, ms = search_from_args(args, placement, spec, global_batch=batch)
+        batch = search.global_batch
+        price = run_price(args, topology.chip)
+        if rank == "cost" and not price.known:
+            raise ConfigError(f"has no price: chip {topology.chip.name} of {topology.name} has no "
+                              "price_usd_per_chip_hour in chips.yaml; give --price-per-chip-hour USD, or --rank time",
+                              key_path="--rank cost", value=spec)
+        out.append(Searched(search, topology, ms, price, billed_chips(topology, 1 if ms is None else ms.slices)))
+    return out
+
+
 def _print(report, as_json):
     from .plan_search_text import text
 
@@ -176,24 +244,25 @@ def _print(report, as_json):
 
 
 class _Progress:
-    """A line on stderr every :data:`PROGRESS_EVERY_S`: meshes done, candidates, the best so far."""
+    """A line on stderr every :data:`PROGRESS_EVERY_S`: meshes done, candidates, the fastest so far."""
 
-    def __init__(self, search, on):
-        self.search, self.on = search, on
+    def __init__(self, searched, on):
+        self.searched, self.on = searched, on
         self.next = time.monotonic() + PROGRESS_EVERY_S
         self.best = None
 
-    def tick(self, found):
-        c = found[-1]
-        if c.status == "ok" and (self.best is None or c.step_time_s < self.best.step_time_s):
-            self.best = c
+    def tick(self, k, c, found):
+        if c.status == "ok" and (self.best is None or c.step_time_s < self.best[1].step_time_s):
+            self.best = (k, c)
         if not self.on or time.monotonic() < self.next:
             return
         from ..inputs.units import format_time
 
         self.next = time.monotonic() + PROGRESS_EVERY_S
+        searches = [one.search for one in self.searched]
+        where = f" on {self.searched[self.best[0]].topology.name}" if self.best and len(searches) > 1 else ""
         best = ("none fits yet" if self.best is None else
-                f"best so far {format_time(self.best.step_time_s)} ({self.best.mesh} {self.best.strategy} "
-                f"{self.best.remat})")
-        print(f"  plan --search: {self.search.meshes_done} of {len(self.search.meshes)} meshes, {len(found)} of "
-              f"{self.search.size} candidates; {best}", file=sys.stderr, flush=True)
+                f"best so far {format_time(self.best[1].step_time_s)} ({self.best[1].mesh} "
+                f"{self.best[1].strategy} {self.best[1].remat}{where})")
+        print(f"  plan --search: {sum(s.meshes_done for s in searches)} of {sum(len(s.meshes) for s in searches)} "
+              f"meshes, {found} of {sum(s.size for s in searches)} candidates; {best}", file=sys.stderr, flush=True)

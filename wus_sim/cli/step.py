@@ -34,6 +34,7 @@ from .options import (add_fault_options, add_flag, add_json_option, add_mesh_opt
                       placement_option_errors, software_stack_value)
 
 from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line, throughput_columns
+from .cost_lines import add_price_option, add_step_costs, step_cost_lines
 
 __all__ = ["add_parser", "run"]
 
@@ -99,6 +100,7 @@ def add_parser(subparsers):
     p.add_argument("--calibration", metavar="C",
                    help="calibrated chip parameters: 'default' (shipped), 'none' (uncalibrated physics) or a YAML path")
     add_software_stack_option(p)
+    add_price_option(p)
     p.add_argument("--bn-group-replicas", type=int, default=default_of("bn_group_replicas"), metavar="K",
                    help="cross-replica batch norm over groups of K replicas (default 1: local)")
     p.add_argument("--small-allreduce-algorithm", default=default_of("small_allreduce_algorithm"), metavar="A",
@@ -173,6 +175,7 @@ def run(args):
     report["calibration"] = options.calibration_id
     for s, per in report["strategies"].items():
         per.update(throughput_columns(run_, s, topology))
+    add_step_costs(report, args, run_, topology, multislice)
     if meta.get("mesh") is not None:
         report["mesh"] = meta["mesh"].to_dict(topology)
     report["checked"] = _checked(calibration, overridden=args.mxu_efficiency is not None)
@@ -210,7 +213,7 @@ def run(args):
         from ..hardware.topology_files import megacore_hint
 
         w = meta["plan"].workload
-        print(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
+        print(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology), "cost_of": w,
                      "flops_unit": w.flops_unit or w.example_unit,
                      "per_example": f"{w.units_per_example:,} {w.flops_unit}s per {w.example_unit}"
                      if w.units_per_example > 1 else None}, multislice))
@@ -392,6 +395,7 @@ def _text(rep, multislice=None):
         label = "memory peak" if part == "peak" else f"  mem {part.replace('_', ' ')}"
         lines.append("  " + label.ljust(w) + "".join(format_bytes(per[n]["memory_bytes"][part]).rjust(16)
                                                     for n in names))
+    lines += step_cost_lines(rep, names, w, rep["cost_of"]) if rep.get("cost_of") else []
     small = rep.get("small_allreduces") or []
     if not any(n in ("sharded", "fully-sharded") for n in names):  # no sharded update ran: no norms
         small = [x for x in small if not x["what"].startswith("sharded update")]
