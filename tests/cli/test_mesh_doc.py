@@ -78,3 +78,28 @@ def test_the_replicated_range_the_doc_states():
     said = re.search(r"never fits \((\d+)-(\d+) GiB a chip under any remat\)", DOC)
     assert said and (int(said.group(1)), int(said.group(2))) == (math.floor(min(peaks) / 2**30), math.ceil(max(peaks) / 2**30))
 
+
+
+@pytest.mark.parametrize("slice_,remat,where", [
+    ("tpu-v6e-256", "selective", "1 tpu-v6e-256 data=256"),
+    ("tpu-v5e-256", "layer", "187 tpu-v5e-256 data=256"),
+    ("tpu-v5p-256", "none", "221 tpu-v5p-256 data=256"),
+])
+def test_the_cost_example_rows_are_what_step_prints(slice_, remat, where):
+    """What it costs: each row's step time, $/step and $/M tok are step's on that mesh at the one
+    global batch (256), the cost by hand: chips x step time x the price per chip-hour / 3600."""
+    from wus_sim.cli.cost_lines import money
+
+    rc_out = io.StringIO()
+    with contextlib.redirect_stdout(rc_out):
+        assert main(["step", "llama3-8b", "-t", slice_, "--mesh", "data=256", "--strategy", "fully-sharded",
+                     "--remat", remat, "--global-batch", "256", "--json"]) == 0
+    doc = json.loads(rc_out.getvalue())
+    (per,) = doc["strategies"].values()
+    chips, price = doc["price"]["chips"], doc["price"]["usd_per_chip_hour"]
+    assert chips == (128 if "v5p" in slice_ else 256)  # v5p-256 names 256 TensorCores, 2 a chip
+    hand = chips * per["step_time_s"] * price / 3600
+    assert per["cost_usd_per_step"] == pytest.approx(hand, rel=1e-9)
+    line = next(l for l in DOC.splitlines() if l.strip().startswith(where))
+    assert format_time(per["step_time_s"]) in line
+    assert money(hand) in line and money(hand / (256 * 8192) * 1e6) in line

@@ -106,3 +106,29 @@ def test_a_user_chip_without_dcn_figure_shows_the_assumption(tmp_path, monkeypat
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "multislice" in x)
     assert "6.25 GB/s per chip" in line and "assumption: chip my-chip has no dcn_GBps" in line
+
+
+# On-demand US dollars per chip-hour, typed here from the sources themselves (not from chips.yaml):
+# Cloud TPU pricing page (cloud.google.com/tpu/pricing) as web.archive.org kept it and Epoch AI
+# transcribed it (github.com/epoch-research/training-cost-trends, data/Hardware prices.csv):
+# v2 1.13 (2018-10-09, US), v3 2.00 (2021-11-17, us-central1), v4 3.22 (2025-03-03, us-central2-b),
+# v5e 1.20 and v6e 2.70 (2025-03-03, us-central1 / East US); v5p 4.20: the billing catalog in
+# SkyPilot's GCP catalog (skypilot-org/skypilot-catalog, catalogs/v7/gcp/vms.csv: tpu-v5p-6400,
+# 3,200 chips, $13,440 an hour in us-east5).
+PRICES = {"tpu-v2": 1.13, "tpu-v3": 2.00, "tpu-v4": 3.22, "tpu-v5e": 1.20, "tpu-v5p": 13440 / 3200, "tpu-v6e": 2.70}
+
+
+@pytest.mark.parametrize("name", sorted(PRICES))
+def test_each_chip_has_its_public_price_cited_with_region_and_date(name):
+    chip = load_chips()[name]
+    assert chip.price_usd_per_chip_hour == pytest.approx(PRICES[name])
+    source = chip.sources["price_usd_per_chip_hour"]
+    assert "on-demand" in source and "read 2026-12-07" in source
+    assert any(region in source for region in ("US", "us-central1", "us-central2", "us-east5")), source
+    assert "cloud.google.com/tpu" in source or "billing catalog" in source
+
+
+def test_a_chip_without_a_published_price_has_none():
+    chips = load_chips()
+    assert chips["tpu7x"].price_usd_per_chip_hour is None and chips["generic"].price_usd_per_chip_hour is None
+    assert set(PRICES) | {"tpu7x", "generic"} == set(chips)
