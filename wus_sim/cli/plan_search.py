@@ -1,8 +1,9 @@
 """``wus-sim plan WORKLOAD -t SLICE --search``: every mesh x strategy x remat, fastest first.
 
 Text: a header (the slice, the one global batch every candidate runs and where it comes from,
-what the search fixed and skipped), one line per candidate that fits (rank, mesh, mesh across
-slices, strategy, remat, step time, its parts, peak memory per device; ``!`` within the HBM
+the price a step is costed at and its source, what the search fixed and skipped), one line per
+candidate that fits (rank, mesh, mesh across slices, strategy, remat, step time, what the step
+and a million tokens cost, the step's parts, peak memory per device; ``!`` within the HBM
 headroom; ``= #N`` in a tie with candidate N), a line per group of ties saying what differs, then
 the infeasible ones counted by reason with each one's need. ``--json``: one document in the shape
 of ``wus_sim/schemas/plan-search.v1.json``, ``candidates`` holding one object per candidate, in
