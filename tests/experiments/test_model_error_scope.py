@@ -18,14 +18,14 @@ def _run(tmp_path, capsys, doc):
 
 
 def test_all_outside_run_states_no_model_error(tmp_path, capsys):
-    text, page = _run(tmp_path, capsys, {"workloads": ["resnet50"], "topologies": ["tpu-v5p-8"]})
+    text, page = _run(tmp_path, capsys, {"workloads": ["resnet50"], "topologies": ["tpu-v5e-8"]})
     for where in (text, page):
         assert "median |error|" not in where
-        assert "none of the 1 rows lies inside" in where and "chip tpu-v5p" in where
+        assert "none of the 1 rows lies inside" in where and "chip tpu-v5e" in where
 
 
 def test_inside_run_states_it_for_its_rows(tmp_path, capsys):
-    text, page = _run(tmp_path, capsys, {"workloads": ["resnet50"], "topologies": ["tpu-v3-32", "tpu-v5p-8"]})
+    text, page = _run(tmp_path, capsys, {"workloads": ["resnet50"], "topologies": ["tpu-v3-32", "tpu-v5e-8"]})
     checked = load_calibration().provenance["validation"]
     figure = f"median |error| {checked['leave_one_benchmark_out_median_abs']:.1%}"
     for where in (text, page):

@@ -154,6 +154,28 @@ def test_memory_bound_dense_layer_by_hand(tmp_path):
     assert t.backward_s[0] == pytest.approx(nbytes / 0.5e12 + dw_bytes / 0.5e12 + 2e-6, rel=1e-12)
 
 
+def test_an_output_block_rereads_the_operands_and_binds_on_hbm_by_hand(tmp_path):
+    """A 4096^3 matmul computed in 512-wide output blocks: the input [M, K] is read once per block of
+    output columns (4096 / 512 = 8 times), the weight [K, N] once per block of rows (8 times)."""
+    w, topo, batch = dense(tmp_path, 4096, 4096), chip_slice(hbm=0.2e12), 4096
+    p = dataclasses.replace(SHAPE, op_fixed_s=0.0, matmul_block=512)
+    t = layer_matmul_times(w, topo, batch, p)
+    elems = 4096 * 4096
+    # forward: input and weight bf16, 8 reads each, output written once: (8 + 8 + 1) x 4096^2 x 2 B at
+    # 0.2 TB/s x 0.5 = 5.7 ms, over the 2.75 ms the 2 x 4096^3 FLOPs take at 50 TFLOP/s: HBM-bound
+    fwd_bytes = (8 + 8 + 1) * elems * 2
+    assert fwd_bytes / 0.1e12 > 2 * 4096 ** 3 / 50e12
+    assert t.forward_s[0] == pytest.approx(fwd_bytes / 0.1e12, rel=1e-12)
+    # backward: dX = dY W^T rereads both 8 times, writes dX (bf16); dW = X^T dY rereads both 8 times,
+    # writes the fp32 weight gradient
+    bwd_bytes = (8 + 8 + 1) * elems * 2 + (8 + 8) * elems * 2 + elems * 4
+    assert t.backward_s[0] == pytest.approx(bwd_bytes / 0.1e12, rel=1e-12)
+    # a block wider than the matmul reads each operand once: 3 x 4096^2 x 2 B = 1 ms of HBM, under
+    # the compute: compute-bound again
+    wide = layer_matmul_times(w, topo, batch, dataclasses.replace(p, matmul_block=8192))
+    assert wide.forward_s[0] == pytest.approx(2 * 4096 ** 3 / 50e12, rel=1e-12)
+
+
 def test_v6e_tile_pads_a_128_input_dense_layer(tmp_path):
     w, batch = dense(tmp_path, 128, 8192), 8192
     p = dataclasses.replace(SHAPE, op_fixed_s=0.0)

@@ -83,7 +83,7 @@ MUTANTS = [
      "t_mem = nbytes / (topology.hbm_Bps_per_replica * p.activation_hbm_efficiency)",
      "update at the activation efficiency"),
     ("c5", "wus_sim/model/compute.py", "return max(t_mem, t_vec)", "return t_mem + t_vec", "update roofline summed"),
-    ("c6", "wus_sim/model/compute.py", "np.where(halo > 0, topology.hop_latency_s + halo / link_Bps, 0.0)",
+    ("c6", "wus_sim/model/ops/spatial.py", "np.where(halo > 0, topology.hop_latency_s + halo / link_Bps, 0.0)",
      "np.where(halo > 0, halo / link_Bps, 0.0)", "halo exchange without hop latency"),
     ("c7", "wus_sim/model/compute.py", "io_fwd = (weight_elems * act_B + per_core * act_B)",
      "io_fwd = (weight_elems * act_B + outputs * act_B)", "forward io output not split over cores"),
@@ -92,7 +92,7 @@ MUTANTS = [
     ("r2", "wus_sim/model/compute.py", "per_core = (workload.layer_output_elements + scores) * per_replica_batch / ways * share",
      "per_core = (workload.layer_output_elements + scores) * per_replica_batch / ways",
      "spatial: output traffic divided evenly, not by whole rows"),
-    ("r3", "wus_sim/model/compute.py", "np.ceil(side[rows] / ways) * ways / side[rows]",
+    ("r3", "wus_sim/model/ops/spatial.py", "np.ceil(side[rows] / ways) * ways / side[rows]",
      "(side[rows] / ways) * ways / side[rows]", "spatial: the busiest core's rows not rounded up"),
 ]
 

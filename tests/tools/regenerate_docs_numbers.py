@@ -130,25 +130,31 @@ def tiering_numbers():
     from wus_sim.validation.tiering import simulate_tiering, tiering_summary
 
     results = simulate_tiering()
-    lines = ["| row | model | slice | mesh | batch | tokens/s/device measured | simulated | error | MFU measured | "
-             "simulated | fits |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | model | slice | mesh | batch | tokens/s/device measured | simulated | error (fit) | "
+             "error (leave-one-model-out) | MFU measured | simulated | fits |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         where = r.topology + (f" x {r.slices}" if r.slices > 1 else "")
         mesh = r.mesh + (f", DCN {r.dcn_mesh}" if r.dcn_mesh else "")
         if r.status == "not expressible":
             lines.append(f"| {r.row} | {r.model} | {where} | {mesh} | {r.per_device_batch} | "
-                         f"{r.measured_tokens_per_s_per_device:,.0f} | - | - | {100 * r.measured_mfu:.1f} % | - | "
+                         f"{r.measured_tokens_per_s_per_device:,.0f} | - | - | - | {100 * r.measured_mfu:.1f} % | - | "
                          "not expressible (expert axis) |")
             continue
         fits = "yes" if r.status == "ok" else "said not to"
         lines.append(f"| {r.row} | {r.model} | {where} | {mesh} | {r.per_device_batch} | "
                      f"{r.measured_tokens_per_s_per_device:,.0f} | {r.simulated_tokens_per_s_per_device:,.0f} | "
-                     f"{100 * r.error:+.1f} % | {100 * r.measured_mfu:.1f} % | {100 * r.simulated_mfu:.1f} % | {fits} |")
+                     f"{100 * r.error:+.1f} % | {100 * r.lomo_error:+.1f} % | {100 * r.measured_mfu:.1f} % | "
+                     f"{100 * r.simulated_mfu:.1f} % | {fits} |")
     s = tiering_summary(results)
     assert not math.isnan(s["median_abs_error"])
+    lomo = s["leave_one_model_out"]
     return {"tiering.table": "\n" + "\n".join(lines) + "\n", "tiering.rows": str(s["rows"]),
             "tiering.median": f"{100 * s['median_abs_error']:.1f}", "tiering.worst": f"{100 * s['worst_abs_error']:.1f}",
-            "tiering.within10": str(s["within_10pct"]), "tiering.infeasible": str(s["infeasible"])}
+            "tiering.within10": str(s["within_10pct"]), "tiering.infeasible": str(s["infeasible"]),
+            "tiering.lomo_median": f"{100 * lomo['median_abs_error']:.1f}",
+            "tiering.lomo_worst": f"{100 * lomo['worst_abs_error']:.1f}",
+            "tiering.lomo_within10": str(lomo["within_10pct"]), "tiering.lomo_over20": str(lomo["rows"] - lomo["within_20pct"])}
 
 
 def calibration_numbers():
@@ -161,6 +167,8 @@ def calibration_numbers():
     out = {
         "cal.id": cal.id,
         "cal.mxu": f"{cal.params['matmul_peak_fraction']:.3f}",
+        "cal.mxu_2025": f"{cal.stacks['maxtext-jax-2025']['matmul_peak_fraction']:.3f}",
+        "cal.block": f"{cal.params['matmul_block']:.0f}",
         "cal.mxu_range": "{:.3f}-{:.3f}".format(*ranges["matmul_peak_fraction"]),
         "cal.elementwise_fwd": f"{cal.params['elementwise_fwd_bytes']:.2f} B",
         "cal.elementwise_bwd": f"{cal.params['elementwise_bwd_bytes']:.2f} B",

@@ -174,7 +174,7 @@ def test_step_says_when_it_is_outside_and_carries_its_bands(capsys):
 
     assert main(["step", "resnet50", "-t", "tpu-v5e-256"]) == 0
     line = capsys.readouterr().out.splitlines()[1]
-    assert line.startswith("  outside the validated range") and "chip tpu-v5e: checked on tpu-v3 only" in line
+    assert line.startswith("  outside the validated range") and "chip tpu-v5e: checked on tpu-v3, tpu-v5p, tpu-v6e only" in line
     assert "median |error|" not in line
     assert main(["step", "resnet50", "-t", "tpu-v5e-256", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -62,6 +62,14 @@ def test_summary_counts_by_hand():
     by = tiering_summary(rows)["by_chip"]
     assert by["tpu-v5p"] == {"rows": 2, "median_abs_error": pytest.approx(0.10), "worst_abs_error": pytest.approx(0.15)}
     assert by["tpu-v6e"] == {"rows": 3, "median_abs_error": pytest.approx(0.08), "worst_abs_error": pytest.approx(0.30)}
+    assert "leave_one_model_out" not in tiering_summary(rows)  # no calibration states one
+    # leave-one-model-out errors, summarised apart: |0.12|, |-0.25|, |0.04| -> median 0.12, one over 20 %
+    for r, lomo in zip(rows, [0.12, -0.25, 0.04, math.nan, math.nan]):
+        r.lomo_error = lomo
+    lomo = tiering_summary(rows)["leave_one_model_out"]
+    assert lomo["rows"] == 3 and lomo["median_abs_error"] == pytest.approx(0.12)
+    assert (lomo["worst_abs_error"], lomo["within_10pct"], lomo["within_20pct"]) == (pytest.approx(0.25), 1, 2)
+    assert lomo["by_chip"]["tpu-v5p"]["median_abs_error"] == pytest.approx((0.12 + 0.25) / 2)
 
 
 def test_a_tensor_group_shares_its_examples_so_the_global_batch_is_every_devices():
@@ -76,3 +84,50 @@ def test_every_measured_run_fits(row):
     """Every row ran on its slice: the memory model must say it fits (each run's recipe, as measured)."""
     res = simulate_one(row)
     assert res.status == "ok", res.why
+
+
+def test_the_shipped_fit_saw_the_expressible_rows_and_states_each_ones_leave_one_model_out_error():
+    """The shipped calibration's second stage (validation/fit_tiering.py) is fitted to every expressible
+    row; its provenance keeps, per row, the error of a refit without that row's model, which
+    validate --tiering prints beside the fitted error."""
+    from wus_sim.model.calibration import load_calibration
+    from wus_sim.validation.measured import run_key
+    from wus_sim.validation.tiering import simulate_tiering, tiering_fit_rows
+
+    cal = load_calibration()
+    keys = {run_key(r) for r in tiering_fit_rows()}
+    assert keys <= set(cal.provenance["rows"])
+    lomo = cal.provenance["leave_one_model_out"]
+    assert set(lomo["per_row"]) == keys and lomo["rows"] == len(keys)
+    assert lomo["median_abs"] == pytest.approx(sorted(abs(e) for e in lomo["per_row"].values())[len(keys) // 2])
+    fitted = {r.row: run_key(r) for r in tiering_fit_rows()}
+    for r in simulate_tiering():
+        if r.status == "not expressible":
+            assert r.role == "held-out" and math.isnan(r.lomo_error)
+        else:
+            assert r.role == "calibration" and r.lomo_error == lomo["per_row"][fitted[r.row]]
+    # the 2025 stack has its own matmul peak fraction; the chip-wide output block binds on v6e only
+    mine = cal.stacks["maxtext-jax-2025"]
+    assert 0.3 <= mine["matmul_peak_fraction"] <= 1.0 and 128 <= cal.params["matmul_block"] <= 4096
+
+
+def test_a_calibration_stack_may_hold_its_own_peak_fraction_and_nothing_else(tmp_path):
+    """A calibration file's stacks hold the fixed costs and optionally a matmul peak fraction in (0, 1]."""
+    import yaml
+
+    from wus_sim.inputs.errors import ConfigError
+    from wus_sim.model.calibration import load_calibration
+
+    shipped = load_calibration()
+    doc = {"id": "t", "params": dict(shipped.params), "provenance": {"rows": [], "method": "test"},
+           "stacks": {"s": {"op_overhead_s": 0.0, "step_overhead_s": 0.0, "matmul_peak_fraction": 0.8}},
+           "default_stack": "s"}
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(doc))
+    assert load_calibration(str(good)).compute_params().matmul_peak_fraction == 0.8
+    for bad in ({"matmul_peak_fraction": 1.5}, {"matmul_block": 512.0}):
+        doc["stacks"]["s"] = {"op_overhead_s": 0.0, **bad}
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        with pytest.raises(ConfigError, match="stacks.s"):
+            load_calibration(str(path))

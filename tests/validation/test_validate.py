@@ -17,6 +17,7 @@ from wus_sim.model.compute import ComputeParams
 from wus_sim.experiments.records import simulate_point
 from wus_sim.training.step import StepOptions
 from wus_sim.validation.calibrate import CALIBRATION_ROWS, FIT_PARAMS, NOT_FITTED
+from wus_sim.validation.tiering import tiering_fit_rows
 from wus_sim.validation.measured import SHIPPED_MEASURED, load_measured
 from wus_sim.validation.validate import COLUMNS, row_key, summary, validate
 
@@ -77,7 +78,8 @@ def test_rows_name_their_calibration_and_role(rows):
     cal = load_calibration()
     assert {r.calibration for r in rows} == {cal.id}
     fitted = {row_key(r) for r in rows if r.role == "calibration"}
-    assert fitted == set(cal.provenance["rows"])
+    # the MLPerf rows the fit used; the rest of provenance.rows are the tiering page's (validate --tiering)
+    assert fitted == {k for k in cal.provenance["rows"] if not k.startswith("maxtext:")}
     for r in rows:
         assert r.error == pytest.approx(r.simulated_step_s / r.measured_step_s - 1)
         assert (r.within_bound is None) == (r.kind == "exact")
@@ -87,19 +89,26 @@ def test_calibration_fits_every_expressible_row_twice_as_many_as_its_values():
     cal = load_calibration()
     prov = cal.provenance
     runs = {row_key(r): r for r in load_measured()}
+    runs.update({row_key(r): r for r in tiering_fit_rows()})  # the second stage's (validation/fit_tiering.py)
     # the tensor-parallel v0.7 Transformer row is checked, not fitted (validation/simulate.py, NOT_FITTED)
     assert set(prov["rows"]) == set(runs) - set(NOT_FITTED)
     exact = [k for k in prov["rows"] if runs[k].kind == "exact"]
     assert len(exact) >= 2 * len(prov["fitted"])
-    assert {runs[k].round for k in prov["rows"]} == {"v0.6", "v0.7"}   # later rounds are kept for checking
+    # MLPerf on v3 of 2019-2020 and MaxText's tiering rows of 2024-2025; every later MLPerf round is kept
+    # for checking, never fitted
+    assert {runs[k].round for k in prov["rows"]} == {"v0.6", "v0.7", "maxtext"}
     assert "training_results_v0.6" in prov["data"]["repository"] and "training_results_v0.7" in prov["data"]["repository"]
     for key in ("commit", "table"):
         assert prov["data"][key]
     assert {"per_row", "median_abs", "worst_abs"} <= set(prov["fit_error"])
     # one value per stack of the fixed costs, the chip's values once
     stacks = {runs[k].round for k in prov["rows"]}
-    assert set(cal.stacks) == {{"v0.6": "tf1-tpuestimator-2019", "v0.7": "tf-jax-2020"}[s] for s in stacks}
-    assert cal.default_stack == "tf-jax-2020"
+    assert set(cal.stacks) == {{"v0.6": "tf1-tpuestimator-2019", "v0.7": "tf-jax-2020",
+                                "maxtext": "maxtext-jax-2025"}[s] for s in stacks}
+    assert cal.default_stack == "maxtext-jax-2025"  # the newest measured
+    # the 2025 stack's own matmul peak fraction; the v3 stacks share the chip-wide one
+    assert set(cal.stacks["maxtext-jax-2025"]) == {"op_overhead_s", "step_overhead_s", "matmul_peak_fraction"}
+    assert all("matmul_peak_fraction" not in cal.stacks[s] for s in ("tf1-tpuestimator-2019", "tf-jax-2020"))
     for name in prov["fitted"]:
         low, high = prov["param_ranges"][name]
         base, _, stack = name.partition("@")
@@ -150,8 +159,10 @@ def test_calibration_none_is_the_uncalibrated_physics():
     assert StepOptions(calibration="none").compute == ComputeParams()
     assert StepOptions(calibration="none").calibration_id == "none"
     shipped = StepOptions()
-    assert shipped.calibration_id == load_calibration().id
-    for name, value in load_calibration().params.items():
+    cal = load_calibration()
+    assert shipped.calibration_id == cal.id
+    # the values of the default stack (the newest measured) over the shared ones
+    for name, value in {**cal.params, **cal.stacks[cal.default_stack]}.items():
         assert getattr(shipped.compute, name) == value
 
 
@@ -164,7 +175,7 @@ def test_records_carry_every_value_used_and_the_calibration():
     assert rec["link_GBps"] == 100 and rec["wraparound"] is False  # v3 sub-pod slice: a mesh
     cal = load_calibration()  # the shape model: the point's MXU efficiency is the padded peak's fraction
     assert cal.params["compute_model"] == "shape"
-    assert rec["mxu_efficiency"] == cal.params["matmul_peak_fraction"]
+    assert rec["mxu_efficiency"] == cal.compute_params().matmul_peak_fraction  # the default stack's
 
 
 def test_cli_validate_json_has_the_documented_keys(tmp_path, capsys):
@@ -342,14 +353,16 @@ def test_a_fitted_value_overridden_on_the_command_line_is_the_one_used(capsys):
     instead of the calibrated 0.61 the matrix-bound part of forward and backward grows by 0.61 / 0.5."""
     cal = load_calibration()  # the shape model: --mxu-efficiency is the fraction of the padded peak
     assert cal.compute_params(mxu_efficiency=0.5).matmul_peak_fraction == 0.5
-    assert cal.compute_params(mxu_efficiency=None).matmul_peak_fraction == cal.params["matmul_peak_fraction"]
+    assert (cal.compute_params(mxu_efficiency=None).matmul_peak_fraction
+            == cal.stacks[cal.default_stack].get("matmul_peak_fraction", cal.params["matmul_peak_fraction"]))
     assert cal.compute_params(mxu_efficiency=0.5).op_overhead_s == cal.compute_params().op_overhead_s
     steps = {}
     for extra in ((), ("--mxu-efficiency", "0.5")):
         assert main(["step", "resnet50", "-t", "tpu-v3-32", "--strategy", "sharded", "--json", *extra]) == 0
         doc = json.loads(capsys.readouterr().out)
         steps[extra] = doc
-        assert doc["parameters"]["mxu_efficiency"] == (float(extra[1]) if extra else cal.params["matmul_peak_fraction"])
+        assert doc["parameters"]["mxu_efficiency"] == (float(extra[1]) if extra else
+                                                       cal.compute_params().matmul_peak_fraction)
     assert steps[("--mxu-efficiency", "0.5")]["step_time_s"] > 1.05 * steps[()]["step_time_s"]
 
 
@@ -530,4 +543,4 @@ def test_a_calibration_id_names_its_values():
     slow = calibrate(rows=rows, fit=fit, topology_overrides={"link_GBps": 50.0}, compute_model="flops")
     assert a.params != slow.params and a.id != slow.id
     assert a.id == again.id
-    assert re.fullmatch(r"mlperf-v06-v07-tpu-v3-\d{4}-\d\d-\d\d-[0-9a-f]{6}", load_calibration().id)
+    assert re.fullmatch(r"mlperf-v06-v07-tpu-v3-maxtext-tiering-\d{4}-\d\d-\d\d-[0-9a-f]{6}", load_calibration().id)

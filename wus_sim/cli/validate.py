@@ -110,17 +110,21 @@ def tiering_text(results, summary):
     def f(x, fmt):
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
+    fitted = sum(r.role == "calibration" for r in results)
     lines = ["Today's LLM runs: MaxText's tiering page (AI-Hypercomputer/maxtext, docs/reference/models/tiering.md), "
-             "each row simulated from its recipe; never fitted to (held out from the calibration)",
+             "each row simulated from its recipe; "
+             + (f"the calibration was fitted to {fitted} of them (role calibration), and LOMO is each row's error "
+                "under a fit that never saw its model" if fitted else "none of them in the calibration's fit (held out)"),
              f"{'row':>3}  {'model':<15} {'slice':<15} {'mesh':<18} {'batch':>5} {'remat run':<34} "
-             f"{'tok/s/dev meas':>14} {'sim':>7} {'error':>7} {'MFU meas':>8} {'sim':>6}  status"]
+             f"{'tok/s/dev meas':>14} {'sim':>7} {'error':>7} {'LOMO':>7} {'MFU meas':>8} {'sim':>6}  role         status"]
     for r in results:
         where = r.topology + (f" x{r.slices}" if r.slices > 1 else "")
         mesh = r.mesh + (f" dcn {r.dcn_mesh}" if r.dcn_mesh else "")
         lines.append(f"{r.row:>3}  {r.model:<15} {where:<15} {mesh:<18} {r.per_device_batch:>5} {r.remat_run[:34]:<34} "
                      f"{f(r.measured_tokens_per_s_per_device, ',.0f'):>14} {f(r.simulated_tokens_per_s_per_device, ',.0f'):>7} "
                      f"{f(100 * r.error, '+.1f') + ' %' if not math.isnan(r.error) else '-':>7} "
-                     f"{f(100 * r.measured_mfu, '.1f'):>8} {f(100 * r.simulated_mfu, '.1f'):>6}  {r.status}")
+                     f"{f(100 * r.lomo_error, '+.1f') + ' %' if not math.isnan(r.lomo_error) else '-':>7} "
+                     f"{f(100 * r.measured_mfu, '.1f'):>8} {f(100 * r.simulated_mfu, '.1f'):>6}  {r.role:<12} {r.status}")
     for r in results:
         if r.status != "ok" and r.why:
             lines.append(f"  row {r.row}: {r.status}: {r.why}")
@@ -129,12 +133,21 @@ def tiering_text(results, summary):
                      f"{100 * summary['median_abs_error']:.1f} %, worst {100 * summary['worst_abs_error']:.1f} %, "
                      f"{summary['within_10pct']} within 10 %; said not to fit: {summary['infeasible']} (every one ran); "
                      f"not expressible yet: {summary['not_expressible']}")
-        lines.append("per chip generation: " + "; ".join(
-            f"{chip}: {c['rows']} rows, median {100 * c['median_abs_error']:.1f} %, worst "
-            f"{100 * c['worst_abs_error']:.1f} %" for chip, c in summary["by_chip"].items()))
+        lines.append("per chip generation: " + _per_chip(summary["by_chip"]))
+    lomo = summary.get("leave_one_model_out")
+    if lomo:
+        lines.append(f"leave-one-model-out (each model predicted by a fit that never saw it): {lomo['rows']} rows, "
+                     f"median |error| {100 * lomo['median_abs_error']:.1f} %, worst {100 * lomo['worst_abs_error']:.1f} %, "
+                     f"{lomo['within_10pct']} within 10 %, {lomo['rows'] - lomo['within_20pct']} over 20 %; "
+                     "per chip generation: " + _per_chip(lomo["by_chip"]))
     lines.append("error: simulated step time over measured, from tokens/s/device; the page's MFU counts attention "
                  "unhalved on most rows (before MaxText PR #1988), the simulated MFU halves it for causal masks")
     return "\n".join(lines)
+
+
+def _per_chip(by_chip):
+    return "; ".join(f"{chip}: {c['rows']} rows, median {100 * c['median_abs_error']:.1f} %, worst "
+                     f"{100 * c['worst_abs_error']:.1f} %" for chip, c in by_chip.items())
 
 
 def _json_default(x):

@@ -37,7 +37,7 @@ from ..inputs.memo import IdentityMemo, fixed_while_running
 
 __all__ = [
     "Calibration", "load_calibration", "DEFAULT_CALIBRATION", "NO_CALIBRATION",
-    "calibration_path", "STACK_PARAMS", "matrix_efficiency",
+    "calibration_path", "STACK_PARAMS", "STACK_FITTED", "matrix_efficiency",
 ]
 
 _SHIPPED = Path(__file__).resolve().parent.parent / "data" / "calibration"
@@ -53,8 +53,14 @@ _COMPUTE_FIELDS = tuple(f.name for f in fields(ComputeParams))
 _COMPUTE_PARAMS = IdentityMemo()
 
 STACK_PARAMS = ("op_overhead_s", "step_overhead_s")
-"""The values a calibration fits once per software stack: what the program's ops and step cost
+"""The fixed costs a calibration fits once per software stack: what the program's ops and step cost
 beyond their work depends on the compiler and runtime, not on the chip."""
+
+STACK_FITTED = STACK_PARAMS + ("matmul_peak_fraction", "mxu_efficiency")
+"""Every value a calibration's ``stacks`` may hold: the fixed costs, and, for a stack whose rows pin
+it apart from the others, the share of the matrix units' peak its compiler gets out of a large matmul
+(the TF and JAX of 2019-2020 on TPU v3 share one; MaxText on the JAX and XLA of 2025 has its own:
+same op, other code). A stack without one runs at ``params``'."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +76,9 @@ class Calibration:
     path: str = None
 
     stacks: dict = field(default_factory=dict)
-    """Software stack -> its fitted values (:data:`STACK_PARAMS`: the fixed cost per op and the
-    unexplained fixed cost per step); empty: ``params`` holds the one set of values."""
+    """Software stack -> its fitted values (:data:`STACK_FITTED`: the fixed cost per op, the
+    unexplained fixed cost per step, and the stack's matmul peak fraction where fitted per stack);
+    empty: ``params`` holds the one set of values."""
     default_stack: str = None
     """The stack a point runs on when it names none (the newest one measured)."""
 
@@ -174,7 +181,8 @@ _CACHE = {}
 VALIDATION_KEYS = {"held_out_rows": int, "held_out_median_abs": float, "held_out_worst_abs": float,
                    "bound_rows": int, "bound_rows_within": int, "over_bound": list}
 OPTIONAL_VALIDATION_KEYS = {"leave_one_benchmark_out_rows": int, "leave_one_benchmark_out_median_abs": float,
-                            "leave_one_benchmark_out_worst_abs": float}
+                            "leave_one_benchmark_out_worst_abs": float, "leave_one_model_out_rows": int,
+                            "leave_one_model_out_median_abs": float, "leave_one_model_out_worst_abs": float}
 """``provenance.validation``: what ``step`` and ``run`` print as the model's error."""
 
 
@@ -270,13 +278,14 @@ def _load_file(path):
             _check_validation(provenance["validation"], path)
         _check_provenance_tables(provenance, path)
         stacks = doc.get("stacks") or {}
-        rule = f"must map stack names to their {' and '.join(STACK_PARAMS)} (seconds, >= 0 and < 1)"
+        rule = (f"must map stack names to their {' and '.join(STACK_PARAMS)} (seconds, >= 0 and < 1) and "
+                f"optionally {' or '.join(STACK_FITTED[len(STACK_PARAMS):])} (a fraction, > 0 and <= 1)")
         if not isinstance(stacks, dict):
             raise doc.error("stacks", rule, stacks)
         for name, own in stacks.items():
-            if not (isinstance(name, str) and isinstance(own, dict) and set(own) <= set(STACK_PARAMS)
-                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
-                            for v in own.values())):
+            if not (isinstance(name, str) and isinstance(own, dict) and set(own) <= set(STACK_FITTED)
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                            and (0 <= v < 1 if k in STACK_PARAMS else 0 < v <= 1) for k, v in own.items())):
                 raise doc.error(f"stacks.{name}", rule, own)
         measured = ((provenance.get("validated_range") or {}).get("software_stacks")) or []
         if measured and stacks and not set(stacks) <= set(measured):

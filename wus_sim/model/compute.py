@@ -61,6 +61,7 @@ from ..inputs.limits import RATE_RANGES
 from ..inputs.memo import IdentityMemo
 from .ops.matmuls import matmul_layer_times
 from .ops.precision import matrix_flops_per_layer
+from .ops.spatial import halo_exchange_time_s, spatial_activation_share, spatial_row_share
 
 __all__ = [
     "ComputeParams", "LayerTimes", "COMPUTE_MODELS", "layer_matmul_times",
@@ -155,6 +156,14 @@ class ComputeParams:
     op_fixed_s: float = 0.0
     """``shape``: fixed cost of one matmul op (MXU pipeline fill and drain, first operand DMA) on top
     of its roofline. 0 in the uncalibrated physics; :attr:`op_overhead_s` stays the per-layer cost."""
+    matmul_block: float = 0.0
+    """``shape``: edge, in elements, of the output block a weight matmul computes from one pass over
+    its operands' panels in on-chip memory (VMEM): the left operand is read from HBM once per block
+    of output columns, the weight once per block of rows (:func:`wus_sim.model.ops.matmuls.operand_reads`),
+    so a large matmul moves ``2 x M x K x N / block`` operand bytes (bf16) and is bound by HBM below
+    ``block / 2`` FLOPs a byte. 0 = each operand read once (unlimited reuse). Not published for XLA's
+    TPU tiling; fitted (it binds on a chip with much compute per byte of HBM, TPU v6e's 560 FLOP/B,
+    and not on v3's 137 or v5p's 166)."""
 
     def __post_init__(self):
         # Every field a real number (not a bool, not text, finite as a float: 10**400 is not);
@@ -172,7 +181,7 @@ class ComputeParams:
             if not (_real(v) and 1e-3 <= v <= 1e3):
                 raise ConfigError("must be a number >= 0.001 and <= 1000", key_path=name, value=v)
         for name, top in (("elementwise_fwd_bytes", 1e6), ("elementwise_bwd_bytes", 1e6), ("op_overhead_s", 1e3),
-                          ("step_overhead_s", 1e3), ("host_loop_s", 1e3), ("op_fixed_s", 1e3)):
+                          ("step_overhead_s", 1e3), ("host_loop_s", 1e3), ("op_fixed_s", 1e3), ("matmul_block", 1e6)):
             v = getattr(self, name)
             if not (_real(v) and 0 <= v <= top):
                 raise ConfigError(f"must be a number >= 0 and <= {top:g}", key_path=name, value=v)
@@ -384,52 +393,6 @@ def _layer_times(workload, topology, per_replica_batch, p, ways, remat, quantiza
     fwd_s, bwd_s = np.array(fwd_s, dtype=float), np.array(bwd_s, dtype=float)
     fwd_s.flags.writeable = bwd_s.flags.writeable = False
     return LayerTimes(forward_s=fwd_s, backward_s=bwd_s)
-
-
-def spatial_row_share(workload, spatial_ways):
-    """Per layer, the work of a spatially partitioned replica's busiest core over an even ``1 /
-    spatial_ways`` share: ``ceil(H / ways) / (H / ways)`` for a conv layer whose output map has ``H``
-    rows (:attr:`Workload.layer_map_side`, rounded), 1 for other layers and for one core per replica.
-
-    A core holds whole rows: Google's MLPerf v0.6 SSD and Mask R-CNN runs split each image along its
-    height over 4 cores (``--input_partition_dims=1 --input_partition_dims=4`` in their run scripts,
-    github.com/mlcommons/training_results_v0.6), and a map of ``H`` rows leaves one core ``ceil(H /
-    4)`` of them, which the others wait for. SSD's 38x38 layers, most of its FLOPs, run 10 rows where
-    an even split gives 9.5: 5 % slower; its 3x3 and 1x1 maps run on one core."""
-    ways = int(spatial_ways)
-    share = np.ones(workload.num_layers)
-    if ways == 1:
-        return share
-    side = np.rint(workload.layer_map_side)
-    rows = side > 0
-    share[rows] = np.ceil(side[rows] / ways) * ways / side[rows]
-    return share
-
-
-def spatial_activation_share(workload, spatial_ways):
-    """The busiest core's part of a spatially partitioned replica's activation memory over an even
-    ``1 / spatial_ways`` share: :func:`spatial_row_share` weighted by each layer's output elements (1
-    with one core per replica, or a workload without conv outputs). The activation estimate is one
-    figure per example, not per layer; weighting by the layer outputs assumes it is spread over the
-    layers as their outputs are (what backward keeps is mostly each layer's output). SSD-ResNet34
-    over 4 cores: 1.04."""
-    if int(spatial_ways) == 1:  # (before the sum: most replicas are one core each)
-        return 1.0
-    outputs = workload.layer_output_elements
-    total = outputs.sum()
-    if total <= 0:
-        return 1.0
-    return float((outputs * spatial_row_share(workload, spatial_ways)).sum() / total)
-
-
-def halo_exchange_time_s(workload, topology, per_replica_batch):
-    """Per-layer time of a spatially partitioned replica's halo exchange, seconds: each core sends
-    :attr:`Workload.layer_halo_elements` x batch activations (bf16) to each neighbour across its cuts;
-    the two directions of a link run at once, so a layer costs one hop latency plus one message time.
-    Layers without a halo cost 0."""
-    halo = workload.layer_halo_elements * per_replica_batch * workload.activation_bytes
-    link_Bps = min(topology.axis_link_Bps)
-    return np.where(halo > 0, topology.hop_latency_s + halo / link_Bps, 0.0)
 
 
 def memory_bound_time_s(nbytes, flops, topology, params=None):

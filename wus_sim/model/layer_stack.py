@@ -345,9 +345,23 @@ def policy_layer_times(workload, topology, per_replica_batch, params=None, *, sp
     host_f = host_b = zeros
     if host.any():
         transfer = host / host_Bps_per_replica(topology, policy)
-        host_f = np.maximum(transfer - fwd, 0.0)
-        host_b = np.maximum(transfer - bwd, 0.0)
+        host_f, host_b = _exposed_per_block(layer_stack(workload).blocks, transfer, fwd, bwd)
     return PolicyLayerTimes(fwd + host_f, bwd + host_b, host_f, host_b, frac)
+
+
+def _exposed_per_block(blocks, transfer, fwd, bwd):
+    """``(forward, backward)`` exposed seconds of each layer's host *transfer*: a block's copies run
+    asynchronously beside the whole block's compute (XLA schedules them inside the scanned loop body,
+    not layer by layer), so each direction is exposed only where the block's transfers outlast its
+    compute in that direction; the excess sits on the block's last layer in forward (the copies
+    finish before the next block) and on its first in backward (they arrive before its backward)."""
+    host_f, host_b = np.zeros(len(transfer)), np.zeros(len(transfer))
+    for first, last in blocks:
+        block = slice(first, last + 1)
+        moved = float(transfer[block].sum())
+        host_f[last] = max(moved - float(fwd[block].sum()), 0.0)
+        host_b[first] = max(moved - float(bwd[block].sum()), 0.0)
+    return host_f, host_b
 
 
 def layer_times_under(workload, topology, per_replica_batch, params=None, *, spatial_ways=1, remat="none",

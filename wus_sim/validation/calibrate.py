@@ -32,6 +32,8 @@ from ..inputs.errors import ConfigError
 from ..training.bands import Z_95
 from .measured import load_measured, software_stack, table_identity
 from .fit import BOUND_MARGIN, ELEMENTWISE_BWD_PER_FWD, Fitter, expand, stack_order, validated_range
+from .fit_tiering import LLM_DECLARED_STACK, LLM_STACK, TIERING_SOURCE, llm_stage
+from .report import model_error_line, validation_line  # re-exported: callers import them from here
 from .simulate import NOT_EXPRESSIBLE, NOT_FITTED, run_topology
 from .validate import row_key, summary, validate
 
@@ -55,6 +57,9 @@ FITTABLE_PARAMS = {
     "matmul_peak_fraction": (0.3, 1.0, 0.9),
     "op_fixed_s": (0.0, 50e-6, 1e-6),
     "activation_hbm_efficiency": (0.5, 1.0, 0.8),
+    # an output block from one MXU tile (128) to a 4096 x 4096 block (32 MiB of fp32 partial sums,
+    # the order of a TPU core's VMEM)
+    "matmul_block": (128.0, 4096.0, 1024.0),
 }
 """The ComputeParams fields a calibration may fit, with the bounds physics allows."""
 
@@ -75,7 +80,7 @@ SHAPE_FIT_PARAMS = {name: FITTABLE_PARAMS[name] for name in ("matmul_peak_fracti
 """What ``compute_model="shape"`` fits unless told: the shipped set with the padded matmuls' peak
 fraction in place of the FLOPs model's matrix-unit efficiency."""
 
-MODEL_PARAMS = {"flops": ("mxu_efficiency",), "shape": ("matmul_peak_fraction", "op_fixed_s")}
+MODEL_PARAMS = {"flops": ("mxu_efficiency",), "shape": ("matmul_peak_fraction", "op_fixed_s", "matmul_block")}
 """Fitted values that only one compute model reads: fitting them under the other is an error."""
 
 MAX_FITTED = 8
@@ -216,6 +221,7 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
 
     shipped = measured is None
     table = "shipped" if shipped else measured
+    runs_given = runs
     runs = load_measured(table) if runs is None else runs
     model = _compute_model(compute_model)
     names = _fit_names(fit, model)
@@ -226,6 +232,9 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         used = _rows(runs, keys, 0, allow_bounds=True)
     else:
         used = _rows(runs, rows, 0)
+    # today's LLM runs beside the TPU-v3 ones (the shipped fit): a second stage fits the 2025 stack's
+    # matmul peak fraction and the matmuls' output block to them (wus_sim.validation.fit_tiering)
+    llm_stage = declared and runs_given is None and fit is None and bool(model)
     stacks = sorted({software_stack(r) for r in used}, key=stack_order)
     free = expand(names, stacks)
     exact = [r for r in used if r.kind == "exact"]
@@ -245,21 +254,34 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         raise ConfigError("names rows the simulator cannot run (no finite step time: infeasible on the slice); "
                           "leave them out with --rows", key_path="rows", value=",".join(broken))
     result = fitter.fit(progress=progress)
+    llm = None
+    for _ in range(2 if llm_stage else 0):  # the two stages in turn, twice (fit_tiering's docstring)
+        llm = _llm_stage(fitter.values(result.x), fitter.declared, network, progress, llm)
+        fitter.declared = {**fitter.declared, "matmul_block": llm[0].values(llm[1].x)["matmul_block"]}
+        result = fitter.fit(start=result.x, progress=progress)
     x = result.x
     values = fitter.values(x)
     sim = fitter.simulated(x, used)
     measured_s = np.array([r.measured_step_s for r in used])
+    cov = fitter.covariance(result)
+    if llm:  # the second stage's rows, values and covariance (block-diagonal: fitted with the first's held)
+        llm_fitter, llm_result = llm
+        used, free = used + llm_fitter.rows, free + llm_fitter.free
+        values.update(llm_fitter.values(llm_result.x))
+        sim = np.concatenate([sim, llm_fitter.simulated(llm_result.x, llm_fitter.rows)])
+        measured_s = np.array([r.measured_step_s for r in used])
+        cov = np.block([[cov, np.zeros((len(cov), 2))], [np.zeros((2, len(cov))), llm_fitter.covariance(llm_result)]])
     errors = {row_key(r): float(t / m - 1) for r, t, m in zip(used, sim, measured_s) if r.kind == "exact"}
     bound_errors = {row_key(r): float(t / m - 1) for r, t, m in zip(used, sim, measured_s) if r.kind == "bound"}
     abs_err = sorted(abs(e) for e in errors.values())
-    cov = fitter.covariance(result)
     ranges = {n: [max(FITTABLE_PARAMS[n.split("@")[0]][0], float(values[n] - Z_95 * math.sqrt(max(cov[i, i], 0.0)))),
                   min(FITTABLE_PARAMS[n.split("@")[0]][1], float(values[n] + Z_95 * math.sqrt(max(cov[i, i], 0.0))))]
               for i, n in enumerate(free)}
     # the bound rows narrow what the covariance allows; the covariance shrinks with them (each
     # value's standard deviation to its range's wider half / 1.96, correlations kept)
     if uncertainty:
-        ranges = {n: [float(v) for v in r] for n, r in fitter.bound_limits(x, ranges).items()}
+        first = {n: ranges[n] for n in fitter.free}
+        ranges.update({n: [float(v) for v in r] for n, r in fitter.bound_limits(x, first).items()})
     shrink = np.ones(len(free))
     for i, n in enumerate(free):
         sd = math.sqrt(max(cov[i, i], 0.0))
@@ -275,6 +297,12 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     stack_values = {s: {**DECLARED_STACK_PARAMS, **{n.split("@")[0]: v for n, v in values.items()
                                                     if n.endswith("@" + s)}} for s in stacks}
     stack_values = {s: v for s, v in stack_values.items() if v}
+    if llm:
+        stack_values[LLM_STACK] = {**LLM_DECLARED_STACK, **{n.split("@")[0]: v for n, v in values.items()
+                                                            if n.endswith("@" + LLM_STACK)}}
+        stacks = stacks + [LLM_STACK]
+    if llm:
+        data = {**data, "tiering": TIERING_SOURCE}
     provenance = {
         "data": data,
         "rows": [row_key(r) for r in used],
@@ -306,7 +334,8 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     import hashlib
 
     chosen = ",".join(row_key(r) for r in used) + "|" + ",".join(f"{n}={values[n]!r}" for n in free)
-    default_id = (f"mlperf-v06-v07-tpu-v3-{today}" if shipped else f"{Path(measured).stem}-{today}") \
+    default_id = (f"mlperf-v06-v07-tpu-v3{'-maxtext-tiering' if llm else ''}-{today}" if shipped
+                  else f"{Path(measured).stem}-{today}") \
         + "-" + hashlib.sha256(chosen.encode()).hexdigest()[:6]
     cal = Calibration(id=calibration_id or default_id, params=params, provenance=provenance,
                       stacks=stack_values, default_stack=stacks[-1] if stack_values else None)
@@ -314,6 +343,11 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         leave_one_out = rows is None and len({r.workload for r in exact}) > 1
     if leave_one_out:
         provenance["leave_one_benchmark_out"] = fitter.leave_one_benchmark_out(x, progress=progress)
+        if llm:
+            lomo = llm_fitter.leave_one_benchmark_out(llm_result.x, progress=progress)
+            lomo["method"] = ("per model of the tiering rows: refit the second stage's values without that model's "
+                              "rows (Llama 2 70B: its v5p and v6e rows), started from the full fit, then simulate them")
+            provenance["leave_one_model_out"] = lomo
     checked = summary(validate(cal, runs=runs, measured=table if not shipped else "shipped", network=network,
                                topology_overrides=topology_overrides))
     provenance["validation"] = {
@@ -330,8 +364,20 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
         provenance["validation"].update(
             leave_one_benchmark_out_rows=lobo["rows"], leave_one_benchmark_out_median_abs=lobo["median_abs"],
             leave_one_benchmark_out_worst_abs=lobo["worst_abs"])
-    provenance["validated_range"] = validated_range([r for r in runs if row_key(r) not in NOT_FITTED])
+    lomo = provenance.get("leave_one_model_out")
+    if lomo and lomo.get("rows"):
+        provenance["validation"].update(
+            leave_one_model_out_rows=lomo["rows"], leave_one_model_out_median_abs=lomo["median_abs"],
+            leave_one_model_out_worst_abs=lomo["worst_abs"])
+    provenance["validated_range"] = validated_range([r for r in runs if row_key(r) not in NOT_FITTED]
+                                                    + (llm_fitter.rows if llm else []))
     return cal
+
+
+def _llm_stage(first, declared, network, progress, previous):
+    """The second stage (:func:`~wus_sim.validation.fit_tiering.llm_stage`), started where the last one ended."""
+    start = previous[1].x if previous else None
+    return llm_stage(first, declared, network, FITTABLE_PARAMS, start=start, progress=progress)
 
 
 def _compute_model(compute_model):
@@ -369,38 +415,6 @@ def _fit_names(fit, model=None):
         raise ConfigError(f"names {len(names)} parameters; name at most {MAX_FITTED} different ones",
                           key_path="fit", value=",".join(names))
     return names
-
-
-def validation_line(checked):
-    """One line of a calibration's ``provenance.validation``: what its numbers were checked to."""
-    over = checked["over_bound"]
-    if checked.get("leave_one_benchmark_out_rows"):
-        held = (f"each benchmark predicted by a fit that never saw it, over {checked['leave_one_benchmark_out_rows']} "
-                f"measured step times: median |error| {checked['leave_one_benchmark_out_median_abs']:.1%}, worst "
-                f"{checked['leave_one_benchmark_out_worst_abs']:.1%}")
-    elif checked["held_out_rows"]:
-        held = (f"checked against {checked['held_out_rows']} held-out measured step times: median |error| "
-                f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}")
-    else:
-        held = "no held-out measured step time: its error on runs it was not fitted to is unknown"
-    bounds = (f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept"
-              + (f" (over: {', '.join(over)})" if over else "")) if checked["bound_rows"] else ""
-    return held + bounds
-
-
-def model_error_line(checked, calibration_id, *, name_calibration=False):
-    """The line ``step`` and ``run`` print under their numbers: the error of the calibration
-    *calibration_id* (its *checked* record, or ``None``: none to state). *name_calibration*:
-    say which calibration (``run`` lists one line per calibration its points used)."""
-    if checked:
-        measured = checked.get("measured") or "measured runs"
-        head = (f"model error (calibration {calibration_id}, against {measured}; wus-sim validate shows each)"
-                if name_calibration else f"model error against {measured} (wus-sim validate shows each)")
-        return head + ": " + validation_line(checked)
-    why = ("uncalibrated physics; wus-sim validate --calibration none gives its error" if calibration_id == "none"
-           else "a fitted value is overridden, or the calibration file has no validation record")
-    return f"model error (calibration {calibration_id}): none stated ({why})" if name_calibration else \
-        f"model error: none stated ({why})"
 
 
 def write_calibration(calibration, path, *, named_by=None):

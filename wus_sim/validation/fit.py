@@ -85,8 +85,17 @@ class Fitter:
         import numpy as np
 
         values = self.values(x)
-        return np.array([simulate_run(r, NO_CALIBRATION, compute=self.compute(values, r), network=self.network,
-                                      topology=self.topologies[row_key(r)]).step_time_s for r in rows])
+        return np.array([self._step_s(r, self.compute(values, r)) for r in rows])
+
+    def _step_s(self, row, compute):
+        """*row*'s simulated step time: a tiering row by its recipe's mesh
+        (:func:`~wus_sim.validation.tiering.simulate_one`), an MLPerf row as its run."""
+        from .tiering import TieringRow, simulate_one
+
+        if isinstance(row, TieringRow):
+            return simulate_one(row, NO_CALIBRATION, compute=compute).simulated_step_s
+        return simulate_run(row, NO_CALIBRATION, compute=compute, network=self.network,
+                            topology=self.topologies[row_key(row)]).step_time_s
 
     def fit(self, rows=None, start=None, progress=None, max_nfev=80):
         """The values that fit *rows*' training-only step times best (least squares of the log

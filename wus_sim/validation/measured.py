@@ -52,11 +52,14 @@ the ``round`` column): :func:`load_measured` with no path reads them all."""
 SOFTWARE_STACKS = {
     "v0.6": "tf1-tpuestimator-2019",
     "v0.7": "tf-jax-2020",
+    "maxtext": "maxtext-jax-2025",
 }
 """The software stack of each round's runs, as the calibration names it: v0.6 ran TF 1.x
 TPUEstimator programs (one device loop of ``iterations_per_loop`` steps per session.run);
 v0.7 ran TF 2.x (Keras/TPUStrategy), JAX (pmap) and TF1-style session code of mid-2020 on
-the same chip. A table of your own without a ``round`` is its own stack, ``own-runs``."""
+the same chip; the rows of MaxText's tiering page (``maxtext``, :mod:`wus_sim.validation.tiering`)
+ran MaxText on JAX 0.4.35-0.6.1 and libtpu of late 2024 to mid 2025 (the recipes' images). A table
+of your own without a ``round`` is its own stack, ``own-runs``."""
 
 KINDS = ("exact", "bound")
 """``exact``: a training-only step time; ``bound``: an upper bound (eval sits inside the interval)."""

@@ -6,7 +6,7 @@ import os
 
 from .validate import COLUMNS
 
-__all__ = ["text_report", "markdown_table", "write_outputs", "plot_validation"]
+__all__ = ["text_report", "markdown_table", "write_outputs", "plot_validation", "validation_line", "model_error_line"]
 
 
 def _ms(t):
@@ -178,3 +178,40 @@ def plot_validation(rows, path):
 
 def _positive(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def validation_line(checked):
+    """One line of a calibration's ``provenance.validation``: what its numbers were checked to."""
+    over = checked["over_bound"]
+    if checked.get("leave_one_benchmark_out_rows"):
+        held = (f"each benchmark predicted by a fit that never saw it, over {checked['leave_one_benchmark_out_rows']} "
+                f"measured step times: median |error| {checked['leave_one_benchmark_out_median_abs']:.1%}, worst "
+                f"{checked['leave_one_benchmark_out_worst_abs']:.1%}")
+    elif checked["held_out_rows"]:
+        held = (f"checked against {checked['held_out_rows']} held-out measured step times: median |error| "
+                f"{checked['held_out_median_abs']:.1%}, worst {checked['held_out_worst_abs']:.1%}")
+    else:
+        held = "no held-out measured step time: its error on runs it was not fitted to is unknown"
+    bounds = (f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept"
+              + (f" (over: {', '.join(over)})" if over else "")) if checked["bound_rows"] else ""
+    llm = (f"; today's LLM runs (MaxText's tiering page, TPU v5p and v6e), each model predicted by a fit that "
+           f"never saw it, over {checked['leave_one_model_out_rows']} measured step times: median |error| "
+           f"{checked['leave_one_model_out_median_abs']:.1%}, worst {checked['leave_one_model_out_worst_abs']:.1%}"
+           if checked.get("leave_one_model_out_rows") else "")
+    return held + bounds + llm
+
+
+def model_error_line(checked, calibration_id, *, name_calibration=False):
+    """The line ``step`` and ``run`` print under their numbers: the error of the calibration
+    *calibration_id* (its *checked* record, or ``None``: none to state). *name_calibration*:
+    say which calibration (``run`` lists one line per calibration its points used)."""
+    if checked:
+        measured = checked.get("measured") or "measured runs"
+        head = (f"model error (calibration {calibration_id}, against {measured}; wus-sim validate shows each)"
+                if name_calibration else f"model error against {measured} (wus-sim validate shows each)")
+        return head + ": " + validation_line(checked)
+    why = ("uncalibrated physics; wus-sim validate --calibration none gives its error" if calibration_id == "none"
+           else "a fitted value is overridden, or the calibration file has no validation record")
+    return f"model error (calibration {calibration_id}): none stated ({why})" if name_calibration else \
+        f"model error: none stated ({why})"
+

@@ -12,17 +12,23 @@ tokens/s/device, the figure both MaxText's page and wus-sim state without a FLOP
 
 A recipe's remat policy is run by its MaxText name (point key ``remat_policy``), a ``custom`` one
 with the tensors the recipe offloads.
+
+The expressible rows are measured rows of a software stack of their own (``maxtext-jax-2025``):
+the shipped calibration is fitted to them beside the MLPerf TPU-v3 rows (:func:`tiering_fit_rows`;
+``wus-sim calibrate``), and its provenance keeps each row's leave-one-model-out error, which
+``wus-sim validate --tiering`` prints beside the fitted error.
 """
 
 import csv
 from dataclasses import asdict, dataclass, field
 import math
+import statistics
 
 from pathlib import Path
 
 from ..model.model_flops import model_flops
 
-__all__ = ["TieringRow", "TieringResult", "tiering_rows", "simulate_tiering", "tiering_summary",
+__all__ = ["TieringRow", "TieringResult", "tiering_rows", "tiering_fit_rows", "simulate_tiering", "tiering_summary",
            "TIERING_COLUMNS"]
 
 @dataclass(frozen=True)
@@ -59,6 +65,32 @@ class TieringRow:
     config: str
     xla: str
     notes: str
+
+    # what the calibration fit and its leave-one-out read of a measured row (as of a MeasuredRun)
+    round = "maxtext"
+    """The rows' software stack is ``maxtext-jax-2025`` (:data:`~wus_sim.validation.measured.SOFTWARE_STACKS`)."""
+    kind = "exact"
+    """A training-only step time (MaxText's log line of a training step)."""
+    framework = ""
+    spatial_ways = 1
+
+    @property
+    def benchmark(self):
+        return self.model_name
+
+    @property
+    def measured_step_s(self):
+        """Seconds a step, from the page's tokens/s/device: per-device batch x sequence / that."""
+        return self.per_device_batch * self.sequence / self.measured_tokens_per_s_per_device
+
+    @property
+    def per_replica_batch(self):
+        return self.per_device_batch
+
+    @property
+    def cores(self):
+        """TensorCores of every slice (a v5p slice's name counts them, a v6e's counts chips of one core)."""
+        return int(self.topology.rsplit("-", 1)[1]) * self.slices
 
 
 TIERING_FILE = "maxtext_tiering.csv"
@@ -118,6 +150,11 @@ class TieringResult:
     measured_step_s: float
     peak_memory_GiB: float
     why: str = ""
+    role: str = "held-out"
+    """``calibration`` when the calibration was fitted to this row (its ``provenance.rows``), else ``held-out``."""
+    lomo_error: float = math.nan
+    """The error of a fit that never saw this row's model (leave-one-model-out, from the calibration's
+    provenance), NaN where the calibration has none for it."""
     breakdown: dict = field(default_factory=dict)
 
 
@@ -127,11 +164,16 @@ TIERING_COLUMNS = tuple(f for f in TieringResult.__dataclass_fields__ if f != "b
 def _options(row, calibration, compute=None):
     from ..training.step import StepOptions
 
+    from ..model.calibration import load_calibration
+    from .measured import software_stack
+
     policy = row.remat_policy
     if policy == "custom":  # the recipe's offloaded tensors; every other one recomputed (MaxText's default)
         policy = "custom:" + ",".join(f"{name}=offload" for name in row.offloaded.split(","))
-    options = StepOptions(calibration=calibration, compute=compute, quantization=row.quantization,
-                          remat_policy=policy)
+    cal = load_calibration(calibration)
+    stack = software_stack(row)  # its own fitted values where the calibration has them, else the default's
+    options = StepOptions(calibration=cal, compute=compute, quantization=row.quantization, remat_policy=policy,
+                          software_stack=stack if stack in cal.stacks else None)
     return options, options.remat_policy
 
 
@@ -144,7 +186,7 @@ def simulate_one(row, calibration=None, compute=None):
     from ..training.parallelism.mesh_step import simulate_mesh
 
     nan = math.nan
-    measured_step = row.per_device_batch * row.sequence / row.measured_tokens_per_s_per_device
+    measured_step = row.measured_step_s
     base = dict(row=row.row, model=row.model, chip=row.chip, topology=row.topology, slices=row.slices, mesh=row.mesh,
                 dcn_mesh=row.dcn_mesh, per_device_batch=row.per_device_batch, sequence=row.sequence,
                 global_batch=nan,
@@ -195,8 +237,28 @@ def _time_if_it_fit(row, topo, per_group, options):
 
 
 def simulate_tiering(calibration=None, rows=None):
-    """Every tiering row simulated: a list of :class:`TieringResult`, in the table's order."""
-    return [simulate_one(r, calibration) for r in (rows or tiering_rows())]
+    """Every tiering row simulated: a list of :class:`TieringResult`, in the table's order, each with its
+    role in *calibration*'s fit and its leave-one-model-out error where the calibration states one."""
+    from dataclasses import replace
+
+    from ..model.calibration import load_calibration
+    from .measured import run_key
+
+    cal = load_calibration(calibration)
+    prov = cal.provenance or {}
+    fitted = set(prov.get("rows") or ())
+    lomo = (prov.get("leave_one_model_out") or {}).get("per_row") or {}
+    out = []
+    for r in rows or tiering_rows():
+        key = run_key(r)
+        out.append(replace(simulate_one(r, cal), role="calibration" if key in fitted else "held-out",
+                           lomo_error=float(lomo.get(key, math.nan))))
+    return out
+
+
+def tiering_fit_rows():
+    """The rows a calibration may be fitted to: the expressible ones."""
+    return [r for r in tiering_rows() if r.expressible]
 
 
 def tiering_summary(results):
@@ -206,19 +268,28 @@ def tiering_summary(results):
     errs = sorted(abs(r.error) for r in results if not math.isnan(r.error))
     if not errs:
         return {"rows": 0}
-    by_chip = {}
-    for chip in sorted({getattr(r, "chip", "") for r in results if not math.isnan(r.error)}):
-        own = sorted(abs(r.error) for r in results if getattr(r, "chip", "") == chip and not math.isnan(r.error))
-        by_chip[chip] = {"rows": len(own), "median_abs_error": _median(own), "worst_abs_error": own[-1]}
-    return {"rows": len(errs), "median_abs_error": _median(errs), "worst_abs_error": errs[-1],
-            "within_10pct": sum(e <= 0.10 for e in errs), "within_20pct": sum(e <= 0.20 for e in errs),
-            "infeasible": sum(r.status == "infeasible" for r in results),
-            "not_expressible": sum(r.status == "not expressible" for r in results), "by_chip": by_chip}
+    out = {"rows": len(errs), **_spread(errs), "infeasible": sum(r.status == "infeasible" for r in results),
+           "not_expressible": sum(r.status == "not expressible" for r in results),
+           "by_chip": _by_chip(results, "error")}
+    lomo = sorted(abs(r.lomo_error) for r in results if not math.isnan(getattr(r, "lomo_error", math.nan)))
+    if lomo:
+        out["leave_one_model_out"] = {"rows": len(lomo), **_spread(lomo), "by_chip": _by_chip(results, "lomo_error")}
+    return out
 
 
-def _median(sorted_values):
-    n = len(sorted_values)
-    return sorted_values[n // 2] if n % 2 else (sorted_values[n // 2 - 1] + sorted_values[n // 2]) / 2
+def _spread(errs):
+    """Median and worst of the sorted |errors| *errs*, and how many are within 10 % and 20 %."""
+    return {"median_abs_error": statistics.median(errs), "worst_abs_error": errs[-1],
+            "within_10pct": sum(e <= 0.10 for e in errs), "within_20pct": sum(e <= 0.20 for e in errs)}
+
+
+def _by_chip(results, attr):
+    out = {}
+    for chip in sorted({getattr(r, "chip", "") for r in results if not math.isnan(getattr(r, attr, math.nan))}):
+        own = sorted(abs(getattr(r, attr)) for r in results
+                     if getattr(r, "chip", "") == chip and not math.isnan(getattr(r, attr, math.nan)))
+        out[chip] = {"rows": len(own), "median_abs_error": statistics.median(own), "worst_abs_error": own[-1]}
+    return out
 
 
 def as_dicts(results):

@@ -55,7 +55,7 @@ import numpy as np
 
 from ...inputs.memo import IdentityMemo
 
-__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "window_padded_flops",
+__all__ = ["Matmul", "MatmulTimes", "SUBLANES", "ceil_to", "padded_flops", "window_padded_flops", "operand_reads",
            "conv_output_tiles", "layer_matmuls", "attention_matmuls",
            "backward_shapes", "matmul_layer_times", "FLASH_BACKWARD_MATMULS"]
 
@@ -155,6 +155,14 @@ def window_padded_flops(m, k, n, taps, tile, n_tile=None):
     return padded_flops(m, taps * ceil_to(k, SUBLANES) if taps > 1 else k, n, tile, n_tile)
 
 
+def operand_reads(extent, block):
+    """How many times a matmul reads an operand from HBM when its output is computed in blocks of edge
+    *block* (:attr:`~wus_sim.model.compute.ComputeParams.matmul_block`): once per block along the
+    output dimension the operand does not span, *extent* / *block* (an average over the blocks, never
+    below one read); once when *block* is 0 (unlimited reuse)."""
+    return max(1.0, extent / block) if block else 1.0
+
+
 def backward_shapes(mm):
     """``((m, k, n), (m, k, n))`` per example of a weight matmul's two backward matmuls: the activation
     gradient ``[M, N] x [N, K]`` and the weight gradient ``[K, M] x [M, N]``. *m* is per example for the
@@ -231,7 +239,8 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
     with the padding of :func:`padded_flops` on the chip's ``mxu_dim`` tile (none when the chip gives
     no tile) and the bytes its operands and result move through HBM at their dtypes: the weight at the
     activation dtype (the compute copy of fp32 master weights, as the ``flops`` model reads it), the
-    input and output activations, and the weight gradient at the gradient dtype.
+    input and output activations, and the weight gradient at the gradient dtype; with a
+    ``matmul_block``, each input operand read once per output block across it (:func:`operand_reads`).
 
     * Weight matmuls: forward one op, backward two (activation and weight gradient, each padded as its
       operands lie: :func:`backward_shapes`).
@@ -275,6 +284,8 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
     def op(flops, nbytes, r):
         return max(flops / r, nbytes / hbm) + p.op_fixed_s
 
+    block = p.matmul_block
+
     for mm in layer_matmuls(workload):
         if mm.kind != "weight":
             continue
@@ -287,10 +298,15 @@ def matmul_layer_times(workload, topology, per_replica_batch, params, *, quantiz
         # forward; activation gradient (a conv over dY: the window folds over cout); weight gradient
         # (rows: the window's taps x cin, contracting the batch's positions)
         n_fwd, n_dw = conv_output_tiles(tile) if mm.conv else (tile, tile)
-        fwd[i] += op(window_padded_flops(M, mm.k, mm.n, mm.taps, tile, n_fwd), W * op_B + s * (x * op_B + y * act_B), r)
+        # each operand is read once per output block across it (operand_reads): forward [M, K] x [K, N],
+        # activation gradient [M, N] x [N, K], weight gradient [K, M] x [M, N]
+        rows, cols, window = operand_reads(M, block), operand_reads(mm.n, block), operand_reads(mm.k * mm.taps, block)
+        fwd[i] += op(window_padded_flops(M, mm.k, mm.n, mm.taps, tile, n_fwd),
+                     W * op_B * rows + s * (x * op_B * cols + y * act_B), r)
         bwd[i] += op(window_padded_flops(m1 * B, k1, n1, mm.taps, tile, n_fwd),
-                     W * op_B + s * (y * op_B + x * act_B), r)
-        bwd[i] += op(padded_flops(m2 * mm.taps, k2 * B, n2, tile, n_dw), s * (x + y) * op_B + W * grad_B, r)
+                     W * op_B * rows + s * (y * op_B * window + x * act_B), r)
+        bwd[i] += op(padded_flops(m2 * mm.taps, k2 * B, n2, tile, n_dw),
+                     s * (x * cols + y * window) * op_B + W * grad_B, r)
         fwd_ops[i] += 1
         bwd_ops[i] += 2
         fwd[i] += (W + s * x) * quant_s_per_element  # quantize both operands of each int8 matmul
