@@ -193,7 +193,10 @@ def build_report(args):
         check_remat_policy(args.remat, args.remat_policy)
         memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat,
                              activation_model=args.activation_model, remat_policy=args.remat_policy)
-        layers = layer_times_under(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
+        from ..model.layer_stack import moe_device_view
+
+        computed = moe_device_view(workload, 1, args.capacity_factor, args.expert_load_imbalance)  # padded expert buffers
+        layers = layer_times_under(computed, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
                                    remat_policy=args.remat_policy, quantization=args.quantization)
     fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}

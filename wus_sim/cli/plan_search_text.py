@@ -59,6 +59,7 @@ def build_report(args, search, topology, ms, found, headroom, stopped):
             "options": {"quantization": o.quantization, "activation_model": o.activation_model,
                         "software_stack": o.software_stack or o.calibration.default_stack,
                         "remat_policy": o.remat_policy, "collective_matmul": bool(o.collective_matmul),
+                        "capacity_factor": o.capacity_factor, "expert_load_imbalance": o.expert_load_imbalance,
                         "grad_dtype": o.grad_dtype, "bucket_bytes": o.bucket_bytes,
                         "remats": list(search.remats), "strategies": list(search.strategies),
                         "mesh": args.mesh, "dcn_mesh": args.dcn_mesh, "replicas": args.replicas},
@@ -103,8 +104,11 @@ def text(r):
     if not r["complete"]:
         lines.append(f"  STOPPED ({r['stopped']}): {r['meshes_searched']} of {r['meshes']} meshes searched; the "
                      "ranking is the best so far")
+    # an expert column where a candidate has an expert axis (a model with experts)
+    experts = any("expert=" in c["mesh"] for c in r["candidates"])
     lines.append(f"  {'#':>4} {'mesh':<24} {'dcn':<14} {'strategy':<14} {'remat':<9} {'step':>10} {'compute':>10} "
-                 f"{'tensor':>10} {'fsdp':>10} {'data':>10} {'peak/device':>12}")
+                 f"{'tensor':>10} " + (f"{'expert':>10} " if experts else "")
+                 + f"{'fsdp':>10} {'data':>10} {'peak/device':>12}")
     groups = {g["ranks"][1]: g for g in r["ties"]}
     rank = 0
     for c in r["candidates"]:
@@ -117,7 +121,8 @@ def text(r):
         mark = (" !" if c["near_limit"] else "") + (f" = #{c['tie']}" if c["tie"] and c["tie"] != rank else "")
         lines.append(f"  {rank:>4} {c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} {c['remat']:<9} "
                      f"{format_time(c['step_time_s']):>10} {format_time(compute):>10} {t('tensor_comm_s'):>10} "
-                     f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}{mark}")
+                     + (f"{t('expert_comm_s'):>10} " if experts else "")
+                     + f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}{mark}")
         g = groups.get(rank)
         if g:
             lo, hi = g["mem_peak_bytes"]
@@ -137,6 +142,7 @@ def text(r):
                 need = format_bytes(c["mem_peak_bytes"]) if c["reason"] == "memory" else "-"
                 lines.append(f"       {c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} "
                              f"{c['remat']:<9} {c['reason']}: needs {need}")
-    lines.append("  step = compute (forward + backward) + tensor-parallel comm + exposed fsdp and data comm + "
-                 "update and fixed costs; tensor/fsdp/data as in `step --mesh` (docs/mesh.md)")
+    lines.append("  step = compute (forward + backward) + tensor-parallel comm + " + ("expert all-to-alls + " if experts else "")
+                 + "exposed fsdp and data comm + update and fixed costs; tensor/" + ("expert/" if experts else "")
+                 + "fsdp/data as in `step --mesh` (docs/mesh.md)")
     return "\n".join(lines)

@@ -11,7 +11,8 @@ tokens/s/device, the figure both MaxText's page and wus-sim state without a FLOP
 #1988; the error is therefore taken on throughput, and both MFUs are shown).
 
 A recipe's remat policy is run by its MaxText name (point key ``remat_policy``), a ``custom`` one
-with the tensors the recipe offloads.
+with the tensors the recipe offloads; its mesh with every axis it names (row 6's ``expert``) and
+its MoE ``capacity_factor`` (point key ``capacity_factor``).
 """
 
 import csv
@@ -51,6 +52,9 @@ class TieringRow:
     weight_dtype: str
     opt_type: str
     moe: bool
+    capacity_factor: str
+    """MaxText's ``capacity_factor`` of the recipe (-1: dropless; > 0: padded expert buffers), empty for a
+    model without experts (:meth:`capacity`)."""
     expressible: bool
     why_not: str
     measured_mfu_pct: float
@@ -59,6 +63,11 @@ class TieringRow:
     config: str
     xla: str
     notes: str
+
+    @property
+    def capacity(self):
+        """:attr:`capacity_factor` as the point key takes it (MaxText's default -1, dropless, where empty)."""
+        return float(self.capacity_factor) if self.capacity_factor.strip() else -1.0
 
 
 TIERING_FILE = "maxtext_tiering.csv"
@@ -131,7 +140,7 @@ def _options(row, calibration, compute=None):
     if policy == "custom":  # the recipe's offloaded tensors; every other one recomputed (MaxText's default)
         policy = "custom:" + ",".join(f"{name}=offload" for name in row.offloaded.split(","))
     options = StepOptions(calibration=calibration, compute=compute, quantization=row.quantization,
-                          remat_policy=policy)
+                          remat_policy=policy, capacity_factor=row.capacity)
     return options, options.remat_policy
 
 
