@@ -68,9 +68,10 @@ def add_parser(subparsers):
     from .options import add_mesh_options
 
     add_mesh_options(p)
-    add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
-                                 "slices' data x fsdp) x update strategy x remat none|selective|layer|full and rank them by "
-                                 "step time; infeasible ones counted with their reason (docs/mesh.md)")
+    add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, x expert for "
+                                 "a model with experts, and the slices' data x fsdp) x update strategy x remat "
+                                 "none|selective|layer|full and rank them by step time; infeasible ones counted with "
+                                 "their reason (docs/mesh.md)")
     # plan --search only (each refused or unused without it is said in plan_search's doc)
     from .plan_search import DEFAULT_HBM_HEADROOM
 

@@ -55,6 +55,7 @@ def search_from_args(args, placement):
     from ..model.calibration import load_calibration
     from ..model.layer_stack import check_remat_policy
     from ..training.parallelism.mesh_search import Search
+    from ..hardware.mesh import Mesh
     from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from ..training.parameters.params import POINT_KEYS
@@ -84,9 +85,10 @@ def search_from_args(args, placement):
     options = _options(args, calibration, stack)
     workload = load_workload(args.workload)
     with mesh_option_errors():
-        if placement.mesh is not None:  # a fixed tensor beyond the heads (or experts): one line, nothing runs
+        if placement.mesh is not None:  # a fixed tensor beyond the heads: one line, nothing runs
             check_tensor_heads(workload, placement.mesh)
-            check_expert_mesh(workload, placement.mesh, placement.dcn_mesh)
+        # a fixed expert axis (in the slice or across) a model's experts cannot take: the same
+        check_expert_mesh(workload, placement.mesh or Mesh(), placement.dcn_mesh)
     remats = POINT_KEYS["remat"].choices if remat is None else (remat,)
     with mesh_option_errors(), placement_option_errors(), _replicas_errors():
         search = Search(workload, ms or topology, args.optimizer, global_batch=args.global_batch,

@@ -380,7 +380,10 @@ def _text(rep, multislice=None):
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
               "host_loop_s": "host loop share", "overhead_s": "step overhead"}
     if rep.get("mesh"):
-        labels.update({"tensor_comm_s": "tensor-parallel comm", "expert_comm_s": "expert all-to-alls",
+        m = rep["mesh"]
+        experts = m["mesh"].get("expert", 1) * ((m.get("dcn_mesh") or {}).get("expert", 1)) > 1
+        labels.update({"tensor_comm_s": "tensor-parallel comm",
+                       **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
                        "fsdp_comm_s": "  of exposed: fsdp", "data_comm_s": "  of exposed: data"})
     if (rep.get("parameters") or {}).get("remat_policy"):
         labels["host_offload_s"] = "host offload"

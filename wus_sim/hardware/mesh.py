@@ -207,7 +207,7 @@ def _device_word(topology):
 
 
 def _assign(topology, mesh):
-    """Row-major reshape of the device order into (data, fsdp, tensor), as physical parts, or
+    """Row-major reshape of the device order into (data, fsdp, tensor, expert), as physical parts, or
     ``None`` where an axis would straddle a physical axis it does not divide."""
     phys = [[a, d, 1] for a, d in _physical_axes(topology)]  # axis, length left, stride used
     parts, i = {}, 0

@@ -198,6 +198,17 @@ def test_the_search_adds_expert_meshes_only_for_experts(tmp_path):
     assert {m.expert for _, m in dense.meshes} == {1}
 
 
+def test_a_search_runs_an_expert_axis_across_slices_where_it_is_fixed(tmp_path):
+    """Two 4x2 slices with --dcn-mesh expert=2 fixed: every candidate's DCN mesh has it, the slice's
+    expert sizes with it dividing the toy's 8 experts (1, 2, 4)."""
+    from wus_sim.hardware.mesh import Mesh
+
+    two = load_multislice(load_topology("torus:4x2"), slices=2)[1]
+    search = Search(make_moe(tmp_path), two, remats=("none",), dcn_mesh=Mesh(expert=2))
+    assert {str(d) for d, _ in search.meshes} == {"expert=2"}
+    assert {m.expert for _, m in search.meshes} == {1, 2, 4}
+
+
 @pytest.mark.slow
 def test_the_search_picks_an_expert_mesh_for_mixtral_on_v5p_256():
     """Issue 46's check: plan --search for Mixtral-8x7B on v5p-256 (--megacore, the workload's default

@@ -58,7 +58,10 @@ def check_expert_mesh(workload, mesh, dcn=None, *, key_path="mesh"):
     ways = mesh.expert * (dcn.expert if dcn is not None else 1)
     if ways == 1:
         return
-    where = str(mesh) if dcn is None or dcn.expert == 1 else f"{mesh} across slices {dcn}"
+    if mesh.expert == 1:  # across slices only: the DCN mesh says it
+        key_path, where = "dcn_mesh", str(dcn)
+    else:
+        where = str(mesh) if dcn is None or dcn.expert == 1 else f"{mesh} across slices {dcn}"
     moe = moe_layers(workload)
     if moe is None:
         raise ConfigError(f"splits experts {ways} ways, but {workload.name} has no mixture-of-experts layer "

@@ -86,9 +86,11 @@ class Candidate:
                 "breakdown": {k: num(v) for k, v in self.breakdown.items()}}
 
 
-def dcn_factorisations(slices):
-    """Every mesh of *slices* slices over the DCN axes (data x fsdp)."""
-    return [Mesh(data=slices // f, fsdp=f) for f in range(1, slices + 1) if slices % f == 0]
+def dcn_factorisations(slices, expert=1):
+    """Every mesh of *slices* slices over the DCN axes data x fsdp, with *expert* slices an expert axis
+    (what a caller fixes: a search does not vary it)."""
+    rest = slices // expert if slices % expert == 0 else 0
+    return [Mesh(data=rest // f, fsdp=f, expert=expert) for f in range(1, rest + 1) if rest % f == 0]
 
 
 def default_global_batch(workload, slice_, slices=1):
@@ -181,13 +183,14 @@ class Search:
 
     def _meshes(self, fixed, dcn_fixed, replicas):
         """``[(dcn mesh or None, mesh)]`` to run and ``[(dcn, mesh, heads error)]`` beyond the heads."""
-        dcns = dcn_factorisations(self.slices) if self.slices > 1 else [None]
+        dcns = dcn_factorisations(self.slices, dcn_fixed.get("expert", 1)) if self.slices > 1 else [None]
         dcns = [d for d in dcns if all(getattr(d, a) == v for a, v in dcn_fixed.items())]
         moe = moe_layers(self.workload)
         # expert sizes join only for a model with experts, and only those that divide them
         axes = CORE_AXES if moe is None else MESH_AXES
+        across = dcn_fixed.get("expert", 1)  # an expert axis across slices (fixed: never searched)
         meshes = [m for m in factorisations(self.slice, axes) if all(getattr(m, a) == v for a, v in fixed.items())
-                  and (moe is None or moe.experts % m.expert == 0)
+                  and (moe is None or moe.experts % (m.expert * across) == 0)
                   and (replicas is None or m.data * m.fsdp * m.expert == replicas)]
         if self.slices > 1 and not dcns:
             raise ConfigError(f"fixes no mesh of the {self.slices} slices", key_path="dcn_mesh",
