@@ -197,6 +197,8 @@ def test_step_with_an_expert_axis():
 def test_an_expert_axis_or_imbalance_that_cannot_be_is_one_line():
     rc, _, err = run("step", "llama3-8b", "-t", "tpu-v5p-256", "--megacore", "--mesh", "fsdp=16,expert=8")
     assert rc == 2 and err.count("\n") == 1 and "--mesh" in err and "no mixture-of-experts layer" in err
+    rc, _, err = run("plan", "llama3-8b", "-t", "tpu-v5p-256", "--megacore", "--mesh", "fsdp=16,expert=8")
+    assert rc == 2 and err.count("\n") == 1 and "no mixture-of-experts layer" in err
     rc, _, err = run(*MOE, "--mesh", "fsdp=16,expert=8", "--expert-load-imbalance", "0.5")
     assert rc == 2 and err.count("\n") == 1 and "--expert-load-imbalance" in err
 
