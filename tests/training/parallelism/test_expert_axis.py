@@ -10,12 +10,10 @@ import pytest
 
 from make_workload import MOE_TOY, make_moe
 from pin_mesh_records import records
-from wus_sim.hardware.mesh import Placement
 from wus_sim.hardware.multislice import load_multislice
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.model.compute import ComputeParams
-from wus_sim.model.workload_files import load_workload
 from wus_sim.training.parallelism.mesh_search import Search
 from wus_sim.training.parallelism.mesh_step import simulate_mesh
 from wus_sim.training.step import StepOptions, step_layer_times

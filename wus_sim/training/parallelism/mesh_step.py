@@ -40,8 +40,6 @@ sharding group, activations / T, the gathered buckets of fsdp.
 from dataclasses import dataclass, replace
 import math
 
-import numpy as np
-
 from ...collectives.schedules.groups import mesh_group
 from ...hardware.mesh import DCN_AXES, MESH_AXES, Mesh, layout, parse_mesh
 from ...hardware.multislice import dcn_phase_time_s, dcn_time_s, hierarchical_phases, load_multislice
