@@ -38,7 +38,8 @@ def test_step_mesh_json_has_the_three_collective_parts():
     valid("step", doc)
     b = doc["strategies"]["sharded"]["breakdown"]
     assert b["tensor_comm_s"] > 0 and b["fsdp_comm_s"] >= 0 and b["data_comm_s"] >= 0
-    assert set(doc["mesh"]["comm"]) == {"tensor", "fsdp", "data"}
+    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "fsdp", "data"}
+    assert doc["mesh"]["comm"]["expert"]["collectives"] == 0 and b["expert_comm_s"] == 0
     assert doc["mesh"]["groups"]["tensor"] == [0, 1, 2, 3]
     assert doc["mesh"]["comm"]["data"]["collectives"] > 0 and doc["mesh"]["comm"]["fsdp"]["collectives"] > 0
 
@@ -49,7 +50,7 @@ def test_step_two_slices_over_the_dcn():
     assert rc == 0
     doc = json.loads(out)
     valid("step", doc)
-    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 1}
+    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 1, "expert": 1}
 
 
 @pytest.mark.parametrize("argv,says", [
@@ -173,3 +174,40 @@ def test_fsdp_in_a_slice_data_across_slices_reports_the_dcn():
     assert data["dcn_busy_s"] > 0 and doc["strategies"]["fully-sharded"]["breakdown"]["data_comm_s"] > 0
     rc, out, _ = run(*argv)
     assert rc == 0 and f"data over the DCN: {buckets} cross-slice phases per step" in out
+
+
+MOE = ("step", "mixtral-8x7b", "-t", "tpu-v5p-256", "--megacore", "--global-batch", "128")
+
+
+def test_step_with_an_expert_axis():
+    """Mixtral's 32 MoE layers on an 8-way expert axis: 4 all-to-alls each, in --json (schema-valid) and in
+    the text (the breakdown line and the expert group)."""
+    rc, out, _ = run(*MOE, "--mesh", "fsdp=16,expert=8", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("step", doc)
+    assert doc["mesh"]["mesh"]["expert"] == 8 and doc["mesh"]["groups"]["expert"] == list(range(8))
+    assert doc["mesh"]["comm"]["expert"]["collectives"] == 128
+    assert doc["strategies"]["fully-sharded"]["breakdown"]["expert_comm_s"] > 0
+    rc, text, _ = run(*MOE, "--mesh", "fsdp=16,expert=8", "--capacity-factor", "1.25")
+    assert rc == 0 and "expert all-to-alls" in text and "mesh data=1 x fsdp=16 x tensor=1 x expert=8" in text
+    assert "one expert group: chips 0, 1, 2, 3, 4, 5, 6, 7" in text
+
+
+def test_an_expert_axis_or_imbalance_that_cannot_be_is_one_line():
+    rc, _, err = run("step", "llama3-8b", "-t", "tpu-v5p-256", "--megacore", "--mesh", "fsdp=16,expert=8")
+    assert rc == 2 and err.count("\n") == 1 and "--mesh" in err and "no mixture-of-experts layer" in err
+    rc, _, err = run("plan", "llama3-8b", "-t", "tpu-v5p-256", "--megacore", "--mesh", "fsdp=16,expert=8")
+    assert rc == 2 and err.count("\n") == 1 and "no mixture-of-experts layer" in err
+    rc, _, err = run(*MOE, "--mesh", "fsdp=16,expert=8", "--expert-load-imbalance", "0.5")
+    assert rc == 2 and err.count("\n") == 1 and "--expert-load-imbalance" in err
+
+
+def test_plan_search_of_a_fixed_expert_mesh_is_schema_valid():
+    rc, out, _ = run("plan", "mixtral-8x7b", "-t", "tpu-v5p-256", "--megacore", "--search", "--mesh",
+                     "fsdp=16,expert=8", "--remat", "none", "--capacity-factor", "1.25", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("plan-search", doc)
+    assert doc["options"]["capacity_factor"] == 1.25
+    assert {c["mesh"] for c in doc["candidates"]} == {"fsdp=16,expert=8"}

@@ -25,3 +25,23 @@ def test_a_mesh_point_over_two_slices():
         row["exposed_comm_s"], abs=1e-12)
     with pytest.raises(ConfigError, match="slices is 3"):
         simulate_point({"workload": "bert-large", "topology": "torus:2x2", "dcn_mesh": "data=2", "slices": 3})
+
+
+def test_an_expert_mesh_point_with_a_capacity_factor(tmp_path):
+    """The toy MoE (8 experts) on 8 chips with expert=4 and capacity_factor 1.5: the row has
+    expert_comm_s and the capacity factor it ran with; its all-to-alls move twice the bytes of a point
+    at capacity_factor 0.75 and pay the same latencies: 1 MiB buffers at 1.0 on the 4-chip rings,
+    (2 us + 7.9 us) / (2 us + 3.9 us) = 1.66 x its wait, over 1.5 x."""
+    from make_workload import make_moe
+
+    make_moe(tmp_path)
+    point = {"workload": str(tmp_path / "moe-toy.yaml"), "topology": "torus:4x2", "mesh": {"expert": 4, "data": 2},
+             "strategy": "fully-sharded", "global_batch": 2048}
+    (row,) = simulate_point({**point, "capacity_factor": 1.5})
+    (low,) = simulate_point({**point, "capacity_factor": 0.75})
+    assert row["status"] == "ok" and row["capacity_factor"] == 1.5
+    assert row["expert_comm_s"] > 1.5 * low["expert_comm_s"] > 0
+    assert check_point_value("mesh", "expert=4,data=2") == "data=2,expert=4"
+    assert check_point_value("dcn_mesh", {"expert": 2}) == "expert=2"
+    with pytest.raises(ConfigError, match="capacity_factor"):
+        check_point_value("capacity_factor", 65)

@@ -123,11 +123,11 @@ def test_a_straddling_mesh_is_laid_out_as_jax_does():
     # first, takes whole axes: tensor=4 -> y (the only subset of (6, 4) of product 4), data=6 -> x
     lay = layout(make((6, 4), True), Mesh(data=6, tensor=4))
     assert lay.rule == "jax"
-    assert lay.parts == {"tensor": ((1, 1, 4),), "fsdp": (), "data": ((0, 1, 6),)}
+    assert lay.parts == {"expert": (), "tensor": ((1, 1, 4),), "fsdp": (), "data": ((0, 1, 6),)}
     assert lay.members("tensor", 0) == [0, 6, 12, 18]  # chips (0,0)..(0,3): the y ring
     # the issue's mesh on an 8x12x16 v5p slice: whole axes, no split (tensor x, fsdp z, data y)
     lay = layout(make((8, 12, 16), True), Mesh(data=12, fsdp=16, tensor=8))
-    assert lay.parts == {"tensor": ((0, 1, 8),), "fsdp": ((2, 1, 16),), "data": ((1, 1, 12),)}
+    assert lay.parts == {"expert": (), "tensor": ((0, 1, 8),), "fsdp": ((2, 1, 16),), "data": ((1, 1, 12),)}
     assert lay.members("fsdp", 0) == [96 * z for z in range(16)]
 
 
@@ -156,12 +156,12 @@ def test_jax_rule_pinned_cases():
     # with (fsdp 64, tensor 4): tensor takes 4 of x (candidates (4,1), (2,2), (1,4) tie, (d)
     # takes (4,1)), fsdp the other 4 of x (stride 4) and y
     assert _jax_assign(make((16, 16), True), Mesh(fsdp=64, tensor=4)) == {
-        "data": (), "fsdp": ((1, 1, 16), (0, 4, 4)), "tensor": ((0, 1, 4),)}
+        "data": (), "fsdp": ((1, 1, 16), (0, 4, 4)), "tensor": ((0, 1, 4),), "expert": ()}
     # 4x4x4, (data 4, fsdp 2, tensor 8): tensor (4,2,1) by (d); fsdp 2 from (1,2,4): (1,2,1)
     # and (1,1,2) tie on (a), (b); (c) prefers the factor on y, an axis tensor already uses
     # (what the code does; its comment says the opposite)
     assert _jax_assign(make((4, 4, 4), True), Mesh(data=4, fsdp=2, tensor=8)) == {
-        "data": ((2, 1, 4),), "fsdp": ((1, 2, 2),), "tensor": ((1, 1, 2), (0, 1, 4))}
+        "data": ((2, 1, 4),), "fsdp": ((1, 2, 2),), "tensor": ((1, 1, 2), (0, 1, 4)), "expert": ()}
     # 8x12x16, (data 256, fsdp 2, tensor 3): tensor 3 = (1,3,1); fsdp 2 from (8,4,16): (2,1,1),
     # (1,2,1), (1,1,2) tie on (a), (b); (c) takes y, which tensor uses (by (d) it would be x):
     # fsdp is every 3rd chip of y, twice
@@ -172,7 +172,7 @@ def test_jax_rule_pinned_cases():
     # takes the first single axis of size 2 in combinations order, y (not the cores); data 8
     # takes x and the cores, the cores (the last physical axis) its minor part
     assert _jax_assign(make((4, 2), True, cores=2), Mesh(data=8, tensor=2)) == {
-        "data": ((-1, 1, 2), (0, 1, 4)), "fsdp": (), "tensor": ((1, 1, 2),)}
+        "data": ((-1, 1, 2), (0, 1, 4)), "fsdp": (), "tensor": ((1, 1, 2),), "expert": ()}
 
 
 def test_placement_sets_slices_from_dcn_mesh():
@@ -198,3 +198,27 @@ def test_wrapped_axes_first_and_members_are_device_ids():
         size = getattr(lay.mesh, axis)
         ids = sorted(d for i in range(topo.num_replicas // size) for d in lay.members(axis, i))
         assert ids == list(range(topo.num_replicas))
+
+
+def test_the_expert_axis_is_maxtexts_innermost():
+    """MaxText's mesh_axes order puts expert after tensor (src/maxtext/configs/base.yml): the reshape gives
+    it the nearest devices, then tensor; it is named in text after tensor, over the DCN too, and a report
+    shows it only where it is above 1."""
+    m = parse_mesh("expert=4, fsdp=16,tensor=2")
+    assert m == Mesh(fsdp=16, tensor=2, expert=4) and m.size == 128 and str(m) == "fsdp=16,tensor=2,expert=4"
+    assert parse_mesh("data=2,expert=2", axes=("data", "fsdp", "expert"), key_path="dcn_mesh").expert == 2
+    lay = layout(make((4, 4, 8), True), m)
+    # a 4x4x8 slice, x fastest: expert takes x, tensor half of y, fsdp the rest of y and z
+    assert lay.parts["expert"] == ((0, 1, 4),) and lay.parts["tensor"] == ((1, 1, 2),)
+    assert lay.members("expert") == [0, 1, 2, 3] and lay.members("tensor") == [0, 4]
+    assert [line.split(":")[0] for line in lay.describe()] == ["expert=4", "tensor=2", "fsdp=16", "data=1"]
+    assert [line.split(":")[0] for line in layout(make((4, 4, 8), True), Mesh(fsdp=64, tensor=2)).describe()] == [
+        "tensor=2", "fsdp=64", "data=1"]
+
+
+def test_expert_factorisations_only_when_asked():
+    """8 devices: ordered factorisations of 2^3 into 3 axes, C(5, 2) = 10; into 4 axes, C(6, 3) = 20."""
+    topo = make((4, 2), True)
+    assert len(factorisations(topo)) == 10 and all(m.expert == 1 for m in factorisations(topo))
+    four = factorisations(topo, ("data", "fsdp", "tensor", "expert"))
+    assert len(four) == 20 and len(set(four)) == 20 and all(m.size == 8 for m in four)

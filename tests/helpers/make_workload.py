@@ -6,7 +6,7 @@ through the same loader and checks as a shipped workload.
 
 from wus_sim.model.workload_files import load_workload
 
-__all__ = ["toy_yaml", "make"]
+__all__ = ["toy_yaml", "make", "make_moe", "MOE_TOY"]
 
 
 def toy_yaml(name, description, *, params, layers, tensors, unit="example", optimizer="sgd", batch=1):
@@ -48,3 +48,28 @@ def make(folder, *args, **kw):
     path = folder / f"{args[0]}.yaml"
     path.write_text(toy_yaml(*args, **kw))
     return load_workload(str(path))
+
+
+MOE_TOY = dict(h=1024, vocab=2048, ff=2048, experts=8, top_k=2, moe_layers=2)
+"""The sizes of :func:`make_moe`: hidden 1024, vocabulary 2048, expert width 2048, 8 routed experts
+a MoE layer, each token to 2 of them, two MoE layers."""
+
+
+def make_moe(folder, name="moe-toy", *, top_k=MOE_TOY["top_k"], optimizer="adam"):
+    """A toy mixture of experts (one token an example): an embedding [2048, 1024], two MoE layers each
+    with a router ``gate`` [1024, 8] and 8 routed experts ``experts.<j>.w1`` [1024, 2048] and
+    ``w2`` [2048, 1024], a head [1024, 2048]; a MoE layer's FLOPs per token are 2 x (router + *top_k*
+    experts' elements) (what the importers count); the head's 2 x its elements."""
+    h, v, ff, n = MOE_TOY["h"], MOE_TOY["vocab"], MOE_TOY["ff"], MOE_TOY["experts"]
+    layers = [("embed", 0)]
+    tensors = [("embed.weight", [v, h], 0)]
+    for i in (1, 2):
+        layers.append((f"moe{i}", 2 * (h * n + top_k * 2 * h * ff)))
+        tensors.append((f"moe{i}.gate.weight", [h, n], i))
+        for j in range(n):
+            tensors += [(f"moe{i}.experts.{j}.w1.weight", [h, ff], i), (f"moe{i}.experts.{j}.w2.weight", [ff, h], i)]
+    layers.append(("head", 2 * h * v))
+    tensors.append(("head.weight", [h, v], 3))
+    params = sum(a * b for _, (a, b), _ in tensors)
+    return make(folder, name, "toy mixture of experts", params=params, layers=layers, tensors=tensors,
+                optimizer=optimizer)

@@ -246,6 +246,26 @@ def mesh_numbers():
     return out
 
 
+EXPERT_V5P = "mixtral-8x7b -t tpu-v5p-256 --megacore --global-batch 128 --remat none --mesh {mesh}"
+
+
+def expert_numbers():
+    """Mixtral-8x7B on v5p-256 at 128 sequences (docs/mesh.md, the expert axis): the mesh plan --search
+    ranks first, the best without an expert axis, and fsdp=128 against fsdp=16,expert=8."""
+    out = {}
+    for tag, mesh, strategy in (("best", "data=8,fsdp=2,expert=8", "sharded"), ("tensor", "data=32,tensor=4", "sharded"),
+                                ("fsdp", "fsdp=128", "fully-sharded"), ("ep", "fsdp=16,expert=8", "fully-sharded")):
+        (s,) = _step(EXPERT_V5P.format(mesh=mesh) + f" --strategy {strategy}")["strategies"].values()
+        b = s["breakdown"]
+        out[f"expert.v5p.{tag}_step"] = _s(s["step_time_s"])
+        out[f"expert.v5p.{tag}_peak"] = _gib(s["memory_bytes"]["peak"])
+        out[f"expert.v5p.{tag}_compute"] = _ms(b["fwd_s"] + b["bwd_s"])
+        out[f"expert.v5p.{tag}_a2a"] = _ms(b["expert_comm_s"])
+        out[f"expert.v5p.{tag}_tensor"] = _ms(b["tensor_comm_s"])
+        out[f"expert.v5p.{tag}_fsdp"] = _ms(b["fsdp_comm_s"])
+    return out
+
+
 LLAMA_V5P_FSDP = ("llama3-8b -t tpu-v5p-512 --megacore --remat layer --per-replica-batch 2 --strategy fully-sharded"
                   " --gather-prefetch {k}")
 LLAMA_V6E_FSDP = "llama3-8b -t tpu-v6e-256 --remat layer --per-replica-batch 1 --strategy fully-sharded"
@@ -356,7 +376,7 @@ def api_numbers():
 
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
            "llm": llm_numbers, "mesh": mesh_numbers, "me": model_error_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
-           "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers}
+           "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers, "expert": expert_numbers}
 """Key prefix -> the function that computes every key of that prefix."""
 
 

@@ -155,6 +155,10 @@ register(search_case("plan --search: gpt3-175b on tpu-v5p-17920 --megacore (the 
                      "gpt3-175b", "tpu-v5p-17920", megacore=True))
 register(search_case("plan --search: gpt3-175b on tpu-v5p-3072 (3,072 TensorCores)", "gpt3-175b",
                      "tpu-v5p-3072"))
+# issue 46: a mixture of experts' search adds its expert sizes (those dividing its 8 experts): 992
+# candidates on v5p-256's 128 chips, 368 without them
+register(search_case("plan --search: mixtral-8x7b on tpu-v5p-256 --megacore (128 chips, expert meshes too)",
+                     "mixtral-8x7b", "tpu-v5p-256", megacore=True))
 register(experiment_case("wus-sim run experiments/paper_speedup.yaml --jobs 2 (whole command)",
                          os.path.join(_EXPERIMENTS, "paper_speedup.yaml")))
 register(experiment_case("what-if sweep: first 1,000 of the 100,000-point grid, --jobs 2 (whole command)",

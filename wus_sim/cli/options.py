@@ -123,9 +123,11 @@ def software_stack_value(args):
     return None if value is None else check_point_value("software_stack", value, key_path="--software-stack")
 
 
-PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization", "remat_policy", "collective_matmul")
+PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization", "remat_policy", "collective_matmul",
+                  "capacity_factor", "expert_load_imbalance")
 """Point keys of how a run places replicas, keeps activations and multiplies: ``--megacore``,
-``--spatial-ways``, ``--remat``, ``--quantization``, ``--remat-policy``, ``--collective-matmul``."""
+``--spatial-ways``, ``--remat``, ``--quantization``, ``--remat-policy``, ``--collective-matmul``,
+``--capacity-factor``, ``--expert-load-imbalance``."""
 
 
 def add_placement_options(parser):
@@ -159,6 +161,14 @@ def add_placement_options(parser):
                         default=POINT_KEYS["quantization"].default,
                         help="matmul precision: none (bf16) or int8 (weight matmuls at the chip's int8 peak, as "
                              "AQT-quantized training runs them); default none")
+    parser.add_argument("--capacity-factor", dest="capacity_factor", type=float,
+                        default=POINT_KEYS["capacity_factor"].default, metavar="F",
+                        help="mixture of experts: MaxText's capacity_factor; <= 0 dropless (default -1), > 0 each "
+                             "expert's token buffer is its even share x F (its matmuls and all-to-alls scale by F)")
+    parser.add_argument("--expert-load-imbalance", dest="expert_load_imbalance", type=float,
+                        default=POINT_KEYS["expert_load_imbalance"].default, metavar="F",
+                        help="mixture of experts, dropless, with an expert mesh axis: the busiest expert's tokens "
+                             "over its even share (default 1: even routing, an assumption)")
 
 
 @contextmanager
@@ -174,11 +184,12 @@ def placement_option_errors():
 
 def add_mesh_options(parser):
     """``--mesh`` and ``--dcn-mesh`` of ``step`` and ``plan`` (point keys ``mesh``, ``dcn_mesh``)."""
-    parser.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T",
-                        help="device mesh in a slice: data, fsdp and tensor axis sizes whose product is the "
-                             "slice's devices (chips with --megacore, TensorCores otherwise); missing axes are 1 "
-                             "(default: data over every device). See docs/mesh.md")
-    parser.add_argument("--dcn-mesh", dest="dcn_mesh", default=None, metavar="data=S[,fsdp=S2]",
+    parser.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T,expert=E",
+                        help="device mesh in a slice: data, fsdp, tensor and expert axis sizes whose product is "
+                             "the slice's devices (chips with --megacore, TensorCores otherwise); missing axes are "
+                             "1 (default: data over every device); expert splits a mixture of experts' routed "
+                             "experts. See docs/mesh.md")
+    parser.add_argument("--dcn-mesh", dest="dcn_mesh", default=None, metavar="data=S[,fsdp=S2,expert=S3]",
                         help="mesh across slices over the data-center network; its product is the number of "
                              "slices (sets --slices)")
 

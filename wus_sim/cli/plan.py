@@ -74,10 +74,10 @@ def add_parser(subparsers):
     from .options import add_mesh_options
 
     add_mesh_options(p)
-    add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, and the "
-                                 "slices' data x fsdp) x update strategy x remat none|selective|layer|full and rank them by "
-                                 "step time (--rank cost: by what a step costs); infeasible ones counted with their reason "
-                                 "(docs/mesh.md)")
+    add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, x expert for "
+                                 "a model with experts, and the slices' data x fsdp) x update strategy x remat "
+                                 "none|selective|layer|full and rank them by step time (--rank cost: by what a step "
+                                 "costs); infeasible ones counted with their reason (docs/mesh.md)")
     # plan --search only (each refused or unused without it is said in plan_search's doc)
     p.add_argument("--rank", choices=RANKS, default="time",
                    help="--search: order by step time (default) or by cost: chips x step time x price per "
@@ -141,11 +141,14 @@ def _mesh_report(args, placement):
     """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
     from ..hardware.topology_files import load_topology
     from ..model.workload_files import load_workload
+    from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from .step_mesh import layout_report, mesh_option_errors
 
-    with mesh_option_errors():  # what step refuses, plan refuses: a tensor axis beyond the heads
-        check_tensor_heads(load_workload(args.workload), placement.mesh)
+    with mesh_option_errors():  # what step refuses, plan refuses: a tensor axis beyond the heads, experts
+        workload = load_workload(args.workload)
+        check_tensor_heads(workload, placement.mesh)
+        check_expert_mesh(workload, placement.mesh, placement.dcn_mesh)
     return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
 
 
@@ -207,7 +210,10 @@ def build_report(args):
         check_remat_policy(args.remat, args.remat_policy)
         memory = memory_both(p, batch, check=args.check, strategies=STRATEGIES, remat=args.remat,
                              activation_model=args.activation_model, remat_policy=args.remat_policy)
-        layers = layer_times_under(workload, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
+        from ..model.layer_stack import moe_device_view
+
+        computed = moe_device_view(workload, 1, args.capacity_factor, args.expert_load_imbalance)  # padded expert buffers
+        layers = layer_times_under(computed, topology, batch, params, spatial_ways=p.spatial_ways, remat=args.remat,
                                    remat_policy=args.remat_policy, quantization=args.quantization)
     fwd, bwd = float(layers.forward_s.sum()), float(layers.backward_s.sum())
     strategies = {}

@@ -12,10 +12,11 @@ the same order.
 Every option of ``plan`` that a step reads reaches every candidate (the search ranks what
 ``step --mesh`` on each candidate's mesh prints): ``--quantization``, ``--activation-model``,
 ``--software-stack``, ``--bucket-MiB``, ``--grad-dtype``, ``--remat-policy``,
-``--collective-matmul``, ``--calibration``, ``--megacore``. Some narrow the search: ``--remat``
+``--collective-matmul``, ``--capacity-factor``, ``--expert-load-imbalance``, ``--calibration``,
+``--megacore``. Some narrow the search: ``--remat``
 (that mode only; default every mode), ``--remat-policy`` (that policy only), ``--mesh`` and
 ``--dcn-mesh`` (fixed parts: the axes they name keep their sizes, the others are searched),
-``--replicas`` (meshes with that many data-parallel groups, ``data x fsdp``, per slice). The
+``--replicas`` (meshes with that many data-parallel groups, ``data x fsdp x expert``, per slice). The
 options that shape only ``plan``'s own table (``--replica``, ``--replicate-below``,
 ``--max-padding-ratio``) and ``--spatial-ways`` above 1 (a mesh's tensor axis splits a layer,
 spatial partitioning is not a mesh) are refused, not dropped. ``--check`` exits 2 when no
@@ -93,6 +94,8 @@ def search_from_args(args, placement, spec=None, global_batch=None):
     from ..model.calibration import load_calibration
     from ..model.layer_stack import check_remat_policy
     from ..training.parallelism.mesh_search import Search
+    from ..hardware.mesh import Mesh
+    from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from ..training.parameters.params import POINT_KEYS
     from ..model.workload_files import load_workload
@@ -123,6 +126,8 @@ def search_from_args(args, placement, spec=None, global_batch=None):
     with mesh_option_errors():
         if placement.mesh is not None:  # a fixed tensor beyond the heads: one line, nothing runs
             check_tensor_heads(workload, placement.mesh)
+        # a fixed expert axis (in the slice or across) a model's experts cannot take: the same
+        check_expert_mesh(workload, placement.mesh or Mesh(), placement.dcn_mesh)
     remats = POINT_KEYS["remat"].choices if remat is None else (remat,)
     with mesh_option_errors(), placement_option_errors(), _replicas_errors():
         search = Search(workload, ms or topology, args.optimizer, global_batch=global_batch or args.global_batch,
@@ -168,6 +173,7 @@ def _options(args, calibration, stack):
         grad_dtype=grad_dtype_short(args.grad_dtype) if args.grad_dtype else None,
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
         quantization=args.quantization, remat_policy=args.remat_policy, collective_matmul=args.collective_matmul,
+        capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
         activation_model=args.activation_model, calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack))
 

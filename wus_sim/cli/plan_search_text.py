@@ -89,6 +89,7 @@ def build_report(args, searched, found, headroom, stopped):
             "options": {"quantization": o.quantization, "activation_model": o.activation_model,
                         "software_stack": o.software_stack or o.calibration.default_stack,
                         "remat_policy": o.remat_policy, "collective_matmul": bool(o.collective_matmul),
+                        "capacity_factor": o.capacity_factor, "expert_load_imbalance": o.expert_load_imbalance,
                         "grad_dtype": o.grad_dtype, "bucket_bytes": o.bucket_bytes,
                         "remats": list(search.remats), "strategies": list(search.strategies),
                         "mesh": args.mesh, "dcn_mesh": args.dcn_mesh, "replicas": args.replicas},
@@ -168,9 +169,12 @@ def text(r):
     width = max(len(t["topology"]) for t in r["topologies"])
     slice_of = (lambda c: f"{c['topology']:<{width}} ") if several else (lambda c: "")  # noqa: E731
     per = "$/M tok" if r["cost_key"] == "cost_usd_per_million_tokens" else "$/1k ex"
+    # an expert column where a candidate has an expert axis (a model with experts)
+    experts = any("expert=" in c["mesh"] for c in r["candidates"])
     lines.append(f"  {'#':>4} {slice_of({'topology': 'slice'})}{'mesh':<24} {'dcn':<14} {'strategy':<14} "
-                 f"{'remat':<9} {'step':>10} {'$/step':>10} {per:>10} {'compute':>10} {'tensor':>10} {'fsdp':>10} "
-                 f"{'data':>10} {'peak/device':>12}")
+                 f"{'remat':<9} {'step':>10} {'$/step':>10} {per:>10} {'compute':>10} {'tensor':>10} "
+                 + (f"{'expert':>10} " if experts else "")
+                 + f"{'fsdp':>10} {'data':>10} {'peak/device':>12}")
     groups = {g["ranks"][1]: g for g in r["ties"]}
     rank = 0
     for c in r["candidates"]:
@@ -184,7 +188,8 @@ def text(r):
         lines.append(f"  {rank:>4} {slice_of(c)}{c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} "
                      f"{c['remat']:<9} {format_time(c['step_time_s']):>10} {money(c['cost_usd_per_step']):>10} "
                      f"{money(c[r['cost_key']]):>10} {format_time(compute):>10} {t('tensor_comm_s'):>10} "
-                     f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}{mark}")
+                     + (f"{t('expert_comm_s'):>10} " if experts else "")
+                     + f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}{mark}")
         g = groups.get(rank)
         if g:
             lo, hi = g["mem_peak_bytes"]
@@ -205,8 +210,8 @@ def text(r):
                 need = format_bytes(c["mem_peak_bytes"]) if c["reason"] == "memory" else "-"
                 lines.append(f"       {slice_of(c)}{c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} "
                              f"{c['remat']:<9} {c['reason']}: needs {need}")
-    lines.append("  step = compute (forward + backward) + tensor-parallel comm + exposed fsdp and data comm + "
-                 "update and fixed costs; tensor/fsdp/data as in `step --mesh` (docs/mesh.md); $/step = chips x "
-                 f"step x price per chip-hour / 3600; {per} = $/step x "
-                 + ("10^6 / the step's tokens" if per == "$/M tok" else "1,000 / the step's examples"))
+    lines.append("  step = compute (forward + backward) + tensor-parallel comm + " + ("expert all-to-alls + " if experts else "")
+                 + "exposed fsdp and data comm + update and fixed costs; tensor/" + ("expert/" if experts else "")
+                 + "fsdp/data as in `step --mesh` (docs/mesh.md); $/step = chips x step x price per chip-hour / 3600; "
+                 + f"{per} = $/step x " + ("10^6 / the step's tokens" if per == "$/M tok" else "1,000 / the step's examples"))
     return "\n".join(lines)

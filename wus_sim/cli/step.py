@@ -383,8 +383,11 @@ def _text(rep, multislice=None):
               "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
               "host_loop_s": "host loop share", "overhead_s": "step overhead"}
     if rep.get("mesh"):
-        labels.update({"tensor_comm_s": "tensor-parallel comm", "fsdp_comm_s": "  of exposed: fsdp",
-                       "data_comm_s": "  of exposed: data"})
+        m = rep["mesh"]
+        experts = m["mesh"].get("expert", 1) * ((m.get("dcn_mesh") or {}).get("expert", 1)) > 1
+        labels.update({"tensor_comm_s": "tensor-parallel comm",
+                       **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
+                       "fsdp_comm_s": "  of exposed: fsdp", "data_comm_s": "  of exposed: data"})
     if (rep.get("parameters") or {}).get("remat_policy"):
         labels["host_offload_s"] = "host offload"
     for key, label in labels.items():
@@ -445,6 +448,7 @@ def _step_options(args, calibration, stack):
         keep_gathered_weights=args.keep_gathered_weights, shard_across_slices=args.shard_across_slices,
         remat=args.remat, quantization=args.quantization, remat_policy=args.remat_policy,
         collective_matmul=args.collective_matmul, activation_model=args.activation_model,
+        capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
         calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )

@@ -29,12 +29,15 @@ def mesh_lines(mesh):
     """The mesh, where its axes lie, which devices form group 0 of each axis, and per-axis traffic."""
     m = mesh["mesh"]
     dcn = mesh.get("dcn_mesh")
-    lines = ["  mesh " + " x ".join(f"{a}={m[a]}" for a in ("data", "fsdp", "tensor"))
-             + (f", across slices " + " x ".join(f"{a}={dcn[a]}" for a in dcn) if dcn else "")
+    # data, fsdp and tensor always, an expert axis where it is above 1
+    shown = [a for a in m if a in ("data", "fsdp", "tensor") or m[a] > 1]
+    lines = ["  mesh " + " x ".join(f"{a}={m[a]}" for a in shown)
+             + (f", across slices " + " x ".join(f"{a}={v}" for a, v in dcn.items() if a in ("data", "fsdp") or v > 1)
+                if dcn else "")
              + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
     lines.append("    on the torus: " + "; ".join(mesh["layout"]))
     device = mesh.get("device", "device")
-    for axis in ("tensor", "fsdp"):
+    for axis in ("expert", "tensor", "fsdp"):
         g = mesh.get("groups", {}).get(axis) or []
         if len(g) > 1:
             shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
@@ -42,7 +45,8 @@ def mesh_lines(mesh):
     for axis, c in mesh["comm"].items():
         if c["collectives"]:
             busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
-            lines.append(f"    {axis} collectives: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
+            what = "all-to-alls (the MoE layers' dispatch and combine)" if axis == "expert" else "collectives"
+            lines.append(f"    {axis} {what}: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
         if c.get("dcn_collectives"):
             lines.append(f"    {axis} over the DCN: {c['dcn_collectives']} cross-slice phases per step, "
                          f"{format_bytes(c['dcn_nbytes'])} a device, {format_time(c['dcn_busy_s'])} busy")
@@ -52,7 +56,7 @@ def mesh_lines(mesh):
 def layout_report(topology, mesh):
     """Where each axis of *mesh* lies on *topology* and the devices of group 0 of each axis, as
     JSON-ready data (errors name ``--mesh``)."""
-    from ..hardware.mesh import layout
+    from ..hardware.mesh import layout, shown_axes
     from ..inputs.errors import ConfigError
 
     try:
@@ -60,15 +64,15 @@ def layout_report(topology, mesh):
     except ConfigError as exc:
         raise ConfigError(exc.rule, key_path="--mesh", value=exc.value) from None
     return {"mesh": mesh.to_dict(), "layout": lay.describe(),
-            "groups": {a: lay.members(a) for a in ("tensor", "fsdp", "data")},
+            "groups": {a: lay.members(a) for a in shown_axes(mesh)[::-1]},
             "device": "TensorCore" if topology.cores_per_chip > 1 else "chip"}
 
 
 def layout_lines(report, most=32):
     """Text lines of :func:`layout_report`."""
-    lines = ["  mesh " + ",".join(f"{a}={v}" for a, v in report["mesh"].items()) + " on the torus: "
-             + "; ".join(report["layout"])]
-    for axis in ("tensor", "fsdp", "data"):
+    lines = ["  mesh " + ",".join(f"{a}={v}" for a, v in report["mesh"].items() if a in report["groups"])
+             + " on the torus: " + "; ".join(report["layout"])]
+    for axis in report["groups"]:
         g = report["groups"][axis]
         if len(g) > 1:
             lines.append(f"    one {axis} group: {report['device']}s " + ", ".join(map(str, g[:most]))

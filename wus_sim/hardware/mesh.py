@@ -1,4 +1,4 @@
-"""Device meshes: named axes ``data``, ``fsdp``, ``tensor`` laid on a slice's torus.
+"""Device meshes: named axes ``data``, ``fsdp``, ``tensor``, ``expert`` laid on a slice's torus.
 
 The mesh as an input value (its axis sizes and the one rule that reads them, the placement of a
 run) is :mod:`wus_sim.hardware.mesh_spec`; this module lays it on a slice.
@@ -7,7 +7,9 @@ A mesh names how the slice's devices (chips with megacore, TensorCores otherwise
 work: ``tensor`` splits each layer's matmuls (Shoeybi et al. 2019, "Megatron-LM", arXiv
 1909.08053), ``fsdp`` shards weights, gradients and optimizer state (ZeRO-3, Rajbhandari et
 al. 2020, arXiv 1910.02054), ``data`` replicates the weights (the update strategy says how
-they are updated: Xu et al. 2020's weight-update sharding). The vocabulary and the axis
+they are updated: Xu et al. 2020's weight-update sharding), ``expert`` splits the routed experts
+of each mixture-of-experts layer and acts as fsdp for the rest of the model
+(:mod:`wus_sim.training.parallelism.expert_parallel`). The vocabulary and the axis
 order are MaxText's (github.com/AI-Hypercomputer/maxtext, ``ici_<axis>_parallelism`` /
 ``dcn_<axis>_parallelism`` in ``configs/base.yml``); the mesh of the DCN (``dcn_mesh``)
 names how the slices split the same work.
@@ -15,9 +17,10 @@ names how the slices split the same work.
 Layout (:func:`layout`): devices are numbered in the order JAX lists them, the cores of a
 chip fastest, then the torus axes x, y, z (``replica = chip * cores + core``, chip ids row
 major, x fastest; wrapped axes before unwrapped ones, see :func:`_physical_axes`), and the
-mesh ``(data, fsdp, tensor)`` is that sequence reshaped row-major,
-so ``tensor`` is innermost (fastest varying) as in ``jax.experimental.mesh_utils.
-create_device_mesh``: tensor groups are the nearest devices. Each mesh axis then occupies
+mesh ``(data, fsdp, tensor, expert)`` is that sequence reshaped row-major,
+so ``expert`` is innermost (fastest varying), then ``tensor``, as in ``jax.experimental.mesh_utils.
+create_device_mesh`` with MaxText's axis order: expert groups are the nearest devices, tensor
+groups the next nearest. Each mesh axis then occupies
 whole physical axes or a contiguous part of one (a *part*: ``(axis, stride, length)``, axis
 ``-1`` being the cores of a chip). Each axis's collectives run on rings over its parts
 (:func:`wus_sim.collectives.schedules.groups.mesh_group`).
@@ -32,7 +35,8 @@ its ``allow_split_physical_axes`` is set. In our words, the rule is:
 
 1. The physical axes are x, y, z in that order (with the cores of a chip last when they are
    separate devices, as JAX's physical mesh of v2/v3 has them). The mesh axes are placed
-   from the most network-intensive (``tensor``) to the least (``data``).
+   from the last (``expert``, then ``tensor``: JAX takes the last as the most network-intensive)
+   to the first (``data``).
 2. Without splitting: a mesh axis takes a set of whole physical axes not yet taken whose
    sizes multiply to its size, trying sets of three axes, then two, then one, each in
    ``itertools.combinations`` order; the first that fits is kept. If every mesh axis finds
@@ -64,10 +68,10 @@ import itertools
 import math
 
 from ..inputs.errors import ConfigError
-from .mesh_spec import DCN_AXES, MESH_AXES, Mesh, Placement, mesh_json_schema, mesh_text, parse_mesh
+from .mesh_spec import CORE_AXES, DCN_AXES, MESH_AXES, Mesh, Placement, mesh_json_schema, mesh_text, parse_mesh, shown_axes
 
-__all__ = ["MESH_AXES", "DCN_AXES", "Mesh", "parse_mesh", "mesh_text", "mesh_json_schema", "layout", "MeshLayout", "factorisations",
-           "Placement"]
+__all__ = ["MESH_AXES", "DCN_AXES", "CORE_AXES", "Mesh", "parse_mesh", "mesh_text", "mesh_json_schema", "shown_axes",
+           "layout", "MeshLayout", "factorisations", "Placement"]
 
 def _physical_axes(topology):
     """Physical axes innermost first: ``(axis, length)``, axis -1 the cores of a chip, then the
@@ -110,7 +114,7 @@ class MeshLayout:
     def members(self, name, index=0, cores_per_chip=1):
         """Device ids of group *index* of axis *name*, in mesh-coordinate order."""
         m = self.mesh
-        sizes = {"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}
+        sizes = m.to_dict()
         others = [a for a in MESH_AXES if a != name]
         coords, rest = {}, index
         for a in others[::-1]:  # the group's index over the other axes, innermost fastest
@@ -144,7 +148,7 @@ class MeshLayout:
         links its ring edges cross (:meth:`edge_hops`)."""
         names = {-1: "cores of a chip", 0: "x", 1: "y", 2: "z"}
         out = []
-        for axis in MESH_AXES[::-1]:
+        for axis in shown_axes(self.mesh)[::-1]:
             parts = self.parts[axis]
             where = " x ".join(
                 f"{names[a]}" + ("" if s == 1 and n == self._dim(a) else f"[{n} of stride {s}, {self._hops_text(a, s, n)}]")
@@ -203,7 +207,7 @@ def _device_word(topology):
 
 
 def _assign(topology, mesh):
-    """Row-major reshape of the device order into (data, fsdp, tensor), as physical parts, or
+    """Row-major reshape of the device order into (data, fsdp, tensor, expert), as physical parts, or
     ``None`` where an axis would straddle a physical axis it does not divide."""
     phys = [[a, d, 1] for a, d in _physical_axes(topology)]  # axis, length left, stride used
     parts, i = {}, 0
@@ -322,30 +326,37 @@ def _prefer(x, y, dims, table):
     return key(x) > key(y)
 
 
-def factorisations(topology, axes=MESH_AXES):
+def factorisations(topology, axes=CORE_AXES):
     """Every mesh over *axes* whose sizes multiply to the slice's devices (each has a layout:
-    the reshape's or JAX's), in (data, fsdp, tensor) order."""
+    the reshape's or JAX's), by tensor size, then expert size (when *axes* has it), then fsdp;
+    ``expert`` only where *axes* names it (the default does not: a search adds it for a model
+    with experts)."""
     n = topology.num_replicas
     divisors = [d for d in range(1, n + 1) if n % d == 0]
+    experts = divisors if "expert" in axes else [1]
     out = []
     for t in divisors:
-        for f in divisors:
-            if (n // t) % f:
+        for e in experts:
+            if (n // t) % e:
                 continue
-            m = Mesh(data=n // (t * f), fsdp=f, tensor=t)
-            if any(getattr(m, a) > 1 for a in MESH_AXES if a not in axes):
-                continue
-            out.append(m)
+            for f in divisors:
+                if (n // (t * e)) % f:
+                    continue
+                m = Mesh(data=n // (t * e * f), fsdp=f, tensor=t, expert=e)
+                if any(getattr(m, a) > 1 for a in MESH_AXES if a not in axes):
+                    continue
+                out.append(m)
     return out
 
 
 def _suggest(topology, asked=None, most=6):
     """The meshes that fit, nearest the one *asked* first (by its tensor size, then fsdp)."""
-    fits = factorisations(topology)
     asked = asked or Mesh()
+    fits = factorisations(topology, MESH_AXES if asked.expert > 1 else CORE_AXES)
 
     def distance(m):
-        return (abs(math.log(m.tensor / asked.tensor)), abs(math.log(m.fsdp / asked.fsdp)), m.tensor, m.data)
+        return (abs(math.log(m.tensor / asked.tensor)), abs(math.log(m.expert / asked.expert)),
+                abs(math.log(m.fsdp / asked.fsdp)), m.tensor, m.data)
 
     shown = ", ".join(f"--mesh {m}" for m in sorted(fits, key=distance)[:most])
     more = f" (and {len(fits) - most} more)" if len(fits) > most else ""

@@ -17,14 +17,20 @@ import re
 from ..inputs.door import checked, flag, whole
 from ..inputs.errors import ConfigError
 
-__all__ = ["MESH_AXES", "DCN_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
-           "mesh_json_schema", "Placement"]
+__all__ = ["MESH_AXES", "DCN_AXES", "CORE_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
+           "mesh_json_schema", "shown_axes", "Placement"]
 
-MESH_AXES = ("data", "fsdp", "tensor")
-"""Mesh axes, outermost first (MaxText's order of the same names)."""
-DCN_AXES = ("data", "fsdp")
-"""Axes a mesh of slices may have: tensor over the DCN is never recommended (MaxText's
-sharding guide) and is not modelled."""
+MESH_AXES = ("data", "fsdp", "tensor", "expert")
+"""Mesh axes, outermost first, in MaxText's order of the same names (``mesh_axes`` in
+src/maxtext/configs/base.yml: data, stage, fsdp, ..., tensor, tensor_sequence, expert,
+autoregressive): ``expert`` after ``tensor``, so the innermost (fastest varying) of them."""
+DCN_AXES = ("data", "fsdp", "expert")
+"""Axes a mesh of slices may have (MaxText's ``dcn_data_parallelism``, ``dcn_fsdp_parallelism``,
+``dcn_expert_parallelism``): tensor over the DCN is never recommended (MaxText's sharding guide)
+and is not modelled."""
+CORE_AXES = ("data", "fsdp", "tensor")
+"""The axes every mesh report shows, size 1 included; any other axis is shown where it is above 1
+(:func:`shown_axes`), so a mesh without one reads as it did before the axis existed."""
 MAX_AXIS_SIZE = 2**17
 """The largest size an axis may have (more devices than any slice or multislice we model)."""
 _SIZE_RULE = f"must be a whole number from 1 to {MAX_AXIS_SIZE} (in text digits 0-9 only, else an integer)"
@@ -49,6 +55,10 @@ class Mesh:
     data: int = 1
     fsdp: int = 1
     tensor: int = 1
+    expert: int = 1
+    """Splits each mixture-of-experts layer's routed experts (MaxText's ``ici_expert_parallelism``);
+    for the rest of the model it shards weights and the batch as fsdp does
+    (:mod:`wus_sim.training.parallelism.expert_parallel`)."""
 
     def __post_init__(self):
         for a in MESH_AXES:
@@ -57,7 +67,7 @@ class Mesh:
     @property
     def size(self):
         """Devices the mesh spans (product of its axes)."""
-        return self.data * self.fsdp * self.tensor
+        return self.data * self.fsdp * self.tensor * self.expert
 
     def to_dict(self):
         return {a: getattr(self, a) for a in MESH_AXES}
@@ -123,7 +133,12 @@ class Placement:
                               "over devices)", key_path="spatial_ways", value=self.spatial_ways)
 
 
-def mesh_text(value, *, axes=("data", "fsdp", "tensor"), key_path="mesh"):
+def shown_axes(mesh):
+    """The axes a report of *mesh* shows: :data:`CORE_AXES` always, any other axis above 1."""
+    return tuple(a for a in MESH_AXES if a in CORE_AXES or getattr(mesh, a) > 1)
+
+
+def mesh_text(value, *, axes=MESH_AXES, key_path="mesh"):
     """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
     ``axis=size`` text or a mapping: the value a point parameter holds."""
     return str(parse_mesh(value, key_path=key_path, axes=axes))

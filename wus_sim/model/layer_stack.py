@@ -26,6 +26,7 @@ import numpy as np
 
 from ..inputs.errors import ConfigError
 from ..inputs.memo import IdentityMemo
+from .ops.experts import expert_view
 from .ops.remat_names import (ATTENTION_TENSORS as _ATTN, CUSTOM_TENSORS, MLP_TENSORS as _MLP,
                               POLICY_TENSORS, REMAT_POLICIES, canonical_policy, check_remat_policy, policy_tensors)
 
@@ -33,7 +34,8 @@ __all__ = ["LayerStack", "BlockWidths", "layer_stack", "stack_units", "block_wid
            "REMAT_POLICIES", "POLICY_TENSORS", "CUSTOM_TENSORS", "policy_tensors", "canonical_policy",
            "policy_bytes_per_element", "recompute_fractions",
            "host_bytes_per_layer", "policy_layer_times", "PolicyLayerTimes", "host_Bps_per_replica",
-           "layer_times_under", "host_offload_parts", "activation_bytes_under_policy", "check_remat_policy"]
+           "layer_times_under", "host_offload_parts", "activation_bytes_under_policy", "check_remat_policy",
+           "moe_device_view"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,14 @@ def _layer_stack(workload):
         post_norm = workload.activation_terms[term].selective_bytes_per_element * d - pre_norm >= 0.5 * b * d
     widths = BlockWidths(d_model=d, q_dim=q, kv_dim=kv, mlp_dim=mlp, mlp_inputs=mlp_inputs, post_norm=post_norm)
     return LayerStack(blocks=blocks, attention_layers=tuple(attn), widths=widths, stack_term=term)
+
+
+def moe_device_view(workload, ways=1, capacity_factor=-1.0, load_imbalance=1.0):
+    """:func:`~wus_sim.model.ops.experts.expert_view` of *workload* keeping its blocks' widths (the
+    whole model's, never the padded or split expert widths the view's FLOPs would give)."""
+    if ways == 1 and capacity_factor <= 0:
+        return workload
+    return expert_view(workload, ways, capacity_factor, load_imbalance, stack=layer_stack(workload) or False)
 
 
 def stack_units(workload):

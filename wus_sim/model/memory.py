@@ -77,6 +77,7 @@ backward are not subtracted).
 from dataclasses import dataclass, field, fields
 
 from .compute import spatial_activation_share
+from .ops.experts import routed_padded_elements
 from .layer_stack import stack_units
 from ..inputs.errors import InfeasibleError, UnknownNameError
 from ..inputs.memo import IdentityMemo
@@ -162,31 +163,45 @@ def resolve_gather_prefetch(plan, gather_prefetch):
     return layer_ahead_prefetch(plan) if gather_prefetch is None else gather_prefetch
 
 
-def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False):
+def _gathered_elements(plan, expert_ways):
+    """Per bucket of *plan*, the elements one replica gathers whole: its formatted buffer, less the
+    routed experts other members of an *expert_ways*-way expert group hold (a device gathers only
+    its own ``1/expert_ways`` of them: :mod:`wus_sim.model.ops.experts`); ``None`` for every bucket
+    when *expert_ways* is 1."""
+    if expert_ways == 1:
+        return None
+    routed = routed_padded_elements(plan)
+    return {b.index: b.padded_elements - routed[b.index] * (1 - 1 / expert_ways) for b in plan.buckets}
+
+
+def gathered_window(plan, gather_prefetch=1, keep_gathered_weights=False, expert_ways=1):
     """``(elements, padding elements)`` of the sharded buckets whose full weights one replica
     holds at once under ``fully-sharded`` (see the module doc): for a stack of transformer blocks
     (:func:`~wus_sim.model.layer_stack.stack_units`) the two consecutive units with the most
     (:func:`stack_window`), else the consecutive run of ``k`` sharded buckets in forward order with
-    the most elements; all of them when kept."""
+    the most elements; all of them when kept. With an *expert_ways*-way expert axis a bucket's
+    routed experts count ``1/expert_ways`` (:func:`_gathered_elements`)."""
     sharded = sorted((b for b in plan.buckets if b.kind == "sharded"), key=lambda b: (b.first_layer, b.index))
     if not sharded:
         return 0, 0
+    own = _gathered_elements(plan, expert_ways)
+    size = (lambda b: b.padded_elements) if own is None else (lambda b: own[b.index])
     if keep_gathered_weights:
-        return sum(b.padded_elements for b in sharded), sum(b.padded_elements - b.elements for b in sharded)
+        return sum(size(b) for b in sharded), sum(b.padded_elements - b.elements for b in sharded)
     units = stack_units(plan.workload)
     if units is not None:
-        return stack_window(sharded, units)
+        return stack_window(sharded, units, size)
     per_layer = {}
     for b in sharded:
         for layer in b.layers:
             per_layer[layer] = per_layer.get(layer, 0) + 1
     k = min(len(sharded), max(int(gather_prefetch) + 1, max(per_layer.values())))
     windows = [sharded[i:i + k] for i in range(len(sharded) - k + 1)]
-    best = max(windows, key=lambda w: sum(b.padded_elements for b in w))
-    return sum(b.padded_elements for b in best), sum(b.padded_elements - b.elements for b in best)
+    best = max(windows, key=lambda w: sum(size(b) for b in w))
+    return sum(size(b) for b in best), sum(b.padded_elements - b.elements for b in best)
 
 
-def stack_window(sharded, units):
+def stack_window(sharded, units, size=None):
     """``(elements, padding elements)`` of the gathered weights a scanned layer stack holds at once:
     the largest sum over two consecutive units (a block, or a layer outside the stack such as the
     embedding or the head) of their sharded buckets, each bucket in the unit of its first layer.
@@ -201,7 +216,7 @@ def stack_window(sharded, units):
     per_unit, pad_unit = {}, {}
     for b in sharded:
         u = units[b.first_layer]
-        per_unit[u] = per_unit.get(u, 0) + b.padded_elements
+        per_unit[u] = per_unit.get(u, 0) + (b.padded_elements if size is None else size(b))
         pad_unit[u] = pad_unit.get(u, 0) + b.padded_elements - b.elements
     order = sorted(per_unit)
     pairs = [(a,) for a in order] if len(order) == 1 else list(zip(order, order[1:]))
@@ -224,7 +239,7 @@ def _reducing_buckets(plan, overlap_grad_reduce):
 
 def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0, check=False,
                      gather_prefetch=None, keep_gathered_weights=False, remat="none", overlap_grad_reduce=True,
-                     activation_model="xla", remat_policy=None):
+                     activation_model="xla", remat_policy=None, expert_ways=1):
     """:class:`MemoryBreakdown` of *strategy* for *plan* at *per_replica_batch* examples.
 
     *activation_scale* multiplies the workload's activation estimate (a what-if knob
@@ -236,7 +251,10 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     (``sharded`` then holds the buckets in flight, not the whole gradient). *activation_model*:
     :data:`wus_sim.model.activations.ACTIVATION_MODELS`. *remat_policy*: MaxText's remat policy by
     name instead of *remat* (:data:`wus_sim.model.layer_stack.REMAT_POLICIES`); what it offloads is
-    in host memory, ``details['host_activations']``, not in ``peak``.
+    in host memory, ``details['host_activations']``, not in ``peak``. *expert_ways*: the devices of an
+    expert group (``fully-sharded`` over a plan whose shards span them): each gathers, and holds a
+    whole gradient of, only its ``1/expert_ways`` of the routed experts
+    (:mod:`wus_sim.training.parallelism.expert_parallel`); the persistent shards are the plan's.
     """
     if strategy not in STRATEGY_NAMES:
         raise UnknownNameError("strategy", strategy, STRATEGY_NAMES)
@@ -248,6 +266,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     activation_scale = check_number(activation_scale, "activation_scale", positive=True, maximum=1e6)
     check = check_bool(check, "check")
     keep_gathered_weights = check_bool(keep_gathered_weights, "keep_gathered_weights")
+    expert_ways = check_int(expert_ways, "expert_ways", minimum=1, maximum=2**17)
     w = plan.workload
     # a spatially partitioned replica's busiest core holds whole rows of each map (see
     # wus_sim.model.compute.spatial_row_share), so a little more than an even share
@@ -256,8 +275,9 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
                    / plan.spatial_ways
                    * spatial_activation_share(w, plan.spatial_ways))
     weights, gradients, slots, padding, collective, details = _STATIC.get(
-        (plan,), (strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce),
-        lambda: _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce))
+        (plan,), (strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce, expert_ways),
+        lambda: _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce,
+                                  expert_ways))
     peak = weights + gradients + slots + activations + collective
     out = MemoryBreakdown(strategy=strategy, weights=float(weights), gradients=float(gradients),
                           slots=float(slots), padding=float(padding), activations=float(activations),
@@ -273,7 +293,7 @@ def memory_breakdown(plan, strategy, per_replica_batch, *, activation_scale=1.0,
     return out
 
 
-def _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce):
+def _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, overlap_grad_reduce, expert_ways=1):
     """``(weights, gradients, slots, padding, collective buffers, details)`` of
     :func:`memory_breakdown`: every part but the activations, which alone move with the batch (a
     sweep's points at other batches share these, :data:`_STATIC`)."""
@@ -294,10 +314,11 @@ def _batch_free_parts(plan, strategy, gather_prefetch, keep_gathered_weights, ov
         sharded_padded = plan.total("padded_size", "sharded")
         pad = plan.padding_elements
         repl = plan.replicated_elements
-        window, window_pad = gathered_window(plan, gather_prefetch, keep_gathered_weights)
-        biggest = max((b for b in plan.buckets if b.kind == "sharded"), key=lambda b: b.padded_elements,
-                      default=None)
-        reducing = biggest.padded_elements if biggest else 0
+        window, window_pad = gathered_window(plan, gather_prefetch, keep_gathered_weights, expert_ways)
+        own = _gathered_elements(plan, expert_ways)  # a device's whole gradient: its own experts' too
+        size = (lambda b: b.padded_elements) if own is None else (lambda b: own[b.index])
+        biggest = max((b for b in plan.buckets if b.kind == "sharded"), key=size, default=None)
+        reducing = size(biggest) if biggest else 0
         reducing_pad = biggest.padded_elements - biggest.elements if biggest else 0
         shards = sharded_padded / n * gb
         ab = plan.layer_gather_bytes  # the gathered buffers hold weights in the all-gather's dtype

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..inputs.memo import IdentityMemo
 from ..model.compute import compute_view, layer_times
+from ..model.layer_stack import moe_device_view
 
 __all__ = ["Z_95", "step_gradient", "band", "speedup_band", "has_bands", "band_names", "point_bands", "band_kind",
            "extrapolated_ranges", "UNMEASURED_CHIP_MXU_EFFICIENCY", "ELEMENTWISE_BYTES_RANGE"]
@@ -299,7 +300,11 @@ def point_bands(calibration, topology, run, options, results=None):
     names = band_names(calibration)
     kind, why = band_kind(calibration, topology.chip.name, options.software_stack)
     ranges = extrapolated_ranges(calibration, topology.chip.name, options.software_stack)
-    corners = _corner_times(plan.workload, topology, meta["per_replica_batch"], options.compute, ranges,
+    # what a device computes: an expert group's share of a mixture of experts, padded by the capacity factor
+    mesh = meta.get("mesh")
+    ways = 1 if mesh is None else mesh.mesh.expert * (mesh.dcn_mesh.expert if mesh.dcn_mesh is not None else 1)
+    computed = moe_device_view(plan.workload, ways, options.capacity_factor, options.expert_load_imbalance)
+    corners = _corner_times(computed, topology, meta["per_replica_batch"], options.compute, ranges,
                             spatial_ways=meta["spatial_ways"], remat=options.remat) if ranges else []
     grads, ops, out = {}, {}, {"strategies": {}, "speedups": {}, "kind": kind, "why": why}
     for s, r in results.items():
@@ -307,7 +312,7 @@ def point_bands(calibration, topology, run, options, results=None):
             out["strategies"][s] = (math.nan, math.nan)
             continue
         ops[s] = sum(op_counts(plan.workload, r.work, options.compute))
-        grads[s] = step_gradient(plan.workload, topology, meta["per_replica_batch"], options.compute,
+        grads[s] = step_gradient(computed, topology, meta["per_replica_batch"], options.compute,
                                  spatial_ways=meta["spatial_ways"], ops=ops[s],
                                  steps_per_loop=options.steps_per_loop, names=names,
                                  quantization=options.quantization)

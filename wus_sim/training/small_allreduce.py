@@ -29,9 +29,11 @@ SSD rows far from their measurements).
 import numpy as np
 
 from ..collectives import EXCHANGE_ALGORITHMS, analytic_time, collective_time
+from ..hardware.multislice import hierarchical_time
 from ..inputs.errors import ConfigError
+from .step_prefetch import bidirectional_for
 
-__all__ = ["small_allreduce", "small_allreduce_report", "batch_norm_allreduce_s", "compact_group"]
+__all__ = ["small_allreduce", "small_allreduce_s", "small_allreduce_report", "batch_norm_allreduce_s", "compact_group"]
 
 _PAIRWISE = EXCHANGE_ALGORITHMS
 """Candidates that need a power-of-two group (pairwise exchanges, no ring direction)."""
@@ -160,3 +162,23 @@ def compact_group(topology, cores):
         return list(range(cores))
     block = [x + topology.dims[0] * y for y in range(b) for x in range(a)]
     return [c * cpc + k for c in block for k in range(cpc)]
+
+
+def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None):
+    """Seconds of one latency-bound all-reduce over every replica (an optimizer norm of the
+    sharded update), as the step times it: :func:`small_allreduce` on *topology*; with a
+    *multislice*, hierarchical (:mod:`wus_sim.hardware.multislice`): the in-slice all-reduce by
+    :func:`small_allreduce`, the in-slice reduce-scatter/all-gather phases as the gradients'
+    (*ici_s*, default the step's algorithm), the cross-slice phase over the DCN."""
+    def small_ici_s(op, n):
+        if op == "all-reduce":
+            return small_allreduce(topology, n, options, bidirectional=bidirectional_for(options))[1]
+        if ici_s is not None:
+            return ici_s(op, n)
+        return collective_time(topology, op, options.algorithm, n, bidirectional=bidirectional_for(options),
+                               routing=options.routing) if n > 0 else 0.0
+
+    if multislice is None:
+        return small_ici_s("all-reduce", nbytes)
+    return hierarchical_time(multislice, "all-reduce", nbytes, small_ici_s,
+                             shard_across_slices=options.shard_across_slices)

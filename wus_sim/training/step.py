@@ -27,13 +27,13 @@ from ..model.calibration import load_calibration
 from ..model.compute import ComputeParams, memory_bound_time_s
 from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError, did_you_mean
 from ..inputs.memo import IdentityMemo
-from ..model.layer_stack import check_remat_policy, host_offload_parts, layer_times_under
+from ..model.layer_stack import check_remat_policy, host_offload_parts, layer_times_under, moe_device_view
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
 from ..hardware.network import check_routing
 from .parameters.params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
 from .update.planner import DEFAULT_BUCKET_BYTES, plan as make_plan
-from .small_allreduce import batch_norm_allreduce_s, small_allreduce
+from .small_allreduce import batch_norm_allreduce_s, small_allreduce_s  # noqa: F401 (cli step's)
 from .step_prefetch import bidirectional_for, bucket_gathers as _bucket_gathers, prefetch_collectives
 from .speedups import fully_sharded_over_sharded, speedup, speedups, speedups_if_replicated_fit  # noqa: F401 (API)
 from .update.strategies import BOTH, STRATEGIES, step_work, strategy_names  # noqa: F401 (mesh_step's)
@@ -104,6 +104,12 @@ class StepOptions:
     collective_matmul: bool = default_of("collective_matmul")
     """Mesh step: tensor-parallel collectives overlap the matmuls they feed or follow, decomposed
     (:mod:`wus_sim.training.parallelism.mesh_step`); False: each on the critical path, whole."""
+    capacity_factor: float = default_of("capacity_factor")
+    """Mixture of experts: MaxText's ``capacity_factor`` (<= 0 dropless, the default; > 0 each expert's
+    buffer is its even share x it: :mod:`wus_sim.model.ops.experts`)."""
+    expert_load_imbalance: float = default_of("expert_load_imbalance")
+    """Mixture of experts with an expert axis, dropless: the busiest expert's tokens over its even
+    share (1 = even routing; :func:`wus_sim.model.ops.experts.busiest_device_share`)."""
     quantization: str = default_of("quantization")
     """Matmul precision (:data:`wus_sim.model.ops.precision.QUANTIZATIONS`): ``int8`` runs the weight
     matmuls at the chip's int8 peak."""
@@ -205,28 +211,6 @@ class StepResult:
                 f"{format_bytes(m.capacity)} per replica>")
 
 
-def small_allreduce_s(topology, nbytes, options, multislice=None, *, ici_s=None):
-    """Seconds of one latency-bound all-reduce over every replica (an optimizer norm of the
-    sharded update), as the step times it: :func:`small_allreduce` on *topology*; with a
-    *multislice*, hierarchical (:mod:`wus_sim.hardware.multislice`): the in-slice all-reduce by
-    :func:`small_allreduce`, the in-slice reduce-scatter/all-gather phases as the gradients'
-    (*ici_s*, default the step's algorithm), the cross-slice phase over the DCN."""
-    from ..collectives import collective_time
-
-    def small_ici_s(op, n):
-        if op == "all-reduce":
-            return small_allreduce(topology, n, options, bidirectional=bidirectional_for(options))[1]
-        if ici_s is not None:
-            return ici_s(op, n)
-        return collective_time(topology, op, options.algorithm, n, bidirectional=bidirectional_for(options),
-                               routing=options.routing) if n > 0 else 0.0
-
-    if multislice is None:
-        return small_ici_s("all-reduce", nbytes)
-    return hierarchical_time(multislice, "all-reduce", nbytes, small_ici_s,
-                             shard_across_slices=options.shard_across_slices)
-
-
 _COMM_PARTS = IdentityMemo(maxsize=512)
 """A strategy's collective parts per slice and options (the points of a sweep that differ in
 batch share them: the collectives do not depend on it)."""
@@ -310,9 +294,12 @@ def _program(plan, work, topology, per_replica_batch, options, multislice=None):
     )
 
 
-def step_layer_times(workload, topology, per_replica_batch, options, *, spatial_ways=1):
+def step_layer_times(workload, topology, per_replica_batch, options, *, spatial_ways=1, expert_ways=1):
     """The layer times the step runs under ``options.remat`` / ``options.remat_policy``
-    (:func:`~wus_sim.model.layer_stack.layer_times_under`)."""
+    (:func:`~wus_sim.model.layer_stack.layer_times_under`), of what one device of an *expert_ways*-way
+    expert group runs with ``options.capacity_factor`` (:func:`~wus_sim.model.layer_stack.moe_device_view`:
+    *workload* itself without an expert axis or a capacity factor)."""
+    workload = moe_device_view(workload, expert_ways, options.capacity_factor, options.expert_load_imbalance)
     return layer_times_under(workload, topology, per_replica_batch, options.compute, spatial_ways=spatial_ways,
                              remat=options.remat, remat_policy=options.remat_policy, quantization=options.quantization)
 

@@ -11,7 +11,8 @@ tokens/s/device, the figure both MaxText's page and wus-sim state without a FLOP
 #1988; the error is therefore taken on throughput, and both MFUs are shown).
 
 A recipe's remat policy is run by its MaxText name (point key ``remat_policy``), a ``custom`` one
-with the tensors the recipe offloads.
+with the tensors the recipe offloads; its mesh with every axis it names (row 6's ``expert``) and
+its MoE ``capacity_factor`` (point key ``capacity_factor``).
 
 The expressible rows are measured rows of a software stack of their own (``maxtext-jax-2025``):
 the shipped calibration is fitted to them beside the MLPerf TPU-v3 rows (:func:`tiering_fit_rows`;
@@ -57,6 +58,9 @@ class TieringRow:
     weight_dtype: str
     opt_type: str
     moe: bool
+    capacity_factor: str
+    """MaxText's ``capacity_factor`` of the recipe (-1: dropless; > 0: padded expert buffers), empty for a
+    model without experts (:meth:`capacity`)."""
     expressible: bool
     why_not: str
     measured_mfu_pct: float
@@ -91,6 +95,11 @@ class TieringRow:
     def cores(self):
         """TensorCores of every slice (a v5p slice's name counts them, a v6e's counts chips of one core)."""
         return int(self.topology.rsplit("-", 1)[1]) * self.slices
+
+    @property
+    def capacity(self):
+        """:attr:`capacity_factor` as the point key takes it (MaxText's default -1, dropless, where empty)."""
+        return float(self.capacity_factor) if self.capacity_factor.strip() else -1.0
 
 
 TIERING_FILE = "maxtext_tiering.csv"
@@ -173,7 +182,7 @@ def _options(row, calibration, compute=None):
     cal = load_calibration(calibration)
     stack = software_stack(row)  # its own fitted values where the calibration has them, else the default's
     options = StepOptions(calibration=cal, compute=compute, quantization=row.quantization, remat_policy=policy,
-                          software_stack=stack if stack in cal.stacks else None)
+                          software_stack=stack if stack in cal.stacks else None, capacity_factor=row.capacity)
     return options, options.remat_policy
 
 

@@ -99,7 +99,7 @@ def test_moe_flops_per_token_count_the_active_experts():
     expected = L * (attn + 2 * h * 8 + 2 * 2 * 3 * h * ff) + 2 * h * V
     doc = imported("mixtral-8x7b.json")
     assert doc["fwd_flops"]["per_unit"] == expected
-    assert "top-k" in doc["sources"]["notes"] and "expert parallelism is not simulated" in doc["sources"]["notes"]
+    assert "top-k" in doc["sources"]["notes"] and "split by an expert mesh axis" in doc["sources"]["notes"]
     # DeepSeek-V2-Lite: 6 of 64 routed experts and 2 shared ones; scores 192 wide, values 128 wide
     h, heads, s = 2048, 16, 4096
     attn = 2 * (heads * 192 * h + 576 * h + heads * 256 * 512 + h * heads * 128) + 2 * s * heads * (192 + 128)

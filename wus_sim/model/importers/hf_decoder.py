@@ -22,9 +22,9 @@ def _window(cfg, family):
 def moe_note(experts, active, shared=0):
     """What an imported mixture of experts counts, said in the output."""
     also = f" and the {shared} shared expert(s) every token passes through" if shared else ""
-    return (f"mixture of experts: all {experts} routed experts' weights are trainable tensors, replicated, "
-            "sharded or fully sharded like any other (data parallelism and fully sharded only: expert "
-            f"parallelism is not simulated); FLOPs per token count the router, the {active} experts each token "
+    return (f"mixture of experts: all {experts} routed experts' weights are trainable tensors (experts.<j>.), "
+            "replicated, sharded or fully sharded like any other, or split by an expert mesh axis with all-to-all "
+            f"dispatch (wus_sim.model.ops.experts); FLOPs per token count the router, the {active} experts each token "
             f"is routed to (num_experts_per_tok, top-k){also}, routing taken as even")
 
 

@@ -3,8 +3,10 @@
 :mod:`.matmuls` (the matmuls of a layer with their M, K, N and dtypes, padded to the chip's MXU
 tiles and timed on a roofline: the ``shape`` compute model), :mod:`.precision` (int8 matmuls as
 AQT runs them: which matmuls, at which peak) and :mod:`.remat_names` (MaxText's remat policies by
-name: which named matmul outputs each saves, offloads or recomputes) and :mod:`.spatial` (a replica
-spatially partitioned over cores: the busiest core's rows, the halo exchange).
+name: which named matmul outputs each saves, offloads or recomputes), :mod:`.spatial` (a replica
+spatially partitioned over cores: the busiest core's rows, the halo exchange) and :mod:`.experts` (a
+mixture of experts' routed experts: which tensors, how many a token goes to, and the expert matmuls
+one device of an expert group runs).
 
 May import: the layers below model (hardware, inputs) and nothing of model's top modules, which
 build on it (:mod:`wus_sim.model.compute`).

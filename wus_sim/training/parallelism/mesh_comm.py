@@ -5,14 +5,15 @@ exposed wait between the fsdp and data axes."""
 from dataclasses import dataclass, replace
 import math
 
-from ...hardware.mesh import Mesh
+from ...hardware.mesh import DCN_AXES, Mesh, shown_axes
 from ...hardware.multislice import dcn_time_s, hierarchical_phases
 
 __all__ = ["MESH_PARTS", "MeshSummary"]
 
-MESH_PARTS = ("tensor_comm_s", "fsdp_comm_s", "data_comm_s")
-"""Breakdown parts a mesh step adds: ``tensor_comm_s`` is taken out of ``fwd_s``/``bwd_s`` (the
-layers wait on it), so the parts still add up; ``fsdp_comm_s`` + ``data_comm_s`` split
+MESH_PARTS = ("tensor_comm_s", "expert_comm_s", "fsdp_comm_s", "data_comm_s")
+"""Breakdown parts a mesh step adds: ``tensor_comm_s`` and ``expert_comm_s`` (the MoE layers'
+dispatch and combine all-to-alls) are taken out of ``fwd_s``/``bwd_s`` (the layers wait on
+them), so the parts still add up; ``fsdp_comm_s`` + ``data_comm_s`` split
 ``exposed_comm_s`` (the wait on fsdp gathers and reduce-scatters, and on the data axis's
 collectives: what the step would save with free fsdp collectives, and the rest)."""
 
@@ -42,18 +43,22 @@ class MeshSummary:
 
     def to_dict(self, topology=None):
         out = {"mesh": self.mesh.to_dict(), "dcn_mesh": None if self.dcn_mesh is None else
-               {a: getattr(self.dcn_mesh, a) for a in ("data", "fsdp")},
+               {a: getattr(self.dcn_mesh, a) for a in DCN_AXES},
                "layout": self.layout.describe(), "comm": self.comm, "path": self.path}
         if topology is not None:
             c = topology.cores_per_chip
-            out["groups"] = {a: self.layout.members(a) for a in ("tensor", "fsdp", "data")}
+            out["groups"] = {a: self.layout.members(a) for a in shown_axes(self.mesh)[::-1]}
             out["device"] = "TensorCore" if c > 1 else "chip"
         return out
 
 
+COMM_AXES = ("tensor", "expert", "fsdp", "data")
+"""The axes of a step's per-axis comm summary, in the order reports list them."""
+
+
 def no_comm():
     return {a: {"collectives": 0, "nbytes": 0.0, "busy_s": 0.0, "dcn_collectives": 0, "dcn_nbytes": 0.0,
-                "dcn_busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
+                "dcn_busy_s": 0.0} for a in COMM_AXES}
 
 
 def count_dcn(entry, phases):
@@ -71,6 +76,7 @@ def today_parts(result):
     exposed = b.get("exposed_comm_s", math.nan)
     fsdp = result.strategy == "fully-sharded"
     b["tensor_comm_s"] = 0.0 if result.status == "ok" else math.nan
+    b["expert_comm_s"] = b["tensor_comm_s"]
     b["fsdp_comm_s"] = exposed if fsdp else (0.0 if result.status == "ok" else math.nan)
     b["data_comm_s"] = (0.0 if result.status == "ok" else math.nan) if fsdp else exposed
     return replace(result, breakdown=b)
@@ -97,7 +103,7 @@ def today_comm(work, ms=None, dcn=None, options=None, devices=1):
     slice's *devices*) and the DCN seconds the step gives it."""
     fsdp = work.strategy == "fully-sharded"
     comm = {a: {"collectives": 0, "nbytes": 0.0, "busy_s": None, "dcn_collectives": 0, "dcn_nbytes": 0.0,
-                "dcn_busy_s": 0.0} for a in ("tensor", "fsdp", "data")}
+                "dcn_busy_s": 0.0} for a in COMM_AXES}
     axis = comm["fsdp" if fsdp else "data"]
     across = comm["data" if dcn is not None and dcn.data > 1 else "fsdp"]
     for c in tuple(work.grad_collectives) + tuple(work.all_gathers):

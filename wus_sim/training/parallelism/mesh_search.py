@@ -1,5 +1,6 @@
 """The fastest mesh that fits: every factorisation of a slice's devices into data x fsdp x tensor
-(and of the slices into data x fsdp over the DCN), every update strategy of the data axis and
+(x expert, for a model with mixture-of-experts layers: expert sizes that divide its routed experts;
+and of the slices into data x fsdp over the DCN), every update strategy of the data axis and
 every rematerialisation policy, simulated and ranked by step time.
 
 Every candidate runs one global batch: the one given, else the workload's default on the slice
@@ -23,11 +24,12 @@ candidate seen so far.
 from dataclasses import dataclass, replace
 import math
 
-from ...hardware.mesh import Mesh, factorisations
+from ...hardware.mesh import CORE_AXES, MESH_AXES, Mesh, factorisations
 from ...hardware.multislice import load_multislice
 from ...inputs.errors import ConfigError
 from ...collectives import clear_caches
 from ...inputs.memo import clear_memos
+from ...model.ops.experts import moe_layers
 from ...model.workload import REMAT_MODES, resolve_batch, resolve_replicas
 from ...model.workload_files import load_workload
 from .mesh_step import simulate_mesh
@@ -84,9 +86,11 @@ class Candidate:
                 "breakdown": {k: num(v) for k, v in self.breakdown.items()}}
 
 
-def dcn_factorisations(slices):
-    """Every mesh of *slices* slices over the DCN axes (data x fsdp)."""
-    return [Mesh(data=slices // f, fsdp=f) for f in range(1, slices + 1) if slices % f == 0]
+def dcn_factorisations(slices, expert=1):
+    """Every mesh of *slices* slices over the DCN axes data x fsdp, with *expert* slices an expert axis
+    (what a caller fixes: a search does not vary it)."""
+    rest = slices // expert if slices % expert == 0 else 0
+    return [Mesh(data=rest // f, fsdp=f, expert=expert) for f in range(1, rest + 1) if rest % f == 0]
 
 
 def default_global_batch(workload, slice_, slices=1):
@@ -112,7 +116,7 @@ class Search:
 
     *mesh* / *dcn_mesh*: fixed parts (a :class:`Mesh`; *mesh_axes* / *dcn_axes* name the axes the
     caller fixed, default those above 1): only meshes with those sizes on those axes run.
-    *replicas*: only meshes with that many data-parallel groups per slice (``data x fsdp``).
+    *replicas*: only meshes with that many data-parallel groups per slice (``data x fsdp x expert``).
     *remats*: the remat modes ranked; with ``options.remat_policy`` only ``'none'`` runs, under it.
     *global_batch*: every candidate's (default :func:`default_global_batch`); *per_replica_batch*
     instead gives ``per_replica_batch x`` the devices of every slice (pure data parallelism's)."""
@@ -179,15 +183,20 @@ class Search:
 
     def _meshes(self, fixed, dcn_fixed, replicas):
         """``[(dcn mesh or None, mesh)]`` to run and ``[(dcn, mesh, heads error)]`` beyond the heads."""
-        dcns = dcn_factorisations(self.slices) if self.slices > 1 else [None]
+        dcns = dcn_factorisations(self.slices, dcn_fixed.get("expert", 1)) if self.slices > 1 else [None]
         dcns = [d for d in dcns if all(getattr(d, a) == v for a, v in dcn_fixed.items())]
-        meshes = [m for m in factorisations(self.slice) if all(getattr(m, a) == v for a, v in fixed.items())
-                  and (replicas is None or m.data * m.fsdp == replicas)]
+        moe = moe_layers(self.workload)
+        # expert sizes join only for a model with experts, and only those that divide them
+        axes = CORE_AXES if moe is None else MESH_AXES
+        across = dcn_fixed.get("expert", 1)  # an expert axis across slices (fixed: never searched)
+        meshes = [m for m in factorisations(self.slice, axes) if all(getattr(m, a) == v for a, v in fixed.items())
+                  and (moe is None or moe.experts % (m.expert * across) == 0)
+                  and (replicas is None or m.data * m.fsdp * m.expert == replicas)]
         if self.slices > 1 and not dcns:
             raise ConfigError(f"fixes no mesh of the {self.slices} slices", key_path="dcn_mesh",
                               value=",".join(f"{a}={v}" for a, v in dcn_fixed.items()))
         if not meshes:
-            what = ", ".join([f"{a}={v}" for a, v in fixed.items()] + ([f"data x fsdp = {replicas}"] if replicas else []))
+            what = ", ".join([f"{a}={v}" for a, v in fixed.items()] + ([f"data x fsdp x expert = {replicas}"] if replicas else []))
             raise ConfigError(f"fixes no mesh of the {self.slice.num_replicas} devices of {self.slice.name} "
                               "(the sizes must divide them)", key_path="mesh" if fixed else "replicas", value=what)
         run, beyond = [], []

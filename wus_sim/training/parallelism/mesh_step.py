@@ -1,4 +1,5 @@
-"""One training step on a device mesh: data x fsdp x tensor in a slice, data x fsdp across slices.
+"""One training step on a device mesh: data x fsdp x tensor x expert in a slice, data x fsdp x expert
+across slices.
 
 :func:`simulate_mesh` is :func:`wus_sim.training.step.simulate_strategies` for a mesh
 (:mod:`wus_sim.hardware.mesh`). The update strategy is what the ``data`` axis does.
@@ -12,6 +13,10 @@
   - ``tensor`` T (:mod:`wus_sim.training.parallelism.tensor_parallel`): each device runs and holds ``1/T``
     of every layer; per layer the Megatron-LM activation collectives, reduce-scatter +
     all-gather on the tensor rings, on the layer's critical path.
+  - ``expert`` E (:mod:`wus_sim.training.parallelism.expert_parallel`): each MoE layer's routed
+    experts split E ways, every other weight and the batch sharded over it as over fsdp (MaxText's
+    logical axis rules); per MoE layer the dispatch and combine all-to-alls, forward and
+    backward, on the expert rings (or over the DCN), on the layer's critical path.
   - ``fsdp`` F: weights, gradients and optimizer state ``/ F``; each bucket's weights are
     all-gathered over the fsdp rings before its forward and again before its backward, its
     gradients reduce-scattered after; the gathers run ``gather_prefetch`` buckets ahead of the
@@ -35,14 +40,12 @@ sharding group, activations / T, the gathered buckets of fsdp.
 from dataclasses import dataclass, replace
 import math
 
-import numpy as np
-
 from ...collectives.schedules.groups import mesh_group
-from ...hardware.mesh import Mesh, layout, parse_mesh
-from ...hardware.multislice import dcn_time_s, hierarchical_phases, load_multislice
+from ...hardware.mesh import DCN_AXES, MESH_AXES, Mesh, layout, parse_mesh
+from ...hardware.multislice import dcn_phase_time_s, dcn_time_s, hierarchical_phases, load_multislice
 from ...inputs.errors import ConfigError
 from ...model.compute import memory_bound_time_s
-from ...model.layer_stack import matmul_shares, recompute_fractions
+from ...model.ops.experts import routed_padded_elements
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
 from ...model.workload import resolve_batch
 from ...model.workload_files import load_workload
@@ -50,8 +53,8 @@ from ..update.planner import plan as make_plan
 from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
                     step_layer_times, strategy_names, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .tensor_parallel import (check_tensor_heads, collective_matmul_exposed_s, split_workload, tensor_collective_layers,
-                              tensor_collective_nbytes)
+from .expert_parallel import EXPERT_SHARD_AXES, axes_size, bucket_parts, check_expert_mesh, expert_times
+from .tensor_parallel import check_tensor_heads, split_workload, tensor_times
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
 from .mesh_shared import _BUCKETS, _device_topology, _oom_text, _timeline
@@ -61,6 +64,8 @@ __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
 def _today(mesh, dcn, strategies, options):
     """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
     if mesh.tensor > 1 or (mesh.data > 1 and mesh.fsdp > 1) or (dcn is not None and dcn.data > 1 and dcn.fsdp > 1):
+        return None
+    if mesh.expert > 1 or (dcn is not None and dcn.expert > 1):
         return None
     fsdp = mesh.fsdp > 1 or (dcn is not None and dcn.fsdp > 1)
     if fsdp and mesh.data > 1:
@@ -97,7 +102,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
             topology = topology[1] or topology[0]
     topology, ms = load_multislice(topology)
     slices = 1 if ms is None else ms.slices
-    dcn = parse_mesh(dcn_mesh, key_path="dcn_mesh", axes=("data", "fsdp"))
+    dcn = parse_mesh(dcn_mesh, key_path="dcn_mesh", axes=DCN_AXES)
     if dcn is None and slices > 1:
         dcn = Mesh(data=slices)
     if dcn is not None and dcn.size != slices:
@@ -106,6 +111,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
     mesh = parse_mesh(mesh) or Mesh(data=topology.num_replicas)
     lay = layout(topology, mesh)
     check_tensor_heads(workload, mesh)
+    check_expert_mesh(workload, mesh, dcn)
     today = _today(mesh, dcn, strategies, options)
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
@@ -132,6 +138,8 @@ class _MeshStep:
         self.workload = workload
         self.optimizer = workload.default_optimizer if optimizer is None else optimizer
         self.split = split_workload(workload, mesh.tensor)
+        self.ep = mesh.expert * self.dcn.expert
+        """Devices an expert group spans, in the slice and across slices."""
         self._coll = {}
         """``(op, nbytes, axes) -> (seconds, cross-slice phases)``: a step asks for the same bucket
         sizes hundreds of times (a search's GPT-3 candidate: ~1,000 calls, a few dozen sizes)."""
@@ -162,13 +170,26 @@ class _MeshStep:
         def ici(phase_op, n):
             if group.size <= 1 or n <= 0:
                 return 0.0
+            if phase_op == "all-to-all":  # the collective's own default algorithm on the group
+                from ...collectives import default_alltoall_algorithm
+
+                return collective_time(self.topology, phase_op, default_alltoall_algorithm(self.topology, group), n,
+                                       group=group, routing=self.options.routing)
             return collective_time(self.topology, phase_op, self.options.algorithm, n, group=group,
                                    bidirectional=bidir, routing=self.options.routing)
 
-        across = math.prod(getattr(self.dcn, a) for a in axes if a in ("data", "fsdp"))
+        across = math.prod(getattr(self.dcn, a) for a in axes if a in DCN_AXES)
         if across <= 1:
             return ici(op, nbytes)
         ms = replace(self.ms, slices=across)
+        if op == "all-to-all":
+            # each device's blocks for the other slices go first, to its peers there at once (a direct
+            # exchange, as every DCN phase here: each chip carries its devices' buffers), then the
+            # in-slice all-to-all of the whole buffer
+            t = dcn_phase_time_s(ms, nbytes * self.topology.num_replicas / self.topology.num_chips)
+            if dcn is not None:
+                dcn.append((op, nbytes, t))
+            return t + ici(op, nbytes)
         scale = self.topology.num_replicas / max(group.size, 1)  # each chip carries its groups' shards
         total = 0.0
         for network, phase_op, n in hierarchical_phases(op, nbytes, shard_across_slices=True):
@@ -183,29 +204,33 @@ class _MeshStep:
 
     def dcn_axis(self, axes):
         """The axis whose slices a collective over *axes* crosses: data where data spans slices
-        (the fsdp shard's reduction across data replicas), else fsdp."""
-        return "data" if "data" in axes and self.dcn.data > 1 else "fsdp"
+        (the fsdp shard's reduction across data replicas), else fsdp, else expert where only it does."""
+        if "data" in axes and self.dcn.data > 1:
+            return "data"
+        return "expert" if "expert" in axes and self.dcn.expert > 1 and self.dcn.fsdp == 1 else "fsdp"
 
     # ------------------------------------------------------------ one strategy
     def _scheme(self, strategy):
-        """``(shards, memory strategy, sharding axes, gather axes)`` of *strategy* on this mesh."""
+        """``(shards, memory strategy, sharding axes, gather axes)`` of *strategy* on this mesh. The
+        expert axis shards as fsdp does (the routed experts' own split is the same ``1/E``)."""
         m, d = self.mesh, self.dcn
-        fsdp = m.fsdp * d.fsdp
+        fsdp = m.fsdp * d.fsdp * self.ep
         data = m.data * d.data
         if fsdp == 1:  # the strategy over the data axis, on the 1/T workload
             return data, strategy, ("data",), ("data",)
         if strategy == "fully-sharded" or data == 1:
-            return data * fsdp, "fully-sharded", ("data", "fsdp"), ("data", "fsdp")
-        return fsdp, "fully-sharded", ("fsdp",), ("fsdp",)  # hybrid: fsdp shards, data replicas
+            return data * fsdp, "fully-sharded", ("data",) + EXPERT_SHARD_AXES, ("data",) + EXPERT_SHARD_AXES
+        return fsdp, "fully-sharded", EXPERT_SHARD_AXES, EXPERT_SHARD_AXES  # hybrid: fsdp shards, data replicas
 
     def run(self, strategies, per_replica_batch, global_batch):
         o, m = self.options, self.mesh
-        groups = m.data * m.fsdp * self.dcn.size  # data-parallel groups (each T devices)
+        groups = m.data * m.fsdp * m.expert * self.dcn.size  # data-parallel groups (each T devices)
         batch = resolve_batch(self.workload, self.topology, groups, per_replica_batch=per_replica_batch,
                               global_batch=global_batch)
-        layers = step_layer_times(self.split, self.topology, batch, o, spatial_ways=1)
-        tp = self._tensor_times(batch, layers)
-        if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp > 1:
+        layers = step_layer_times(self.split, self.topology, batch, o, spatial_ways=1, expert_ways=self.ep)
+        tp = tensor_times(self.workload, self.split, o, m.tensor, batch, layers, self.coll_s)
+        ep = expert_times(self.workload, self.split, o, m, self.ep, batch, self.coll_s)
+        if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp * self.ep > 1:
             strategies = ("fully-sharded",)  # no data axis: the weights are sharded over fsdp, whatever is asked
         results, plan = {}, None
         for strategy in strategies:
@@ -213,7 +238,7 @@ class _MeshStep:
             # the slice itself when the shards are its devices (the same cuts as today's step)
             grid = self.topology if shards == self.topology.num_replicas else _device_topology(self.topology, shards)
             plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
-            results[strategy] = self._one(strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes,
+            results[strategy] = self._one(strategy, plan, batch, (tp, ep), layers, shards, mem_strategy, shard_axes,
                                           gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
                               next((r for r in results.values() if r.result.status == "ok"),
@@ -222,90 +247,14 @@ class _MeshStep:
         results = {s: r.result for s, r in results.items()}
         return StepRun(results=results, plan=plan, replicas=groups, spatial_ways=1, per_replica_batch=batch,
                        global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
-                       slices=self.dcn.size, replicas_per_slice=m.data * m.fsdp, multislice=self.ms, mesh=summary)
+                       slices=self.dcn.size, replicas_per_slice=m.data * m.fsdp * m.expert, multislice=self.ms,
+                       mesh=summary)
 
-    def _tensor_times(self, batch, layers):
-        """Per layer ``(forward_s, backward_s)`` the layers wait on their tensor-parallel collectives
-        (exposed), their totals ``(count, nbytes)`` per step, and their busy seconds (whole).
-        *layers*: the split workload's layer times (:func:`~wus_sim.training.step.step_layer_times`)."""
-        n = len(self.workload.layer_fwd_flops)
-        if self.mesh.tensor == 1:
-            return [0.0] * n, [0.0] * n, 0, 0.0, 0.0
-        nbytes = tensor_collective_nbytes(self.workload, batch)
-        per_layer = tensor_collective_layers(self.workload)
-        if not self.options.collective_matmul:
-            one = self.coll_s("reduce-scatter", nbytes, ("tensor",)) + self.coll_s("all-gather", nbytes, ("tensor",))
-            # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
-            remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
-            rerun = [remat] * n if self.options.remat_policy is None else self._reruns()
-            fwd = [f * one for f, _ in per_layer]
-            bwd = [(b + (f if r else 0)) * one for (f, b), r in zip(per_layer, rerun)]
-            count = 2 * sum(f + b + (f if r else 0) for (f, b), r in zip(per_layer, rerun))
-            return fwd, bwd, count, count / 2 * 2 * nbytes, float(sum(fwd) + sum(bwd))
-        return self._collective_matmul_times(nbytes, per_layer, layers)
-
-    def _reruns(self):
-        """Per layer, whether backward reruns its forward tensor collectives: ``remat`` layer or
-        full, or a ``remat_policy`` that recomputes one of the layer's weight matmuls (their inputs
-        and outputs are what the collectives make)."""
-        n = len(self.workload.layer_fwd_flops)
-        policy = self.options.remat_policy
-        if policy is None:
-            remat = self.options.remat in ("layer", "full") and self.split.rematerialises(self.options.remat)
-            return [remat] * n
-        if policy == "full":
-            return [bool(f > 0) for f in recompute_fractions(self.split, policy)]
-        flops = self.split.layer_fwd_flops
-        attention = self.split.layer_attention_flops
-        frac = recompute_fractions(self.split, policy)
-        # what the fraction holds beyond the attention kernel (rerun under every policy) is weight matmuls
-        return [bool(f > 0 and fl > 0 and f * fl - a > 1e-9 * fl) for f, fl, a in zip(frac, flops, attention)]
-
-    def _collective_matmul_times(self, nbytes, per_layer, layers):
-        """:meth:`_tensor_times` with collective matmuls (Wang et al. 2023, "Overlap Communication with
-        Dependent Computation via Decomposition in Large Deep Learning Models", ASPLOS '23; XLA's
-        windowed einsum on TPU).
-
-        A T-way all-gather that feeds a matmul runs as T-1 collective-permute steps, each moving
-        1/T of the data, while the matmul runs in T slices, each on the chunk already there; a
-        reduce-scatter after a matmul likewise, each step carrying the partial sums of the slice just
-        computed. One
-        end of the chain has nothing to overlap it, and where the collective outlasts the matmul its
-        excess waits too (:func:`~wus_sim.training.parallelism.tensor_parallel.collective_matmul_exposed_s`).
-
-        Which matmul: in forward, the all-gather feeds the column-parallel ones (Q, K, V; the MLP's
-        input projections) and the reduce-scatter follows the row-parallel one (the attention output
-        projection, the MLP's output), their time the layer's forward time x their FLOP share
-        (:func:`~wus_sim.model.layer_stack.matmul_shares`); in backward the transposes: the gradient's
-        all-gather feeds the row-parallel matmul's backward, the reduce-scatter follows the
-        column-parallel one's, each ``backward_flops_ratio`` x its forward. A rerun forward
-        (rematerialisation) overlaps its collectives as forward does. ``busy_s`` stays the collectives
-        whole."""
-        t = self.mesh.tensor
-        ag = self.coll_s("all-gather", nbytes, ("tensor",))
-        rs = self.coll_s("reduce-scatter", nbytes, ("tensor",))
-
-        def exposed(c, m):
-            return collective_matmul_exposed_s(c, m, t)
-
-        share_in, share_out = matmul_shares(self.split)
-        ratio = self.options.compute.backward_flops_ratio
-        fwd_base = np.asarray(layers.forward_s, dtype=float) - getattr(layers, "host_fwd_s", 0.0)
-        rerun = self._reruns()
-        fwd, bwd, count = [], [], 0
-        for i, ((f, b), r) in enumerate(zip(per_layer, rerun)):
-            m_in, m_out = fwd_base[i] * share_in[i], fwd_base[i] * share_out[i]
-            forward = exposed(ag, m_in) + exposed(rs, m_out)
-            backward = exposed(ag, ratio * m_out) + exposed(rs, ratio * m_in)
-            fwd.append(f * forward)
-            bwd.append(b * backward + (f * forward if r else 0.0))
-            count += 2 * (f + b + (f if r else 0))
-        busy = count / 2 * (ag + rs)
-        return fwd, bwd, count, count / 2 * 2 * nbytes, float(busy)
-
-    def _buckets(self, work, strategy, data_only, sharded_weights, shard_axes, gather_axes):
+    def _buckets(self, work, strategy, data_only, sharded_weights, shard_axes, gather_axes, routed):
         """The timeline buckets of *work* on this mesh, the same with free fsdp collectives, each
-        bucket's seconds on the data axis, and the fsdp and data axes' comm counts. Memoized
+        bucket's seconds on the data axis, and the fsdp and data axes' comm counts. *routed*: per
+        bucket, the fraction of its buffer in routed experts (an expert axis moves it apart:
+        :func:`~wus_sim.training.parallelism.expert_parallel.bucket_parts`). Memoized
         (:data:`_BUCKETS`): a search's remat modes of one mesh share them (only layer times and
         memory differ)."""
         comm = no_comm()
@@ -321,11 +270,23 @@ class _MeshStep:
             count_dcn(comm[self.dcn_axis(axes)], dcn)
             return t
 
+        def counts(axis, nbytes, op, axes, bucket):
+            """:func:`count` of a bucket's collective: with an expert axis its dense part over *axes*,
+            its routed part (a device's own experts) over *axes* without expert."""
+            if self.ep == 1 or "expert" not in axes:
+                return count(axis, nbytes, op, axes)
+            dense, own = bucket_parts(nbytes, routed[bucket], self.ep)
+            rest = tuple(a for a in axes if a != "expert")
+            t = count(axis, dense, op, axes) if dense > 0 else 0.0
+            if own > 0 and axes_size(self.mesh, self.dcn, rest) > 1:
+                t += count(axis, own, op, rest)
+            return t
+
         def gathered(g):
             if g is None:
                 return 0.0, 0.0
             axis = "fsdp" if sharded_weights else "data"
-            return g.nbytes, count(axis, g.nbytes, "all-gather", gather_axes)
+            return g.nbytes, counts(axis, g.nbytes, "all-gather", gather_axes, g.bucket)
 
         # each bucket's all-gathers after the update, before forward, before backward (what
         # step_prefetch.bucket_gathers finds by a scan per bucket, indexed once: the first of each)
@@ -339,14 +300,14 @@ class _MeshStep:
         for c in work.grad_collectives:
             after, fwd_g, bwd_g = (gathered(index.get(c.bucket)) for index in by_bucket)
             if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
-                t = count("fsdp", c.nbytes, "reduce-scatter", ("fsdp",))
-                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp)
+                t = counts("fsdp", c.nbytes, "reduce-scatter", EXPERT_SHARD_AXES, c.bucket)
+                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp * self.ep)
                 ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
                 on_data = sum(count("data", part, op, ("data",)) for op in ops)
                 t += on_data
             else:
                 axis = "fsdp" if (sharded_weights and c.op == "reduce-scatter") else "data"
-                t = count(axis, c.nbytes, c.op, shard_axes)
+                t = counts(axis, c.nbytes, c.op, shard_axes, c.bucket)
                 on_data = t if axis == "data" else 0.0
             data_part.append(on_data)
             bucket = dict(name=f"bucket {c.bucket}", first_layer=c.first_layer, layers=tuple(c.layers), grad_op=c.op,
@@ -358,36 +319,45 @@ class _MeshStep:
             free.append(TimelineBucket(**bucket, grad_time_s=on_data, fwd_gather_time_s=0.0, bwd_gather_time_s=0.0))
         return tuple(buckets), tuple(free), tuple(data_part), {a: comm[a] for a in ("fsdp", "data")}
 
-    def _one(self, strategy, plan, batch, tp, layers, shards, mem_strategy, shard_axes, gather_axes):
+    def _one(self, strategy, plan, batch, layer_comm, layers, shards, mem_strategy, shard_axes, gather_axes):
         o = self.options
-        tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy = tp
+        (tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy), (ep_fwd, ep_bwd, ep_count, ep_nbytes, ep_busy, ep_dcn) = layer_comm
         work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
-        data_only = strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded" and shard_axes == ("fsdp",)
+        data_only = (strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded"
+                     and shard_axes == EXPERT_SHARD_AXES)
         data_n = self.mesh.data * self.dcn.data
         gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
                       overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
                       remat_policy=o.remat_policy)
-        memory = memory_breakdown(plan, mem_strategy, batch, **gather)
+        memory = memory_breakdown(plan, mem_strategy, batch, **gather, expert_ways=self.ep)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
         if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
             nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
             return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
                                        error=_oom_text(memory, self.mesh, batch)), no_comm())
-        fwd_s = [float(t) + x for t, x in zip(layers.forward_s, tp_fwd)]
-        bwd_s = [float(t) + x for t, x in zip(layers.backward_s, tp_bwd)]
+        # the layers wait on their tensor collectives and their expert all-to-alls
+        fwd_s = [float(t) + x + e for t, x, e in zip(layers.forward_s, tp_fwd, ep_fwd)]
+        bwd_s = [float(t) + x + e for t, x, e in zip(layers.backward_s, tp_bwd, ep_bwd)]
         comm = no_comm()
         comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=tp_busy)
+        comm["expert"].update(collectives=ep_count, nbytes=float(ep_nbytes), busy_s=ep_busy)
+        count_dcn(comm["expert"], ep_dcn * ep_count)
         # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
         # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
         sharded_weights = mem_strategy == "fully-sharded"
 
+        if self.ep > 1:
+            own = routed_padded_elements(plan)
+            routed = {b.index: own[b.index] / b.padded_elements if b.padded_elements else 0.0 for b in plan.buckets}
+        else:
+            routed = None
         buckets, free, data_part, axis_comm = _BUCKETS.get(
             (work, self.topology, self.ms),
             (strategy, data_only, sharded_weights, shard_axes, gather_axes, str(self.mesh), str(self.dcn),
              o.algorithm, bidirectional_for(o), o.routing),
-            lambda: self._buckets(work, strategy, data_only, sharded_weights, shard_axes, gather_axes))
+            lambda: self._buckets(work, strategy, data_only, sharded_weights, shard_axes, gather_axes, routed))
         for axis, entry in axis_comm.items():
             comm[axis] = dict(entry)
         upd = update_work(plan, mem_strategy)
@@ -397,7 +367,7 @@ class _MeshStep:
         work = replace(work, update=upd)
         update_s = (memory_bound_time_s(upd.bytes_moved, upd.flops, self.topology, o.compute)
                     + upd.kernels * o.compute.op_overhead_s)
-        extra = tuple(self.coll_s(c.op, c.nbytes, ("data", "fsdp", "tensor")) for c in work.extra_allreduces)
+        extra = tuple(self.coll_s(c.op, c.nbytes, MESH_AXES) for c in work.extra_allreduces)
 
         def program(bks):
             return StepProgram(
@@ -412,10 +382,14 @@ class _MeshStep:
         breakdown = _with_op_launch(dict(tl.breakdown), self.split, work, o.compute)
         with_host_offload(breakdown, layers)
         breakdown["tensor_comm_s"] = tensor_s = float(sum(tp_fwd) + sum(tp_bwd))
-        # the layers wait on their tensor collectives: counted apart from the compute
-        fwd_tp = float(sum(tp_fwd))
+        breakdown["expert_comm_s"] = expert_s = float(sum(ep_fwd) + sum(ep_bwd))
+        # the layers wait on their tensor collectives and all-to-alls: counted apart from the compute
+        fwd_tp, fwd_ep = float(sum(tp_fwd)), float(sum(ep_fwd))
         breakdown["fwd_s"] -= fwd_tp
         breakdown["bwd_s"] -= tensor_s - fwd_tp
+        if self.ep > 1:
+            breakdown["fwd_s"] -= fwd_ep
+            breakdown["bwd_s"] -= expert_s - fwd_ep
         fsdp_s = 0.0
         # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives (none
         # to split when nothing waits: the second timeline would give 0 again)

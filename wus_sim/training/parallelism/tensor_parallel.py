@@ -33,10 +33,10 @@ import numpy as np
 
 from ...inputs.errors import ConfigError
 from ...inputs.memo import IdentityMemo
-from ...model.layer_stack import layer_stack
+from ...model.layer_stack import layer_stack, matmul_shares, recompute_fractions
 
 __all__ = ["check_tensor_heads", "split_workload", "model_width", "tensor_collective_layers", "tensor_collective_nbytes",
-           "collective_matmul_exposed_s"]
+           "collective_matmul_exposed_s", "forward_reruns", "tensor_times"]
 
 
 def _split_shape(shape, ways):
@@ -149,3 +149,84 @@ def collective_matmul_exposed_s(collective_s, matmul_s, ways):
         return 0.0
     step = collective_s / (ways - 1)
     return min(collective_s, step + max(0.0, collective_s - matmul_s))
+
+
+def forward_reruns(split, options):
+    """Per layer of *split* (a device's share of the workload), whether backward reruns its forward
+    (and so the collectives that forward waits on): ``remat`` layer or full, or a ``remat_policy``
+    that recomputes one of the layer's weight matmuls (their inputs and outputs are what the
+    collectives make)."""
+    n = len(split.layer_fwd_flops)
+    policy = options.remat_policy
+    if policy is None:
+        remat = options.remat in ("layer", "full") and split.rematerialises(options.remat)
+        return [remat] * n
+    if policy == "full":
+        return [bool(f > 0) for f in recompute_fractions(split, policy)]
+    flops = split.layer_fwd_flops
+    attention = split.layer_attention_flops
+    frac = recompute_fractions(split, policy)
+    # what the fraction holds beyond the attention kernel (rerun under every policy) is weight matmuls
+    return [bool(f > 0 and fl > 0 and f * fl - a > 1e-9 * fl) for f, fl, a in zip(frac, flops, attention)]
+
+
+def tensor_times(workload, split, options, tensor, batch, layers, coll_s):
+    """Per layer ``(forward_s, backward_s)`` the layers wait on their tensor-parallel collectives
+    (exposed), their totals ``(count, nbytes)`` per step, and their busy seconds (whole), for a
+    *tensor*-way axis: *split* is a device's share of *workload*, *batch* a data-parallel group's,
+    *layers* the split's layer times (:func:`~wus_sim.training.step.step_layer_times`), *coll_s* the
+    step's ``coll_s(op, nbytes, axes)``."""
+    n = len(workload.layer_fwd_flops)
+    if tensor == 1:
+        return [0.0] * n, [0.0] * n, 0, 0.0, 0.0
+    nbytes = tensor_collective_nbytes(workload, batch)
+    per_layer = tensor_collective_layers(workload)
+    rerun = forward_reruns(split, options)
+    if not options.collective_matmul:
+        one = coll_s("reduce-scatter", nbytes, ("tensor",)) + coll_s("all-gather", nbytes, ("tensor",))
+        # backward runs the forward's again (selective keeps the matmul outputs the collectives make)
+        fwd = [f * one for f, _ in per_layer]
+        bwd = [(b + (f if r else 0)) * one for (f, b), r in zip(per_layer, rerun)]
+        count = 2 * sum(f + b + (f if r else 0) for (f, b), r in zip(per_layer, rerun))
+        return fwd, bwd, count, count / 2 * 2 * nbytes, float(sum(fwd) + sum(bwd))
+    return _collective_matmul_times(split, options, tensor, nbytes, per_layer, layers, rerun, coll_s)
+
+
+def _collective_matmul_times(split, options, t, nbytes, per_layer, layers, rerun, coll_s):
+    """:func:`tensor_times` with collective matmuls (Wang et al. 2023, "Overlap Communication with
+    Dependent Computation via Decomposition in Large Deep Learning Models", ASPLOS '23; XLA's
+    windowed einsum on TPU).
+
+    A T-way all-gather that feeds a matmul runs as T-1 collective-permute steps, each moving
+    1/T of the data, while the matmul runs in T slices, each on the chunk already there; a
+    reduce-scatter after a matmul likewise, each step carrying the partial sums of the slice just
+    computed. One end of the chain has nothing to overlap it, and where the collective outlasts the
+    matmul its excess waits too (:func:`collective_matmul_exposed_s`).
+
+    Which matmul: in forward, the all-gather feeds the column-parallel ones (Q, K, V; the MLP's
+    input projections) and the reduce-scatter follows the row-parallel one (the attention output
+    projection, the MLP's output), their time the layer's forward time x their FLOP share
+    (:func:`~wus_sim.model.layer_stack.matmul_shares`); in backward the transposes: the gradient's
+    all-gather feeds the row-parallel matmul's backward, the reduce-scatter follows the
+    column-parallel one's, each ``backward_flops_ratio`` x its forward. A rerun forward
+    (rematerialisation) overlaps its collectives as forward does. ``busy_s`` stays the collectives
+    whole."""
+    ag = coll_s("all-gather", nbytes, ("tensor",))
+    rs = coll_s("reduce-scatter", nbytes, ("tensor",))
+
+    def exposed(c, m):
+        return collective_matmul_exposed_s(c, m, t)
+
+    share_in, share_out = matmul_shares(split)
+    ratio = options.compute.backward_flops_ratio
+    fwd_base = np.asarray(layers.forward_s, dtype=float) - getattr(layers, "host_fwd_s", 0.0)
+    fwd, bwd, count = [], [], 0
+    for i, ((f, b), r) in enumerate(zip(per_layer, rerun)):
+        m_in, m_out = fwd_base[i] * share_in[i], fwd_base[i] * share_out[i]
+        forward = exposed(ag, m_in) + exposed(rs, m_out)
+        backward = exposed(ag, ratio * m_out) + exposed(rs, ratio * m_in)
+        fwd.append(f * forward)
+        bwd.append(b * backward + (f * forward if r else 0.0))
+        count += 2 * (f + b + (f if r else 0))
+    busy = count / 2 * (ag + rs)
+    return fwd, bwd, count, count / 2 * 2 * nbytes, float(busy)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import hashlib
 import json
 
-from ...hardware.mesh import mesh_json_schema, mesh_text
+from ...hardware.mesh import DCN_AXES, MESH_AXES, mesh_json_schema, mesh_text
 from ...hardware.network import DEFAULT_ROUTING
 from ...hardware.topology_files import OVERRIDE_RANGES
 from ...inputs.limits import RATE_RANGES
@@ -174,7 +174,7 @@ def _check_mesh(value, base_dir=None):
 
 
 def _check_dcn_mesh(value, base_dir=None):
-    return mesh_text(value, axes=("data", "fsdp"), key_path="dcn_mesh")
+    return mesh_text(value, axes=DCN_AXES, key_path="dcn_mesh")
 
 
 def _remat_policy(value, base_dir=None):
@@ -248,6 +248,19 @@ POINT_KEYS = _table(
                   "XLA's collective matmul (Wang et al. 2023), decomposed into steps beside the matmul it feeds "
                   "or follows; tensor_comm_s is the exposed part: one step + what the collective outlasts the "
                   "matmul by. false: every tensor collective on the critical path, whole."),
+    Param("capacity_factor", "number", default=-1.0, nullable=False, minimum=-1, maximum=64,
+          meaning="Mixture of experts: MaxText's capacity_factor (src/maxtext/configs/base.yml: -1.0, 'no dropping "
+                  "by default'). <= 0: dropless, each expert runs the tokens routed to it, no padding (the default); "
+                  "> 0: each expert's token buffer is its even share x capacity_factor (tokens beyond it dropped, "
+                  "the rest padding: src/maxtext/layers/moe.py, generate_masks), so its matmuls and the tokens the "
+                  "expert all-to-alls carry scale by it. Models without MoE layers are unchanged."),
+    Param("expert_load_imbalance", "number", default=1.0, nullable=False, minimum=1, maximum=4096,
+          meaning="Mixture of experts, dropless, with an expert mesh axis: the busiest routed expert's tokens over "
+                  "its even share (1 = even routing, the default: an assumption, the balance a load-balancing loss "
+                  "drives routing to, Fedus et al. 2021, Switch Transformers, arXiv 2101.03961, sec. 2.2; measure "
+                  "or sweep it); the other experts share the rest evenly, and the busiest device's expert matmuls "
+                  "and all-to-alls set the step (at most the routed experts). No effect with a capacity_factor "
+                  "> 0 (its buffers are fixed) or without an expert axis."),
     Param("quantization", "choice", default="none", nullable=False, choices=("none", "int8"),
           meaning="Matmul precision: none = bf16 at the chip's bf16 peak; int8 = the weight matmuls, forward and "
                   "backward, at the chip's int8 peak (chips.yaml `peak_int8_TOPs`), as AQT-quantized training "
@@ -301,17 +314,20 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor (e.g. fsdp=64,tensor=4), or a mapping",
+    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor, expert (e.g. fsdp=64,tensor=4), or a "
+                                    "mapping",
           meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
-                  "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer) and "
-                  "tensor (each layer split, Megatron-LM); their product is the slice's devices (chips with "
-                  "megacore, TensorCores otherwise), missing axes 1; null = data over every device (today's "
-                  "data parallelism). See docs/mesh.md.",
-          check=_check_mesh, value_schema=mesh_json_schema(("data", "fsdp", "tensor"))),
-    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp (e.g. data=4), or a mapping",
-          meaning="Mesh across slices (MaxText's dcn_*_parallelism): data and/or fsdp over the data-center "
-                  "network; its product is the number of slices (it sets `slices`); null = data over the slices.",
-          check=_check_dcn_mesh, value_schema=mesh_json_schema(("data", "fsdp"))),
+                  "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), "
+                  "tensor (each layer split, Megatron-LM) and expert (each MoE layer's routed experts split, tokens "
+                  "exchanged by all-to-alls; fsdp for the rest of the model); their product is the slice's devices "
+                  "(chips with megacore, TensorCores otherwise), missing axes 1; null = data over every device "
+                  "(today's data parallelism). See docs/mesh.md.",
+          check=_check_mesh, value_schema=mesh_json_schema(MESH_AXES)),
+    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp, expert (e.g. data=4), or a mapping",
+          meaning="Mesh across slices (MaxText's dcn_*_parallelism): data, fsdp and/or expert over the "
+                  "data-center network; its product is the number of slices (it sets `slices`); null = data over "
+                  "the slices.",
+          check=_check_dcn_mesh, value_schema=mesh_json_schema(DCN_AXES)),
     Param("dcn_GBps", "number", minimum=RATE_RANGES["dcn_GBps"][0], maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
                   "the chip's `dcn_GBps` in chips.yaml (with its source; a chip without one: 6.25 GB/s, an assumption the "
