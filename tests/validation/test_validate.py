@@ -337,7 +337,13 @@ def test_step_prints_and_returns_the_error_its_numbers_were_checked_to(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["checked"]["leave_one_benchmark_out_median_abs"] == checked["leave_one_benchmark_out_median_abs"]
     over = f" (over: {', '.join(checked['over_bound'])})" if checked["over_bound"] else ""
-    assert line.endswith(f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept{over}")
+    assert (f"; {checked['bound_rows_within']} of {checked['bound_rows']} upper bounds kept{over}; today's LLM runs"
+            in line)
+    # and today's LLM runs, each model predicted by a fit that never saw it
+    assert line.endswith(f"over {checked['leave_one_model_out_rows']} measured step times: median |error| "
+                         f"{checked['leave_one_model_out_median_abs']:.1%}, worst "
+                         f"{checked['leave_one_model_out_worst_abs']:.1%}")
+    assert doc["checked"]["leave_one_model_out_rows"] == len(tiering_fit_rows())
     # no error is claimed for numbers the calibration did not produce, and the line says why
     for extra, why in ((["--calibration", "none"], "uncalibrated physics"),
                        (["--mxu-efficiency", "0.5"], "a fitted value is overridden")):

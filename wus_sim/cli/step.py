@@ -33,7 +33,7 @@ from .options import (add_fault_options, add_flag, add_json_option, add_mesh_opt
                       add_software_stack_option, fault_option_errors, fault_values, mesh_placement,
                       placement_option_errors, software_stack_value)
 
-from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line, throughput_columns
+from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line, if_fit_report, throughput_columns
 from .cost_lines import add_price_option, add_step_costs, step_cost_lines
 
 __all__ = ["add_parser", "run"]
@@ -192,7 +192,7 @@ def run(args):
 
     report["quantization_note"] = None if options.quantization == "none" else precision_line(
         topology, options.quantization, matrix_efficiency(options.compute), options.calibration_id)
-    report.update(_if_fit_report(results))
+    report.update(if_fit_report(results))
     from ..training.small_allreduce import small_allreduce_report
 
     report["small_allreduces"] = small = small_allreduce_report(meta["plan"], topology, options,
@@ -235,17 +235,6 @@ def _multislice_phases(multislice, op, nbytes, ici_phases, shard_across_slices):
             return None  # an in-slice part without exact phases: draw none (as for one slice)
         out.extend((f"slice {label}", t) for label, t in parts)
     return out
-
-
-def _if_fit_report(results):
-    """``speedup_if_replicated_fit`` and ``fully_sharded_over_sharded`` of ``--json`` (null where
-    they do not apply)."""
-    from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
-
-    fit = speedups_if_replicated_fit(results)
-    nan_none = lambda v: None if math.isnan(v) else v  # noqa: E731
-    return {"speedup_if_replicated_fit": {s: nan_none(v) for s, v in fit.items()} if len(results) > 1 else None,
-            "fully_sharded_over_sharded": nan_none(fully_sharded_over_sharded(results))}
 
 
 def _json_default(x):

@@ -1,6 +1,9 @@
 """The header lines of ``wus-sim step``'s text output that explain a point: what the
 calibration was checked on, the multislice's DCN figures, the remat policy; and the MaxText units
-(MFU, TFLOP/s, tokens/s per device) of each strategy's columns."""
+(MFU, TFLOP/s, tokens/s per device) of each strategy's columns; and ``--json``'s speedups had the
+replicated update fit."""
+
+import math
 
 __all__ = []
 
@@ -51,3 +54,14 @@ def throughput_columns(run, strategy, topology):
     mf = run.throughput(strategy, topology)
     keys = ("mfu", "tflops_per_s_per_device", "tokens_per_s_per_device")
     return dict.fromkeys(keys) if mf is None else {k: mf.to_dict()[k] for k in keys}
+
+
+def if_fit_report(results):
+    """``speedup_if_replicated_fit`` and ``fully_sharded_over_sharded`` of ``--json`` (null where
+    they do not apply)."""
+    from ..training.step import fully_sharded_over_sharded, speedups_if_replicated_fit
+
+    fit = speedups_if_replicated_fit(results)
+    nan_none = lambda v: None if math.isnan(v) else v  # noqa: E731
+    return {"speedup_if_replicated_fit": {s: nan_none(v) for s, v in fit.items()} if len(results) > 1 else None,
+            "fully_sharded_over_sharded": nan_none(fully_sharded_over_sharded(results))}
