@@ -250,3 +250,11 @@ def test_shipped_files_and_the_page_are_what_the_tool_writes(tmp_path):
         assert (tmp_path / f"{name}.yaml").read_text() == Path(load_workload(name).path).read_text(), name
     page = Path(__file__).resolve().parents[3] / "docs" / "maxtext-models.md"
     assert (tmp_path / "page.md").read_text() == page.read_text()
+
+
+def test_the_import_page_names_every_key_read():
+    from wus_sim.model.importers.maxtext_keys import BASE_DEFAULTS
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "importing-models.md").read_text()
+    section = page.split("## MaxText model files")[1].split("\n## ")[0]
+    assert [k for k in BASE_DEFAULTS if f"`{k}`" not in section] == []

@@ -7,9 +7,11 @@ and why: :mod:`.importers`.
 import math
 from pathlib import Path
 
+from ...inputs.errors import ConfigError
+
 from .hf_families import activation_terms
 
-__all__ = ["build_document", "HF_MODELING", "CITE_FLOPS", "CITE_ACTIVATIONS"]
+__all__ = ["build_document", "check_sequence_length", "HF_MODELING", "CITE_FLOPS", "CITE_ACTIVATIONS"]
 
 HF_MODELING = "github.com/huggingface/transformers, src/transformers/models/{t}/modeling_{t}.py"
 CITE_FLOPS = ("matmuls 2 x MACs per token; attention 4 x s x heads x head_dim per token per layer, "
@@ -82,3 +84,11 @@ def build_document(cfg, family, builder, seq, seq_why, *, name, config, tensors=
         "tensors": model.tensors,
     }
     return doc
+
+
+def check_sequence_length(sequence_length):
+    """Refuse a *sequence_length* that is not None or a whole number in [1, 2^24]."""
+    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(sequence_length, int)
+                                        or sequence_length < 1 or sequence_length > 2**24):
+        raise ConfigError("must be a whole number in [1, 16777216]", key_path="sequence_length",
+                          value=sequence_length)

@@ -52,7 +52,7 @@ from ...inputs.errors import ConfigError
 from ...inputs.limits import MAX_CHECKPOINT_TENSORS, MAX_HEADER_BYTES, MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
 from ...inputs.text import excerpt
 
-from .document import build_document
+from .document import build_document, check_sequence_length
 from .hf_families import BUILDERS, FAMILIES, HFConfig, check_family, default_sequence
 
 __all__ = ["FAMILIES", "import_workload", "workload_document", "workload_yaml", "read_safetensors_header"]
@@ -202,14 +202,6 @@ def _resolve(path):
     if path.suffix == ".safetensors" or path.name.endswith(".safetensors.index.json"):
         return path.parent / "config.json", path
     return path, None
-
-
-def check_sequence_length(sequence_length):
-    """Refuse a *sequence_length* that is not None or a whole number in [1, 2^24]."""
-    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(sequence_length, int)
-                                        or sequence_length < 1 or sequence_length > 2**24):
-        raise ConfigError("must be a whole number in [1, 16777216]", key_path="sequence_length",
-                          value=sequence_length)
 
 
 def workload_document(path, *, sequence_length=None, name=None, source=None):

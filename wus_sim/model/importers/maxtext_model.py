@@ -30,7 +30,8 @@ from .hf_families import HFConfig
 from .maxtext_keys import (BASE_DEFAULTS, BLOCK_FLAGS, MAXTEXT_SOURCE, REFUSED_BLOCKS, REFUSED_FEATURES,
                            key_kind)
 
-__all__ = ["BLOCKS", "read_model_file", "maxtext_dims", "maxtext_config", "maxtext_document", "MaxTextConfig"]
+__all__ = ["BLOCKS", "read_model_file", "maxtext_dims", "maxtext_config", "maxtext_document", "maxtext_workload",
+           "MaxTextConfig"]
 
 BLOCKS = ("llama2", "mistral", "mixtral", "gemma", "gemma2", "gemma3", "gpt3", "qwen2", "qwen3", "qwen3_moe",
           "deepseek", "llama4", "gpt_oss", "olmo3", "envy")
@@ -269,3 +270,14 @@ def maxtext_document(keys, *, file=None, sequence_length=None, name=None, source
     if run:
         doc["sources"]["maxtext_run_keys"] = "; ".join(f"{k} {v}" for k, v in run.items())
     return doc
+
+
+def maxtext_workload(keys, *, sequence_length=None, name=None, file=None):
+    """The :class:`~wus_sim.model.workload.Workload` of MaxText model keys (:func:`maxtext_document`):
+    what a run's ``global_parameter_scale`` and ``base_*`` keys describe, e.g.
+    ``maxtext_workload({"global_parameter_scale": 8})`` for MaxText's default model at scale 8."""
+    from .document import check_sequence_length
+    from ..workload_files import workload_from_document
+
+    check_sequence_length(sequence_length)
+    return workload_from_document(maxtext_document(keys, file=file, sequence_length=sequence_length, name=name), None)
