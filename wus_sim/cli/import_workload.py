@@ -4,7 +4,7 @@ file from a Hugging Face ``config.json``, a safetensors checkpoint's headers or 
 PATH is a ``config.json``, a ``.safetensors`` file, a ``model.safetensors.index.json`` or a folder
 holding them (a checkpoint needs the ``config.json`` beside it); nothing is downloaded and of a
 checkpoint only the headers are read (:mod:`wus_sim.model.importers.importers`). A ``.yml``/``.yaml``
-PATH is a MaxText model file (``configs/models/NAME.yml``, or ``base_*`` keys with
+PATH (or a JSON without ``model_type`` whose keys are MaxText's) is a MaxText model file (``configs/models/NAME.yml``, or ``base_*`` keys with
 ``global_parameter_scale``: :mod:`wus_sim.model.importers.maxtext_model`). The YAML goes to FILE, or
 to stdout; ``wus-sim describe workload FILE`` and every other command read it.
 """

@@ -258,3 +258,16 @@ def test_the_import_page_names_every_key_read():
     page = (Path(__file__).resolve().parents[3] / "docs" / "importing-models.md").read_text()
     section = page.split("## MaxText model files")[1].split("\n## ")[0]
     assert [k for k in BASE_DEFAULTS if f"`{k}`" not in section] == []
+
+
+def test_a_maxtext_model_is_told_by_its_keys(tmp_path, capsys):
+    (tmp_path / "m.json").write_text('{"base_emb_dim": 1024, "base_num_decoder_layers": 4}')   # no model_type
+    (tmp_path / "empty.yml").write_text("")                                                    # the default model
+    (tmp_path / "workload.yml").write_text("name: x\nparams: 3\n")                            # not MaxText's keys
+    assert run_cli(capsys, "import-workload", str(tmp_path / "m.json"), "--out", str(tmp_path / "m.yaml"))[0] == 0
+    k = {**BASE, "base_emb_dim": 1024, "base_num_decoder_layers": 4}
+    assert load_workload(str(tmp_path / "m.yaml")).params == maxtext_params(k)
+    assert run_cli(capsys, "import-workload", str(tmp_path / "empty.yml"), "--out", str(tmp_path / "d.yaml"))[0] == 0
+    assert load_workload(str(tmp_path / "d.yaml")).params == load_workload("default").params == maxtext_params(BASE)
+    code, out, err = run_cli(capsys, "import-workload", str(tmp_path / "workload.yml"))
+    assert code == 2 and len(err.splitlines()) == 1 and "is not a MaxText model file" in err

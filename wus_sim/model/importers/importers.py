@@ -54,6 +54,7 @@ from ...inputs.text import excerpt
 
 from .document import build_document, check_sequence_length
 from .hf_families import BUILDERS, FAMILIES, HFConfig, check_family, default_sequence
+from .maxtext_keys import is_maxtext_model
 
 __all__ = ["FAMILIES", "import_workload", "workload_document", "workload_yaml", "read_safetensors_header"]
 
@@ -215,16 +216,27 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError("must be a workload name (a non-empty str) or None", key_path="name", value=name)
     config_path, checkpoint = _resolve(path)
-    if checkpoint is None and config_path.suffix in (".yml", ".yaml"):
-        from .maxtext_model import maxtext_document, read_model_file
-
-        check_sequence_length(sequence_length)
-        return maxtext_document(read_model_file(config_path), file=config_path, sequence_length=sequence_length,
-                                name=name or config_path.stem, source=source)
     if checkpoint is not None and not config_path.is_file():
         raise ConfigError(f"has no config.json beside it ({config_path}) to take FLOPs and layers from",
                           file=checkpoint)
-    cfg = HFConfig(_read_json(config_path, "Hugging Face config"), config_path)
+    yml = checkpoint is None and config_path.suffix in (".yml", ".yaml")
+    if yml:
+        from .maxtext_model import read_model_file
+
+        doc = read_model_file(config_path)
+    else:
+        doc = _read_json(config_path, "Hugging Face config")
+    if checkpoint is None and (yml or is_maxtext_model(doc)):  # a MaxText model file, told by its keys
+        from .maxtext_model import maxtext_document
+
+        if doc and not is_maxtext_model(doc):  # an empty file is MaxText's default model
+            raise ConfigError(f"is not a MaxText model file: none of its keys ({excerpt(', '.join(map(str, doc)), 80)}) "
+                              "is a MaxText model key (decoder_block, base_emb_dim, ...); import-workload reads a "
+                              "Hugging Face config.json, safetensors headers or a MaxText model file", file=config_path)
+        check_sequence_length(sequence_length)
+        return maxtext_document(doc, file=config_path, sequence_length=sequence_length,
+                                name=name or config_path.stem, source=source)
+    cfg = HFConfig(doc, config_path)
     family = cfg.doc.get("model_type")
     if not isinstance(family, str) or family not in BUILDERS:
         raise cfg.error("model_type", "is not a family the importer reads (it knows each family's tensor names "

@@ -8,7 +8,7 @@ Every value and key here is MaxText's at one commit (:data:`MAXTEXT_COMMIT`): ``
 """
 
 __all__ = ["MAXTEXT_COMMIT", "MAXTEXT_SOURCE", "BASE_DEFAULTS", "NO_SHAPE_KEYS", "RUN_KEYS", "REFUSED_BLOCKS",
-           "REFUSED_FEATURES", "BLOCK_FLAGS", "MODEL_KEYS", "is_multimodal_key", "key_kind"]
+           "REFUSED_FEATURES", "BLOCK_FLAGS", "MODEL_KEYS", "is_multimodal_key", "key_kind", "is_maxtext_model"]
 
 MAXTEXT_COMMIT = "e591f30cbbf217ed67ef71263ec0538239f9c3b8"
 MAXTEXT_SOURCE = f"github.com/AI-Hypercomputer/maxtext at {MAXTEXT_COMMIT}"
@@ -141,3 +141,12 @@ def key_kind(key):
     if key in REFUSED_FEATURES:
         return "feature"
     return "multimodal" if is_multimodal_key(key) else None
+
+
+def is_maxtext_model(doc):
+    """Whether the mapping *doc* is a MaxText model file by its keys: no ``model_type`` (a Hugging Face
+    config's) and a ``decoder_block`` or a ``base_*`` size, or only MaxText model keys."""
+    if not isinstance(doc, dict) or "model_type" in doc:
+        return False
+    return any(k == "decoder_block" or str(k).startswith("base_") for k in doc) or (
+        bool(doc) and all(isinstance(k, str) and key_kind(k) in ("read", "no-shape", "feature") for k in doc))
