@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from wus_sim.cli import main
 from wus_sim.inputs.errors import ConfigError
@@ -222,6 +223,7 @@ def test_import_workload_reads_a_maxtext_model_file(tmp_path, capsys):
     ({"global_parameter_scale": 3}, "global_parameter_scale", "power of two"),
     ({"base_emb_dim": 0}, "base_emb_dim", "whole number"),
     ({"dropout_rate": 0.1}, "dropout_rate", "dropout"),
+    ({"dropout_rate": "high"}, "dropout_rate", "probability"),
     ({"rope_max_timescale": 10_000, "per_device_batch_size": 4}, "per_device_batch_size", "not a MaxText model key"),
     ({"decoder_block": "gemma2", "use_post_attn_norm": True, "use_post_ffw_norm": False}, "use_post_ffw_norm",
      "must be true"),
@@ -271,3 +273,36 @@ def test_a_maxtext_model_is_told_by_its_keys(tmp_path, capsys):
     assert load_workload(str(tmp_path / "d.yaml")).params == load_workload("default").params == maxtext_params(BASE)
     code, out, err = run_cli(capsys, "import-workload", str(tmp_path / "workload.yml"))
     assert code == 2 and len(err.splitlines()) == 1 and "is not a MaxText model file" in err
+
+
+BLOCK_KEYS = {  # the keys each block's models set beyond the sizes (as the library's files set them)
+    "llama2": {}, "mistral": {}, "gemma": {"logits_via_embedding": True},
+    "qwen2": {"attention_bias": True}, "qwen3": {"use_qk_norm": True},
+    "gemma2": {"use_post_attn_norm": True, "use_post_ffw_norm": True, "sliding_window_size": 64},
+    "gemma3": {"use_post_attn_norm": True, "use_post_ffw_norm": True, "sliding_window_size": 64},
+    "olmo3": {"use_qk_norm": True, "sliding_window_size": 64},
+    "mixtral": {"num_experts": 4, "num_experts_per_tok": 2},
+    "qwen3_moe": {"use_qk_norm": True, "num_experts": 4, "num_experts_per_tok": 2},
+    "gpt_oss": {"attention_bias": True, "attention_sink": True, "mlp_bias": True, "routed_bias": True,
+                "num_experts": 4, "num_experts_per_tok": 2, "sliding_window_size": 64},
+    "llama4": {"num_experts": 4, "shared_experts": 1, "interleave_moe_layer_step": 2, "nope_layer_interval": 4,
+               "chunk_attn_window_size": 64},
+    "envy": {"use_qk_norm": True, "use_post_ffw_norm": True, "num_experts": 4, "interleave_moe_layer_step": 2,
+             "logits_via_embedding": True},
+    "deepseek": {"attention_type": "mla", "num_experts": 4, "num_experts_per_tok": 2, "shared_experts": 1,
+                 "first_num_dense_layers": 1, "routed_bias": True, "q_lora_rank": 24, "kv_lora_rank": 16,
+                 "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8},
+}
+
+
+@pytest.mark.parametrize("block", sorted(BLOCK_KEYS))
+@settings(max_examples=25, deadline=None)
+@given(scale=st.sampled_from([1, 2, 4, 8]),
+       emb=st.integers(1, 6), heads=st.integers(1, 4), group=st.sampled_from([1, 2]), mlp=st.integers(1, 40),
+       layers=st.integers(1, 3), head_dim=st.sampled_from([4, 8]), vocab=st.integers(1, 300))
+def test_any_sizes_and_scale_give_maxtexts_count(block, scale, emb, heads, group, mlp, layers, head_dim, vocab):
+    keys = {"decoder_block": block, "global_parameter_scale": scale, "base_emb_dim": 8 * emb,
+            "base_num_query_heads": heads * group, "base_num_kv_heads": heads, "base_mlp_dim": mlp,
+            "base_moe_mlp_dim": mlp + 1, "base_num_decoder_layers": layers, "head_dim": head_dim,
+            "vocab_size": vocab, "max_target_length": 128, **BLOCK_KEYS[block]}
+    assert maxtext_document(keys)["params"] == maxtext_params({**BASE, **keys})

@@ -97,6 +97,9 @@ def _checked(keys, file):
     for key in _FLAGS:
         if not isinstance(merged[key], bool):
             raise ConfigError("must be true or false", file=file, key_path=key, value=merged[key])
+    rate = merged["dropout_rate"]
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+        raise ConfigError("must be a probability in [0, 1]", file=file, key_path="dropout_rate", value=rate)
     scale = merged["global_parameter_scale"]
     if scale & (scale - 1):
         raise ConfigError("must be a power of two (MaxText's rule: finer sizes are set with the base_* keys)",
