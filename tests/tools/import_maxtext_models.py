@@ -13,6 +13,7 @@ page are what it writes.
 
 import argparse
 import csv
+import json
 from pathlib import Path
 
 from wus_sim.inputs.errors import ConfigError
@@ -49,8 +50,9 @@ def imports():
             doc = maxtext_document(read_model_file(path), file=path, name=path.stem,
                                    source=f"src/maxtext/configs/models/{path.name}")
             out.append((path.stem, doc, None))
-        except ConfigError as exc:
-            out.append((path.stem, None, exc.rule))
+        except ConfigError as exc:  # the importer's line without the file: key, value, why
+            value = "" if exc.value is None else f" {json.dumps(exc.value)}"
+            out.append((path.stem, None, f"`{exc.key_path}:{value}` {exc.rule}"))
     return out
 
 
