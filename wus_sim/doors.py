@@ -67,7 +67,8 @@ DOORS = {
     "known_topologies": {},
     "load_workload": dict(name_or_path=_WORKLOAD),
     "known_workloads": {},
-    "import_workload": dict(path=path("a config.json, a .safetensors file, an index or a folder holding them"),
+    "import_workload": dict(path=path("a config.json, a .safetensors file, an index, a folder holding them or a "
+                                      "MaxText model .yml"),
                             sequence_length=whole(1, 2**24, nullable=True),
                             name=name("a workload name", nullable=True),
                             out=out_file((".yaml", ".yml"), what="workload file", nullable=True)),

@@ -7,6 +7,7 @@ import pytest
 from wus_sim.cli import main
 from wus_sim.optimizers import known_optimizers
 from wus_sim.model.workload_files import known_workloads, load_workload
+from workload_sample import sample_workloads
 
 
 def run_cli(capsys, *argv):
@@ -15,7 +16,7 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.parametrize("name", known_workloads())
+@pytest.mark.parametrize("name", sample_workloads())
 def test_describe_workload_json(capsys, name):
     code, out, _ = run_cli(capsys, "describe", "workload", name, "--json")
     assert code == 0
@@ -89,7 +90,7 @@ PLAN_KEYS = ("params", "padded_params", "buckets", "replicated_tensors", "extra_
 MEMORY_KEYS = ("weights", "gradients", "slots", "activations", "peak")
 
 
-@pytest.mark.parametrize("name", known_workloads())
+@pytest.mark.parametrize("name", sample_workloads())
 def test_plan_json_for_every_workload(capsys, name):
     code, out, _ = run_cli(capsys, "plan", name, "--topology", "tpu-v3-128", "--json")
     assert code == 0

@@ -10,14 +10,15 @@ from wus_sim.model.compute import (ComputeParams, backward_time_s, forward_time_
                              memory_bound_time_s, replica_peak_flops, update_time_s, vector_peak_flops)
 from wus_sim.inputs.errors import ConfigError
 from wus_sim.hardware.topology_files import load_topology
-from wus_sim.model.workload_files import known_workloads, load_workload
+from wus_sim.model.workload_files import load_workload
+from workload_sample import sample_workloads
 
 import make_workload
 
 V3 = load_topology("tpu-v3-32")
 
 
-@pytest.mark.parametrize("name", known_workloads())
+@pytest.mark.parametrize("name", sample_workloads())
 def test_forward_closed_form_and_backward_ratio(name):
     w = load_workload(name)
     p = ComputeParams(mxu_efficiency=0.4, backward_flops_ratio=2.0)
@@ -29,7 +30,7 @@ def test_forward_closed_form_and_backward_ratio(name):
 
 @settings(max_examples=40, deadline=None)
 @given(batch=st.integers(1, 512), eff=st.floats(0.05, 1.0), ratio=st.floats(0.5, 4.0),
-       split=st.sampled_from(["flops", "params"]), name=st.sampled_from(known_workloads()))
+       split=st.sampled_from(["flops", "params"]), name=st.sampled_from(sample_workloads()))
 def test_layer_times_sum_to_totals(batch, eff, ratio, split, name):
     w = load_workload(name)
     # without elementwise work and fixed costs a layer is its matmul, or slower when

@@ -9,7 +9,8 @@ from wus_sim.optimizers import analyse
 from wus_sim.training.update.planner import plan
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.model.workload import Tensor, Workload
-from wus_sim.model.workload_files import known_workloads, load_workload
+from wus_sim.model.workload_files import load_workload
+from workload_sample import sample_workloads
 
 from make_topology import make
 import make_workload as make_toy
@@ -58,7 +59,7 @@ def test_no_padding_when_n_divides_every_tensor(dims, scale):
     assert sh.padding == 0 and sh.details["slot_padding"] == 0
 
 
-@pytest.mark.parametrize("name", known_workloads())
+@pytest.mark.parametrize("name", sample_workloads())
 def test_shipped_workloads_with_replicated_tiny_tensors(name):
     w = load_workload(name)
     topo = load_topology("tpu-v3-2048")

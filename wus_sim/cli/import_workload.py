@@ -1,9 +1,11 @@
 """``wus-sim import-workload PATH [--sequence-length N] [--name NAME] [--out FILE]``: a workload
-file from a Hugging Face ``config.json`` or a safetensors checkpoint's headers.
+file from a Hugging Face ``config.json``, a safetensors checkpoint's headers or a MaxText model file.
 
 PATH is a ``config.json``, a ``.safetensors`` file, a ``model.safetensors.index.json`` or a folder
 holding them (a checkpoint needs the ``config.json`` beside it); nothing is downloaded and of a
-checkpoint only the headers are read (:mod:`wus_sim.model.importers.importers`). The YAML goes to FILE, or
+checkpoint only the headers are read (:mod:`wus_sim.model.importers.importers`). A ``.yml``/``.yaml``
+PATH (or a JSON without ``model_type`` whose keys are MaxText's) is a MaxText model file (``configs/models/NAME.yml``, or ``base_*`` keys with
+``global_parameter_scale``: :mod:`wus_sim.model.importers.maxtext_model`). The YAML goes to FILE, or
 to stdout; ``wus-sim describe workload FILE`` and every other command read it.
 """
 
@@ -14,17 +16,20 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "import-workload", help="write a workload file from a Hugging Face config.json or safetensors headers",
+        "import-workload", help="write a workload file from a Hugging Face config.json, safetensors headers or a "
+                                "MaxText model file",
         description="Write a workload file (tensors, layers, FLOPs, activation terms, dtypes) from a Hugging "
                     "Face config.json (model_type llama, mistral, qwen2, gemma, gemma2, phi3, mixtral, deepseek_v2, gpt2, "
-                    "gpt_neox, bert, t5 or vit; docs/importing-models.md) or "
+                    "gpt_neox, bert, t5 or vit; docs/importing-models.md), "
                     "from a safetensors file / model.safetensors.index.json with the config.json beside it "
-                    "(headers only). Nothing is downloaded.")
-    p.add_argument("path", metavar="PATH", help="config.json, .safetensors, model.safetensors.index.json or a folder")
+                    "(headers only), or from a MaxText model file (.yml: configs/models/NAME.yml, or base_* keys "
+                    "with global_parameter_scale; docs/maxtext-models.md). Nothing is downloaded.")
+    p.add_argument("path", metavar="PATH", help="config.json, .safetensors, model.safetensors.index.json, a folder, "
+                                                "or a MaxText model .yml")
     p.add_argument("--sequence-length", dest="sequence_length", type=int, default=None, metavar="N",
                    help="tokens per sequence (default: min(the config's max_position_embeddings / n_positions, 4096); "
-                        "ViT: its patches + 1, set by the config)")
-    p.add_argument("--name", default=None, help="workload name (default: the model's name or folder)")
+                        "ViT: its patches + 1, set by the config; a MaxText file: its max_target_length, else 2048)")
+    p.add_argument("--name", default=None, help="workload name (default: the model's name, folder or file)")
     p.add_argument("--out", default=None, metavar="FILE", help="write the YAML here (default: stdout)")
     return p
 

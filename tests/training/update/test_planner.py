@@ -12,7 +12,8 @@ from wus_sim.training.update.planner import DEFAULT_BUCKET_BYTES, plan
 from wus_sim.training.update.sharding_plan import shard_index, shard_ranges
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.model.workload import Tensor, Workload
-from wus_sim.model.workload_files import known_workloads, load_workload
+from wus_sim.model.workload_files import load_workload
+from workload_sample import sample_workloads
 
 from make_topology import make
 
@@ -65,7 +66,7 @@ def check_plan_invariants(p):
     assert firsts == sorted(firsts, reverse=True), "buckets are numbered in backward order"
 
 
-@pytest.mark.parametrize("name", known_workloads())
+@pytest.mark.parametrize("name", sample_workloads())
 @pytest.mark.parametrize("topo", ["tpu-v3-32", "tpu-v3-2048", "tpu-v4-128"])
 def test_every_shipped_workload_plans(name, topo):
     w = load_workload(name)

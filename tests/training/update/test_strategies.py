@@ -11,7 +11,8 @@ from wus_sim.training.update.planner import plan
 from wus_sim.training.update.strategies import STRATEGIES, step_work, update_work
 from wus_sim.hardware.topology_files import load_topology
 from wus_sim.model.workload import Tensor, Workload
-from wus_sim.model.workload_files import known_workloads, load_workload
+from wus_sim.model.workload_files import load_workload
+from workload_sample import sample_workloads
 
 from make_topology import make
 
@@ -31,7 +32,7 @@ def test_strategy_names():
         step_work(p, "zero-3")
 
 
-@pytest.mark.parametrize("name", known_workloads())
+@pytest.mark.parametrize("name", sample_workloads())
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_contract_for_every_workload(name, strategy):
     w = load_workload(name)

@@ -4,9 +4,14 @@ rank-``kv_lora_rank`` latent plus one rotary key per token) and a mixture-of-exp
 shared experts after the first ``first_k_dense_replace`` dense layers. Tensor names and shapes as
 in the model's own ``modeling_deepseek.py`` (huggingface.co/deepseek-ai/DeepSeek-V2-Lite, loaded
 with ``trust_remote_code``; DeepSeek-AI 2024, arXiv 2405.04434, sec. 2.1-2.2).
+
+``deepseek_v3`` (DeepSeek-V3, Kimi K2; filled from MaxText's ``deepseek`` block with ``routed_bias``,
+not read from a Hugging Face config yet) adds to each router the bias its auxiliary-loss-free load
+balancing adds to the routing scores (``e_score_correction_bias``, one per expert: DeepSeek-AI 2024,
+arXiv 2412.19437, sec. 2.1.2), which MaxText holds among the parameters (``GateLogit``'s ``bias``).
 """
 
-from .hf_decoder import moe_note
+from .hf_decoder import add_experts, moe_note
 from .hf_model import HFModel
 
 __all__ = ["deepseek_v2"]
@@ -73,9 +78,10 @@ def deepseek_v2(cfg, family, seq):
             mlp = m.layer(f"{p}.mlp", 2 * 3 * h * ff)
         m.add(mlp, f"{p}.post_attention_layernorm.weight", h)
         if moe:
-            for j in range(experts):
-                m.gated_mlp(mlp, f"{p}.mlp.experts.{j}", h, moe_ff)
+            add_experts(m, cfg, mlp, f"{p}.mlp.experts", h, moe_ff, experts)
             m.add(mlp, f"{p}.mlp.gate.weight", experts, h)
+            if family == "deepseek_v3":
+                m.add(mlp, f"{p}.mlp.gate.e_score_correction_bias", experts)
             if shared:
                 m.gated_mlp(mlp, f"{p}.mlp.shared_experts", h, moe_ff * shared)
         else:
@@ -86,6 +92,12 @@ def deepseek_v2(cfg, family, seq):
                    f"4 s heads x {score_dim} (the mean of the {q_head}-wide scores and {v_dim}-wide values)")
     m.notes.append(moe_note(experts, active, shared) + f"; {n_moe} MoE layers, {n_layers - n_moe} dense "
                    "(first_k_dense_replace, moe_layer_freq)")
+    if family == "deepseek_v3":
+        m.notes.append("each router's routing bias (e_score_correction_bias, one per expert) is a tensor, as "
+                       "MaxText holds it among the parameters")
+    if getattr(cfg, "stacked_experts", False):
+        m.notes.append("the experts of a layer stacked in one tensor per weight, as MaxText holds them "
+                       "([experts x out, in]: one grouped matmul)")
     # activations: the MoE layers' widths stand for every block (the dense ones are few)
     shape = dict(h=h, heads=heads, head_dim=score_dim, q_dim=heads * q_head, kv_dim=heads * q_head,
                  qkv=heads * (2 * q_head + v_dim) + kv_rank + rope + q_rank, o_in=heads * v_dim,

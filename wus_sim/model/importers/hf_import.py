@@ -19,8 +19,9 @@ __all__ = ["import_workload"]
 def import_workload(path, *, sequence_length=None, name=None, out=None):
     """The :class:`~wus_sim.model.workload.Workload` of *path* (a ``config.json``, a
     ``.safetensors`` file, a ``model.safetensors.index.json`` or a folder holding them; see
-    :mod:`wus_sim.model.importers.importers`). *sequence_length* defaults to min(the config's context,
-    4,096) (:data:`wus_sim.model.importers.hf_families.DEFAULT_SEQUENCE_TOKENS`); *out* also writes the
+    :mod:`wus_sim.model.importers.importers`; or a MaxText model ``.yml``:
+    :mod:`wus_sim.model.importers.maxtext_model`). *sequence_length* defaults to min(the config's context,
+    4,096) (a MaxText file: its ``max_target_length``, else 2,048) (:data:`wus_sim.model.importers.hf_families.DEFAULT_SEQUENCE_TOKENS`); *out* also writes the
     workload file there, which then is the workload's ``path``. What the import approximates is
     in ``sources["notes"]``."""
     from . import importers

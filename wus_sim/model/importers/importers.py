@@ -45,7 +45,6 @@ What is counted, and why:
 
 import json
 import re
-import math
 import struct
 from pathlib import Path
 
@@ -53,18 +52,11 @@ from ...inputs.errors import ConfigError
 from ...inputs.limits import MAX_CHECKPOINT_TENSORS, MAX_HEADER_BYTES, MAX_TENSOR_DIMS, MAX_WHOLE_NUMBER
 from ...inputs.text import excerpt
 
-from .hf_families import BUILDERS, FAMILIES, HFConfig, activation_terms, check_family, default_sequence
+from .document import build_document, check_sequence_length
+from .hf_families import BUILDERS, FAMILIES, HFConfig, check_family, default_sequence
+from .maxtext_keys import is_maxtext_model
 
 __all__ = ["FAMILIES", "import_workload", "workload_document", "workload_yaml", "read_safetensors_header"]
-
-HF_MODELING = "github.com/huggingface/transformers, src/transformers/models/{t}/modeling_{t}.py"
-CITE_FLOPS = ("matmuls 2 x MACs per token; attention 4 x s x heads x head_dim per token per layer, "
-              "counted in full as in Chowdhery et al. 2022 (PaLM, arXiv 2204.02311, appendix B)")
-CITE_ACTIVATIONS = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer "
-                    "Models', arXiv 2205.05198, sec. 4.1 (per layer 34 h + 5 a s bytes per token for "
-                    "GPT-style blocks), generalised to the block's widths; fused attention keeps a "
-                    "log-sum-exp per head instead of the probabilities: Dao et al. 2022 (FlashAttention, "
-                    "arXiv 2205.14135)")
 
 # Buffers that checkpoints store beside the weights: not trainable, left out.
 _BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq", ".attention.bias",
@@ -215,7 +207,8 @@ def _resolve(path):
 
 def workload_document(path, *, sequence_length=None, name=None, source=None):
     """The workload file's document (a dict) for a config.json, a safetensors file, a
-    ``model.safetensors.index.json`` or a folder holding them (see the module docstring).
+    ``model.safetensors.index.json`` or a folder holding them (see the module docstring), or a
+    MaxText model file (``.yml``/``.yaml``: :mod:`.maxtext_model`).
     *source* says where the config came from (``sources.config``; default: its file name)."""
     from ...inputs.api_args import check_path
 
@@ -226,86 +219,55 @@ def workload_document(path, *, sequence_length=None, name=None, source=None):
     if checkpoint is not None and not config_path.is_file():
         raise ConfigError(f"has no config.json beside it ({config_path}) to take FLOPs and layers from",
                           file=checkpoint)
-    cfg = HFConfig(_read_json(config_path, "Hugging Face config"), config_path)
+    yml = checkpoint is None and config_path.suffix in (".yml", ".yaml")
+    if yml:
+        from .maxtext_model import read_model_file
+
+        doc = read_model_file(config_path)
+    else:
+        doc = _read_json(config_path, "Hugging Face config")
+    if checkpoint is None and (yml or is_maxtext_model(doc)):  # a MaxText model file, told by its keys
+        from .maxtext_model import maxtext_document
+
+        if doc and not is_maxtext_model(doc):  # an empty file is MaxText's default model
+            raise ConfigError(f"is not a MaxText model file: none of its keys ({excerpt(', '.join(map(str, doc)), 80)}) "
+                              "is a MaxText model key (decoder_block, base_emb_dim, ...); import-workload reads a "
+                              "Hugging Face config.json, safetensors headers or a MaxText model file", file=config_path)
+        check_sequence_length(sequence_length)
+        return maxtext_document(doc, file=config_path, sequence_length=sequence_length,
+                                name=name or config_path.stem, source=source)
+    cfg = HFConfig(doc, config_path)
     family = cfg.doc.get("model_type")
     if not isinstance(family, str) or family not in BUILDERS:
         raise cfg.error("model_type", "is not a family the importer reads (it knows each family's tensor names "
                                       f"and FLOP formula; known: {', '.join(FAMILIES)}): if the model shares one "
                                       "of those architectures set model_type to it, else write the workload file "
-                                      "by hand (docs/formats/workload.md)", family)
+                                      "by hand (docs/formats/workload.md), or give a MaxText model file (.yml)",
+                        family)
     cfg.check_limits(family)  # before any tensor is built (and before the family's fields are read)
     check_family(cfg, family)
-    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(sequence_length, int)
-                                        or sequence_length < 1 or sequence_length > 2**24):
-        raise ConfigError("must be a whole number in [1, 16777216]", key_path="sequence_length",
-                          value=sequence_length)
+    check_sequence_length(sequence_length)
     seq, seq_why = (sequence_length, "given") if sequence_length else default_sequence(cfg, family)
-    model, widths, notes = BUILDERS[family](cfg, family, seq)
-    stacks = widths if isinstance(widths, list) else [widths]
-    units = notes.get("units", seq)
-
-    sources = {"config": (source or config_path.name) + f", model_type {family}"
-                         + (f", {cfg.doc['_name_or_path']}" if isinstance(cfg.doc.get("_name_or_path"), str) else ""),
-               "tensors": "names and shapes as in " + HF_MODELING.format(t=family),
-               "fwd_flops": CITE_FLOPS, "activations": CITE_ACTIVATIONS,
-               "dtypes": "fp32 master weights, gradients and slots, bf16 activations (mixed-precision training); "
-                         f"checkpoint dtype {cfg.doc.get('torch_dtype', 'not stated')}"}
-    if not sequence_length:  # a length asked for needs no reason
-        sources["sequence"] = f"{seq:,} tokens per sequence: {seq_why}"
-    if model.notes:
-        sources["notes"] = "; ".join(model.notes)
-    if checkpoint is not None:
-        headers, files = _checkpoint_tensors(checkpoint)
-        summary = {"files": files, "buffers": 0, "tied_copies": 0, "dtypes": set()}
-        _match_checkpoint(model, headers, config_path, summary)
-        sources["tensors"] = (f"safetensors headers of {', '.join(f.name for f in files)} (exact names and "
-                              f"shapes, stored as {', '.join(sorted(summary['dtypes']))}); {summary['buffers']} "
-                              f"buffers and {summary['tied_copies']} tied copies left out; checked against "
-                              f"{config_path.name}")
-    params = sum(math.prod(t[1]) for t in model.tensors)
-    per_token = sum(f for _, f in model.layers)
-    tied = "tied to the input embedding" if notes["tied"] else "untied"
-    window = f", sliding window {notes['window']}" if notes.get("window") else ""
     if not name:  # the model's own name, else its folder's or file's
         given = cfg.doc.get("_name_or_path")
         stem = config_path.resolve().parent.name if config_path.stem == "config" else config_path.stem
         name = (given if isinstance(given, str) and given.strip("/") else stem or family)
         name = name.rstrip("/").split("/")[-1].lower()
-    unit = notes.get("unit", "token")
-    counts = (f"matmuls (2 x MACs per token) and attention scores + weighted sum at sequence length {seq}"
-              f"{window} (4 s heads head_dim per token per layer, not halved for causal masking); output head "
-              f"{tied}")
-    if family == "bert":
-        counts += (f"; the MLM head on {notes['masked']} masked positions and the pooler / NSP head on one "
-                   "token per sequence, spread per token")
-    counts += "; norms, softmax, activations and embedding lookups not counted"
-    if model.notes:
-        counts += "; " + "; ".join(model.notes)
-    doc = {
-        "name": name,
-        "description": f"{family} from {config_path.name}: {sum(w['layers'] for w in stacks)} layers, d "
-                       f"{stacks[0]['h']}, {stacks[0]['heads']} heads, "
-                       + (f"{notes['labels']} classes" if "labels" in notes else f"vocab {stacks[0]['vocab']}")
-                       + f", sequence {seq} (imported)",
-        "params": params,
-        "fwd_flops": {"per_unit": per_token, "unit": unit, "units_per_example": units,
-                      "example_unit": notes.get("example_unit", "sequence"), "counts": counts},
-        "activation_memory": activation_terms(widths, seq),
-        "dtypes": {"weights": "float32", "gradients": "float32", "slots": "float32", "activations": "bfloat16"},
-        "default_optimizer": "lamb" if family == "bert" else "adamw",
-        "default_per_replica_batch": 1,
-        "mlperf_v06_tpu": [],
-        "sources": sources,
-        # GPT-2's Conv1D stores [in, out]; every other family's nn.Linear [out, in]
-        "dense_layout": "in_out" if family == "gpt2" else "out_in",
-        "layers": model.layers,
-        # without attention dropout the families' TPU training code runs fused (flash) attention, as
-        # the activation estimate above assumes: the scores never go through HBM
-        "attention": [{**a, "fused": True} if not any(s.get("attention_dropout") for s in stacks) else a
-                      for a in model.attention],
-        "tensors": model.tensors,
-    }
-    return doc
+    config = ((source or config_path.name) + f", model_type {family}"
+              + (f", {cfg.doc['_name_or_path']}" if isinstance(cfg.doc.get("_name_or_path"), str) else ""))
+    return build_document(cfg, family, BUILDERS[family], seq, None if sequence_length else seq_why, name=name,
+                          config=config, match=None if checkpoint is None else
+                          (lambda model: _checkpoint_source(model, checkpoint, config_path)))
+
+
+def _checkpoint_source(model, checkpoint, config_path):
+    """Replace *model*'s tensors by *checkpoint*'s (:func:`_match_checkpoint`); where they came from."""
+    headers, files = _checkpoint_tensors(checkpoint)
+    summary = {"files": files, "buffers": 0, "tied_copies": 0, "dtypes": set()}
+    _match_checkpoint(model, headers, config_path, summary)
+    return (f"safetensors headers of {', '.join(f.name for f in files)} (exact names and shapes, stored as "
+            f"{', '.join(sorted(summary['dtypes']))}); {summary['buffers']} buffers and {summary['tied_copies']} "
+            f"tied copies left out; checked against {config_path.name}")
 
 
 _NOT_YAML_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
