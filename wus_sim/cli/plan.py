@@ -32,11 +32,15 @@ def add_parser(subparsers):
         "plan", help="sharding plan of a workload, and memory/update cost of each strategy",
         description="Plan the weight-update sharding of WORKLOAD over a topology's replicas and compare "
                     "the replicated, sharded and fully-sharded updates (collectives, update work, memory per replica).")
-    p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
+    p.add_argument("workload", metavar="WORKLOAD", nargs="?", default=None,
+                   help="workload name or YAML path (or --maxtext's model_name)")
     p.add_argument("--topology", "-t", required=True, metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
     p.add_argument("--optimizer", "-o", metavar="O",
                    help="optimizer name, composition (adam+clip) or YAML path (default: the workload's)")
+    from .maxtext_options import add_maxtext_options
+
+    add_maxtext_options(p)
     add_json_option(p)
     p.add_argument("--per-replica-batch", type=int, metavar="B",
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the "
@@ -89,8 +93,10 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from .maxtext_options import apply_maxtext, maxtext_lines, report_maxtext
     from .options import mesh_placement
 
+    apply_maxtext(args, search=args.search)  # --search: the keys the run gives are its fixed part
     placement = mesh_placement(args)
     if args.search:
         from .plan_search import run_search
@@ -104,9 +110,10 @@ def run(args):
     if placement.mesh is not None:
         report["mesh"] = _mesh_report(args, placement)
     if args.json:
-        print(dumps_strict(report, indent=1, default=float))
+        print(dumps_strict(report_maxtext(report, args), indent=1, default=float))
     else:
-        print(_text(report))
+        lines = _text(report).split("\n")
+        print("\n".join(lines[:1] + maxtext_lines(args) + lines[1:]))
         hint = _megacore_line(args)
         if hint:
             print(hint)

@@ -156,10 +156,10 @@ def run_search(args, placement):
                     stopped = "time-limit"
                     break
     except KeyboardInterrupt:  # the best so far, then main's one line and 130
-        _print(build_report(args, search, topology, ms, found, headroom, "interrupted"), args.json)
+        _print(build_report(args, search, topology, ms, found, headroom, "interrupted"), args)
         raise
     report = build_report(args, search, topology, ms, found, headroom, stopped)
-    _print(report, args.json)
+    _print(report, args)
     if not report["feasible"]:
         if args.check:
             raise InfeasibleError("no candidate fits (--check)" + ("" if stopped is None else
@@ -169,10 +169,19 @@ def run_search(args, placement):
     return 0
 
 
-def _print(report, as_json):
+def _print(report, args):
+    """The report as JSON or text, with the MaxText run it came from (if any) and its batch's source."""
+    from .maxtext_options import maxtext_lines, report_maxtext
     from .plan_search_text import text
 
-    print(dumps_strict(report, indent=1) if as_json else text(report), flush=True)
+    got = getattr(args, "_maxtext", None)
+    if got is not None and "global_batch" in got[0].sources:
+        report["global_batch_source"] = "maxtext"
+    if args.json:
+        print(dumps_strict(report_maxtext(report, args), indent=1), flush=True)
+        return
+    lines = text(report).split("\n")
+    print("\n".join(lines[:1] + maxtext_lines(args) + lines[1:]), flush=True)
 
 
 class _Progress:

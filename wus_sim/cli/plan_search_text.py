@@ -80,7 +80,8 @@ def text(r):
     n = len(r["candidates"])
     where = f" x {r['slices']} slices" if r["slices"] > 1 else ""
     source = {"default": "the workload's default on this slice, as step runs it; --global-batch to change",
-              "global_batch": "--global-batch", "per_replica_batch": "--per-replica-batch x every device"}
+              "global_batch": "--global-batch", "per_replica_batch": "--per-replica-batch x every device",
+              "maxtext": "the MaxText run's per_device_batch_size x every device"}
     o = r["options"]
     lines = [f"plan --search: {r['workload']} on {r['topology']}{where}: {r['devices_per_slice']} {r['device']}s a "
              f"slice, global batch {r['global_batch']:,} for every candidate ({source[r['global_batch_source']]}); "

@@ -94,9 +94,13 @@ def simulate_point(point):
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)
     from ..hardware.mesh import Placement
+    from ..hardware.mesh_spec import has_fill
 
+    # an axis of size -1 (the rest) is filled by the mesh step, which knows the slice: the
+    # placement checks the others (and takes the slices from a DCN mesh without one)
     placement = Placement(megacore=megacore, spatial_ways=p.get("spatial_ways"), slices=p.get("slices"),
-                          mesh=p.get("mesh"), dcn_mesh=p.get("dcn_mesh"))
+                          mesh=None if has_fill(p.get("mesh")) else p.get("mesh"),
+                          dcn_mesh=None if has_fill(p.get("dcn_mesh")) else p.get("dcn_mesh"))
     topology, multislice = load_multislice(
         p["topology"], slices=placement.slices, dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),

@@ -301,16 +301,20 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor (e.g. fsdp=64,tensor=4), or a mapping",
+    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor (e.g. fsdp=64,tensor=4; one size may be "
+                                    "-1, the rest), or a mapping",
           meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
                   "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer) and "
                   "tensor (each layer split, Megatron-LM); their product is the slice's devices (chips with "
-                  "megacore, TensorCores otherwise), missing axes 1; null = data over every device (today's "
-                  "data parallelism). See docs/mesh.md.",
+                  "megacore, TensorCores otherwise), missing axes 1, one axis may be -1: the rest of the "
+                  "devices (MaxText's -1); null = data over every device (today's data parallelism). See "
+                  "docs/mesh.md.",
           check=_check_mesh, value_schema=mesh_json_schema(("data", "fsdp", "tensor"))),
-    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp (e.g. data=4), or a mapping",
+    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp (e.g. data=4; one size may be -1, the "
+                                        "rest), or a mapping",
           meaning="Mesh across slices (MaxText's dcn_*_parallelism): data and/or fsdp over the data-center "
-                  "network; its product is the number of slices (it sets `slices`); null = data over the slices.",
+                  "network; its product is the number of slices (it sets `slices`; with an axis of -1, the rest "
+                  "of `slices`); null = data over the slices.",
           check=_check_dcn_mesh, value_schema=mesh_json_schema(("data", "fsdp"))),
     Param("dcn_GBps", "number", minimum=RATE_RANGES["dcn_GBps"][0], maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
