@@ -63,13 +63,13 @@ def _check_keys(point):
                 out[name] = last_out[name]
                 continue
         param = POINT_KEYS[name]
-        if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh"):
+        if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh", "maxtext"):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"must be {param.rule()}", key_path=name, value=value)
             continue
         checked = check_param(param, value, key_path=name)
-        if (param.kind == "int" or name in ("mesh", "dcn_mesh")) and checked is not None:
-            out[name] = checked  # a mesh mapping as its text: the row's column
+        if (param.kind == "int" or name in ("mesh", "dcn_mesh", "maxtext")) and checked is not None:
+            out[name] = checked  # a mesh mapping (a MaxText run's keys) as its text: the row's column
     if memos_on():
         _LAST_CHECKED[:] = (dict(point), out)
     return out
@@ -90,6 +90,10 @@ def simulate_point(point):
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
     """
+    if isinstance(point, dict) and point.get("maxtext") is not None:
+        from ..training.parameters.maxtext_point import point_with_maxtext
+
+        point = point_with_maxtext(point)  # its point keys (workload, batch, mesh, ...) from the run
     p = _check_keys(point)
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)

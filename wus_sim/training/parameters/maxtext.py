@@ -172,8 +172,8 @@ def _workload(t):
         raise ConfigError("is not a language model (MaxText trains token sequences)", key_path=how, value=name)
     sequence = t.inp.value("max_target_length")
     if sequence != workload.units_per_example and (t.inp.given("max_target_length") or how == "model_name"):
-        raise ConfigError(f"{t.default_note('max_target_length').strip()} but workload {workload.name} has sequences of "
-                          f"{workload.units_per_example:,} tokens (a workload file fixes its sequence): give "
+        raise ConfigError(f"is not the {workload.units_per_example:,} tokens of workload {workload.name}'s sequences"
+                          f"{t.default_note('max_target_length')}: a workload file fixes its sequence; give "
                           f"max_target_length={workload.units_per_example}, or a workload at {sequence} tokens "
                           f"(wus-sim import-workload CONFIG --sequence-length {sequence})",
                           key_path="max_target_length", value=sequence)
@@ -209,7 +209,7 @@ def _devices(t, topology):
     t.run.devices, t.run.slices = slice_.num_replicas, 1 if ms is None else ms.slices
     if chip_device:
         t.run.notes.append(f"a MaxText device on {slice_.chip.name} is a chip (JAX counts its "
-                           f"{slice_.chip.cores_per_chip} TensorCores as one device): run with --megacore, "
+                           f"{slice_.chip.cores_per_chip} TensorCores as one device): run as --megacore, "
                            f"{t.run.devices} devices a slice")
 
 

@@ -19,6 +19,7 @@ from ...inputs.limits import RATE_RANGES
 from ...inputs.errors import ConfigError, did_you_mean
 from ...inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ...model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
+from .maxtext_point import MAXTEXT_SCHEMA
 from .param_checks import check_param
 from .param_names import _check_calibration, _check_software_stack, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
@@ -175,6 +176,12 @@ def _check_mesh(value, base_dir=None):
 
 def _check_dcn_mesh(value, base_dir=None):
     return mesh_text(value, axes=("data", "fsdp"), key_path="dcn_mesh")
+
+
+def _check_maxtext(value, base_dir=None):
+    from .maxtext_point import maxtext_text
+
+    return maxtext_text(value)
 
 
 def _remat_policy(value, base_dir=None):
@@ -349,6 +356,19 @@ POINT_KEYS = _table(
           meaning="Calibrated chip parameters: a shipped name, a path, or 'none' for the uncalibrated physics; "
                   "null = the shipped default calibration.",
           check=_check_calibration),
+    Param("maxtext", "name", rule_text="a mapping of MaxText keys (base.yml's) to values, or their KEY=VALUE words",
+          meaning="A MaxText run as the point's input: its keys set workload (model_name), global_batch "
+                  "(per_device_batch_size x devices), mesh, dcn_mesh and slices (ici_*, dcn_*_parallelism, -1 the "
+                  "rest; num_slices), remat_policy, quantization, optimizer, grad_dtype, strategy and megacore (a "
+                  "device on v4/v5p is a chip); a key that changes nothing in a step is accepted, one not modelled "
+                  "is an error. A point key set to another value than its default keeps it where the run leaves "
+                  "the MaxText key at base.yml's default. Kept as its KEY=VALUE words; null = none. See "
+                  "docs/maxtext.md.",
+          check=_check_maxtext, value_schema=MAXTEXT_SCHEMA),
+    Param("maxtext_approximate", "bool", default=False, nullable=False,
+          meaning="With maxtext: run the MaxText keys wus-sim only approximates (custom_mesh, weight_dtype "
+                  "bfloat16, capacity_factor, megablox and sparse_matmul false) as their approximations "
+                  "(docs/maxtext.md) instead of refusing the point."),
 )
 """Every key a point may have, in column order. ``wus_sim.experiments.records.simulate_point`` accepts exactly these."""
 
