@@ -6,7 +6,8 @@ says what the code does."""
 
 from dataclasses import dataclass
 
-__all__ = ["Rule", "RULES", "APPROXIMATED", "NOT_MODELLED", "MAXTEXT_AXES", "REMAT_TENSOR_KEYS", "OPTIONS_OF"]
+__all__ = ["Rule", "RULES", "APPROXIMATED", "NOT_MODELLED", "MAXTEXT_AXES", "REMAT_TENSOR_KEYS", "region",
+           "render_page"]
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,46 @@ REMAT_TENSOR_KEYS = ("decoder_layer_input", "indexer_cutoff_threshold", "context
                      "attention_out", "engram")
 """base.yml's per-tensor keys of ``remat_policy: custom`` (device, offload or remat)."""
 
-OPTIONS_OF = {"workload": "WORKLOAD", "global_batch": "--global-batch", "per_replica_batch": "--per-replica-batch",
-              "mesh": "--mesh", "dcn_mesh": "--dcn-mesh", "slices": "--slices", "megacore": "--megacore",
-              "remat": "--remat", "remat_policy": "--remat-policy", "quantization": "--quantization",
-              "optimizer": "--optimizer", "grad_dtype": "--grad-dtype", "strategy": "--strategy",
-              "capacity_factor": "capacity_factor"}
-"""The option of each point key a MaxText run sets (for errors naming both)."""
+
+REGION = r"<!-- maxtext:([a-z\-]+) -->\n(.*?)<!-- /maxtext -->"
+"""A generated region of docs/maxtext.md: its name and its text."""
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def region(name):
+    """The Markdown of region *name* of docs/maxtext.md: ``reads`` (:data:`RULES`), ``approximated``
+    (:data:`APPROXIMATED`), ``not-modelled`` (:data:`NOT_MODELLED`), ``no-effect``
+    (:data:`~.maxtext_keys.NO_STEP_EFFECT`, with the keys of base.yml each group takes)."""
+    from .maxtext_keys import NO_STEP_EFFECT, base_keys
+
+    if name == "reads":
+        rows = ["| MaxText key | wus-sim | rule |", "|---|---|---|"]
+        rows += [f"| {_cell(r.keys)} | {_cell(r.ours)} | {_cell(r.rule)} |" for r in RULES]
+    elif name == "approximated":
+        rows = ["| MaxText key | when | what `--maxtext-approximate` runs instead |", "|---|---|---|"]
+        when = {"custom_mesh": "any ring name", "optimize_mesh_for_tpu_v6e": "true", "weight_dtype": "bfloat16",
+                "capacity_factor": "> 0", "megablox": "false", "sparse_matmul": "false"}
+        rows += [f"| `{k}` | {when[k]} | {_cell(what)} |" for k, (what, _) in APPROXIMATED.items()]
+    elif name == "not-modelled":
+        rows = ["| MaxText keys | why not |", "|---|---|"]
+        rows += [f"| {_cell(keys)} | {_cell(why)} |" for keys, why in NOT_MODELLED]
+    elif name == "no-effect":
+        keys = list(base_keys())
+        rows = ["| why a step does not change | base.yml's keys |", "|---|---|"]
+        for why, names, prefixes in NO_STEP_EFFECT:
+            taken = [k for k in keys if k in names or k.startswith(prefixes)]
+            rows.append(f"| {_cell(why)} | {', '.join(f'`{k}`' for k in taken)} |")
+    else:
+        return f"(no region {name!r}: remove it)\n"
+    return "\n".join(rows) + "\n"
+
+
+def render_page(text):
+    """docs/maxtext.md (*text*, as committed) with each generated region rewritten from the tables."""
+    import re
+
+    return re.sub(REGION, lambda m: f"<!-- maxtext:{m.group(1)} -->\n{region(m.group(1))}<!-- /maxtext -->", text,
+                  flags=re.S)
