@@ -76,6 +76,9 @@ class _Translation:
         value = self.inp.value(key)
         return f"{key}={_text(value) if value != '' else chr(34) * 2}"
 
+    def default_note(self, key):
+        return "" if self.inp.given(key) else " (base.yml's default; not given)"
+
     def refuse(self, key, why):
         self.refused.setdefault(why, []).append(self.word(key))
 
@@ -105,7 +108,7 @@ class _Translation:
                 raise ConfigError(f"contradicts {words} of the MaxText run (give one of them)",
                                   key_path=shown, show_value=False)
             else:
-                self.run.listed.append((words, f"base.yml's default, not used: {shown} given"))
+                self.run.listed += [(self.word(k), f"base.yml's default, not used: {shown} given") for k in keys]
                 return
         self.run.point[point_key] = value
         self.run.sources[point_key] = words

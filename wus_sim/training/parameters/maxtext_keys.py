@@ -215,14 +215,13 @@ def parse_value(text):
 
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
-    if text.lower() in ("null", "none~", "~"):
-        return None
     try:
-        value = yaml.safe_load(text)
+        value = yaml.safe_load(text)  # "", null and ~ are None, as OmegaConf reads them
     except yaml.YAMLError:
         return text
     # YAML 1.1's other booleans (yes, on) and its dates are text to OmegaConf's command line
-    return value if isinstance(value, (int, float, str, list, dict)) and not isinstance(value, bool) else text
+    ok = value is None or (isinstance(value, (int, float, str, list, dict)) and not isinstance(value, bool))
+    return value if ok else text
 
 
 def read_words(text, *, source="--maxtext"):
