@@ -15,7 +15,8 @@ import sys
 
 from .options import add_flag
 
-__all__ = ["add_maxtext_options", "apply_maxtext", "maxtext_lines", "report_maxtext", "ARGS_OF"]
+__all__ = ["add_maxtext_options", "apply_maxtext", "maxtext_lines", "with_maxtext_lines", "report_maxtext",
+           "ARGS_OF"]
 
 ARGS_OF = {"workload": "workload", "global_batch": "global_batch", "per_replica_batch": "per_replica_batch",
            "mesh": "mesh", "dcn_mesh": "dcn_mesh", "slices": "slices", "megacore": "megacore", "remat": "remat",
@@ -101,8 +102,11 @@ def apply_maxtext(args, *, search=False):
     from ..training.parameters.maxtext_keys import maxtext_input
 
     inp = maxtext_input(files=files, words=words)
+    from ..training.parameters.params import POINT_KEYS
+
     run = translate(inp, args.topology, explicit=_explicit(args, _given_dests(args)),
-                    approximate=bool(getattr(args, "maxtext_approximate", False)), search=search)
+                    approximate=bool(getattr(args, "maxtext_approximate", False)), search=search,
+                    point_keys=[k for k in POINT_KEYS if hasattr(args, ARGS_OF.get(k, k))])
     for key, value in run.point.items():
         dest = ARGS_OF.get(key)
         if dest is not None and hasattr(args, dest):
@@ -130,9 +134,15 @@ def maxtext_lines(args):
     lines += [f"  note: {note}" for note in run.notes]
     quiet = len(run.listed) + len(inp.skipped)
     if quiet and not getattr(args, "verbose", False):
-        lines.append(f"  {len(run.listed)} MaxText keys change nothing in a step here and {len(inp.skipped)} words "
-                     "were skipped (-v lists them)")
+        skipped = f" and {len(inp.skipped)} words were skipped" if inp.skipped else ""
+        lines.append(f"  {len(run.listed)} MaxText keys change nothing in a step here{skipped} (-v lists them)")
     return lines
+
+
+def with_maxtext_lines(text, args):
+    """*text* (a command's text output) with :func:`maxtext_lines` after its first line."""
+    lines = text.split("\n")
+    return "\n".join(lines[:1] + maxtext_lines(args) + lines[1:])
 
 
 def report_maxtext(report, args):

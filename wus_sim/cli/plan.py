@@ -93,7 +93,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from .maxtext_options import apply_maxtext, maxtext_lines, report_maxtext
+    from .maxtext_options import apply_maxtext, report_maxtext, with_maxtext_lines
     from .options import mesh_placement
 
     apply_maxtext(args, search=args.search)  # --search: the keys the run gives are its fixed part
@@ -112,8 +112,7 @@ def run(args):
     if args.json:
         print(dumps_strict(report_maxtext(report, args), indent=1, default=float))
     else:
-        lines = _text(report).split("\n")
-        print("\n".join(lines[:1] + maxtext_lines(args) + lines[1:]))
+        print(with_maxtext_lines(_text(report), args))
         hint = _megacore_line(args)
         if hint:
             print(hint)

@@ -171,7 +171,7 @@ def run_search(args, placement):
 
 def _print(report, args):
     """The report as JSON or text, with the MaxText run it came from (if any) and its batch's source."""
-    from .maxtext_options import maxtext_lines, report_maxtext
+    from .maxtext_options import report_maxtext, with_maxtext_lines
     from .plan_search_text import text
 
     got = getattr(args, "_maxtext", None)
@@ -180,8 +180,7 @@ def _print(report, args):
     if args.json:
         print(dumps_strict(report_maxtext(report, args), indent=1), flush=True)
         return
-    lines = text(report).split("\n")
-    print("\n".join(lines[:1] + maxtext_lines(args) + lines[1:]), flush=True)
+    print(with_maxtext_lines(text(report), args), flush=True)
 
 
 class _Progress:

@@ -34,7 +34,7 @@ from .options import (add_fault_options, add_flag, add_json_option, add_mesh_opt
                       placement_option_errors, software_stack_value)
 
 from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line, throughput_columns
-from .maxtext_options import add_maxtext_options, apply_maxtext, maxtext_lines, report_maxtext
+from .maxtext_options import add_maxtext_options, apply_maxtext, report_maxtext, with_maxtext_lines
 
 __all__ = ["add_parser", "run"]
 
@@ -214,11 +214,10 @@ def run(args):
         from ..hardware.topology_files import megacore_hint
 
         w = meta["plan"].workload
-        lines = _text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
-                       "flops_unit": w.flops_unit or w.example_unit,
-                       "per_example": f"{w.units_per_example:,} {w.flops_unit}s per {w.example_unit}"
-                       if w.units_per_example > 1 else None}, multislice).split("\n")
-        print("\n".join(lines[:1] + maxtext_lines(args) + lines[1:]))
+        print(with_maxtext_lines(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
+                                        "flops_unit": w.flops_unit or w.example_unit,
+                                        "per_example": f"{w.units_per_example:,} {w.flops_unit}s per "
+                                        f"{w.example_unit}" if w.units_per_example > 1 else None}, multislice), args))
     return 0
 
 

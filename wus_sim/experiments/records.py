@@ -93,7 +93,7 @@ def simulate_point(point):
     if isinstance(point, dict) and point.get("maxtext") is not None:
         from ..training.parameters.maxtext_point import point_with_maxtext
 
-        point = point_with_maxtext(point)  # its point keys (workload, batch, mesh, ...) from the run
+        point = point_with_maxtext(point, POINT_KEYS)  # its point keys (workload, batch, mesh, ...) from the run
     p = _check_keys(point)
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)

@@ -128,14 +128,17 @@ def _text(value):
     return "null" if value is None else str(value)
 
 
-def translate(inp, topology, *, explicit=None, approximate=False, search=False):
+def translate(inp, topology, *, explicit=None, approximate=False, search=False, point_keys=()):
     """The :class:`MaxTextRun` of *inp* (a :class:`~.maxtext_keys.MaxTextInput`) on *topology* (a name,
     path or inline spec). *explicit*: ``{point key: (value, how it was given)}`` of the options
     given beside it (see the module's doc). *search*: ``plan --search``'s fixed part (only the
     mesh axes and the remat policy the run gives are fixed; the others are searched).
+    *point_keys*: the point parameters the caller's points take (a MaxText key whose point key is
+    among them, such as ``capacity_factor``, becomes it).
     Unknown keys are :func:`~.maxtext_keys.maxtext_input`'s error; keys not modelled are one
     line here."""
     t = _Translation(inp, explicit, approximate, search)
+    t.point_keys = frozenset(point_keys)
     workload = _workload(t)
     _devices(t, topology)
     _mesh(t, "ici", t.run.devices)
@@ -392,12 +395,10 @@ def _moe(t, workload):
             if t.inp.given(key):
                 t.run.listed.append((t.word(key), f"workload {workload.name} has no experts"))
         return
-    from .params import POINT_KEYS
-
     cf = t.inp.value("capacity_factor")
     if isinstance(cf, bool) or not isinstance(cf, (int, float)):
         raise ConfigError("must be a number (-1: dropless)", key_path="capacity_factor", value=cf)
-    if "capacity_factor" in POINT_KEYS:
+    if "capacity_factor" in t.point_keys:
         t.set("capacity_factor", None if cf <= 0 else float(cf), "capacity_factor")
     elif cf > 0:
         t.approx("capacity_factor")

@@ -47,17 +47,17 @@ def _pair(key, value):
     return MaxTextInput({key: value}).words()  # the value as its word, quoted where it must be
 
 
-def point_with_maxtext(point):
-    """*point* with its ``maxtext`` run translated into its point keys (itself without one)."""
+def point_with_maxtext(point, point_keys):
+    """*point* with its ``maxtext`` run translated into its point keys (itself without one);
+    *point_keys* the point parameters' table (``{name: Param}``: their defaults say which keys the
+    point set itself)."""
     text = point.get("maxtext")
     if text is None:
         return point
-    from .params import POINT_KEYS
-
     explicit = tuple(sorted((k, v) for k, v in point.items()
-                            if k in _SET and v is not None and v != POINT_KEYS[k].default))
+                            if k in _SET and v is not None and k in point_keys and v != point_keys[k].default))
     translated = _translated(maxtext_text(text), point.get("topology"), explicit,
-                             bool(point.get("maxtext_approximate")))
+                             bool(point.get("maxtext_approximate")), frozenset(point_keys))
     return {**point, **translated}
 
 
@@ -67,12 +67,12 @@ _SET = ("workload", "global_batch", "per_replica_batch", "mesh", "dcn_mesh", "sl
 
 
 @lru_cache(maxsize=256)
-def _translated(text, topology, explicit, approximate):
+def _translated(text, topology, explicit, approximate, point_keys):
     """The point keys of one MaxText run on one slice (a sweep's points repeat a few of them)."""
     from .maxtext import translate
 
     if not isinstance(topology, str):
         raise ConfigError("is required: a point names its topology", key_path="topology", show_value=False)
-    run = translate(maxtext_input(words=[text]), topology, approximate=approximate,
+    run = translate(maxtext_input(words=[text]), topology, approximate=approximate, point_keys=point_keys,
                     explicit={k: (v, f"{k}: {v}") for k, v in explicit})
     return dict(run.point)
