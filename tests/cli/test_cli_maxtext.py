@@ -114,3 +114,25 @@ def test_search_with_a_minus_one_axis_fixes_the_rest():
     doc = _json("plan", "llama3-8b", "-t", SLICE, "--megacore", "--search", "--mesh", "fsdp=-1,tensor=2",
                 "--global-batch", "8")
     assert {c["mesh"] for c in doc["candidates"]} == {"fsdp=4,tensor=2"}
+
+
+def test_the_pages_examples_run():
+    """docs/maxtext.md's commands and its experiment run as shown."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    from wus_sim.experiments.spec import parse_experiment
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "maxtext.md").read_text(encoding="utf-8")
+    commands = re.findall(r"```text\n(wus-sim .*?)```", page, flags=re.S)
+    assert len(commands) == 2
+    for command in commands:
+        words = shlex.split(command.replace("\n", " "))
+        rc, out, err = run(*words[1:])
+        assert rc == 0, (command, err)
+        assert "MaxText run: model_name=llama2-70b -> llama2-70b" in out
+    (experiment,) = re.findall(r"```yaml\n(.*?)```", page, flags=re.S)
+    assert parse_experiment(yaml.safe_load(experiment)).count() == 2
