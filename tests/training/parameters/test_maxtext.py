@@ -261,3 +261,14 @@ def test_the_key_table_is_what_its_generator_writes():
     out = subprocess.run([sys.executable, str(root / "tests" / "tools" / "regenerate_maxtext_keys.py"), "--check",
                           "--repo", str(snapshot)], capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr
+
+
+def test_remat_beside_the_run():
+    # --remat none asks for no remat at all: it wins over base.yml's full and contradicts a given policy
+    run = t(LLAMA, explicit={"remat": ("none", "--remat none")})
+    assert "remat_policy" not in run.point and dict(run.listed)["remat_policy=full"].endswith("--remat none given")
+    with pytest.raises(ConfigError, match="--remat layer: contradicts remat_policy=minimal"):
+        t(f"{LLAMA} remat_policy=minimal", explicit={"remat": ("layer", "--remat layer")})
+    run = t(f"{LLAMA} remat_policy=minimal", explicit={"remat": ("none", "--remat none"),
+                                                         "remat_policy": ("minimal", "--remat-policy minimal")})
+    assert run.point["remat_policy"] == "minimal"

@@ -344,7 +344,8 @@ def _remat(t):
     else:
         t.refuse("remat_policy", f"not among the policies modelled: {', '.join(REMAT_POLICIES)}, custom, none")
         return
-    if "remat" in t.explicit and t.explicit["remat"][0] != "none":
+    mine = t.explicit.get("remat")
+    if mine is not None and (mine[0] != "none" or "remat_policy" not in t.explicit):  # --remat none: no remat
         if given:
             raise ConfigError(f"contradicts remat_policy={t.inp.value('remat_policy')} of the MaxText run (give one "
                               "of them; MaxText's full is --remat-policy full)", key_path=t.explicit["remat"][1],
