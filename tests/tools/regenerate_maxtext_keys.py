@@ -20,15 +20,14 @@ in ``also_default`` (a recipe run on that commit had them by default).
 Only key names, value types and default values are read (facts of MaxText's interface, no code).
 """
 
-import argparse
-import csv
-import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from csv_tool import generator_main, render_csv
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "wus_sim" / "data" / "maxtext" / "base_keys.csv"
@@ -83,34 +82,13 @@ def build_rows(repo):
 
 
 def render(rows):
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+    return render_csv(COLUMNS, rows)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repo", default=str(DEFAULT_SNAPSHOT) if DEFAULT_SNAPSHOT.exists() else None,
-                        help=f"clone or bare git directory of {UPSTREAM} (must contain the pinned commits)")
-    parser.add_argument("--out", default=str(OUT), help="CSV to write (or compare with --check)")
-    parser.add_argument("--check", action="store_true", help="exit 1 if --out differs; write nothing")
-    args = parser.parse_args(argv)
-    if args.repo is None:
-        parser.error("--repo is required (no default snapshot on this machine)")
-    text = render(build_rows(Path(args.repo)))
-    out = Path(args.out)
-    if args.check:
-        if not out.exists() or out.read_text() != text:
-            print(f"{out} is out of date; run python tests/tools/regenerate_maxtext_keys.py", file=sys.stderr)
-            return 1
-        print(f"{out} is up to date")
-        return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}")
-    return 0
+    return generator_main(argv, description=__doc__.splitlines()[0], snapshot=DEFAULT_SNAPSHOT, upstream=UPSTREAM,
+                          pinned="the pinned commits", out=OUT, build=lambda repo: render(build_rows(Path(repo))),
+                          tool="tests/tools/regenerate_maxtext_keys.py")
 
 
 if __name__ == "__main__":
