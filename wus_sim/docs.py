@@ -9,7 +9,8 @@
   Schemas of the same formats, for editor completion (e.g. a first line
   ``# yaml-language-server: $schema=<path to the schema>`` in a YAML file);
 - ``wus_sim/schemas/results.v1.json``: the JSON Schema of one results row;
-- the tables of ``docs/commands.md``, every command and option, from the parsers.
+- the tables of ``docs/commands.md`` (every command and option, from the parsers) and of
+  ``docs/maxtext.md`` (from :mod:`wus_sim.training.parameters.maxtext_table`).
 
 Everything is built from the tables the loaders validate with
 (:data:`~wus_sim.experiments.spec.EXPERIMENT_KEYS`, :data:`~wus_sim.experiments.spec.POINT_KEYS`,
@@ -397,10 +398,8 @@ def hf_config_schema():
 
 def render(root=None):
     """Every generated file: path relative to the checkout *root* -> its text (:mod:`wus_sim.cli.reference`)."""
-    from .cli.reference import render_page
-    page = Path(root or Path(__file__).resolve().parent.parent) / "docs" / "commands.md"  # its prose kept
-    files = {f"wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json": _json(hf_config_schema()),
-             "docs/commands.md": render_page(page.read_text(encoding="utf-8") if page.is_file() else "")}
+    from .cli.reference import generated_pages  # commands.md and maxtext.md: their prose kept
+    files = {f"wus_sim/schemas/hf-config.v{SCHEMA_VERSION}.json": _json(hf_config_schema()), **generated_pages(root)}
     for fmt in FORMATS:
         files[f"docs/formats/{fmt}.md"] = format_markdown(fmt)
         files[f"wus_sim/schemas/{fmt}-file.v{SCHEMA_VERSION}.json"] = _json(format_schema(fmt))

@@ -222,3 +222,45 @@ def test_expert_factorisations_only_when_asked():
     assert len(factorisations(topo)) == 10 and all(m.expert == 1 for m in factorisations(topo))
     four = factorisations(topo, ("data", "fsdp", "tensor", "expert"))
     assert len(four) == 20 and len(set(four)) == 20 and all(m.size == 8 for m in four)
+
+
+# ---------------------------------------------------------------- -1: the rest of the devices
+def test_minus_one_fills_the_rest():
+    from wus_sim.hardware.mesh_spec import fill_mesh, has_fill
+
+    assert fill_mesh("fsdp=-1,tensor=4", 256) == Mesh(fsdp=64, tensor=4)          # 256 / 4
+    assert fill_mesh({"data": -1, "tensor": 2}, 16) == Mesh(data=8, tensor=2)      # 16 / 2
+    assert fill_mesh("data=-1,fsdp=2", 4, key_path="dcn_mesh", axes=("data", "fsdp")) == Mesh(data=2, fsdp=2)
+    assert fill_mesh("fsdp=-1", 1) == Mesh()
+    assert fill_mesh("fsdp=8", 256) == Mesh(fsdp=8)  # without -1: the sizes as given (the step checks the product)
+    assert has_fill("tensor=4, fsdp=-1") and has_fill({"fsdp": -1}) and not has_fill({"fsdp": True})
+    assert not has_fill({"fsdp": "-1"}) and not has_fill("fsdp=1") and not has_fill(None)
+
+
+@pytest.mark.parametrize("value, said", [
+    ("fsdp=-1,tensor=-1", "at most one axis may be -1"),
+    ("fsdp=-1,tensor=3", "the other axes multiply to 3, which does not divide them"),
+    ({"fsdp": -1, "tensor": 0}, "whole number"),
+    ("fsdp=-1,bogus=2", "unknown axis"),
+])
+def test_a_bad_minus_one_is_one_line(value, said):
+    from wus_sim.hardware.mesh_spec import fill_mesh
+
+    with pytest.raises(ConfigError, match=said) as e:
+        fill_mesh(value, 256)
+    assert "\n" not in str(e.value)
+
+
+def test_minus_one_is_kept_in_a_point_value_and_refused_without_a_slice():
+    from wus_sim.hardware.mesh_spec import mesh_json_schema, mesh_text
+
+    assert mesh_text("tensor=4,fsdp=-1") == "fsdp=-1,tensor=4"
+    assert mesh_text({"data": -1}) == "data=-1"
+    with pytest.raises(ConfigError, match="mesh.fsdp: .*only a mesh for a known slice"):
+        parse_mesh("fsdp=-1")
+    with pytest.raises(ConfigError, match="mesh.fsdp"):
+        Mesh(fsdp=-1)
+    import re
+
+    text = mesh_json_schema(("data", "fsdp"))["anyOf"][0]["pattern"]
+    assert re.match(text, "data=-1, fsdp=2") and not re.match(text, "data=-2")

@@ -25,9 +25,6 @@ What comes from where (paths in that repository, at PINNED):
   commit that broke them fails instead of giving a silently wrong table.
 """
 
-import argparse
-import csv
-import io
 import json
 import math
 import re
@@ -35,6 +32,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from csv_tool import generator_main, render_csv
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "wus_sim" / "data" / "validation" / "mlperf_v06_tpu_v3.csv"
@@ -448,34 +447,13 @@ def build_rows(snap):
 
 
 def render(rows):
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    return render_csv(COLUMNS, rows)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repo", default=str(DEFAULT_SNAPSHOT) if DEFAULT_SNAPSHOT.exists() else None,
-                        help=f"clone or bare git directory of {UPSTREAM} (must contain {PINNED[:12]})")
-    parser.add_argument("--out", default=str(OUT), help="CSV to write (or compare with --check)")
-    parser.add_argument("--check", action="store_true", help="exit 1 if --out differs; write nothing")
-    args = parser.parse_args(argv)
-    if args.repo is None:
-        parser.error("--repo is required (no default snapshot on this machine)")
-    text = render(build_rows(Snapshot(args.repo)))
-    out = Path(args.out)
-    if args.check:
-        if not out.exists() or out.read_text() != text:
-            print(f"{out} is out of date; run python tests/tools/regenerate_mlperf_v06.py", file=sys.stderr)
-            return 1
-        print(f"{out} is up to date")
-        return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}")
-    return 0
+    return generator_main(argv, description=__doc__.splitlines()[0], snapshot=DEFAULT_SNAPSHOT, upstream=UPSTREAM,
+                          pinned=PINNED[:12], out=OUT, build=lambda repo: render(build_rows(Snapshot(repo))),
+                          tool="tests/tools/regenerate_mlperf_v06.py")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ def main(argv=None):
             if code is None:
                 parser = build_parser(_command_of(words))
                 args, extras = parser.parse_known_args(argv)
+                args._words = words  # what the user typed: which options were given, not defaulted
                 command = args.command
                 if extras:
                     _unrecognized(parser, args.command, extras)

@@ -20,6 +20,7 @@ __all__ = [
     "OPTION_PARAMS", "check_options", "FAULT_KEYS", "add_fault_options", "fault_values",
     "fault_option_errors", "JSON_HELP", "add_json_option", "add_flag",
     "PLACEMENT_KEYS", "add_placement_options", "placement_option_errors", "add_mesh_options", "mesh_placement",
+    "fill_mesh_options",
 ]
 
 OPTION_PARAMS = {p.name: p for p in (
@@ -187,17 +188,19 @@ def add_mesh_options(parser):
     parser.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T,expert=E",
                         help="device mesh in a slice: data, fsdp, tensor and expert axis sizes whose product is "
                              "the slice's devices (chips with --megacore, TensorCores otherwise); missing axes are "
-                             "1 (default: data over every device); expert splits a mixture of experts' routed "
-                             "experts. See docs/mesh.md")
+                             "1, one axis may be -1: the rest of the devices, as MaxText's -1 (default: data over "
+                             "every device); expert splits a mixture of experts' routed experts. See docs/mesh.md")
     parser.add_argument("--dcn-mesh", dest="dcn_mesh", default=None, metavar="data=S[,fsdp=S2,expert=S3]",
                         help="mesh across slices over the data-center network; its product is the number of "
-                             "slices (sets --slices)")
+                             "slices (sets --slices; with an axis of -1, the rest of --slices)")
 
 
 def mesh_placement(args):
-    """The :class:`~wus_sim.hardware.mesh.Placement` of *args* (errors name the options)."""
+    """The :class:`~wus_sim.hardware.mesh.Placement` of *args* (errors name the options); an axis
+    of size -1 in ``--mesh`` or ``--dcn-mesh`` is filled first (:func:`fill_mesh_options`)."""
     from ..hardware.mesh import Placement
 
+    fill_mesh_options(args)
     try:
         return Placement(megacore=bool(getattr(args, "megacore", False)), spatial_ways=args.spatial_ways,
                          slices=getattr(args, "slices", None), mesh=args.mesh, dcn_mesh=args.dcn_mesh)
@@ -208,3 +211,29 @@ def mesh_placement(args):
             raise ConfigError(exc.rule, key_path=_option(head) + (f".{rest}" if rest else ""),
                               value=exc.value) from None
         raise
+
+
+def fill_mesh_options(args):
+    """``--mesh`` and ``--dcn-mesh`` with an axis of size -1 (MaxText's "the rest") filled against
+    the slice ``--topology`` names: its devices (chips with ``--megacore``) within it, the slices
+    (``--slices``, else the topology file's) across; written back with every axis they name."""
+    from ..hardware.mesh_spec import DCN_AXES, has_fill, fill_mesh
+
+    mesh, dcn = getattr(args, "mesh", None), getattr(args, "dcn_mesh", None)
+    if not (has_fill(mesh) or has_fill(dcn)):
+        return
+    from ..hardware.multislice import load_multislice
+
+    topology, ms = load_multislice(args.topology, slices=getattr(args, "slices", None),
+                                   megacore=bool(getattr(args, "megacore", False)))
+    if has_fill(mesh):
+        args.mesh = _named_text(fill_mesh(mesh, topology.num_replicas, key_path="--mesh"), mesh)
+    if has_fill(dcn):
+        args.dcn_mesh = _named_text(fill_mesh(dcn, 1 if ms is None else ms.slices, key_path="--dcn-mesh",
+                                              axes=DCN_AXES), dcn)
+
+
+def _named_text(mesh, text):
+    """*mesh*'s sizes of the axes *text* names, as text (a search fixes the axes named)."""
+    names = [item.split("=", 1)[0].strip() for item in text.split(",")]
+    return ",".join(f"{a}={getattr(mesh, a)}" for a in names)

@@ -32,7 +32,8 @@ def add_parser(subparsers):
         "plan", help="sharding plan of a workload, and memory/update cost of each strategy",
         description="Plan the weight-update sharding of WORKLOAD over a topology's replicas and compare "
                     "the replicated, sharded and fully-sharded updates (collectives, update work, memory per replica).")
-    p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
+    p.add_argument("workload", metavar="WORKLOAD", nargs="?", default=None,
+                   help="workload name or YAML path (or --maxtext's model_name)")
     from .plan_search import DEFAULT_HBM_HEADROOM, RANKS, TopologyList
 
     p.add_argument("--topology", "-t", required=True, metavar="T", action=TopologyList,
@@ -40,6 +41,9 @@ def add_parser(subparsers):
                         "-t several times to rank the meshes of several slices together")
     p.add_argument("--optimizer", "-o", metavar="O",
                    help="optimizer name, composition (adam+clip) or YAML path (default: the workload's)")
+    from .maxtext_options import add_maxtext_options
+
+    add_maxtext_options(p)
     add_json_option(p)
     p.add_argument("--per-replica-batch", type=int, metavar="B",
                    help="examples per replica (default: the MLPerf v0.6 run on this slice, else the "
@@ -98,8 +102,10 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from .maxtext_options import apply_maxtext, report_maxtext, with_maxtext_lines
     from .options import mesh_placement
 
+    apply_maxtext(args, search=args.search)  # --search: the keys the run gives are its fixed part
     placement = mesh_placement(args)
     if len(getattr(args, "topologies", None) or ()) > 1 and not args.search:
         from ..inputs.errors import ConfigError
@@ -118,9 +124,9 @@ def run(args):
     if placement.mesh is not None:
         report["mesh"] = _mesh_report(args, placement)
     if args.json:
-        print(dumps_strict(report, indent=1, default=float))
+        print(dumps_strict(report_maxtext(report, args), indent=1, default=float))
     else:
-        print(_text(report))
+        print(with_maxtext_lines(_text(report), args))
         hint = _megacore_line(args)
         if hint:
             print(hint)

@@ -204,10 +204,10 @@ def run_search(args, placement):
                 if stopped:
                     break
     except KeyboardInterrupt:  # the best so far, then main's one line and 130
-        _print(build_report(args, searched, found, headroom, "interrupted"), args.json)
+        _print(build_report(args, searched, found, headroom, "interrupted"), args)
         raise
     report = build_report(args, searched, found, headroom, stopped)
-    _print(report, args.json)
+    _print(report, args)
     if not report["feasible"]:
         if args.check:
             raise InfeasibleError("no candidate fits (--check)" + ("" if stopped is None else
@@ -244,10 +244,18 @@ def slices_from_args(args, placement):
     return out
 
 
-def _print(report, as_json):
+def _print(report, args):
+    """The report as JSON or text, with the MaxText run it came from (if any) and its batch's source."""
+    from .maxtext_options import report_maxtext, with_maxtext_lines
     from .plan_search_text import text
 
-    print(dumps_strict(report, indent=1) if as_json else text(report), flush=True)
+    got = getattr(args, "_maxtext", None)
+    if got is not None and "global_batch" in got[0].sources:
+        report["global_batch_source"] = "maxtext"
+    if args.json:
+        print(dumps_strict(report_maxtext(report, args), indent=1), flush=True)
+        return
+    print(with_maxtext_lines(text(report), args), flush=True)
 
 
 class _Progress:

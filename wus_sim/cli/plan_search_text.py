@@ -130,7 +130,8 @@ def text(r):
     default = (f"the workload's default on {r['topology']}, the first -t, as step runs it there" if several else
                "the workload's default on this slice, as step runs it")
     source = {"default": default + "; --global-batch to change",
-              "global_batch": "--global-batch", "per_replica_batch": "--per-replica-batch x every device"}
+              "global_batch": "--global-batch", "per_replica_batch": "--per-replica-batch x every device",
+              "maxtext": "the MaxText run's per_device_batch_size x every device"}
     order = ("cheapest first (cost of a step: with one global batch, the order of the cost per unit of work)"
              if by_cost else "fastest first")
     o = r["options"]

@@ -17,7 +17,7 @@ the page).
 import argparse
 import re
 
-__all__ = ["render_page", "command_parsers", "option_names", "REGION"]
+__all__ = ["render_page", "command_parsers", "option_names", "REGION", "generated_pages"]
 
 REGION = re.compile(r"<!-- commands:([a-z\-]+) -->\n(.*?)<!-- /commands -->", re.S)
 """A generated region of the page: its name (a command, or ``index``) and its text."""
@@ -132,4 +132,20 @@ def render_page(text):
         if name not in have:
             out = out.rstrip("\n") + (f"\n\n## wus-sim {name}\n\n<!-- commands:{name} -->\n"
                                       f"{command_section(name, parser, help_text)}<!-- /commands -->\n")
+    return out
+
+
+def generated_pages(root=None):
+    """``{path: text}`` of docs/commands.md (:func:`render_page`) and docs/maxtext.md (its tables
+    from :mod:`wus_sim.training.parameters.maxtext_table`) under the checkout *root*, each page's
+    prose kept and its generated regions rewritten."""
+    from pathlib import Path
+
+    from ..training.parameters.maxtext_table import render_page as maxtext_page
+
+    docs = Path(root or Path(__file__).resolve().parents[2]) / "docs"
+    out = {}
+    for name, render in (("commands.md", render_page), ("maxtext.md", maxtext_page)):
+        page = docs / name
+        out[f"docs/{name}"] = render(page.read_text(encoding="utf-8") if page.is_file() else "")
     return out

@@ -35,6 +35,7 @@ from .options import (add_fault_options, add_flag, add_json_option, add_mesh_opt
 
 from .step_lines import _REMAT_LINES, _checked, _checked_line, _dcn_line, if_fit_report, throughput_columns
 from .cost_lines import add_price_option, add_step_costs, step_cost_lines
+from .maxtext_options import add_maxtext_options, apply_maxtext, report_maxtext, with_maxtext_lines
 
 __all__ = ["add_parser", "run"]
 
@@ -44,10 +45,12 @@ def add_parser(subparsers):
         "step", help="simulate a training step with a replicated, sharded and/or fully-sharded weight update",
         description="Simulate consecutive training steps of WORKLOAD on a TPU slice and report the "
                     "steady-state step time, its breakdown and memory per replica.")
-    p.add_argument("workload", metavar="WORKLOAD", help="workload name or YAML path")
+    p.add_argument("workload", metavar="WORKLOAD", nargs="?", default=None,
+                   help="workload name or YAML path (or --maxtext's model_name)")
     p.add_argument("--topology", "-t", required=True, metavar="T",
                    help="topology name (tpu-v3-2048), YAML path or inline spec (torus:32x32)")
     p.add_argument("--optimizer", "-o", metavar="O", help="optimizer (default: the workload's)")
+    add_maxtext_options(p)
     p.add_argument("--strategy", "-s", choices=STRATEGY_CHOICES, default=default_of("strategy"),
                    help=f"update strategy: one, both (replicated and sharded) or all (default {default_of('strategy')})")
     p.add_argument("--per-replica-batch", type=int, metavar="B",
@@ -119,6 +122,7 @@ def run(args):
     from ..training.step import bidirectional_for, simulate_strategies, speedup, speedups, strategies_named
     from ..hardware.multislice import load_multislice
 
+    apply_maxtext(args)
     placement = mesh_placement(args)
     with fault_option_errors(), placement_option_errors():
         topology, multislice = load_multislice(args.topology, slices=placement.slices, dcn_GBps=args.dcn_GBps,
@@ -207,16 +211,16 @@ def run(args):
                 x["group_cores"] *= multislice.slices
                 x["time_s"] = small_allreduce_s(topology, x["nbytes"], options, multislice)
     if args.json:
-        print(dumps_strict(report, indent=1, default=_json_default))
+        print(dumps_strict(report_maxtext(report, args), indent=1, default=_json_default))
     else:
         # the workload's name, not the path it was given by (--json keeps what was given)
         from ..hardware.topology_files import megacore_hint
 
         w = meta["plan"].workload
-        print(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology), "cost_of": w,
-                     "flops_unit": w.flops_unit or w.example_unit,
-                     "per_example": f"{w.units_per_example:,} {w.flops_unit}s per {w.example_unit}"
-                     if w.units_per_example > 1 else None}, multislice))
+        print(with_maxtext_lines(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
+                                        "cost_of": w, "flops_unit": w.flops_unit or w.example_unit,
+                                        "per_example": f"{w.units_per_example:,} {w.flops_unit}s per "
+                                        f"{w.example_unit}" if w.units_per_example > 1 else None}, multislice), args))
     return 0
 
 

@@ -64,13 +64,13 @@ def _check_keys(point):
                 out[name] = last_out[name]
                 continue
         param = POINT_KEYS[name]
-        if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh"):
+        if param.kind == "name" and name not in ("failed_links", "slow_links", "mesh", "dcn_mesh", "maxtext"):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"must be {param.rule()}", key_path=name, value=value)
             continue
         checked = check_param(param, value, key_path=name)
-        if (param.kind == "int" or name in ("mesh", "dcn_mesh")) and checked is not None:
-            out[name] = checked  # a mesh mapping as its text: the row's column
+        if (param.kind == "int" or name in ("mesh", "dcn_mesh", "maxtext")) and checked is not None:
+            out[name] = checked  # a mesh mapping (a MaxText run's keys) as its text: the row's column
     if memos_on():
         _LAST_CHECKED[:] = (dict(point), out)
     return out
@@ -91,13 +91,21 @@ def simulate_point(point):
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
     """
+    if isinstance(point, dict) and point.get("maxtext") is not None:
+        from ..training.parameters.maxtext_point import point_with_maxtext
+
+        point = point_with_maxtext(point, POINT_KEYS)  # its point keys (workload, batch, mesh, ...) from the run
     p = _check_keys(point)
     megacore = p.get("megacore")
     megacore = False if megacore is None else check_point_value("megacore", megacore)
     from ..hardware.mesh import Placement
+    from ..hardware.mesh_spec import has_fill
 
+    # an axis of size -1 (the rest) is filled by the mesh step, which knows the slice: the
+    # placement checks the others (and takes the slices from a DCN mesh without one)
     placement = Placement(megacore=megacore, spatial_ways=p.get("spatial_ways"), slices=p.get("slices"),
-                          mesh=p.get("mesh"), dcn_mesh=p.get("dcn_mesh"))
+                          mesh=None if has_fill(p.get("mesh")) else p.get("mesh"),
+                          dcn_mesh=None if has_fill(p.get("dcn_mesh")) else p.get("dcn_mesh"))
     topology, multislice = load_multislice(
         p["topology"], slices=placement.slices, dcn_GBps=p.get("dcn_GBps"), dcn_latency_us=p.get("dcn_latency_us"),
         link_GBps=p.get("link_GBps"), hop_latency_us=p.get("hop_latency_us"),

@@ -233,9 +233,9 @@ def parse_experiment(doc, *, file=None, name=None):
             axes.append(Axis((key,), (axis_values(sweep, key, where),), (where,)))
 
     for sugar, key in (("workloads", "workload"), ("topologies", "topology")):
-        if key not in origin:
-            raise ConfigError(f"needs a {key}: list it under '{sugar}', or set '{key}' in 'base' or 'sweep'",
-                              file=top.file)
+        if key not in origin and not (key == "workload" and "maxtext" in origin):  # a MaxText run names its model
+            raise ConfigError(f"needs a {key}: list it under '{sugar}', or set '{key}' in 'base' or 'sweep'"
+                              + (" (or a maxtext run's model_name)" if key == "workload" else ""), file=top.file)
 
     swept = {k: axis for axis in axes for k in axis.keys}
     reduce = {}

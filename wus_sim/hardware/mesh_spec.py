@@ -8,9 +8,15 @@ One rule for a size, everywhere (``--mesh``, ``--dcn-mesh``, experiment files, `
 take), with ASCII spaces allowed around names, ``=`` and commas and nothing else (no tab, no
 no-break space), which is the experiment schema's pattern (:func:`mesh_json_schema`); in a
 mapping or the API it is an integer (a bool or a float such as 4.0 is refused).
+
+One exception, where a mesh is given for a slice (``--mesh``, ``--dcn-mesh``, the point keys
+``mesh`` and ``dcn_mesh``, ``simulate_mesh``): one axis may be ``-1``, MaxText's "the rest"
+(``ici_fsdp_parallelism: -1``): the devices (or slices) over the product of the other axes,
+filled by :func:`fill_mesh` once the slice is known. ``Mesh(...)`` itself holds sizes only.
 """
 
 from dataclasses import dataclass
+import math
 import numbers
 import re
 
@@ -18,7 +24,7 @@ from ..inputs.door import checked, flag, whole
 from ..inputs.errors import ConfigError
 
 __all__ = ["MESH_AXES", "DCN_AXES", "CORE_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
-           "mesh_json_schema", "shown_axes", "Placement"]
+           "mesh_json_schema", "shown_axes", "Placement", "FILL", "has_fill", "fill_sizes", "fill_mesh"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "expert")
 """Mesh axes, outermost first, in MaxText's order of the same names (``mesh_axes`` in
@@ -79,11 +85,9 @@ class Mesh:
 _PAIR = re.compile(" *([^=]*?) *= *(.*?) *")
 
 
-def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
-    """A :class:`Mesh` from ``"data=4,fsdp=2"``, a mapping ``{data: 4, fsdp: 2}`` or a Mesh
-    (``None`` stays ``None``). Errors name *key_path* (and the axis), the value and the rule."""
-    if value is None:
-        return value
+def _pairs(value, key_path, axes):
+    """``(pairs, text)``: *value*'s ``{axis: size as given}`` (text, a mapping or a Mesh) and whether
+    it was text; unknown axes and malformed text are ConfigErrors."""
     rule = f"must be axis=size pairs over {', '.join(axes)} (e.g. {axes[-1]}=4), each size a whole number >= 1"
     if isinstance(value, Mesh):
         pairs = {a: getattr(value, a) for a in MESH_AXES if getattr(value, a) > 1}
@@ -102,8 +106,78 @@ def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
         if name not in axes:
             raise ConfigError(f"names an unknown axis {name!r}; known: {', '.join(axes)}", key_path=key_path,
                               value=value)
-    text = isinstance(value, str)
-    return Mesh(**{name: mesh_size(size, key_path=f"{key_path}.{name}", text=text) for name, size in pairs.items()})
+    return pairs, isinstance(value, str)
+
+
+FILL = -1
+"""The size that means "the rest" (MaxText's ``-1``): the devices over the other axes' product."""
+
+
+def _is_fill(size, text):
+    return size == "-1" if text else (size == FILL and not isinstance(size, bool) and isinstance(size, numbers.Integral))
+
+
+def _fill_axis(pairs, text, key_path, value):
+    """The one axis of *pairs* whose size is ``-1``, or ``None``; two are an error."""
+    fill = [name for name, size in pairs.items() if _is_fill(size, text)]
+    if len(fill) > 1:
+        raise ConfigError(f"gives -1 (the rest) to {' and '.join(fill)}: at most one axis may be -1",
+                          key_path=key_path, value=value)
+    return fill[0] if fill else None
+
+
+def has_fill(value):
+    """Whether *value* (mesh text or a mapping) gives one axis the size -1 (MaxText's "the rest")."""
+    if isinstance(value, str):
+        return any(_PAIR.fullmatch(item) is not None and _PAIR.fullmatch(item)[2] == "-1"
+                   for item in value.split(","))
+    return isinstance(value, dict) and any(_is_fill(v, False) for v in value.values())
+
+
+def parse_mesh(value, *, key_path="mesh", axes=MESH_AXES):
+    """A :class:`Mesh` from ``"data=4,fsdp=2"``, a mapping ``{data: 4, fsdp: 2}`` or a Mesh
+    (``None`` stays ``None``). Errors name *key_path* (and the axis), the value and the rule. A
+    size -1 is refused here: it is filled where the slice is known (:func:`fill_mesh`)."""
+    if value is None:
+        return value
+    pairs, text = _pairs(value, key_path, axes)
+    sizes = {}
+    for name, size in pairs.items():  # the first bad size is the one named
+        if _is_fill(size, text):
+            raise ConfigError(f"gives {name} -1 (the rest of the devices), which only a mesh for a known slice may "
+                              "(--mesh, --dcn-mesh, the point keys mesh and dcn_mesh, simulate_mesh)",
+                              key_path=f"{key_path}.{name}", value=value)
+        sizes[name] = mesh_size(size, key_path=f"{key_path}.{name}", text=text)
+    return Mesh(**sizes)
+
+
+def fill_sizes(sizes, devices, *, key_path="mesh", value=None):
+    """*sizes* (``{axis: int}``, at most one -1) with the -1 replaced by *devices* over the product of
+    the others; one line if that is not whole. The rule of MaxText's ``-1``."""
+    fill = [name for name, size in sizes.items() if size == FILL]
+    if len(fill) > 1:
+        raise ConfigError(f"gives -1 (the rest) to {' and '.join(fill)}: at most one axis may be -1",
+                          key_path=key_path, value=value)
+    if not fill:
+        return dict(sizes)
+    rest = math.prod(size for name, size in sizes.items() if name != fill[0])
+    if devices % rest:
+        raise ConfigError(f"fills {fill[0]} (-1) with the rest of {devices} devices, but the other axes multiply to "
+                          f"{rest}, which does not divide them", key_path=key_path, value=value)
+    return {**sizes, fill[0]: devices // rest}
+
+
+def fill_mesh(value, devices, *, key_path="mesh", axes=MESH_AXES):
+    """The :class:`Mesh` of *value* for a slice of *devices* devices (for a DCN mesh: slices), an
+    axis of size -1 taking the rest (:func:`fill_sizes`); without one, :func:`parse_mesh`'s."""
+    if not has_fill(value):
+        return parse_mesh(value, key_path=key_path, axes=axes)
+    pairs, text = _pairs(value, key_path, axes)
+    fill = _fill_axis(pairs, text, key_path, value)
+    sizes = {name: FILL if name == fill else mesh_size(size, key_path=f"{key_path}.{name}", text=text)
+             for name, size in pairs.items()}
+    sizes = fill_sizes(sizes, devices, key_path=key_path, value=value)
+    return Mesh(**{name: mesh_size(size, key_path=f"{key_path}.{name}") for name, size in sizes.items()})
 
 
 @checked(megacore=flag(), spatial_ways=whole(1, 2**17, nullable=True), slices=whole(1, 1024, nullable=True))
@@ -140,15 +214,23 @@ def shown_axes(mesh):
 
 def mesh_text(value, *, axes=MESH_AXES, key_path="mesh"):
     """A mesh as its canonical text (``"fsdp=64,tensor=4"``; axes of size 1 left out), from
-    ``axis=size`` text or a mapping: the value a point parameter holds."""
-    return str(parse_mesh(value, key_path=key_path, axes=axes))
+    ``axis=size`` text or a mapping: the value a point parameter holds. An axis of size -1 (the
+    rest, :func:`fill_mesh`) is kept as ``axis=-1``."""
+    if not has_fill(value):
+        return str(parse_mesh(value, key_path=key_path, axes=axes))
+    pairs, text = _pairs(value, key_path, axes)
+    fill = _fill_axis(pairs, text, key_path, value)
+    sizes = {name: FILL if name == fill else mesh_size(size, key_path=f"{key_path}.{name}", text=text)
+             for name, size in pairs.items()}
+    return ",".join(f"{a}={sizes[a]}" for a in MESH_AXES if a in sizes and sizes[a] != 1)
 
 
 def mesh_json_schema(axes):
     """JSON Schema of a mesh value over *axes*: ``axis=size`` text or a mapping (the text pattern
-    is :func:`parse_mesh`'s rule: ASCII spaces around the parts, sizes of digits 0-9)."""
+    is :func:`parse_mesh`'s rule: ASCII spaces around the parts, sizes of digits 0-9, or -1 for the
+    rest: at most one, which the schema cannot say and the loader checks)."""
     names = "|".join(axes)
     return {"anyOf": [
-        {"type": "string", "pattern": f"^ *({names}) *= *[0-9]+ *(, *({names}) *= *[0-9]+ *)*$"},
+        {"type": "string", "pattern": f"^ *({names}) *= *([0-9]+|-1) *(, *({names}) *= *([0-9]+|-1) *)*$"},
         {"type": "object", "additionalProperties": False, "minProperties": 1,
-         "properties": {a: {"type": "integer", "minimum": 1} for a in axes}}]}
+         "properties": {a: {"anyOf": [{"type": "integer", "minimum": 1}, {"const": FILL}]} for a in axes}}]}

@@ -69,6 +69,8 @@ class TieringRow:
     config: str
     xla: str
     notes: str
+    maxtext: str = ""
+    """The recipe's MaxText command line (its KEY=VALUE words), which ``--maxtext`` reads."""
 
     # what the calibration fit and its leave-one-out read of a measured row (as of a MeasuredRun)
     round = "maxtext"
@@ -114,6 +116,8 @@ def tiering_rows(path=None):
     for rec in csv.DictReader(read_text(path).splitlines()):
         kw = {}
         for f in TieringRow.__dataclass_fields__.values():
+            if f.name not in rec and f.name == "maxtext":  # a table of one's own may leave it out
+                continue
             v = rec[f.name]
             if f.type in ("int", int):
                 v = int(v)

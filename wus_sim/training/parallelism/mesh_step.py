@@ -42,6 +42,7 @@ import math
 
 from ...collectives.schedules.groups import mesh_group
 from ...hardware.mesh import DCN_AXES, MESH_AXES, Mesh, layout, parse_mesh
+from ...hardware.mesh_spec import fill_mesh
 from ...hardware.multislice import dcn_phase_time_s, dcn_time_s, hierarchical_phases, load_multislice
 from ...inputs.errors import ConfigError
 from ...model.compute import memory_bound_time_s
@@ -79,8 +80,8 @@ def _today(mesh, dcn, strategies, options):
 def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=None, dcn_mesh=None,
                   per_replica_batch=None, global_batch=None, options=None, placement=None):
     """Simulate each of *strategies* (what the data axis does) on *mesh* (a
-    :class:`~wus_sim.hardware.mesh.Mesh`, ``"fsdp=16,tensor=4"`` or a mapping; ``None`` = pure
-    data parallelism) and *dcn_mesh* (across the slices of *topology*, a multislice); returns a
+    :class:`~wus_sim.hardware.mesh.Mesh`, ``"fsdp=16,tensor=4"`` or a mapping, one axis of which
+    may be -1, the rest of the slice's devices; ``None`` = pure data parallelism) and *dcn_mesh* (across the slices of *topology*, a multislice); returns a
     :class:`~wus_sim.training.step.StepRun` whose ``mesh`` is a :class:`MeshSummary`.
     *per_replica_batch* is the batch of one data-parallel group (the T devices of a tensor
     group share it).
@@ -102,13 +103,14 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
             topology = topology[1] or topology[0]
     topology, ms = load_multislice(topology)
     slices = 1 if ms is None else ms.slices
-    dcn = parse_mesh(dcn_mesh, key_path="dcn_mesh", axes=DCN_AXES)
+    # an axis of size -1 takes the rest: of the slices across, of the slice's devices within
+    dcn = None if dcn_mesh is None else fill_mesh(dcn_mesh, slices, key_path="dcn_mesh", axes=DCN_AXES)
     if dcn is None and slices > 1:
         dcn = Mesh(data=slices)
     if dcn is not None and dcn.size != slices:
         raise ConfigError(f"multiplies to {dcn.size} slices; the topology has {slices}", key_path="dcn_mesh",
                           value=str(dcn))
-    mesh = parse_mesh(mesh) or Mesh(data=topology.num_replicas)
+    mesh = Mesh(data=topology.num_replicas) if mesh is None else fill_mesh(mesh, topology.num_replicas)
     lay = layout(topology, mesh)
     check_tensor_heads(workload, mesh)
     check_expert_mesh(workload, mesh, dcn)

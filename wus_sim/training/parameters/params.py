@@ -19,6 +19,7 @@ from ...inputs.limits import RATE_RANGES
 from ...inputs.errors import ConfigError, did_you_mean
 from ...inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ...model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
+from .maxtext_point import MAXTEXT_SCHEMA
 from .param_checks import check_param
 from .param_names import _check_calibration, _check_software_stack, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
@@ -177,6 +178,12 @@ def _check_dcn_mesh(value, base_dir=None):
     return mesh_text(value, axes=DCN_AXES, key_path="dcn_mesh")
 
 
+def _check_maxtext(value, base_dir=None):
+    from .maxtext_point import maxtext_text
+
+    return maxtext_text(value)
+
+
 def _remat_policy(value, base_dir=None):
     """A MaxText remat policy's name, or ``custom:NAME=PLACE,...``, in its canonical spelling."""
     from ...model.layer_stack import canonical_policy
@@ -314,19 +321,21 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor, expert (e.g. fsdp=64,tensor=4), or a "
-                                    "mapping",
+    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor, expert (e.g. fsdp=64,tensor=4; one "
+                                    "size may be -1, the rest), or a mapping",
           meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
                   "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), "
                   "tensor (each layer split, Megatron-LM) and expert (each MoE layer's routed experts split, tokens "
                   "exchanged by all-to-alls; fsdp for the rest of the model); their product is the slice's devices "
-                  "(chips with megacore, TensorCores otherwise), missing axes 1; null = data over every device "
-                  "(today's data parallelism). See docs/mesh.md.",
+                  "(chips with megacore, TensorCores otherwise), missing axes 1, one axis may be -1: the rest of "
+                  "the devices (MaxText's -1); null = data over every device (today's data parallelism). See "
+                  "docs/mesh.md.",
           check=_check_mesh, value_schema=mesh_json_schema(MESH_AXES)),
-    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp, expert (e.g. data=4), or a mapping",
+    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp, expert (e.g. data=4; one size may be -1, "
+                                        "the rest), or a mapping",
           meaning="Mesh across slices (MaxText's dcn_*_parallelism): data, fsdp and/or expert over the "
-                  "data-center network; its product is the number of slices (it sets `slices`); null = data over "
-                  "the slices.",
+                  "data-center network; its product is the number of slices (it sets `slices`; with an axis of "
+                  "-1, the rest of `slices`); null = data over the slices.",
           check=_check_dcn_mesh, value_schema=mesh_json_schema(DCN_AXES)),
     Param("dcn_GBps", "number", minimum=RATE_RANGES["dcn_GBps"][0], maximum=1e6, unit="GB/s",
           meaning="Multislice: DCN bandwidth per chip, one direction (10^9 B/s); null = the topology file's, else "
@@ -366,6 +375,19 @@ POINT_KEYS = _table(
                   "x price / 3600), e.g. a committed-use price; null = the chip's public on-demand price in "
                   "chips.yaml (`price_usd_per_chip_hour`, cited). Changes no time. The row holds the price used "
                   "(empty: the chip has none, and the cost columns are empty)."),
+    Param("maxtext", "name", rule_text="a mapping of MaxText keys (base.yml's) to values, or their KEY=VALUE words",
+          meaning="A MaxText run as the point's input: its keys set workload (model_name), global_batch "
+                  "(per_device_batch_size x devices), mesh, dcn_mesh and slices (ici_*, dcn_*_parallelism, -1 the "
+                  "rest; num_slices), remat_policy, quantization, optimizer, grad_dtype, strategy and megacore (a "
+                  "device on v4/v5p is a chip); a key that changes nothing in a step is accepted, one not modelled "
+                  "is an error. A point key set to another value than its default keeps it where the run leaves "
+                  "the MaxText key at base.yml's default. Kept as its KEY=VALUE words; null = none. See "
+                  "docs/maxtext.md.",
+          check=_check_maxtext, value_schema=MAXTEXT_SCHEMA),
+    Param("maxtext_approximate", "bool", default=False, nullable=False,
+          meaning="With maxtext: run the MaxText keys wus-sim only approximates (custom_mesh, weight_dtype "
+                  "bfloat16, capacity_factor, megablox and sparse_matmul false) as their approximations "
+                  "(docs/maxtext.md) instead of refusing the point."),
 )
 """Every key a point may have, in column order. ``wus_sim.experiments.records.simulate_point`` accepts exactly these."""
 
