@@ -3,8 +3,9 @@
 policy as the validation row runs (wus_sim.validation.tiering), read from the row's own columns.
 
 What each row's command needs was read from its recipe by hand (wus_sim/data/validation/README.md):
-rows 4, 5 and 8 carry keys wus-sim approximates as the validation does (row 4's custom_mesh, row
-5's capacity factor and dense MoE matmuls, row 8's bf16 weights); row 6 has an expert axis.
+rows 4, 5, 6 and 8 carry keys wus-sim approximates as the validation does (row 4's custom_mesh, rows
+5's and 6's dense MoE matmuls, 6's custom mesh and 6's and 8's bf16 weights); row 6 has an expert axis,
+rows 5 and 6 a capacity factor (modelled).
 """
 
 import json
@@ -20,7 +21,8 @@ from wus_sim.validation.tiering import simulate_one, tiering_rows
 
 ROWS = {r.row: r for r in tiering_rows()}
 
-APPROXIMATED = {4: {"custom_mesh"}, 5: {"capacity_factor", "megablox", "sparse_matmul"}, 8: {"weight_dtype"}}
+APPROXIMATED = {4: {"custom_mesh"}, 5: {"megablox", "sparse_matmul"},
+                6: {"custom_mesh", "weight_dtype", "megablox", "sparse_matmul"}, 8: {"weight_dtype"}}
 """The keys of each row's recipe that wus-sim runs approximately (the row's notes say each)."""
 
 CHIPS = {"tpu-v6e-256": 256, "tpu-v5p-1024": 512, "tpu-v5p-256": 128}
@@ -54,6 +56,14 @@ def test_each_row_runs_from_its_maxtext_command_line(number):
     assert row.maxtext and f"model_name={row.model_name}" in row.maxtext.split()
     if not _shipped(row.model_name):
         pytest.skip(f"MaxText's {row.model_name} is the model library's workload (not shipped on this branch)")
+    shipped = load_workload(row.model_name)
+    if shipped.units_per_example != row.sequence:
+        # MaxText's library ships each model at its model file's length (base.yml's 2,048 where it sets
+        # none); a run at another max_target_length is refused in one line naming the remedy, until a
+        # workload can be rebuilt at the run's length (issue 47 note, open)
+        rc, out, err = _plan(row)
+        assert rc == 2 and f"max_target_length: {row.sequence}" in err and "--sequence-length" in err
+        pytest.xfail(f"{row.model_name} ships at {shipped.units_per_example} tokens, the run is at {row.sequence}")
     if number == 6 and "expert" not in MESH_AXES:
         rc, out, err = _plan(row)
         assert rc == 2 and "ici_expert_parallelism=4 (the mesh has no expert axis)" in err and "\n" not in err.strip()
@@ -78,7 +88,7 @@ def test_each_row_runs_from_its_maxtext_command_line(number):
     assert {a["key"].split("=")[0] for a in doc["maxtext"]["approximated"]} == APPROXIMATED.get(number, set())
 
 
-@pytest.mark.parametrize("number", [4, 5, 8])
+@pytest.mark.parametrize("number", [4, 5, 6, 8])
 def test_rows_with_approximated_keys_are_refused_without_the_flag(number):
     row = ROWS[number]
     rc, out, err = run("plan", "-t", row.topology, "--maxtext", row.maxtext, "--json")

@@ -157,9 +157,10 @@ def test_a_sequence_the_workload_does_not_have_is_refused():
 
 
 def test_a_model_name_not_shipped_names_the_closest():
-    with pytest.raises(ConfigError, match="names no workload \\(did you mean llama3-8b"):
+    with pytest.raises(ConfigError, match="names no workload \\(did you mean (llama3.1-8b or )?llama3-8b"):
         t("model_name=llama3.8b max_target_length=8192")
-    with pytest.raises(ConfigError, match="base.yml's default model"):
+    # no model_name: base.yml's `default`, MaxText's default model, shipped under that name (at 2,048 tokens)
+    with pytest.raises(ConfigError, match="the 2,048 tokens of workload default's sequences"):
         t("max_target_length=8192")
 
 

@@ -399,10 +399,7 @@ def _moe(t, workload):
     cf = t.inp.value("capacity_factor")
     if isinstance(cf, bool) or not isinstance(cf, (int, float)):
         raise ConfigError("must be a number (-1: dropless)", key_path="capacity_factor", value=cf)
-    if "capacity_factor" in t.point_keys:
-        t.set("capacity_factor", None if cf <= 0 else float(cf), "capacity_factor")
-    elif cf > 0:
-        t.approx("capacity_factor")
+    t.set("capacity_factor", float(cf) if cf > 0 else -1.0, "capacity_factor")  # -1: dropless
     for key in ("megablox", "sparse_matmul"):
         if t.inp.value(key) is False:
             t.approx(key)

@@ -65,9 +65,9 @@ RULES = (
     Rule("allow_split_physical_axes", "always", "every mesh is laid out as create_device_mesh(allow_split_physical_"
          "axes=True) lays it"),
     Rule("scan_layers, hardware", "assumed", "true and tpu (base.yml's): a scanned layer stack on TPUs"),
-    Rule("capacity_factor", "point key capacity_factor when the MoE model has one",
-         "-1 (base.yml's): dropless, even routing; another value: the capacity factor where the step models "
-         "one, else not modelled (--maxtext-approximate: dropless)"),
+    Rule("capacity_factor", "--capacity-factor (point key capacity_factor), a MoE model's",
+         "-1 (base.yml's): dropless, even routing; > 0: each expert's buffer padded to it x its even share (its "
+         "matmuls and all-to-alls x it)"),
 )
 """The translation table: every MaxText key wus-sim reads, what it becomes and how."""
 
@@ -77,8 +77,6 @@ APPROXIMATED = {
     "optimize_mesh_for_tpu_v6e": ("the mesh laid out as create_device_mesh lays it", lambda v: v is True),
     "weight_dtype": ("master weights, gradients and optimizer slots in the workload's float32",
                      lambda v: v == "bfloat16"),
-    "capacity_factor": ("dropless routing (no expert's batch padded to its capacity)",
-                        lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0),
     "megablox": ("the experts' matmuls as grouped matmuls of the routed tokens (no dense dispatch and combine "
                  "einsums)", lambda v: v is False),
     "sparse_matmul": ("the experts' matmuls as grouped matmuls of the routed tokens (no dense dispatch and combine "
@@ -133,7 +131,7 @@ def region(name):
     elif name == "approximated":
         rows = ["| MaxText key | when | what `--maxtext-approximate` runs instead |", "|---|---|---|"]
         when = {"custom_mesh": "any ring name", "optimize_mesh_for_tpu_v6e": "true", "weight_dtype": "bfloat16",
-                "capacity_factor": "> 0", "megablox": "false", "sparse_matmul": "false"}
+                "megablox": "false", "sparse_matmul": "false"}
         rows += [f"| `{k}` | {when[k]} | {_cell(what)} |" for k, (what, _) in APPROXIMATED.items()]
     elif name == "not-modelled":
         rows = ["| MaxText keys | why not |", "|---|---|"]
