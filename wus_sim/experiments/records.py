@@ -11,7 +11,7 @@ the slice's facts (:func:`slice_columns`) and every value the model actually use
 import math
 
 from ..model.calibration import load_calibration, matrix_efficiency
-from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean
+from ..inputs.errors import ConfigError, InfeasibleError, WusError, did_you_mean, listed
 from ..inputs.memo import memos_on
 from ..hardware.multislice import load_multislice
 from ..training.parameters.params import POINT_KEYS, check_param, check_point_value, default_of
@@ -49,7 +49,7 @@ def _check_keys(point):
     unknown = sorted((k for k in point if k not in POINT_KEYS), key=str)
     if unknown:
         raise ConfigError(f"is not a point parameter{did_you_mean(unknown[0], POINT_KEYS)}; known: "
-                          f"{', '.join(POINT_KEYS)}", key_path=str(unknown[0]),
+                          f"{listed(POINT_KEYS, 450, cut=450)}", key_path=str(unknown[0]),
                           show_value=False)
     for name, param in POINT_KEYS.items():
         if param.required and point.get(name) is None:

@@ -35,7 +35,7 @@ import os
 from pathlib import Path
 
 from ..inputs.config import Section, is_file, key_join, load_yaml, present
-from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean
+from ..inputs.errors import ConfigError, UnknownNameError, did_you_mean, listed
 from ..inputs.keys import Key, KeyTable
 from ..inputs.shipped import shipped_dir
 
@@ -154,7 +154,7 @@ def parse_experiment(doc, *, file=None, name=None):
     def claim(key, where):
         if key not in POINT_KEYS:
             raise ConfigError(f"is not a point parameter{did_you_mean(key, POINT_KEYS)}; known: "
-                              f"{', '.join(POINT_KEYS)}", file=top.file, key_path=where)
+                              f"{listed(POINT_KEYS, 450, cut=450)}", file=top.file, key_path=where)
         if key in origin:
             raise ConfigError(f"sets {key!r}, which {origin[key]} already sets; set each parameter in one place",
                               file=top.file, key_path=where)

@@ -16,7 +16,7 @@ from ...hardware.mesh import DCN_AXES, MESH_AXES, mesh_json_schema, mesh_text
 from ...hardware.network import DEFAULT_ROUTING
 from ...hardware.topology_files import OVERRIDE_RANGES
 from ...inputs.limits import RATE_RANGES
-from ...inputs.errors import ConfigError, did_you_mean
+from ...inputs.errors import ConfigError, did_you_mean, listed
 from ...inputs.limits import MAX_REPLICAS, MAX_STEPS
 from ...model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 from .maxtext_point import MAXTEXT_SCHEMA
@@ -400,7 +400,7 @@ def check_point_value(key, value, *, file=None, key_path=None, base_dir=None):
     key_path = key_path or key
     param = POINT_KEYS.get(key)
     if param is None:
-        raise ConfigError(f"is not a point parameter{did_you_mean(key, POINT_KEYS)}; known: {', '.join(POINT_KEYS)}",
+        raise ConfigError(f"is not a point parameter{did_you_mean(key, POINT_KEYS)}; known: {listed(POINT_KEYS, 450, cut=450)}",
                           file=file, key_path=key_path)
     return check_param(param, value, file=file, key_path=key_path, base_dir=base_dir)
 
@@ -409,7 +409,7 @@ def complete_point(values):
     """A full point: every key of :data:`POINT_KEYS` in table order, defaults filled in."""
     unknown = set(values) - set(POINT_KEYS)
     if unknown:
-        raise ConfigError(f"unknown point parameters {sorted(unknown)}; known: {', '.join(POINT_KEYS)}")
+        raise ConfigError(f"unknown point parameters {sorted(unknown)}; known: {listed(POINT_KEYS, 450, cut=450)}")
     return {key: values.get(key, param.default) for key, param in POINT_KEYS.items()}
 
 
