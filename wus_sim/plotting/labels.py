@@ -209,10 +209,10 @@ def _label(keys, values):
 
 
 def _groups(df, keys):
-    if not keys:
-        return [((), df)]
-    # Results come in sweep order; keep it (it is the order the user wrote the values in).
-    return list(df.groupby(keys, sort=False, dropna=False))
+    """``(key tuple, rows)`` per value of *keys*, in sweep order, NaN a group too (by hand for one key: pandas 2.2 fails)."""
+    if len(keys) == 1 and df[keys[0]].isna().any():
+        return [((v,), df[df[keys[0]].isna() if v != v else df[keys[0]] == v]) for v in df[keys[0]].unique()]
+    return list(df.groupby(list(keys), sort=False, dropna=False)) if len(keys) else [((), df)]
 
 
 _AXIS_NAMES = {

@@ -4,7 +4,7 @@ from ..experiments.results import column_label
 from ..model.memory import PARTS as _MEMORY_PART_NAMES, STRATEGY_NAMES
 from ..training.timeline.timeline import BREAKDOWN_PARTS  # step-time parts, stacked bottom to top
 from .bars import _BAR_WIDTH, _bar_tops, _mark_bars_not_ok, _stack, _strategy_bars, _strategy_ticks
-from .labels import _axis_label, _label_keys, _numeric, _varying, _with, set_title
+from .labels import _axis_label, _groups, _label_keys, _numeric, _varying, _with, set_title
 from .layout import fit_y_range
 from .heatmap import (AGGREGATES, SPEEDUP_VALUES, AveragedCells, heatmap_averaged,  # noqa: F401 -- re-exported
                       heatmap_range, heatmap_title, heatmap_value_label, plot_heatmap)
@@ -82,7 +82,7 @@ def _hollow_points(ax, rows, x, y, keys, styles, scale, *, gid, label, several):
     drawn = {}
     for strategy, by_strategy in rows.groupby("strategy", sort=False) if "strategy" in rows.columns \
             else [(None, rows)]:
-        groups = by_strategy.groupby(list(keys), dropna=False, sort=False) if keys else [((), by_strategy)]
+        groups = _groups(by_strategy, list(keys))
         for values, group in groups:
             values = values if isinstance(values, tuple) else (values,)
             look = styles.look(keys, values, strategy)
