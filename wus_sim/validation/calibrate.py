@@ -265,12 +265,14 @@ def calibrate(*, runs=None, calibration_id=None, progress=None, network=None, to
     measured_s = np.array([r.measured_step_s for r in used])
     cov = fitter.covariance(result)
     if llm:  # the second stage's rows, values and covariance (block-diagonal: fitted with the first's held)
+        from scipy.linalg import block_diag
+
         llm_fitter, llm_result = llm
         used, free = used + llm_fitter.rows, free + llm_fitter.free
         values.update(llm_fitter.values(llm_result.x))
         sim = np.concatenate([sim, llm_fitter.simulated(llm_result.x, llm_fitter.rows)])
         measured_s = np.array([r.measured_step_s for r in used])
-        cov = np.block([[cov, np.zeros((len(cov), 2))], [np.zeros((2, len(cov))), llm_fitter.covariance(llm_result)]])
+        cov = block_diag(cov, llm_fitter.covariance(llm_result))
     errors = {row_key(r): float(t / m - 1) for r, t, m in zip(used, sim, measured_s) if r.kind == "exact"}
     bound_errors = {row_key(r): float(t / m - 1) for r, t, m in zip(used, sim, measured_s) if r.kind == "bound"}
     abs_err = sorted(abs(e) for e in errors.values())
