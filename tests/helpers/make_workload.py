@@ -55,18 +55,22 @@ MOE_TOY = dict(h=1024, vocab=2048, ff=2048, experts=8, top_k=2, moe_layers=2)
 a MoE layer, each token to 2 of them, two MoE layers."""
 
 
-def make_moe(folder, name="moe-toy", *, top_k=MOE_TOY["top_k"], optimizer="adam"):
+def make_moe(folder, name="moe-toy", *, top_k=MOE_TOY["top_k"], optimizer="adam", stacked=False):
     """A toy mixture of experts (one token an example): an embedding [2048, 1024], two MoE layers each
     with a router ``gate`` [1024, 8] and 8 routed experts ``experts.<j>.w1`` [1024, 2048] and
     ``w2`` [2048, 1024], a head [1024, 2048]; a MoE layer's FLOPs per token are 2 x (router + *top_k*
-    experts' elements) (what the importers count); the head's 2 x its elements."""
+    experts' elements) (what the importers count); the head's 2 x its elements. *stacked*: each
+    layer's experts in one tensor per weight, ``experts.w1`` [1024, 8 x 2048] and ``experts.w2``
+    [2048, 8 x 1024] (stacked along the output features, the last axis of this in_out layout)."""
     h, v, ff, n = MOE_TOY["h"], MOE_TOY["vocab"], MOE_TOY["ff"], MOE_TOY["experts"]
     layers = [("embed", 0)]
     tensors = [("embed.weight", [v, h], 0)]
     for i in (1, 2):
         layers.append((f"moe{i}", 2 * (h * n + top_k * 2 * h * ff)))
         tensors.append((f"moe{i}.gate.weight", [h, n], i))
-        for j in range(n):
+        if stacked:
+            tensors += [(f"moe{i}.experts.w1.weight", [h, n * ff], i), (f"moe{i}.experts.w2.weight", [ff, n * h], i)]
+        for j in range(0 if stacked else n):
             tensors += [(f"moe{i}.experts.{j}.w1.weight", [h, ff], i), (f"moe{i}.experts.{j}.w2.weight", [ff, h], i)]
     layers.append(("head", 2 * h * v))
     tensors.append(("head.weight", [h, v], 3))

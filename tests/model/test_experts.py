@@ -50,6 +50,45 @@ def test_deepseek_v2_lite_by_hand(tmp_path):
     assert moe.expert_elements == 3 * 2048 * 1408
 
 
+def test_stacked_experts_are_the_experts_one_by_one(tmp_path):
+    """The toy with each layer's 8 experts stacked in one tensor per weight (as MaxText holds them) is
+    the same mixture: 8 experts (the router's 8 outputs), top-2, an expert 2 x 1024 x 2048; a 4-way
+    device view holds 2 experts' rows of each stacked tensor and runs the same FLOPs."""
+    one_by_one, stacked = make_moe(tmp_path), make_moe(tmp_path, "moe-stacked", stacked=True)
+    a, b = moe_layers(one_by_one), moe_layers(stacked)
+    h, ff = MOE_TOY["h"], MOE_TOY["ff"]
+    assert (b.layers, b.experts, b.experts_per_token, b.expert_elements) == ((1, 2), 8, 2, 2 * h * ff)
+    assert (a.layers, a.experts, a.experts_per_token, a.expert_elements, a.expert_share) == \
+        (b.layers, b.experts, b.experts_per_token, b.expert_elements, b.expert_share)
+    assert len(b.expert_tensors) == 4 and len(a.expert_tensors) == 2 * 8 * 2
+    for ways in (1, 2, 4, 8):
+        va, vb = expert_view(one_by_one, ways, 1.25), expert_view(stacked, ways, 1.25)
+        assert vb.params == va.params == 2 * 2048 * h + 2 * (h * 8 + 8 // ways * 2 * h * ff)
+        assert vb.layer_fwd_flops == pytest.approx(va.layer_fwd_flops, rel=1e-15)
+    four = expert_view(stacked, 4)
+    assert [t.shape for t in four.tensors if ".experts." in t.name] == [(h, 2 * ff), (ff, 2 * h)] * 2
+
+
+def test_the_maxtext_librarys_stacked_moe_models_by_hand():
+    """The MaxText model library stacks experts: DeepSeek-V2-Lite (deepseek2-16b: 26 MoE layers after
+    1 dense, 64 experts of 3 x 2048 x 1408, 6 a token) and Qwen3-30B-A3B (48 MoE layers, 128 experts
+    of 3 x 2048 x 768, 8 a token), their configs in tests/data/maxtext_models."""
+    ds = moe_layers(load_workload("deepseek2-16b"))
+    assert (len(ds.layers), ds.experts, ds.experts_per_token, ds.expert_elements) == (26, 64, 6, 3 * 2048 * 1408)
+    qw = moe_layers(load_workload("qwen3-30b-a3b"))
+    assert (len(qw.layers), qw.experts, qw.experts_per_token, qw.expert_elements) == (48, 128, 8, 3 * 2048 * 768)
+
+
+def test_stacked_experts_without_a_router_are_refused_in_one_line(tmp_path):
+    w = make_moe(tmp_path, "moe-stacked", stacked=True)
+    bad = make(tmp_path, "no-router", "stacked experts, the router renamed", params=w.params,
+               layers=list(zip(w.layer_names, w.layer_fwd_flops)),
+               tensors=[(t.name.replace("gate.weight", "scores.weight"), list(t.shape), t.layer) for t in w.tensors])
+    with pytest.raises(ConfigError) as err:
+        moe_layers(bad)
+    assert "no router weight" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_top_k_the_flops_do_not_give_is_refused_in_one_line(tmp_path):
     w = make_moe(tmp_path)
     bad = make(tmp_path, "odd-k", "k = 2.5", params=w.params,

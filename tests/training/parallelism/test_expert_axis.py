@@ -174,6 +174,34 @@ def test_the_shipped_moe_models_run_with_an_expert_axis(tmp_path, workload, mesh
     assert run.replicas == 128 / tensor and run.mesh.to_dict()["mesh"]["expert"] == 8
 
 
+def test_stacked_experts_give_the_step_of_experts_one_by_one(tmp_path):
+    """The toy with its experts stacked (as MaxText's model library holds them) against one tensor per
+    expert: the same weights a device holds, the same all-to-alls (4 a MoE layer of 256 tokens x top-2 x
+    1024 x 2 B on the 4-way groups); the compute within 5 % (the shape model times one [1024, 8 x 2048]
+    matmul where the other has 8 of [1024, 2048]: the same FLOPs, other operand re-reads)."""
+    one_by_one = make_moe(tmp_path)
+    stacked = make_moe(tmp_path, "moe-stacked", stacked=True)
+    for mesh in ("fsdp=2,expert=4", "data=2,expert=4"):
+        a, b = (simulate_mesh(w, load_topology("torus:4x2"), None, ("fully-sharded",), mesh=mesh, per_replica_batch=256)
+                for w in (one_by_one, stacked))
+        ra, rb = a.results["fully-sharded"], b.results["fully-sharded"]
+        assert rb.memory.weights == ra.memory.weights
+        assert b.mesh.comm["expert"] == a.mesh.comm["expert"]
+        assert (b.mesh.comm["expert"]["collectives"], b.mesh.comm["expert"]["nbytes"]) == (8, 8 * 256 * 2 * 1024 * 2)
+        assert rb.step_time_s == pytest.approx(ra.step_time_s, rel=0.05)
+
+
+def test_deepseek_v2_lite_from_maxtexts_library_runs_with_an_expert_axis():
+    """deepseek2-16b (MaxText's DeepSeek-V2-Lite, its experts stacked): 26 MoE layers, 4 all-to-alls each of a
+    device's 1 sequence x 2048 tokens x top-6 x hidden 2048 x 2 B."""
+    run = simulate_mesh("deepseek2-16b", load_topology("tpu-v5p-256", megacore=True), None, ("fully-sharded",),
+                        mesh="fsdp=16,expert=8", per_replica_batch=1)
+    r = run.results["fully-sharded"]
+    assert r.status == "ok" and r.breakdown["expert_comm_s"] > 0
+    c = run.mesh.comm["expert"]
+    assert (c["collectives"], c["nbytes"]) == (4 * 26, 4 * 26 * 2048 * 6 * 2048 * 2)
+
+
 def test_remat_reruns_the_dispatch():
     """remat layer reruns each MoE layer's forward in backward, and with it its dispatch all-to-all (not
     the combine, whose output no gradient reads): Mixtral's 32 MoE layers wait on 5 each, not 4."""

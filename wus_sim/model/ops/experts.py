@@ -3,9 +3,12 @@ and how many each token goes to, and the work one device of an expert group runs
 
 Which tensors: a routed expert's weights are named ``...experts.<j>....`` (Hugging Face's
 names, which the importers keep: Mixtral's ``block_sparse_moe.experts.3.w1.weight``,
-DeepSeek's ``mlp.experts.12.gate_proj.weight``); a layer holding them is a MoE layer. The router
-(``gate``) and shared experts (``shared_experts``) are dense weights of the same layer: every
-token passes through them.
+DeepSeek's ``mlp.experts.12.gate_proj.weight``), or the experts of a layer are stacked in one tensor
+per weight, ``...experts.<name>...`` of ``[experts x rows, cols]``, as MaxText holds them (the
+MaxText model library's workloads). A layer holding either is a MoE layer. The router (``gate``,
+``router``) and shared experts (``shared_experts``) are dense weights of the same layer: every
+token passes through them. How many experts a stacked tensor holds is the router's rows: its
+``[experts, hidden]`` weight (``...gate.weight`` or ``...router.weight``) scores every expert.
 
 How many experts a token goes to (top-k) is not a tensor: it is read from the layer's FLOPs,
 which the importers count as ``2 x`` (dense weights + ``k`` routed experts) per token, so
@@ -38,10 +41,19 @@ from ...inputs.errors import ConfigError
 from ...inputs.memo import IdentityMemo
 
 __all__ = ["MoeLayers", "moe_layers", "expert_view", "busiest_device_share", "routed_work_factor",
-           "routed_padded_elements", "is_routed_expert"]
+           "routed_padded_elements", "is_routed_expert", "STACKED"]
 
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.")
 """A routed expert's tensor name: a ``experts.<j>.`` segment (not ``shared_experts.``)."""
+
+_STACKED = re.compile(r"(?:^|\.)experts\.[A-Za-z_]")
+"""A tensor stacking every routed expert of its layer: a ``experts.<name>`` segment."""
+
+_ROUTER = re.compile(r"(?:^|\.)(?:gate|router)\.weight$")
+"""A MoE layer's router weight, ``[experts, hidden]``."""
+
+STACKED = -2
+""":attr:`MoeLayers.expert_of` of a tensor that stacks every routed expert of its layer."""
 
 
 def is_routed_expert(name):
@@ -61,7 +73,8 @@ class MoeLayers:
     experts_per_token: int
     """Routed experts each token goes to (``num_experts_per_tok``, top-k)."""
     expert_of: tuple
-    """Per tensor of the workload: the routed expert it belongs to, or -1 (dense)."""
+    """Per tensor of the workload: the routed expert it belongs to, -1 (dense), or :data:`STACKED`
+    (every routed expert of its layer, stacked along its first dimension)."""
     expert_elements: int
     """Elements of one routed expert of one layer (its weights of every rank)."""
     expert_share: tuple
@@ -71,7 +84,7 @@ class MoeLayers:
     @property
     def expert_tensors(self):
         """Indices of the routed experts' tensors."""
-        return tuple(i for i, j in enumerate(self.expert_of) if j >= 0)
+        return tuple(i for i, j in enumerate(self.expert_of) if j >= 0 or j == STACKED)
 
 
 def moe_layers(workload):
@@ -84,18 +97,29 @@ def moe_layers(workload):
 _MOE = IdentityMemo()
 
 
+def _expert_of(name):
+    j = is_routed_expert(name)
+    return j if j is not None else STACKED if _STACKED.search(name) else -1
+
+
 def _moe_layers(workload):
-    expert_of = tuple(-1 if j is None else j for j in (is_routed_expert(t.name) for t in workload.tensors))
-    if all(j < 0 for j in expert_of):
+    expert_of = tuple(_expert_of(t.name) for t in workload.tensors)
+    if all(j == -1 for j in expert_of):
         return None
     per_layer = {}  # layer -> {expert: elements}
     dense = {}  # layer -> elements of its matrices that are no routed expert (router, shared experts)
+    stacked = {}  # layer -> the tensors stacking its experts
     for t, j in zip(workload.tensors, expert_of):
         if j >= 0:
             per_layer.setdefault(t.layer, {}).setdefault(j, 0)
             per_layer[t.layer][j] += t.size
+        elif j == STACKED:
+            stacked.setdefault(t.layer, []).append(t)
         elif len(t.shape) >= 2:
             dense[t.layer] = dense.get(t.layer, 0) + t.size
+    for layer, tensors in stacked.items():
+        n = _stacked_experts(workload, layer, tensors)
+        per_layer.setdefault(layer, {}).update({j: sum(t.size for t in tensors) // n for j in range(n)})
     layers = tuple(sorted(per_layer))
     counts = {len(per_layer[i]) for i in layers}
     sizes = {e for i in layers for e in per_layer[i].values()}
@@ -124,6 +148,38 @@ def _moe_layers(workload):
                           "top-k", key_path="workload", value=workload.name)
     return MoeLayers(layers=layers, experts=experts, experts_per_token=k_of.pop(), expert_of=expert_of,
                      expert_elements=size, expert_share=tuple(shares))
+
+
+def _stacked_experts(workload, layer, tensors):
+    """How many experts the *tensors* of *layer* stack: the rows of the layer's router, which each
+    of them must be a whole multiple of; one ConfigError naming the workload otherwise."""
+    routers = {t.shape[_out_axis(workload, t)] for t in workload.tensors
+               if t.layer == layer and len(t.shape) == 2 and _ROUTER.search(t.name)}
+    where = workload.layer_names[layer] if workload.layer_names else layer
+    if len(routers) != 1:
+        raise ConfigError(f"layer {where} stacks its routed experts (experts.<name> tensors) but has "
+                          f"{'no' if not routers else 'more than one'} router weight ([experts, hidden], named "
+                          "gate.weight or router.weight) to say how many", key_path="workload", value=workload.name)
+    (n,) = routers
+    uneven = [t for t in tensors if t.shape[_out_axis(workload, t)] % n]
+    if uneven:
+        raise ConfigError(f"layer {where}'s router scores {n} experts, but {uneven[0].name} "
+                          f"{list(uneven[0].shape)} does not stack that many", key_path="workload", value=workload.name)
+    return n
+
+
+def _out_axis(workload, tensor):
+    """The axis a stacked *tensor* stacks its experts along, its output features: the first of a
+    ``out_in`` workload's weights (and of every bias), the last of an ``in_out`` one's."""
+    return 0 if len(tensor.shape) == 1 or workload.dense_layout == "out_in" else len(tensor.shape) - 1
+
+
+def _local_rows(workload, tensor, ways):
+    """A stacked *tensor* with its first ``1/ways`` of experts (its output features split *ways* ways)."""
+    axis = _out_axis(workload, tensor)
+    shape = list(tensor.shape)
+    shape[axis] //= ways
+    return replace(tensor, shape=tuple(shape))
 
 
 def busiest_device_share(experts, ways, load_imbalance=1.0):
@@ -179,7 +235,9 @@ def _view(workload, moe, ways, capacity_factor, load_imbalance, stack):
                           "must divide them", key_path="mesh.expert", value=ways)
     local = moe.experts // ways
     factor = routed_work_factor(moe.experts, ways, capacity_factor, load_imbalance)
-    tensors = tuple(t for t, j in zip(workload.tensors, moe.expert_of) if j < local)
+    # a stacked tensor keeps its first local experts' rows
+    tensors = tuple(_local_rows(workload, t, ways) if j == STACKED else t
+                    for t, j in zip(workload.tensors, moe.expert_of) if j < local)
     flops = list(workload.layer_fwd_flops)
     for layer, share in zip(moe.layers, moe.expert_share):
         flops[layer] = flops[layer] * (1 - share + share * factor)
@@ -203,4 +261,5 @@ def _routed(plan):
     moe = moe_layers(plan.workload)
     if moe is None:
         return {b.index: 0 for b in plan.buckets}
-    return {b.index: sum(plan.tensors[i].padded_size for i in b.tensors if moe.expert_of[i] >= 0) for b in plan.buckets}
+    routed = set(moe.expert_tensors)
+    return {b.index: sum(plan.tensors[i].padded_size for i in b.tensors if i in routed) for b in plan.buckets}

@@ -65,7 +65,8 @@ def check_expert_mesh(workload, mesh, dcn=None, *, key_path="mesh"):
     moe = moe_layers(workload)
     if moe is None:
         raise ConfigError(f"splits experts {ways} ways, but {workload.name} has no mixture-of-experts layer "
-                          "(no routed expert tensors, named experts.<j>.)", key_path=key_path, value=where)
+                          "(no routed expert tensors: experts.<j>. each, or stacked as experts.<name>)",
+                          key_path=key_path, value=where)
     if moe.experts % ways:
         raise ConfigError(f"splits experts {ways} ways, but {workload.name} has {moe.experts} routed experts a "
                           f"layer; the expert axis (x the DCN's) must divide them", key_path=key_path, value=where)
