@@ -147,6 +147,7 @@ def _mesh_report(args, placement):
     """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
     from ..hardware.topology_files import load_topology
     from ..model.workload_files import load_workload
+    from ..training.parallelism.context_parallel import check_context_mesh
     from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from .step_mesh import layout_report, mesh_option_errors
@@ -155,6 +156,7 @@ def _mesh_report(args, placement):
         workload = load_workload(args.workload)
         check_tensor_heads(workload, placement.mesh)
         check_expert_mesh(workload, placement.mesh, placement.dcn_mesh)
+        check_context_mesh(workload, placement.mesh)
     return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
 
 

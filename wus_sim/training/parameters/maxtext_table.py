@@ -88,7 +88,7 @@ recipes so (wus_sim/data/validation/README.md)."""
 
 NOT_MODELLED = (
     ("ici_expert_parallelism, dcn_expert_parallelism, ici_pipeline_parallelism, num_pipeline_microbatches, "
-     "ici_context_parallelism, the other axes (sequence, tensor_sequence, autoregressive, diloco)",
+     "dcn_context_parallelism, the other axes (sequence, tensor_sequence, autoregressive, diloco)",
      "an axis the mesh does not have (read from wus_sim.hardware.mesh.MESH_AXES: an axis added there is read)"),
     ("gradient_accumulation_steps", "one step is one optimizer update"),
     ("quantization other than int8 (fp8, nanoo_fp8, int4w, ...)", "only int8 matmuls are modelled"),
