@@ -79,7 +79,8 @@ def add_parser(subparsers):
 
     add_mesh_options(p)
     add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, x expert for "
-                                 "a model with experts, and the slices' data x fsdp) x update strategy x remat "
+                                 "a model with experts, x context for sequences of 32k tokens or more, and the slices' "
+                                 "data x fsdp) x update strategy x remat "
                                  "none|selective|layer|full and rank them by step time (--rank cost: by what a step "
                                  "costs); infeasible ones counted with their reason (docs/mesh.md)")
     # plan --search only (each refused or unused without it is said in plan_search's doc)
