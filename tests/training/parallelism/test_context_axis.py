@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from make_workload import make_tiny_llama
 from pin_mesh_records import records
 from wus_sim.hardware.mesh import DCN_AXES, Mesh, parse_mesh
 from wus_sim.hardware.topology_files import load_topology
@@ -14,27 +15,15 @@ from wus_sim.inputs.errors import ConfigError
 from wus_sim.model.compute import ComputeParams
 from wus_sim.model.importers.importers import import_workload
 from wus_sim.model.ops.context import context_view
-from wus_sim.model.workload_files import load_workload
 from wus_sim.training.parallelism.context_parallel import SEARCH_MIN_TOKENS, with_context_meshes
 from wus_sim.training.parallelism.mesh_search import Search
 from wus_sim.training.parallelism.mesh_step import simulate_mesh
 from wus_sim.training.step import StepOptions, step_layer_times
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data")
-TINY = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
-            vocab_size=1024)
-"""A tiny Llama: 4 query heads of 64, 2 KV heads (kv width 128), 2 decoder layers."""
-
-
 def tiny(tmp_path, tokens=4096):
-    """The tiny Llama imported at *tokens* tokens a sequence (llama3-8b.json's keys, sizes :data:`TINY`)."""
-    with open(os.path.join(DATA, "hf_configs", "llama3-8b.json")) as f:
-        cfg = json.load(f)
-    cfg.update(TINY)
-    src, out = tmp_path / "tiny.json", tmp_path / f"tiny-{tokens}.yaml"
-    src.write_text(json.dumps(cfg))
-    import_workload(str(src), name="tiny", out=str(out), sequence_length=tokens)
-    return load_workload(str(out))
+    """The tiny Llama (4 query heads of 64, 2 KV heads, 2 layers; tests/helpers/make_workload.py)."""
+    return make_tiny_llama(tmp_path, tokens)
 
 
 def _step(workload, mesh, topology="torus:4x2", batch=1, **options):
