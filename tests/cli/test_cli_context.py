@@ -99,3 +99,17 @@ def test_a_context_that_does_not_divide_the_sequence_is_one_line(tmp_path):
     for cmd in (("step", str(out)), ("plan", str(out))):
         rc, _, err = run(*cmd, "-t", "tpu-v5p-128", "--megacore", "--mesh", "fsdp=4,context=16")
         assert rc == 2 and err.count("\n") == 1 and "context must divide the tokens per sequence" in err, err
+
+
+def test_the_search_at_128k_tokens_ranks_a_context_mesh_first(llama_128k):
+    """16 sequences of 131,072 tokens on 64 chips: without a context axis a chip holds at least one whole
+    sequence's activations; the search's context sizes (2, 4, 8: the sequence is past 32k tokens) win."""
+    rc, out, err = run("plan", llama_128k, "-t", "tpu-v5p-128", "--megacore", "--search", "--global-batch", "16",
+                       "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    valid("plan-search", doc)
+    ok = [c for c in doc["candidates"] if c["status"] == "ok"]
+    assert "context=" in ok[0]["mesh"] and ok[0]["breakdown"]["context_comm_s"] > 0
+    assert {c["mesh"].split("context=")[1].split(",")[0] for c in doc["candidates"] if "context=" in c["mesh"]} \
+        == {"2", "4", "8"}
