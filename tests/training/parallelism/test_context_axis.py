@@ -171,3 +171,16 @@ def test_a_fixed_context_is_searched_at_any_length(tmp_path):
     w = tiny(tmp_path)
     meshes = with_context_meshes(w, [Mesh(fsdp=8), Mesh(data=8)], fixed=4)
     assert meshes == [Mesh(fsdp=8), Mesh(fsdp=2, context=4), Mesh(data=8)]
+
+
+def test_with_an_expert_axis_each_device_dispatches_its_part_of_the_sequence():
+    """Mixtral-8x7B (4,096 tokens, top-2, hidden 4,096, 32 MoE layers) on v5p-256 with fsdp=8,context=2,
+    expert=8: a device holds 2,048 tokens of its group's sequence, so each of the 4 all-to-alls a MoE layer
+    moves 2,048 x 2 x 4,096 x 2 bytes; each of its 32 attention layers gathers K and V of the whole
+    sequence, 2 x 4,096 x 8 KV heads x 128 x 2 bytes, three times."""
+    run = simulate_mesh("mixtral-8x7b", load_topology("tpu-v5p-256", megacore=True), None, ("fully-sharded",),
+                        mesh="fsdp=8,context=2,expert=8", per_replica_batch=1)
+    assert run.results["fully-sharded"].status == "ok"
+    assert run.mesh.comm["expert"]["nbytes"] == 4 * 32 * 2048 * 2 * 4096 * 2
+    assert run.mesh.comm["context"]["nbytes"] == 3 * 32 * 2 * 4096 * 8 * 128 * 2
+    assert run.replicas == 64  # fsdp 8 x expert 8 groups, each shared by 2 context devices
