@@ -108,6 +108,11 @@ def test_memory_moves_the_batch_split_to_the_sequence(tmp_path):
     for part in ("weights", "gradients", "slots"):
         assert getattr(ra.memory, part) == getattr(rb.memory, part), part
     assert ra.memory.activations == pytest.approx(rb.memory.activations / 4, rel=1e-12)
+    # and one attention layer's gathered K and V (2 sequences x 4,096 x 128 x 2 bytes each) with their whole
+    # gradients in backward: 2 x 2 x 2 x 4,096 x 128 x 2 bytes of transient buffers
+    kv = 2 * (2 * 2 * 4096 * 128 * 2)
+    assert ra.memory.collective_buffers == rb.memory.collective_buffers + kv
+    assert ra.memory.details["kv_gather_buffers"] == kv
     assert a.mesh.comm["fsdp"]["nbytes"] == b.mesh.comm["fsdp"]["nbytes"]
     # (fsdp=8 runs on today's path, which times its collectives in the timeline) fsdp=4,context=2's weight
     # collectives go over the same 8 devices in the same ring order: the same seconds
@@ -119,7 +124,7 @@ def test_memory_moves_the_batch_split_to_the_sequence(tmp_path):
 def test_llama3_8b_at_128k_tokens_runs_with_a_context_axis(tmp_path):
     """Llama-3-8B at 131,072 tokens on v5p-128 (64 chips), one sequence a group: without remat fsdp=64 keeps
     a whole sequence's activations on a chip and does not fit; fsdp=16,context=4 with remat full fits,
-    keeps a quarter of what fsdp=64 keeps (remat full), and each of its 32 attention layers gathers K and V
+    keeps a quarter of what fsdp=64 keeps (remat full) besides one layer's gathered K/V, and each of its 32 attention layers gathers K and V
     of 2 x 131,072 x 8 KV heads x 128 x 2 bytes = 512 MiB three times."""
     path = tmp_path / "llama3-8b-128k.yaml"
     import_workload(os.path.join(DATA, "hf_configs", "llama3-8b.json"), name="llama3-8b", out=str(path),

@@ -28,7 +28,8 @@ layer :func:`kv_gather_nbytes` is all-gathered over the context rings in forward
 all-gathered again (the flash backward kernel reads the whole K and V; a device keeps only its
 ``1/C`` of them, as MaxText's default ``remat_policy: full`` recomputes the layer, gather included)
 and its gradient reduce-scattered: one forward, two backward collectives a layer
-(:func:`context_times`).
+(:func:`context_times`). Memory counts one layer's gathered K and V and their whole gradients
+(:func:`with_kv_buffers`).
 
 Where they sit: on the attention layer's critical path (the kernel needs the whole K and V; its
 gradients are the next backward matmuls' inputs), counted apart (``context_comm_s``). MaxText's
@@ -43,7 +44,7 @@ from ...inputs.errors import ConfigError
 from ...model.layer_stack import block_widths
 
 __all__ = ["WEIGHT_SHARD_AXES", "SEARCH_MIN_TOKENS", "SEARCH_SIZES", "check_context_mesh", "kv_gather_nbytes",
-           "context_times", "with_context_meshes"]
+           "context_times", "with_kv_buffers", "with_context_meshes"]
 
 WEIGHT_SHARD_AXES = ("fsdp", "context", "expert")
 """The axes that shard the weights where data replicates them (MaxText's ``embed`` rule: fsdp,
@@ -103,6 +104,21 @@ def context_times(workload, mesh, batch, coll_s):
         count += 3
         nbytes += 3 * size
     return fwd, bwd, count, nbytes, float(sum(fwd) + sum(bwd))
+
+
+def with_kv_buffers(memory, workload, mesh, batch):
+    """*memory* (a :class:`~wus_sim.model.memory.MemoryBreakdown`) with one attention layer's gathered K
+    and V and, in its backward, their whole gradients before the reduce-scatter: ``2 x``
+    :func:`kv_gather_nbytes` of the largest layer in ``collective_buffers`` and the peak (transient,
+    one layer at a time, beside the kept activations at backward's start). *memory* itself without a
+    context axis."""
+    if mesh.context == 1 or not workload.attention:
+        return memory
+    from dataclasses import replace
+
+    nbytes = 2 * max(kv_gather_nbytes(workload, a, batch, mesh.tensor) for a in workload.attention)
+    return replace(memory, collective_buffers=memory.collective_buffers + nbytes, peak=memory.peak + nbytes,
+                   details={**memory.details, "kv_gather_buffers": nbytes})
 
 
 def with_context_meshes(workload, meshes, fixed=None):

@@ -60,7 +60,7 @@ from ..update.planner import plan as make_plan
 from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
                     step_layer_times, strategy_names, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .context_parallel import WEIGHT_SHARD_AXES, check_context_mesh, context_times
+from .context_parallel import WEIGHT_SHARD_AXES, check_context_mesh, context_times, with_kv_buffers
 from .expert_parallel import axes_size, bucket_parts, check_expert_mesh, expert_times
 from .tensor_parallel import check_tensor_heads, split_workload, tensor_times
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
@@ -346,6 +346,7 @@ class _MeshStep:
         memory = memory_breakdown(plan, mem_strategy, batch, **gather, expert_ways=self.ep)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
+        memory = with_kv_buffers(memory, self.workload, self.mesh, batch)  # one layer's gathered K/V
         if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
             nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
             return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
