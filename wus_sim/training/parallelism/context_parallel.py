@@ -50,9 +50,9 @@ WEIGHT_SHARD_AXES = ("fsdp", "context", "expert")
 """The axes that shard the weights where data replicates them (MaxText's ``embed`` rule: fsdp,
 context, expert), in mesh order."""
 SEARCH_MIN_TOKENS = 32768
-"""Tokens per sequence from which a search tries context sizes (our rule: below it a sequence's
-activations fit without splitting it on every model we ship; at 32k tokens Llama-3-8B's layer inputs
-alone are 8 GiB a sequence)."""
+"""Tokens per sequence from which a search tries context sizes (our rule, a choice: a long context is
+what the axis is for, at 32k tokens Llama-3-8B's layer inputs alone are 8 GiB a sequence; shorter
+sequences keep the candidates they had, and a ``--mesh context=C`` fixes a size at any length)."""
 SEARCH_SIZES = (2, 4, 8)
 """Context sizes a search tries (each must divide the sequence and an fsdp size it takes them
 from): at most three more meshes per fsdp mesh."""
