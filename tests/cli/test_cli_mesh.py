@@ -38,7 +38,7 @@ def test_step_mesh_json_has_the_three_collective_parts():
     valid("step", doc)
     b = doc["strategies"]["sharded"]["breakdown"]
     assert b["tensor_comm_s"] > 0 and b["fsdp_comm_s"] >= 0 and b["data_comm_s"] >= 0
-    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "fsdp", "data"}
+    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "context", "fsdp", "data"}
     assert doc["mesh"]["comm"]["expert"]["collectives"] == 0 and b["expert_comm_s"] == 0
     assert doc["mesh"]["groups"]["tensor"] == [0, 1, 2, 3]
     assert doc["mesh"]["comm"]["data"]["collectives"] > 0 and doc["mesh"]["comm"]["fsdp"]["collectives"] > 0

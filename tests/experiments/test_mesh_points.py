@@ -45,3 +45,19 @@ def test_an_expert_mesh_point_with_a_capacity_factor(tmp_path):
     assert check_point_value("dcn_mesh", {"expert": 2}) == "expert=2"
     with pytest.raises(ConfigError, match="capacity_factor"):
         check_point_value("capacity_factor", 65)
+
+
+def test_a_context_mesh_point(tmp_path):
+    """The tiny Llama of the context axis's tests (2 layers, 2 KV heads of 64, 4,096 tokens) on 8 chips
+    with data=2,context=4: the row's context_comm_s is the 6 ring collectives of 2 MiB on the 4-chip
+    rings, 6 x 3 (1 us + 2 MiB / (8 x 100 GB/s)) (tests/training/parallelism/test_context_axis.py);
+    the mesh text is canonical, in MaxText's axis order; context across slices is one line."""
+    from make_workload import make_tiny_llama
+
+    w = make_tiny_llama(tmp_path)
+    (row,) = simulate_point({"workload": w.path, "topology": "torus:4x2", "mesh": {"context": 4, "data": 2},
+                             "strategy": "fully-sharded", "global_batch": 2})
+    assert row["status"] == "ok" and row["mesh"] == "data=2,context=4"
+    assert row["context_comm_s"] == pytest.approx(6 * 3 * (1e-6 + 2 * 2**20 / (8 * 100e9)), rel=1e-12)
+    with pytest.raises(ConfigError, match="not modelled"):
+        check_point_value("dcn_mesh", {"context": 2})

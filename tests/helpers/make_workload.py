@@ -6,7 +6,7 @@ through the same loader and checks as a shipped workload.
 
 from wus_sim.model.workload_files import load_workload
 
-__all__ = ["toy_yaml", "make", "make_moe", "MOE_TOY"]
+__all__ = ["toy_yaml", "make", "make_moe", "MOE_TOY", "make_tiny_llama", "TINY_LLAMA"]
 
 
 def toy_yaml(name, description, *, params, layers, tensors, unit="example", optimizer="sgd", batch=1):
@@ -77,3 +77,25 @@ def make_moe(folder, name="moe-toy", *, top_k=MOE_TOY["top_k"], optimizer="adam"
     params = sum(a * b for _, (a, b), _ in tensors)
     return make(folder, name, "toy mixture of experts", params=params, layers=layers, tensors=tensors,
                 optimizer=optimizer)
+
+
+TINY_LLAMA = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2,
+                  num_hidden_layers=2, vocab_size=1024)
+"""A tiny Llama (:func:`make_tiny_llama`): 4 query heads of 64, 2 KV heads (kv width 128), 2 decoder layers."""
+
+
+def make_tiny_llama(folder, tokens=4096):
+    """The tiny Llama imported at *tokens* tokens a sequence: tests/data/hf_configs/llama3-8b.json's keys with
+    the sizes :data:`TINY_LLAMA`, through the Hugging Face importer, into *folder*."""
+    import json
+    import os
+
+    from wus_sim.model.importers.importers import import_workload
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "data", "hf_configs", "llama3-8b.json")) as f:
+        cfg = json.load(f)
+    cfg.update(TINY_LLAMA)
+    src, out = folder / "tiny.json", folder / f"tiny-{tokens}.yaml"
+    src.write_text(json.dumps(cfg))
+    import_workload(str(src), name="tiny", out=str(out), sequence_length=tokens)
+    return load_workload(str(out))

@@ -266,6 +266,35 @@ def expert_numbers():
     return out
 
 
+CONTEXT_V5P = "{path} -t tpu-v5p-128 --megacore --per-replica-batch 1 --mesh {mesh} --remat {remat}"
+
+
+def context_numbers():
+    """Llama-3-8B at 131,072 tokens on v5p-128, one sequence a data-parallel group (docs/mesh.md, the
+    context axis): fsdp=64 with and without remat against context=8 without."""
+    import tempfile
+
+    from wus_sim.model.importers.importers import import_workload
+
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "llama3-8b-128k.yaml"
+        import_workload(str(ROOT / "tests" / "data" / "hf_configs" / "llama3-8b.json"), name="llama3-8b",
+                        out=str(path), sequence_length=131072)
+        for tag, mesh, remat in (("fsdp_none", "fsdp=64", "none"), ("fsdp_full", "fsdp=64", "full"),
+                                 ("c8_full", "fsdp=8,context=8", "full"), ("c8_none", "fsdp=8,context=8", "none")):
+            (s,) = _step(CONTEXT_V5P.format(path=path, mesh=mesh, remat=remat))["strategies"].values()
+            b = s["breakdown"]
+            out[f"context.v5p.{tag}_peak"] = _gib(s["memory_bytes"]["peak"])
+            if s["status"] != "ok":
+                continue
+            out[f"context.v5p.{tag}_step"] = _s(s["step_time_s"])
+            out[f"context.v5p.{tag}_tps"] = f"{s['tokens_per_s_per_device']:,.0f}"
+            out[f"context.v5p.{tag}_mfu"] = _pct(s["mfu"])
+            out[f"context.v5p.{tag}_kv"] = _ms(b["context_comm_s"])
+    return out
+
+
 LLAMA_V5P_FSDP = ("llama3-8b -t tpu-v5p-512 --megacore --remat layer --per-replica-batch 2 --strategy fully-sharded"
                   " --gather-prefetch {k}")
 LLAMA_V6E_FSDP = "llama3-8b -t tpu-v6e-256 --remat layer --per-replica-batch 1 --strategy fully-sharded"
@@ -376,7 +405,8 @@ def api_numbers():
 
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
            "llm": llm_numbers, "mesh": mesh_numbers, "me": model_error_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
-           "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers, "expert": expert_numbers}
+           "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers, "expert": expert_numbers,
+           "context": context_numbers}
 """Key prefix -> the function that computes every key of that prefix."""
 
 

@@ -186,10 +186,11 @@ def placement_option_errors():
 def add_mesh_options(parser):
     """``--mesh`` and ``--dcn-mesh`` of ``step`` and ``plan`` (point keys ``mesh``, ``dcn_mesh``)."""
     parser.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T,expert=E",
-                        help="device mesh in a slice: data, fsdp, tensor and expert axis sizes whose product is "
-                             "the slice's devices (chips with --megacore, TensorCores otherwise); missing axes are "
-                             "1, one axis may be -1: the rest of the devices, as MaxText's -1 (default: data over "
-                             "every device); expert splits a mixture of experts' routed experts. See docs/mesh.md")
+                        help="device mesh in a slice: data, fsdp, context, tensor and expert axis sizes whose "
+                             "product is the slice's devices (chips with --megacore, TensorCores otherwise); missing "
+                             "axes are 1, one axis may be -1: the rest of the devices, as MaxText's -1 (default: data "
+                             "over every device); context splits each sequence, expert a mixture of experts' routed "
+                             "experts. See docs/mesh.md")
     parser.add_argument("--dcn-mesh", dest="dcn_mesh", default=None, metavar="data=S[,fsdp=S2,expert=S3]",
                         help="mesh across slices over the data-center network; its product is the number of "
                              "slices (sets --slices; with an axis of -1, the rest of --slices)")

@@ -79,7 +79,8 @@ def add_parser(subparsers):
 
     add_mesh_options(p)
     add_flag(p, "--search", help="simulate every mesh of the slice's devices (data x fsdp x tensor, x expert for "
-                                 "a model with experts, and the slices' data x fsdp) x update strategy x remat "
+                                 "a model with experts, x context for sequences of 32k tokens or more, and the slices' "
+                                 "data x fsdp) x update strategy x remat "
                                  "none|selective|layer|full and rank them by step time (--rank cost: by what a step "
                                  "costs); infeasible ones counted with their reason (docs/mesh.md)")
     # plan --search only (each refused or unused without it is said in plan_search's doc)
@@ -147,6 +148,7 @@ def _mesh_report(args, placement):
     """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
     from ..hardware.topology_files import load_topology
     from ..model.workload_files import load_workload
+    from ..training.parallelism.context_parallel import check_context_mesh
     from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from .step_mesh import layout_report, mesh_option_errors
@@ -155,6 +157,7 @@ def _mesh_report(args, placement):
         workload = load_workload(args.workload)
         check_tensor_heads(workload, placement.mesh)
         check_expert_mesh(workload, placement.mesh, placement.dcn_mesh)
+        check_context_mesh(workload, placement.mesh)
     return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
 
 

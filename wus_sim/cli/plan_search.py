@@ -95,6 +95,7 @@ def search_from_args(args, placement, spec=None, global_batch=None):
     from ..model.layer_stack import check_remat_policy
     from ..training.parallelism.mesh_search import Search
     from ..hardware.mesh import Mesh
+    from ..training.parallelism.context_parallel import check_context_mesh
     from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from ..training.parameters.params import POINT_KEYS
@@ -126,6 +127,7 @@ def search_from_args(args, placement, spec=None, global_batch=None):
     with mesh_option_errors():
         if placement.mesh is not None:  # a fixed tensor beyond the heads: one line, nothing runs
             check_tensor_heads(workload, placement.mesh)
+            check_context_mesh(workload, placement.mesh)
         # a fixed expert axis (in the slice or across) a model's experts cannot take: the same
         check_expert_mesh(workload, placement.mesh or Mesh(), placement.dcn_mesh)
     remats = POINT_KEYS["remat"].choices if remat is None else (remat,)

@@ -216,7 +216,8 @@ def run(args):
         # the workload's name, not the path it was given by (--json keeps what was given)
         from ..hardware.topology_files import megacore_hint
 
-        w = meta["plan"].workload
+        # the whole model (a mesh step's plan holds a device's share: 1/T of a layer, 1/C of a sequence)
+        w = getattr(meta.get("mesh"), "workload", None) or meta["plan"].workload
         print(with_maxtext_lines(_text({**report, "workload": w.name, "megacore_hint": megacore_hint(topology),
                                         "cost_of": w, "flops_unit": w.flops_unit or w.example_unit,
                                         "per_example": f"{w.units_per_example:,} {w.flops_unit}s per "
@@ -380,6 +381,7 @@ def _text(rep, multislice=None):
         experts = m["mesh"].get("expert", 1) * ((m.get("dcn_mesh") or {}).get("expert", 1)) > 1
         labels.update({"tensor_comm_s": "tensor-parallel comm",
                        **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
+                       **({"context_comm_s": "context K/V comm"} if m["mesh"].get("context", 1) > 1 else {}),
                        "fsdp_comm_s": "  of exposed: fsdp", "data_comm_s": "  of exposed: data"})
     if (rep.get("parameters") or {}).get("remat_policy"):
         labels["host_offload_s"] = "host offload"

@@ -29,7 +29,7 @@ def mesh_lines(mesh):
     """The mesh, where its axes lie, which devices form group 0 of each axis, and per-axis traffic."""
     m = mesh["mesh"]
     dcn = mesh.get("dcn_mesh")
-    # data, fsdp and tensor always, an expert axis where it is above 1
+    # data, fsdp and tensor always, an expert or context axis where it is above 1
     shown = [a for a in m if a in ("data", "fsdp", "tensor") or m[a] > 1]
     lines = ["  mesh " + " x ".join(f"{a}={m[a]}" for a in shown)
              + (f", across slices " + " x ".join(f"{a}={v}" for a, v in dcn.items() if a in ("data", "fsdp") or v > 1)
@@ -37,7 +37,7 @@ def mesh_lines(mesh):
              + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
     lines.append("    on the torus: " + "; ".join(mesh["layout"]))
     device = mesh.get("device", "device")
-    for axis in ("expert", "tensor", "fsdp"):
+    for axis in ("expert", "tensor", "context", "fsdp"):
         g = mesh.get("groups", {}).get(axis) or []
         if len(g) > 1:
             shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
@@ -45,7 +45,9 @@ def mesh_lines(mesh):
     for axis, c in mesh["comm"].items():
         if c["collectives"]:
             busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
-            what = "all-to-alls (the MoE layers' dispatch and combine)" if axis == "expert" else "collectives"
+            what = {"expert": "all-to-alls (the MoE layers' dispatch and combine)",
+                    "context": "collectives (each attention layer's K/V all-gathers and gradient reduce-scatter)"
+                    }.get(axis, "collectives")
             lines.append(f"    {axis} {what}: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
         if c.get("dcn_collectives"):
             lines.append(f"    {axis} over the DCN: {c['dcn_collectives']} cross-slice phases per step, "

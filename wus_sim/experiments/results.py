@@ -108,6 +108,10 @@ RESULT_COLUMNS = (
        "Device mesh: time the mixture-of-experts layers wait on their expert all-to-alls (dispatch and combine, "
        "forward and backward, on the expert axis's groups or over the DCN; on the critical path, counted apart "
        "from fwd_s and bwd_s; 0 without an expert axis; empty without a mesh)."),
+    _c("context_comm_s", "s", "float64",
+       "Device mesh: time the attention layers wait on their K/V collectives over the context axis (an "
+       "all-gather of K and V forward, again backward, and their gradients' reduce-scatter; on the critical "
+       "path, counted apart from fwd_s and bwd_s; 0 without a context axis; empty without a mesh)."),
     _c("fsdp_comm_s", "s", "float64",
        "Device mesh: the part of exposed_comm_s spent waiting on fsdp weight gathers and gradient "
        "reduce-scatters (empty without a mesh)."),

@@ -1,4 +1,4 @@
-"""Device meshes: named axes ``data``, ``fsdp``, ``tensor``, ``expert`` laid on a slice's torus.
+"""Device meshes: named axes ``data``, ``fsdp``, ``context``, ``tensor``, ``expert`` laid on a slice's torus.
 
 The mesh as an input value (its axis sizes and the one rule that reads them, the placement of a
 run) is :mod:`wus_sim.hardware.mesh_spec`; this module lays it on a slice.
@@ -9,7 +9,8 @@ work: ``tensor`` splits each layer's matmuls (Shoeybi et al. 2019, "Megatron-LM"
 al. 2020, arXiv 1910.02054), ``data`` replicates the weights (the update strategy says how
 they are updated: Xu et al. 2020's weight-update sharding), ``expert`` splits the routed experts
 of each mixture-of-experts layer and acts as fsdp for the rest of the model
-(:mod:`wus_sim.training.parallelism.expert_parallel`). The vocabulary and the axis
+(:mod:`wus_sim.training.parallelism.expert_parallel`), ``context`` splits each sequence and acts as
+fsdp for the weights (:mod:`wus_sim.training.parallelism.context_parallel`). The vocabulary and the axis
 order are MaxText's (github.com/AI-Hypercomputer/maxtext, ``ici_<axis>_parallelism`` /
 ``dcn_<axis>_parallelism`` in ``configs/base.yml``); the mesh of the DCN (``dcn_mesh``)
 names how the slices split the same work.
@@ -17,7 +18,7 @@ names how the slices split the same work.
 Layout (:func:`layout`): devices are numbered in the order JAX lists them, the cores of a
 chip fastest, then the torus axes x, y, z (``replica = chip * cores + core``, chip ids row
 major, x fastest; wrapped axes before unwrapped ones, see :func:`_physical_axes`), and the
-mesh ``(data, fsdp, tensor, expert)`` is that sequence reshaped row-major,
+mesh ``(data, fsdp, context, tensor, expert)`` is that sequence reshaped row-major,
 so ``expert`` is innermost (fastest varying), then ``tensor``, as in ``jax.experimental.mesh_utils.
 create_device_mesh`` with MaxText's axis order: expert groups are the nearest devices, tensor
 groups the next nearest. Each mesh axis then occupies
@@ -207,7 +208,7 @@ def _device_word(topology):
 
 
 def _assign(topology, mesh):
-    """Row-major reshape of the device order into (data, fsdp, tensor, expert), as physical parts, or
+    """Row-major reshape of the device order into :data:`MESH_AXES`, as physical parts, or
     ``None`` where an axis would straddle a physical axis it does not divide."""
     phys = [[a, d, 1] for a, d in _physical_axes(topology)]  # axis, length left, stride used
     parts, i = {}, 0

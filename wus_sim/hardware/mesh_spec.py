@@ -26,14 +26,16 @@ from ..inputs.errors import ConfigError
 __all__ = ["MESH_AXES", "DCN_AXES", "CORE_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
            "mesh_json_schema", "shown_axes", "Placement", "FILL", "has_fill", "fill_sizes", "fill_mesh"]
 
-MESH_AXES = ("data", "fsdp", "tensor", "expert")
+MESH_AXES = ("data", "fsdp", "context", "tensor", "expert")
 """Mesh axes, outermost first, in MaxText's order of the same names (``mesh_axes`` in
-src/maxtext/configs/base.yml: data, stage, fsdp, ..., tensor, tensor_sequence, expert,
-autoregressive): ``expert`` after ``tensor``, so the innermost (fastest varying) of them."""
+src/maxtext/configs/base.yml: data, stage, fsdp, fsdp_transpose, context, ..., tensor,
+tensor_sequence, expert, autoregressive): ``context`` between ``fsdp`` and ``tensor``, ``expert``
+after ``tensor``, so the innermost (fastest varying) of them."""
 DCN_AXES = ("data", "fsdp", "expert")
 """Axes a mesh of slices may have (MaxText's ``dcn_data_parallelism``, ``dcn_fsdp_parallelism``,
 ``dcn_expert_parallelism``): tensor over the DCN is never recommended (MaxText's sharding guide)
-and is not modelled."""
+and is not modelled; nor is context across slices (``dcn_context_parallelism``: its per-layer K/V
+all-gathers over the DCN are not modelled)."""
 CORE_AXES = ("data", "fsdp", "tensor")
 """The axes every mesh report shows, size 1 included; any other axis is shown where it is above 1
 (:func:`shown_axes`), so a mesh without one reads as it did before the axis existed."""
@@ -60,6 +62,9 @@ class Mesh:
 
     data: int = 1
     fsdp: int = 1
+    context: int = 1
+    """Splits each sequence (MaxText's ``ici_context_parallelism``); for the weights it shards as fsdp
+    does (:mod:`wus_sim.training.parallelism.context_parallel`)."""
     tensor: int = 1
     expert: int = 1
     """Splits each mixture-of-experts layer's routed experts (MaxText's ``ici_expert_parallelism``);
@@ -73,7 +78,7 @@ class Mesh:
     @property
     def size(self):
         """Devices the mesh spans (product of its axes)."""
-        return self.data * self.fsdp * self.tensor * self.expert
+        return self.data * self.fsdp * self.context * self.tensor * self.expert
 
     def to_dict(self):
         return {a: getattr(self, a) for a in MESH_AXES}
@@ -103,6 +108,10 @@ def _pairs(value, key_path, axes):
     else:
         raise ConfigError(rule, key_path=key_path, value=value)
     for name in pairs:
+        if name == "context" and name not in axes:  # a mesh of slices: MaxText's dcn_context_parallelism
+            raise ConfigError("puts context across slices, which is not modelled (each attention layer's K/V "
+                              f"all-gather over the DCN); a mesh of slices has: {', '.join(axes)}",
+                              key_path=key_path, value=value)
         if name not in axes:
             raise ConfigError(f"names an unknown axis {name!r}; known: {', '.join(axes)}", key_path=key_path,
                               value=value)

@@ -144,13 +144,14 @@ def validate(calibration=None, *, runs=None, measured=None, network=None, topolo
 
 def _parts(breakdown):
     """The ``simulated_*`` columns of a row: the step's parts, a tensor-parallel row's wait on its
-    layers' collectives (``tensor_comm_s``, ``expert_comm_s``, :data:`~wus_sim.training.parallelism.mesh_step.MESH_PARTS`) counted
+    layers' collectives (``tensor_comm_s``, ``expert_comm_s``, ``context_comm_s``, :data:`~wus_sim.training.parallelism.mesh_step.MESH_PARTS`) counted
     in ``exposed_comm_s``: time the core waits on collectives, so the columns still add up."""
     parts = {f"simulated_{part}": float(breakdown.get(part, math.nan)) for part in BREAKDOWN_PARTS
              if part != "host_offload_s"}
     # a wait on host transfers (an offloading remat_policy; 0 in every measured run) is a transfer too
     parts["simulated_exposed_comm_s"] += float(breakdown.get("tensor_comm_s", 0.0)) + float(
-        breakdown.get("expert_comm_s", 0.0)) + float(breakdown.get("host_offload_s", 0.0))
+        breakdown.get("expert_comm_s", 0.0)) + float(breakdown.get("context_comm_s", 0.0)) + float(
+        breakdown.get("host_offload_s", 0.0))
     return parts
 
 

@@ -10,9 +10,10 @@ from ...hardware.multislice import dcn_time_s, hierarchical_phases
 
 __all__ = ["MESH_PARTS", "MeshSummary"]
 
-MESH_PARTS = ("tensor_comm_s", "expert_comm_s", "fsdp_comm_s", "data_comm_s")
+MESH_PARTS = ("tensor_comm_s", "expert_comm_s", "context_comm_s", "fsdp_comm_s", "data_comm_s")
 """Breakdown parts a mesh step adds: ``tensor_comm_s`` and ``expert_comm_s`` (the MoE layers'
-dispatch and combine all-to-alls) are taken out of ``fwd_s``/``bwd_s`` (the layers wait on
+dispatch and combine all-to-alls) and ``context_comm_s`` (the attention layers' K/V all-gathers and
+their gradients' reduce-scatters over the context axis) are taken out of ``fwd_s``/``bwd_s`` (the layers wait on
 them), so the parts still add up; ``fsdp_comm_s`` + ``data_comm_s`` split
 ``exposed_comm_s`` (the wait on fsdp gathers and reduce-scatters, and on the data axis's
 collectives: what the step would save with free fsdp collectives, and the rest)."""
@@ -52,7 +53,7 @@ class MeshSummary:
         return out
 
 
-COMM_AXES = ("tensor", "expert", "fsdp", "data")
+COMM_AXES = ("tensor", "expert", "context", "fsdp", "data")
 """The axes of a step's per-axis comm summary, in the order reports list them."""
 
 
@@ -76,7 +77,7 @@ def today_parts(result):
     exposed = b.get("exposed_comm_s", math.nan)
     fsdp = result.strategy == "fully-sharded"
     b["tensor_comm_s"] = 0.0 if result.status == "ok" else math.nan
-    b["expert_comm_s"] = b["tensor_comm_s"]
+    b["expert_comm_s"] = b["context_comm_s"] = b["tensor_comm_s"]
     b["fsdp_comm_s"] = exposed if fsdp else (0.0 if result.status == "ok" else math.nan)
     b["data_comm_s"] = (0.0 if result.status == "ok" else math.nan) if fsdp else exposed
     return replace(result, breakdown=b)

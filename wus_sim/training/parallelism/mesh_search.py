@@ -1,5 +1,6 @@
 """The fastest mesh that fits: every factorisation of a slice's devices into data x fsdp x tensor
 (x expert, for a model with mixture-of-experts layers: expert sizes that divide its routed experts;
+x context, for a sequence of 32k tokens or more: :func:`~.context_parallel.with_context_meshes`;
 and of the slices into data x fsdp over the DCN), every update strategy of the data axis and
 every rematerialisation policy, simulated and ranked by step time.
 
@@ -33,6 +34,7 @@ from ...model.ops.experts import moe_layers
 from ...model.workload import REMAT_MODES, resolve_batch, resolve_replicas
 from ...model.workload_files import load_workload
 from .mesh_step import simulate_mesh
+from .context_parallel import with_context_meshes
 from .tensor_parallel import check_tensor_heads
 from ..step import StepOptions
 from ..update.strategies import STRATEGIES
@@ -189,7 +191,8 @@ class Search:
         # expert sizes join only for a model with experts, and only those that divide them
         axes = CORE_AXES if moe is None else MESH_AXES
         across = dcn_fixed.get("expert", 1)  # an expert axis across slices (fixed: never searched)
-        meshes = [m for m in factorisations(self.slice, axes) if all(getattr(m, a) == v for a, v in fixed.items())
+        base = with_context_meshes(self.workload, factorisations(self.slice, axes), fixed.get("context"))
+        meshes = [m for m in base if all(getattr(m, a) == v for a, v in fixed.items())
                   and (moe is None or moe.experts % (m.expert * across) == 0)
                   and (replicas is None or m.data * m.fsdp * m.expert == replicas)]
         if self.slices > 1 and not dcns:

@@ -1,5 +1,5 @@
-"""One training step on a device mesh: data x fsdp x tensor x expert in a slice, data x fsdp x expert
-across slices.
+"""One training step on a device mesh: data x fsdp x context x tensor x expert in a slice, data x fsdp x
+expert across slices.
 
 :func:`simulate_mesh` is :func:`wus_sim.training.step.simulate_strategies` for a mesh
 (:mod:`wus_sim.hardware.mesh`). The update strategy is what the ``data`` axis does.
@@ -17,6 +17,10 @@ across slices.
     experts split E ways, every other weight and the batch sharded over it as over fsdp (MaxText's
     logical axis rules); per MoE layer the dispatch and combine all-to-alls, forward and
     backward, on the expert rings (or over the DCN), on the layer's critical path.
+  - ``context`` C (:mod:`wus_sim.training.parallelism.context_parallel`): each sequence split C ways
+    (FLOPs and activations / C), the weights sharded over it as over fsdp (MaxText's logical axis
+    rules); per attention layer K and V all-gathered over the context rings, their gradients
+    reduce-scattered, on the layer's critical path.
   - ``fsdp`` F: weights, gradients and optimizer state ``/ F``; each bucket's weights are
     all-gathered over the fsdp rings before its forward and again before its backward, its
     gradients reduce-scattered after; the gathers run ``gather_prefetch`` buckets ahead of the
@@ -46,7 +50,9 @@ from ...hardware.mesh_spec import fill_mesh
 from ...hardware.multislice import dcn_phase_time_s, dcn_time_s, hierarchical_phases, load_multislice
 from ...inputs.errors import ConfigError
 from ...model.compute import memory_bound_time_s
+from ...model.ops.context import context_view
 from ...model.ops.experts import routed_padded_elements
+from ...model.layer_stack import layer_stack
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
 from ...model.workload import resolve_batch
 from ...model.workload_files import load_workload
@@ -54,7 +60,8 @@ from ..update.planner import plan as make_plan
 from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
                     step_layer_times, strategy_names, with_host_offload)
 from ..update.strategies import BOTH, step_work, update_work
-from .expert_parallel import EXPERT_SHARD_AXES, axes_size, bucket_parts, check_expert_mesh, expert_times
+from .context_parallel import WEIGHT_SHARD_AXES, check_context_mesh, context_times, with_kv_buffers
+from .expert_parallel import axes_size, bucket_parts, check_expert_mesh, expert_times
 from .tensor_parallel import check_tensor_heads, split_workload, tensor_times
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
@@ -66,7 +73,7 @@ def _today(mesh, dcn, strategies, options):
     """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
     if mesh.tensor > 1 or (mesh.data > 1 and mesh.fsdp > 1) or (dcn is not None and dcn.data > 1 and dcn.fsdp > 1):
         return None
-    if mesh.expert > 1 or (dcn is not None and dcn.expert > 1):
+    if mesh.expert > 1 or mesh.context > 1 or (dcn is not None and dcn.expert > 1):
         return None
     fsdp = mesh.fsdp > 1 or (dcn is not None and dcn.fsdp > 1)
     if fsdp and mesh.data > 1:
@@ -114,6 +121,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
     lay = layout(topology, mesh)
     check_tensor_heads(workload, mesh)
     check_expert_mesh(workload, mesh, dcn)
+    check_context_mesh(workload, mesh)
     today = _today(mesh, dcn, strategies, options)
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
@@ -139,7 +147,9 @@ class _MeshStep:
         self.dcn = dcn or Mesh()
         self.workload = workload
         self.optimizer = workload.default_optimizer if optimizer is None else optimizer
-        self.split = split_workload(workload, mesh.tensor)
+        # a device's 1/C of each sequence (the whole model's blocks kept), then its 1/T of each layer
+        self.local = context_view(workload, mesh.context, stack=layer_stack(workload) or False)
+        self.split = split_workload(self.local, mesh.tensor)
         self.ep = mesh.expert * self.dcn.expert
         """Devices an expert group spans, in the slice and across slices."""
         self._coll = {}
@@ -216,13 +226,13 @@ class _MeshStep:
         """``(shards, memory strategy, sharding axes, gather axes)`` of *strategy* on this mesh. The
         expert axis shards as fsdp does (the routed experts' own split is the same ``1/E``)."""
         m, d = self.mesh, self.dcn
-        fsdp = m.fsdp * d.fsdp * self.ep
+        fsdp = m.fsdp * d.fsdp * m.context * self.ep
         data = m.data * d.data
         if fsdp == 1:  # the strategy over the data axis, on the 1/T workload
             return data, strategy, ("data",), ("data",)
         if strategy == "fully-sharded" or data == 1:
-            return data * fsdp, "fully-sharded", ("data",) + EXPERT_SHARD_AXES, ("data",) + EXPERT_SHARD_AXES
-        return fsdp, "fully-sharded", EXPERT_SHARD_AXES, EXPERT_SHARD_AXES  # hybrid: fsdp shards, data replicas
+            return data * fsdp, "fully-sharded", ("data",) + WEIGHT_SHARD_AXES, ("data",) + WEIGHT_SHARD_AXES
+        return fsdp, "fully-sharded", WEIGHT_SHARD_AXES, WEIGHT_SHARD_AXES  # hybrid: fsdp shards, data replicas
 
     def run(self, strategies, per_replica_batch, global_batch):
         o, m = self.options, self.mesh
@@ -230,9 +240,10 @@ class _MeshStep:
         batch = resolve_batch(self.workload, self.topology, groups, per_replica_batch=per_replica_batch,
                               global_batch=global_batch)
         layers = step_layer_times(self.split, self.topology, batch, o, spatial_ways=1, expert_ways=self.ep)
-        tp = tensor_times(self.workload, self.split, o, m.tensor, batch, layers, self.coll_s)
-        ep = expert_times(self.workload, self.split, o, m, self.ep, batch, self.coll_s)
-        if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp * self.ep > 1:
+        tp = tensor_times(self.local, self.split, o, m.tensor, batch, layers, self.coll_s)
+        ep = expert_times(self.local, self.split, o, m, self.ep, batch, self.coll_s)
+        cp = context_times(self.workload, m, batch, self.coll_s)
+        if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp * m.context * self.ep > 1:
             strategies = ("fully-sharded",)  # no data axis: the weights are sharded over fsdp, whatever is asked
         results, plan = {}, None
         for strategy in strategies:
@@ -240,7 +251,7 @@ class _MeshStep:
             # the slice itself when the shards are its devices (the same cuts as today's step)
             grid = self.topology if shards == self.topology.num_replicas else _device_topology(self.topology, shards)
             plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
-            results[strategy] = self._one(strategy, plan, batch, (tp, ep), layers, shards, mem_strategy, shard_axes,
+            results[strategy] = self._one(strategy, plan, batch, (tp, ep, cp), layers, shards, mem_strategy, shard_axes,
                                           gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
                               next((r for r in results.values() if r.result.status == "ok"),
@@ -302,8 +313,8 @@ class _MeshStep:
         for c in work.grad_collectives:
             after, fwd_g, bwd_g = (gathered(index.get(c.bucket)) for index in by_bucket)
             if data_only and c.op == "reduce-scatter":  # fsdp shard, then the data axis on 1/F of it
-                t = counts("fsdp", c.nbytes, "reduce-scatter", EXPERT_SHARD_AXES, c.bucket)
-                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp * self.ep)
+                t = counts("fsdp", c.nbytes, "reduce-scatter", WEIGHT_SHARD_AXES, c.bucket)
+                part = c.nbytes / (self.mesh.fsdp * self.dcn.fsdp * self.mesh.context * self.ep)
                 ops = ("all-reduce",) if strategy == "replicated" else ("reduce-scatter", "all-gather")
                 on_data = sum(count("data", part, op, ("data",)) for op in ops)
                 t += on_data
@@ -323,10 +334,11 @@ class _MeshStep:
 
     def _one(self, strategy, plan, batch, layer_comm, layers, shards, mem_strategy, shard_axes, gather_axes):
         o = self.options
-        (tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy), (ep_fwd, ep_bwd, ep_count, ep_nbytes, ep_busy, ep_dcn) = layer_comm
+        (tp_fwd, tp_bwd, tp_count, tp_nbytes, tp_busy), (ep_fwd, ep_bwd, ep_count, ep_nbytes, ep_busy, ep_dcn) = layer_comm[:2]
+        cp_fwd, cp_bwd, cp_count, cp_nbytes, cp_busy = layer_comm[2]
         work = step_work(plan, mem_strategy, keep_gathered_weights=o.keep_gathered_weights)
         data_only = (strategy in ("replicated", "sharded") and mem_strategy == "fully-sharded"
-                     and shard_axes == EXPERT_SHARD_AXES)
+                     and shard_axes == WEIGHT_SHARD_AXES)
         data_n = self.mesh.data * self.dcn.data
         gather = dict(gather_prefetch=o.gather_prefetch, keep_gathered_weights=o.keep_gathered_weights, remat=o.remat,
                       overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
@@ -334,17 +346,19 @@ class _MeshStep:
         memory = memory_breakdown(plan, mem_strategy, batch, **gather, expert_ways=self.ep)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
+        memory = with_kv_buffers(memory, self.workload, self.mesh, batch)  # one layer's gathered K/V
         if not memory.fits:  # an OOM row, as today's step gives: no timeline to run
             nan = dict.fromkeys(tuple(BREAKDOWN_PARTS) + MESH_PARTS, math.nan)
             return _Outcome(StepResult(strategy, "infeasible", math.nan, nan, memory, work,
                                        error=_oom_text(memory, self.mesh, batch)), no_comm())
-        # the layers wait on their tensor collectives and their expert all-to-alls
-        fwd_s = [float(t) + x + e for t, x, e in zip(layers.forward_s, tp_fwd, ep_fwd)]
-        bwd_s = [float(t) + x + e for t, x, e in zip(layers.backward_s, tp_bwd, ep_bwd)]
+        # the layers wait on their tensor collectives, their expert all-to-alls and their K/V gathers
+        fwd_s = [float(t) + x + e + c for t, x, e, c in zip(layers.forward_s, tp_fwd, ep_fwd, cp_fwd)]
+        bwd_s = [float(t) + x + e + c for t, x, e, c in zip(layers.backward_s, tp_bwd, ep_bwd, cp_bwd)]
         comm = no_comm()
         comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=tp_busy)
         comm["expert"].update(collectives=ep_count, nbytes=float(ep_nbytes), busy_s=ep_busy)
         count_dcn(comm["expert"], ep_dcn * ep_count)
+        comm["context"].update(collectives=cp_count, nbytes=float(cp_nbytes), busy_s=cp_busy)
         # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
         # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
@@ -392,6 +406,10 @@ class _MeshStep:
         if self.ep > 1:
             breakdown["fwd_s"] -= fwd_ep
             breakdown["bwd_s"] -= expert_s - fwd_ep
+        breakdown["context_comm_s"] = context_s = float(sum(cp_fwd) + sum(cp_bwd))
+        if self.mesh.context > 1:
+            breakdown["fwd_s"] -= float(sum(cp_fwd))
+            breakdown["bwd_s"] -= context_s - float(sum(cp_fwd))
         fsdp_s = 0.0
         # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives (none
         # to split when nothing waits: the second timeline would give 0 again)

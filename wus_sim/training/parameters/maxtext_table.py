@@ -88,8 +88,11 @@ recipes so (wus_sim/data/validation/README.md)."""
 
 NOT_MODELLED = (
     ("ici_expert_parallelism, dcn_expert_parallelism, ici_pipeline_parallelism, num_pipeline_microbatches, "
-     "ici_context_parallelism, the other axes (sequence, tensor_sequence, autoregressive, diloco)",
+     "dcn_context_parallelism, the other axes (sequence, tensor_sequence, autoregressive, diloco)",
      "an axis the mesh does not have (read from wus_sim.hardware.mesh.MESH_AXES: an axis added there is read)"),
+    ("context_parallel_strategy other than all_gather (ring, ulysses, usp), context_parallel_load_balance: false",
+     "the context axis is MaxText's default attention: K and V all-gathered, the causal work balanced "
+     "(docs/mesh.md, the context axis)"),
     ("gradient_accumulation_steps", "one step is one optimizer update"),
     ("quantization other than int8 (fp8, nanoo_fp8, int4w, ...)", "only int8 matmuls are modelled"),
     ("remat_policy minimal_with_context, save_dot_with_context_except_mlp, *_with_quantization", "not among the "

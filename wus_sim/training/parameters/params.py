@@ -321,10 +321,11 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, tensor, expert (e.g. fsdp=64,tensor=4; one "
+    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, context, tensor, expert (e.g. fsdp=64,tensor=4; one "
                                     "size may be -1, the rest), or a mapping",
           meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
                   "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), "
+                  "context (each sequence split, K and V all-gathered per attention layer; fsdp for the weights), "
                   "tensor (each layer split, Megatron-LM) and expert (each MoE layer's routed experts split, tokens "
                   "exchanged by all-to-alls; fsdp for the rest of the model); their product is the slice's devices "
                   "(chips with megacore, TensorCores otherwise), missing axes 1, one axis may be -1: the rest of "
