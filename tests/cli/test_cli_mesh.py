@@ -55,7 +55,7 @@ def test_step_two_slices_over_the_dcn():
 
 @pytest.mark.parametrize("argv,says", [
     (("--mesh", "tensor=3"), "multiplies to 3 devices"),
-    (("--mesh", "pipeline=2"), "unknown axis"),
+    (("--mesh", "stage=2"), "unknown axis"),
     (("--dcn-mesh", "tensor=2"), "unknown axis"),
     (("--dcn-mesh", "data=2", "--slices", "4"), "slices is 4"),
     # one integer rule: what Python's int() would take and the experiment schema refuses

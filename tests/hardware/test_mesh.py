@@ -17,7 +17,7 @@ def test_parse_text_mapping_and_errors():
     assert parse_mesh("fsdp=64,tensor=4") == Mesh(data=1, fsdp=64, tensor=4)
     assert parse_mesh({"data": 2}) == Mesh(data=2)
     assert str(Mesh(fsdp=8, tensor=2)) == "fsdp=8,tensor=2"
-    for bad in ("tensor", "tensor=0", "tensor=x", "pipeline=2", "data=2,data=4", 3):
+    for bad in ("tensor", "tensor=0", "tensor=x", "stage=2", "data=2,data=4", 3):
         with pytest.raises(ConfigError):
             parse_mesh(bad)
     with pytest.raises(ConfigError, match="unknown axis 'tensor'"):

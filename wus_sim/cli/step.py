@@ -378,8 +378,11 @@ def _text(rep, multislice=None):
     if rep.get("mesh"):
         m = rep["mesh"]
         experts = m["mesh"].get("expert", 1) * ((m.get("dcn_mesh") or {}).get("expert", 1)) > 1
+        stages = m["mesh"].get("pipeline", 1) * ((m.get("dcn_mesh") or {}).get("pipeline", 1)) > 1
         labels.update({"tensor_comm_s": "tensor-parallel comm",
                        **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
+                       **({"pipeline_bubble_s": "pipeline bubble", "pipeline_comm_s": "pipeline comm"}
+                          if stages else {}),
                        "fsdp_comm_s": "  of exposed: fsdp", "data_comm_s": "  of exposed: data"})
     if (rep.get("parameters") or {}).get("remat_policy"):
         labels["host_offload_s"] = "host offload"

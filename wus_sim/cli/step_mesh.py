@@ -37,7 +37,12 @@ def mesh_lines(mesh):
              + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
     lines.append("    on the torus: " + "; ".join(mesh["layout"]))
     device = mesh.get("device", "device")
-    for axis in ("expert", "tensor", "fsdp"):
+    if mesh.get("pipeline"):
+        p = mesh["pipeline"]
+        lines.append(f"    pipeline: {p['stages']} stages, {p['microbatches']} microbatches, {p['schedule']} schedule "
+                     f"({p['repeats']} repeats of {p['layers_per_stage']} blocks a stage), bubble "
+                     f"{p['bubble_fraction']:.2%} of the busy time, {p['in_flight_microbatches']} microbatches in flight")
+    for axis in ("expert", "tensor", "fsdp", "pipeline"):
         g = mesh.get("groups", {}).get(axis) or []
         if len(g) > 1:
             shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
@@ -45,7 +50,9 @@ def mesh_lines(mesh):
     for axis, c in mesh["comm"].items():
         if c["collectives"]:
             busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
-            what = "all-to-alls (the MoE layers' dispatch and combine)" if axis == "expert" else "collectives"
+            what = {"expert": "all-to-alls (the MoE layers' dispatch and combine)",
+                    "pipeline": "collective-permutes (stage to stage) and embedding/head gradient all-reduce"
+                    }.get(axis, "collectives")
             lines.append(f"    {axis} {what}: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
         if c.get("dcn_collectives"):
             lines.append(f"    {axis} over the DCN: {c['dcn_collectives']} cross-slice phases per step, "
