@@ -172,9 +172,11 @@ def text(r):
     per = "$/M tok" if r["cost_key"] == "cost_usd_per_million_tokens" else "$/1k ex"
     # an expert column where a candidate has an expert axis (a model with experts)
     experts = any("expert=" in c["mesh"] for c in r["candidates"])
+    # a pipeline column (its bubble + its permutes) where a candidate has stages
+    stages = any("pipeline=" in c["mesh"] + (c["dcn_mesh"] or "") for c in r["candidates"])
     lines.append(f"  {'#':>4} {slice_of({'topology': 'slice'})}{'mesh':<24} {'dcn':<14} {'strategy':<14} "
                  f"{'remat':<9} {'step':>10} {'$/step':>10} {per:>10} {'compute':>10} {'tensor':>10} "
-                 + (f"{'expert':>10} " if experts else "")
+                 + (f"{'expert':>10} " if experts else "") + (f"{'pipeline':>10} " if stages else "")
                  + f"{'fsdp':>10} {'data':>10} {'peak/device':>12}")
     groups = {g["ranks"][1]: g for g in r["ties"]}
     rank = 0
@@ -190,6 +192,8 @@ def text(r):
                      f"{c['remat']:<9} {format_time(c['step_time_s']):>10} {money(c['cost_usd_per_step']):>10} "
                      f"{money(c[r['cost_key']]):>10} {format_time(compute):>10} {t('tensor_comm_s'):>10} "
                      + (f"{t('expert_comm_s'):>10} " if experts else "")
+                     + (f"{format_time((b.get('pipeline_bubble_s') or 0) + (b.get('pipeline_comm_s') or 0)):>10} "
+                        if stages else "")
                      + f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}{mark}")
         g = groups.get(rank)
         if g:
@@ -212,6 +216,7 @@ def text(r):
                 lines.append(f"       {slice_of(c)}{c['mesh']:<24} {c['dcn_mesh'] or '-':<14} {c['strategy']:<14} "
                              f"{c['remat']:<9} {c['reason']}: needs {need}")
     lines.append("  step = compute (forward + backward) + tensor-parallel comm + " + ("expert all-to-alls + " if experts else "")
+                 + ("pipeline bubble and permutes + " if stages else "")
                  + "exposed fsdp and data comm + update and fixed costs; tensor/" + ("expert/" if experts else "")
                  + "fsdp/data as in `step --mesh` (docs/mesh.md); $/step = chips x step x price per chip-hour / 3600; "
                  + f"{per} = $/step x " + ("10^6 / the step's tokens" if per == "$/M tok" else "1,000 / the step's examples"))

@@ -328,14 +328,19 @@ def pipeline_report(shape):
             "bubble_fraction": bubble_fraction(shape), "in_flight_microbatches": in_flight_microbatches(shape)}
 
 
-def pipeline_sizes(workload, devices, slices, dcn_fixed=None):
-    """Pipeline sizes a mesh search tries: in the slice, none (1: the blocks split within a slice cost a
-    bubble that fsdp and tensor avoid on the ICI); across slices, where there are several and the DCN
-    mesh does not fix the axis, 1 and every divisor of the slices that divides the blocks (at most the
-    slices' divisors: a handful), else the fixed size. Returns ``(ici sizes, dcn sizes)``."""
-    blocks = _blocks(workload)
+def pipeline_sizes(workload, slices, dcn_fixed=None, ici_fixed=None, options=None):
+    """Pipeline sizes a mesh search tries, ``(in the slice, across slices)``. In the slice only a
+    size the caller fixes (*ici_fixed*; else 1: a pipeline within a slice pays a bubble that fsdp and
+    tensor avoid on the ICI). Across slices, a size the caller fixes (*dcn_fixed*), else, with several
+    slices and a stack of blocks, every divisor of the slices whose stages (x the fixed in-slice
+    size) divide the blocks (and the circular schedule's blocks per stage): 1 among them, so the DCN
+    meshes are at most the slices' divisor pairs (2 slices: 3 instead of 2; 4: 6 instead of 3)."""
+    ici = (ici_fixed,) if ici_fixed is not None else (1,)
     if dcn_fixed is not None:
-        return (1,), (dcn_fixed,)
+        return ici, (dcn_fixed,)
+    blocks = _blocks(workload)
     if blocks is None or slices <= 1:
-        return (1,), (1,)
-    return (1,), tuple(p for p in range(1, slices + 1) if slices % p == 0 and len(blocks) % p == 0)
+        return ici, (1,)
+    per = options.pipeline_layers_per_stage if options is not None and options.pipeline_schedule == "circular" else 1
+    return ici, tuple(p for p in range(1, slices + 1)
+                      if slices % p == 0 and len(blocks) % (p * ici[0] * per) == 0)
