@@ -445,6 +445,8 @@ def _step_options(args, calibration, stack):
         remat=args.remat, quantization=args.quantization, remat_policy=args.remat_policy,
         collective_matmul=args.collective_matmul, activation_model=args.activation_model,
         capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
+        pipeline_microbatches=args.pipeline_microbatches, pipeline_layers_per_stage=args.pipeline_layers_per_stage,
+        pipeline_schedule=args.pipeline_schedule,
         calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )
