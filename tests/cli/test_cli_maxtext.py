@@ -100,7 +100,7 @@ def test_mesh_minus_one_is_the_rest_of_the_devices():
 def test_dcn_mesh_minus_one_is_the_rest_of_the_slices():
     doc = _json("step", "llama3-8b", "-t", SLICE, "--megacore", "--slices", "4", "--mesh", "fsdp=-1",
                 "--dcn-mesh", "data=-1,fsdp=2", "--global-batch", "32")
-    assert doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 2, "expert": 1}
+    assert doc["mesh"]["dcn_mesh"] == {"data": 2, "pipeline": 1, "fsdp": 2, "expert": 1}
 
 
 @pytest.mark.parametrize("mesh, said", [("fsdp=-1,tensor=-1", "at most one axis may be -1"),

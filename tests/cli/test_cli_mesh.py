@@ -38,7 +38,7 @@ def test_step_mesh_json_has_the_three_collective_parts():
     valid("step", doc)
     b = doc["strategies"]["sharded"]["breakdown"]
     assert b["tensor_comm_s"] > 0 and b["fsdp_comm_s"] >= 0 and b["data_comm_s"] >= 0
-    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "fsdp", "data"}
+    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "pipeline", "fsdp", "data"}
     assert doc["mesh"]["comm"]["expert"]["collectives"] == 0 and b["expert_comm_s"] == 0
     assert doc["mesh"]["groups"]["tensor"] == [0, 1, 2, 3]
     assert doc["mesh"]["comm"]["data"]["collectives"] > 0 and doc["mesh"]["comm"]["fsdp"]["collectives"] > 0
@@ -50,7 +50,7 @@ def test_step_two_slices_over_the_dcn():
     assert rc == 0
     doc = json.loads(out)
     valid("step", doc)
-    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 1, "expert": 1}
+    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "pipeline": 1, "fsdp": 1, "expert": 1}
 
 
 @pytest.mark.parametrize("argv,says", [

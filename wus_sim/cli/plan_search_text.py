@@ -90,6 +90,8 @@ def build_report(args, searched, found, headroom, stopped):
                         "software_stack": o.software_stack or o.calibration.default_stack,
                         "remat_policy": o.remat_policy, "collective_matmul": bool(o.collective_matmul),
                         "capacity_factor": o.capacity_factor, "expert_load_imbalance": o.expert_load_imbalance,
+                        "pipeline_microbatches": o.pipeline_microbatches,
+                        "pipeline_layers_per_stage": o.pipeline_layers_per_stage, "pipeline_schedule": o.pipeline_schedule,
                         "grad_dtype": o.grad_dtype, "bucket_bytes": o.bucket_bytes,
                         "remats": list(search.remats), "strategies": list(search.strategies),
                         "mesh": args.mesh, "dcn_mesh": args.dcn_mesh, "replicas": args.replicas},
