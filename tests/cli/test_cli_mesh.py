@@ -211,3 +211,40 @@ def test_plan_search_of_a_fixed_expert_mesh_is_schema_valid():
     valid("plan-search", doc)
     assert doc["options"]["capacity_factor"] == 1.25
     assert {c["mesh"] for c in doc["candidates"]} == {"fsdp=16,expert=8"}
+
+
+GPT3_PIPE = ("step", "gpt3-175b", "-t", "tpu-v5p-2048", "--megacore", "--mesh", "fsdp=-1,tensor=8", "--dcn-mesh",
+             "pipeline=2")
+
+
+def test_gpt3_with_two_pipeline_stages_across_two_slices():
+    """Issue 46's run: GPT-3 175B, 2 stages over the DCN of 2 v5p-2048 slices. The text gives the bubble
+    and the pipeline comm, the pipeline line (MaxText's defaults: M = the stages, 1 block a stage: 48
+    repeats, bubble 1/96 of the busy time); --json is schema-valid with both columns > 0."""
+    rc, text, err = run(*GPT3_PIPE)
+    assert rc == 0, err
+    assert "pipeline bubble" in text and "pipeline comm" in text
+    assert "across slices data=1 x pipeline=2 x fsdp=1" in text
+    assert "pipeline: 2 stages, 2 microbatches, circular schedule (48 repeats of 1 blocks a stage)" in text
+    rc, out, _ = run(*GPT3_PIPE, "--json")
+    doc = json.loads(out)
+    valid("step", doc)
+    b = doc["strategies"]["fully-sharded"]["breakdown"]
+    assert b["pipeline_bubble_s"] > 0 and b["pipeline_comm_s"] > 0
+    assert doc["mesh"]["pipeline"]["bubble_fraction"] == 1 / 96 and doc["mesh"]["dcn_mesh"]["pipeline"] == 2
+    assert doc["mesh"]["comm"]["pipeline"]["dcn_collectives"] > 0
+
+
+def test_pipeline_options_and_refusals_are_one_line():
+    rc, out, _ = run(*GPT3_PIPE, "--pipeline-schedule", "1f1b", "--pipeline-microbatches", "2", "--json")
+    assert rc == 0 and json.loads(out)["mesh"]["pipeline"]["schedule"] == "1f1b"
+    rc, _, err = run(*GPT3_PIPE, "--pipeline-microbatches", "3")
+    assert rc == 2 and err.count("\n") == 1 and "--pipeline-microbatches" in err and "multiple of the 2" in err
+    rc, _, err = run("step", "resnet50", "-t", "tpu-v3-32", "--mesh", "data=8,pipeline=4")
+    assert rc == 2 and err.count("\n") == 1 and "--mesh" in err and "transformer blocks" in err
+
+
+def test_describe_topology_shows_the_pipeline_group():
+    rc, out, _ = run("describe", "topology", "tpu-v5p-256", "--megacore", "--mesh", "pipeline=4,fsdp=8,tensor=4")
+    assert rc == 0
+    assert "pipeline=4: z[4 of stride 2, 2-hop ring edges]" in out and "one pipeline group: chips 0, 32, 64, 96" in out
