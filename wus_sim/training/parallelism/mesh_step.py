@@ -1,5 +1,5 @@
-"""One training step on a device mesh: data x fsdp x tensor x expert in a slice, data x fsdp x expert
-across slices.
+"""One training step on a device mesh: data x pipeline x fsdp x tensor x expert in a slice, data x
+pipeline x fsdp x expert across slices.
 
 :func:`simulate_mesh` is :func:`wus_sim.training.step.simulate_strategies` for a mesh
 (:mod:`wus_sim.hardware.mesh`). The update strategy is what the ``data`` axis does.
@@ -17,6 +17,9 @@ across slices.
     experts split E ways, every other weight and the batch sharded over it as over fsdp (MaxText's
     logical axis rules); per MoE layer the dispatch and combine all-to-alls, forward and
     backward, on the expert rings (or over the DCN), on the layer's critical path.
+  - ``pipeline`` P (:mod:`wus_sim.training.parallelism.pipeline_parallel`): the blocks split into P
+    stages; a device runs and holds its stage's share, each block's time grows by the schedule's
+    bubble, each loop iteration ends in a collective-permute to the next stage (counted apart).
   - ``fsdp`` F: weights, gradients and optimizer state ``/ F``; each bucket's weights are
     all-gathered over the fsdp rings before its forward and again before its backward, its
     gradients reduce-scattered after; the gathers run ``gather_prefetch`` buckets ahead of the
