@@ -248,3 +248,10 @@ def test_describe_topology_shows_the_pipeline_group():
     rc, out, _ = run("describe", "topology", "tpu-v5p-256", "--megacore", "--mesh", "pipeline=4,fsdp=8,tensor=4")
     assert rc == 0
     assert "pipeline=4: z[4 of stride 2, 2-hop ring edges]" in out and "one pipeline group: chips 0, 32, 64, 96" in out
+
+
+def test_plan_mesh_shows_the_pipeline_group_and_refuses_as_step_does():
+    rc, out, _ = run("plan", "default", "-t", "torus:2x4", "--mesh", "fsdp=2,pipeline=4")
+    assert rc == 0 and "one pipeline group: chips 0, 2, 4, 6" in out
+    rc, _, err = run("plan", "default", "-t", "torus:2x4", "--mesh", "fsdp=2,pipeline=4", "--pipeline-microbatches", "6")
+    assert rc == 2 and err.count("\n") == 1 and "--pipeline-microbatches" in err
