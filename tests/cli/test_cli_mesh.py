@@ -255,3 +255,15 @@ def test_plan_mesh_shows_the_pipeline_group_and_refuses_as_step_does():
     assert rc == 0 and "one pipeline group: chips 0, 2, 4, 6" in out
     rc, _, err = run("plan", "default", "-t", "torus:2x4", "--mesh", "fsdp=2,pipeline=4", "--pipeline-microbatches", "6")
     assert rc == 2 and err.count("\n") == 1 and "--pipeline-microbatches" in err
+
+
+def test_plan_search_over_two_slices_tries_two_stages_and_is_schema_valid():
+    rc, out, _ = run("plan", "default", "-t", "tpu-v5p-16", "--megacore", "--slices", "2", "--search", "--remat",
+                     "none", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("plan-search", doc)
+    assert {c["dcn_mesh"] for c in doc["candidates"]} == {"data=2", "fsdp=2", "pipeline=2"}
+    piped = [c for c in doc["candidates"] if c["dcn_mesh"] == "pipeline=2" and c["status"] == "ok"]
+    assert piped and all(c["breakdown"]["pipeline_bubble_s"] > 0 for c in piped)
+    assert doc["options"]["pipeline_schedule"] == "circular"
