@@ -5,7 +5,7 @@ expert axis gives, pinned before the axis existed.
 mesh text + SUFFIX) to OUT. ``tests/data/mesh_before_expert.json`` is its output at commit
 4856b9b (the last before the expert axis, whose ``--mesh`` knows no ``expert``; this file ran there
 unchanged), and tests/training/parallelism/test_expert_axis.py compares today's records of the same
-meshes with ``,expert=1`` to it: equal to the last bit. Not runtime code and not shipped.
+meshes with ``,expert=1`` to it, test_pipeline_axis.py with ``,pipeline=1``: equal to the last bit. Not runtime code and not shipped.
 """
 
 import json
