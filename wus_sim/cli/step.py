@@ -381,8 +381,7 @@ def _text(rep, multislice=None):
         stages = m["mesh"].get("pipeline", 1) * ((m.get("dcn_mesh") or {}).get("pipeline", 1)) > 1
         labels.update({"tensor_comm_s": "tensor-parallel comm",
                        **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
-                       **({"pipeline_bubble_s": "pipeline bubble", "pipeline_comm_s": "pipeline comm"}
-                          if stages else {}),
+                       **({"pipeline_bubble_s": "pipeline bubble", "pipeline_comm_s": "pipeline comm"} if stages else {}),
                        "fsdp_comm_s": "  of exposed: fsdp", "data_comm_s": "  of exposed: data"})
     if (rep.get("parameters") or {}).get("remat_policy"):
         labels["host_offload_s"] = "host offload"
@@ -445,8 +444,7 @@ def _step_options(args, calibration, stack):
         remat=args.remat, quantization=args.quantization, remat_policy=args.remat_policy,
         collective_matmul=args.collective_matmul, activation_model=args.activation_model,
         capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
-        pipeline_microbatches=args.pipeline_microbatches, pipeline_layers_per_stage=args.pipeline_layers_per_stage,
-        pipeline_schedule=args.pipeline_schedule,
+        **{k: getattr(args, k) for k in ("pipeline_microbatches", "pipeline_layers_per_stage", "pipeline_schedule")},
         calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )

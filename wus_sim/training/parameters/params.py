@@ -269,20 +269,18 @@ POINT_KEYS = _table(
                   "and all-to-alls set the step (at most the routed experts). No effect with a capacity_factor "
                   "> 0 (its buffers are fixed) or without an expert axis."),
     Param("pipeline_microbatches", "int", default=None, minimum=1, maximum=2**20, unit="microbatches",
-          meaning="Device mesh with a pipeline axis: MaxText's num_pipeline_microbatches, the microbatches a "
-                  "data-parallel group's batch is cut into (a multiple of the stages, dividing the batch); null = "
-                  "the stages (MaxText's default, src/maxtext/configs/types.py). No effect without a pipeline axis."),
+          meaning="Mesh with a pipeline axis: MaxText's num_pipeline_microbatches, the microbatches a data-parallel "
+                  "group's batch is cut into (a multiple of the stages, dividing the batch); null = the stages "
+                  "(MaxText's default, src/maxtext/configs/types.py)."),
     Param("pipeline_layers_per_stage", "int", default=1, minimum=1, maximum=2**20, nullable=False, unit="blocks",
-          meaning="Device mesh with a pipeline axis, circular schedule: MaxText's num_layers_per_pipeline_stage "
-                  "(default 1, base.yml), the transformer blocks a stage runs per pass; the schedule repeats "
-                  "blocks / (stages x this) times (num_pipeline_repeats). stages x this must divide the blocks."),
+          meaning="Mesh with a pipeline axis, circular schedule: MaxText's num_layers_per_pipeline_stage (base.yml: "
+                  "1), blocks a stage runs a pass; repeats = blocks / (stages x this), which must be whole."),
     Param("pipeline_schedule", "choice", default="circular", nullable=False, choices=("circular", "gpipe", "1f1b"),
-          meaning="Device mesh with a pipeline axis: the schedule whose bubble the step pays. circular = MaxText's "
-                  "(src/maxtext/layers/pipeline.py: every microbatch's forward, then the backward by autodiff, "
-                  "the blocks passed round the stages repeats times; bubble (stages-1)/(repeats x microbatches) "
-                  "of the busy time, every microbatch's activations held); gpipe = Huang et al. 2019 (one pass, "
-                  "bubble (stages-1)/microbatches, every microbatch held); 1f1b = Narayanan et al. 2021's "
-                  "PipeDream-Flush (one pass, the same bubble, at most stages microbatches held)."),
+          meaning="Mesh with a pipeline axis: circular = MaxText's (src/maxtext/layers/pipeline.py: all forwards, "
+                  "then the backwards, the blocks passed round the stages repeats times; bubble (stages-1)/(repeats x "
+                  "microbatches) of the busy time, every microbatch held); gpipe = Huang et al. 2019 (bubble "
+                  "(stages-1)/microbatches, every microbatch held); 1f1b = Narayanan et al. 2021's PipeDream-Flush "
+                  "(the same bubble, at most stages microbatches held)."),
     Param("quantization", "choice", default="none", nullable=False, choices=("none", "int8"),
           meaning="Matmul precision: none = bf16 at the chip's bf16 peak; int8 = the weight matmuls, forward and "
                   "backward, at the chip's int8 peak (chips.yaml `peak_int8_TOPs`), as AQT-quantized training "
@@ -342,10 +340,9 @@ POINT_KEYS = _table(
                   "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), "
                   "tensor (each layer split, Megatron-LM), expert (each MoE layer's routed experts split, tokens "
                   "exchanged by all-to-alls; fsdp for the rest of the model) and pipeline (the transformer blocks "
-                  "split into stages, MaxText's stage); their product is the slice's devices "
-                  "(chips with megacore, TensorCores otherwise), missing axes 1, one axis may be -1: the rest of "
-                  "the devices (MaxText's -1); null = data over every device (today's data parallelism). See "
-                  "docs/mesh.md.",
+                  "split into stages, MaxText's stage); their product is the slice's devices (chips with megacore, "
+                  "TensorCores otherwise), missing axes 1, one axis may be -1: the rest of the devices (MaxText's "
+                  "-1); null = data over every device (today's data parallelism). See docs/mesh.md.",
           check=_check_mesh, value_schema=mesh_json_schema(MESH_AXES)),
     Param("dcn_mesh", "name", rule_text="axis=size pairs over data, pipeline, fsdp, expert (e.g. data=4; one size "
                                         "may be -1, the rest), or a mapping",
