@@ -100,7 +100,7 @@ def test_mesh_minus_one_is_the_rest_of_the_devices():
 def test_dcn_mesh_minus_one_is_the_rest_of_the_slices():
     doc = _json("step", "llama3-8b", "-t", SLICE, "--megacore", "--slices", "4", "--mesh", "fsdp=-1",
                 "--dcn-mesh", "data=-1,fsdp=2", "--global-batch", "32")
-    assert doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 2, "expert": 1}
+    assert doc["mesh"]["dcn_mesh"] == {"data": 2, "pipeline": 1, "fsdp": 2, "expert": 1}
 
 
 @pytest.mark.parametrize("mesh, said", [("fsdp=-1,tensor=-1", "at most one axis may be -1"),
@@ -136,3 +136,21 @@ def test_the_pages_examples_run():
         assert "MaxText run: model_name=llama2-70b -> llama2-70b" in out
     (experiment,) = re.findall(r"```yaml\n(.*?)```", page, flags=re.S)
     assert parse_experiment(yaml.safe_load(experiment)).count() == 2
+
+
+def test_the_pipeline_keys_are_read():
+    """ici/dcn_pipeline_parallelism are the pipeline axis, num_pipeline_microbatches and
+    num_layers_per_pipeline_stage its options (the same step given by wus-sim's own); without a pipeline
+    axis the two keys change nothing (listed); num_pipeline_repeats away from -1 is refused."""
+    run_ = ("model_name=default per_device_batch_size=2 ici_fsdp_parallelism=-1 ici_pipeline_parallelism=2 "
+            "num_pipeline_microbatches=4 num_layers_per_pipeline_stage=2")
+    a = _json("step", "-t", SLICE, "--maxtext", run_)
+    b = _json("step", "default", "-t", SLICE, "--megacore", "--mesh", "fsdp=4,pipeline=2", "--global-batch", "16",
+              "--pipeline-microbatches", "4", "--pipeline-layers-per-stage", "2", "--remat-policy", "full",
+              "--optimizer", "adamw+clip", "--strategy", "replicated")
+    assert a["strategies"] == b["strategies"] and a["mesh"]["pipeline"]["repeats"] == 4  # 16 blocks / (2 x 2)
+    assert a["maxtext"]["point"]["pipeline_microbatches"] == 4
+    rc, _, err = run("step", "-t", SLICE, "-v", "--maxtext", "model_name=default num_pipeline_microbatches=4")
+    assert rc == 0 and "num_pipeline_microbatches=4" in err and "no pipeline axis" in err
+    rc, _, err = run("step", "-t", SLICE, "--maxtext", f"{run_} num_pipeline_repeats=2")
+    assert rc == 2 and err.count("\n") == 1 and "num_pipeline_repeats=2" in err

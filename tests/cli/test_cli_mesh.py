@@ -38,7 +38,7 @@ def test_step_mesh_json_has_the_three_collective_parts():
     valid("step", doc)
     b = doc["strategies"]["sharded"]["breakdown"]
     assert b["tensor_comm_s"] > 0 and b["fsdp_comm_s"] >= 0 and b["data_comm_s"] >= 0
-    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "context", "fsdp", "data"}
+    assert set(doc["mesh"]["comm"]) == {"tensor", "expert", "context", "pipeline", "fsdp", "data"}
     assert doc["mesh"]["comm"]["expert"]["collectives"] == 0 and b["expert_comm_s"] == 0
     assert doc["mesh"]["groups"]["tensor"] == [0, 1, 2, 3]
     assert doc["mesh"]["comm"]["data"]["collectives"] > 0 and doc["mesh"]["comm"]["fsdp"]["collectives"] > 0
@@ -50,12 +50,12 @@ def test_step_two_slices_over_the_dcn():
     assert rc == 0
     doc = json.loads(out)
     valid("step", doc)
-    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "fsdp": 1, "expert": 1}
+    assert doc["parameters"]["slices"] == 2 and doc["mesh"]["dcn_mesh"] == {"data": 2, "pipeline": 1, "fsdp": 1, "expert": 1}
 
 
 @pytest.mark.parametrize("argv,says", [
     (("--mesh", "tensor=3"), "multiplies to 3 devices"),
-    (("--mesh", "pipeline=2"), "unknown axis"),
+    (("--mesh", "stage=2"), "unknown axis"),
     (("--dcn-mesh", "tensor=2"), "unknown axis"),
     (("--dcn-mesh", "data=2", "--slices", "4"), "slices is 4"),
     # one integer rule: what Python's int() would take and the experiment schema refuses
@@ -211,3 +211,59 @@ def test_plan_search_of_a_fixed_expert_mesh_is_schema_valid():
     valid("plan-search", doc)
     assert doc["options"]["capacity_factor"] == 1.25
     assert {c["mesh"] for c in doc["candidates"]} == {"fsdp=16,expert=8"}
+
+
+GPT3_PIPE = ("step", "gpt3-175b", "-t", "tpu-v5p-2048", "--megacore", "--mesh", "fsdp=-1,tensor=8", "--dcn-mesh",
+             "pipeline=2")
+
+
+def test_gpt3_with_two_pipeline_stages_across_two_slices():
+    """Issue 46's run: GPT-3 175B, 2 stages over the DCN of 2 v5p-2048 slices. The text gives the bubble
+    and the pipeline comm, the pipeline line (MaxText's defaults: M = the stages, 1 block a stage: 48
+    repeats, bubble 1/96 of the busy time); --json is schema-valid with both columns > 0."""
+    rc, text, err = run(*GPT3_PIPE)
+    assert rc == 0, err
+    assert "pipeline bubble" in text and "pipeline comm" in text
+    assert "across slices data=1 x pipeline=2 x fsdp=1" in text
+    assert "pipeline: 2 stages, 2 microbatches, circular schedule (48 repeats of 1 blocks a stage)" in text
+    rc, out, _ = run(*GPT3_PIPE, "--json")
+    doc = json.loads(out)
+    valid("step", doc)
+    b = doc["strategies"]["fully-sharded"]["breakdown"]
+    assert b["pipeline_bubble_s"] > 0 and b["pipeline_comm_s"] > 0
+    assert doc["mesh"]["pipeline"]["bubble_fraction"] == 1 / 96 and doc["mesh"]["dcn_mesh"]["pipeline"] == 2
+    assert doc["mesh"]["comm"]["pipeline"]["dcn_collectives"] > 0
+
+
+def test_pipeline_options_and_refusals_are_one_line():
+    rc, out, _ = run(*GPT3_PIPE, "--pipeline-schedule", "1f1b", "--pipeline-microbatches", "2", "--json")
+    assert rc == 0 and json.loads(out)["mesh"]["pipeline"]["schedule"] == "1f1b"
+    rc, _, err = run(*GPT3_PIPE, "--pipeline-microbatches", "3")
+    assert rc == 2 and err.count("\n") == 1 and "--pipeline-microbatches" in err and "multiple of the 2" in err
+    rc, _, err = run("step", "resnet50", "-t", "tpu-v3-32", "--mesh", "data=8,pipeline=4")
+    assert rc == 2 and err.count("\n") == 1 and "--mesh" in err and "transformer blocks" in err
+
+
+def test_describe_topology_shows_the_pipeline_group():
+    rc, out, _ = run("describe", "topology", "tpu-v5p-256", "--megacore", "--mesh", "pipeline=4,fsdp=8,tensor=4")
+    assert rc == 0
+    assert "pipeline=4: z[4 of stride 2, 2-hop ring edges]" in out and "one pipeline group: chips 0, 32, 64, 96" in out
+
+
+def test_plan_mesh_shows_the_pipeline_group_and_refuses_as_step_does():
+    rc, out, _ = run("plan", "default", "-t", "torus:2x4", "--mesh", "fsdp=2,pipeline=4")
+    assert rc == 0 and "one pipeline group: chips 0, 2, 4, 6" in out
+    rc, _, err = run("plan", "default", "-t", "torus:2x4", "--mesh", "fsdp=2,pipeline=4", "--pipeline-microbatches", "6")
+    assert rc == 2 and err.count("\n") == 1 and "--pipeline-microbatches" in err
+
+
+def test_plan_search_over_two_slices_tries_two_stages_and_is_schema_valid():
+    rc, out, _ = run("plan", "default", "-t", "tpu-v5p-16", "--megacore", "--slices", "2", "--search", "--remat",
+                     "none", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    valid("plan-search", doc)
+    assert {c["dcn_mesh"] for c in doc["candidates"]} == {"data=2", "fsdp=2", "pipeline=2"}
+    piped = [c for c in doc["candidates"] if c["dcn_mesh"] == "pipeline=2" and c["status"] == "ok"]
+    assert piped and all(c["breakdown"]["pipeline_bubble_s"] > 0 for c in piped)
+    assert doc["options"]["pipeline_schedule"] == "circular"

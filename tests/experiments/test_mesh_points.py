@@ -61,3 +61,22 @@ def test_a_context_mesh_point(tmp_path):
     assert row["context_comm_s"] == pytest.approx(6 * 3 * (1e-6 + 2 * 2**20 / (8 * 100e9)), rel=1e-12)
     with pytest.raises(ConfigError, match="not modelled"):
         check_point_value("dcn_mesh", {"context": 2})
+
+
+def test_a_pipeline_mesh_point():
+    """MaxText's default model (16 blocks) on 8 chips with 4 stages, GPipe and 8 microbatches: the row has
+    the bubble, (P-1)/M = 3/8 of the stage's block time, and the permutes; 1F1B's bubble is the same,
+    16 microbatches halve it; the keys read back as given."""
+    point = {"workload": "default", "topology": "torus:2x4", "mesh": {"fsdp": 2, "pipeline": 4},
+             "per_replica_batch": 16, "pipeline_schedule": "gpipe", "pipeline_microbatches": 8}
+    (row,) = simulate_point(point)
+    (one_f,) = simulate_point({**point, "pipeline_schedule": "1f1b"})
+    (more,) = simulate_point({**point, "pipeline_microbatches": 16})
+    assert row["status"] == "ok" and row["pipeline_schedule"] == "gpipe" and row["pipeline_microbatches"] == 8
+    assert row["pipeline_bubble_s"] > 0 and row["pipeline_comm_s"] > 0
+    assert one_f["pipeline_bubble_s"] == row["pipeline_bubble_s"]
+    assert more["pipeline_bubble_s"] == pytest.approx(row["pipeline_bubble_s"] / 2, rel=1e-12)
+    assert check_point_value("mesh", "pipeline=4,fsdp=2") == "pipeline=4,fsdp=2"
+    assert check_point_value("dcn_mesh", {"pipeline": 2}) == "pipeline=2"
+    with pytest.raises(ConfigError, match="pipeline_schedule"):
+        check_point_value("pipeline_schedule", "zero-bubble")

@@ -17,7 +17,7 @@ def test_parse_text_mapping_and_errors():
     assert parse_mesh("fsdp=64,tensor=4") == Mesh(data=1, fsdp=64, tensor=4)
     assert parse_mesh({"data": 2}) == Mesh(data=2)
     assert str(Mesh(fsdp=8, tensor=2)) == "fsdp=8,tensor=2"
-    for bad in ("tensor", "tensor=0", "tensor=x", "pipeline=2", "data=2,data=4", 3):
+    for bad in ("tensor", "tensor=0", "tensor=x", "stage=2", "data=2,data=4", 3):
         with pytest.raises(ConfigError):
             parse_mesh(bad)
     with pytest.raises(ConfigError, match="unknown axis 'tensor'"):
@@ -123,11 +123,11 @@ def test_a_straddling_mesh_is_laid_out_as_jax_does():
     # first, takes whole axes: tensor=4 -> y (the only subset of (6, 4) of product 4), data=6 -> x
     lay = layout(make((6, 4), True), Mesh(data=6, tensor=4))
     assert lay.rule == "jax"
-    assert lay.parts == {"expert": (), "context": (), "tensor": ((1, 1, 4),), "fsdp": (), "data": ((0, 1, 6),)}
+    assert lay.parts == {"expert": (), "context": (), "pipeline": (), "tensor": ((1, 1, 4),), "fsdp": (), "data": ((0, 1, 6),)}
     assert lay.members("tensor", 0) == [0, 6, 12, 18]  # chips (0,0)..(0,3): the y ring
     # the mesh on an 8x12x16 v5p slice: whole axes, no split (tensor x, fsdp z, data y)
     lay = layout(make((8, 12, 16), True), Mesh(data=12, fsdp=16, tensor=8))
-    assert lay.parts == {"expert": (), "context": (), "tensor": ((0, 1, 8),), "fsdp": ((2, 1, 16),), "data": ((1, 1, 12),)}
+    assert lay.parts == {"expert": (), "context": (), "pipeline": (), "tensor": ((0, 1, 8),), "fsdp": ((2, 1, 16),), "data": ((1, 1, 12),)}
     assert lay.members("fsdp", 0) == [96 * z for z in range(16)]
 
 
@@ -156,12 +156,12 @@ def test_jax_rule_pinned_cases():
     # with (fsdp 64, tensor 4): tensor takes 4 of x (candidates (4,1), (2,2), (1,4) tie, (d)
     # takes (4,1)), fsdp the other 4 of x (stride 4) and y
     assert _jax_assign(make((16, 16), True), Mesh(fsdp=64, tensor=4)) == {
-        "data": (), "fsdp": ((1, 1, 16), (0, 4, 4)), "tensor": ((0, 1, 4),), "expert": (), "context": ()}
+        "data": (), "fsdp": ((1, 1, 16), (0, 4, 4)), "tensor": ((0, 1, 4),), "expert": (), "context": (), "pipeline": ()}
     # 4x4x4, (data 4, fsdp 2, tensor 8): tensor (4,2,1) by (d); fsdp 2 from (1,2,4): (1,2,1)
     # and (1,1,2) tie on (a), (b); (c) prefers the factor on y, an axis tensor already uses
     # (what the code does; its comment says the opposite)
     assert _jax_assign(make((4, 4, 4), True), Mesh(data=4, fsdp=2, tensor=8)) == {
-        "data": ((2, 1, 4),), "fsdp": ((1, 2, 2),), "tensor": ((1, 1, 2), (0, 1, 4)), "expert": (), "context": ()}
+        "data": ((2, 1, 4),), "fsdp": ((1, 2, 2),), "tensor": ((1, 1, 2), (0, 1, 4)), "expert": (), "context": (), "pipeline": ()}
     # 8x12x16, (data 256, fsdp 2, tensor 3): tensor 3 = (1,3,1); fsdp 2 from (8,4,16): (2,1,1),
     # (1,2,1), (1,1,2) tie on (a), (b); (c) takes y, which tensor uses (by (d) it would be x):
     # fsdp is every 3rd chip of y, twice
@@ -172,7 +172,7 @@ def test_jax_rule_pinned_cases():
     # takes the first single axis of size 2 in combinations order, y (not the cores); data 8
     # takes x and the cores, the cores (the last physical axis) its minor part
     assert _jax_assign(make((4, 2), True, cores=2), Mesh(data=8, tensor=2)) == {
-        "data": ((-1, 1, 2), (0, 1, 4)), "fsdp": (), "tensor": ((1, 1, 2),), "expert": (), "context": ()}
+        "data": ((-1, 1, 2), (0, 1, 4)), "fsdp": (), "tensor": ((1, 1, 2),), "expert": (), "context": (), "pipeline": ()}
 
 
 def test_placement_sets_slices_from_dcn_mesh():

@@ -5,7 +5,7 @@ expert axis gives, pinned before the axis existed.
 mesh text + SUFFIX) to OUT. ``tests/data/mesh_before_expert.json`` is its output at commit
 4856b9b (the last before the expert axis, whose ``--mesh`` knows no ``expert``; this file ran there
 unchanged), and tests/training/parallelism/test_expert_axis.py compares today's records of the same
-meshes with ``,expert=1`` to it: equal to the last bit. Not runtime code and not shipped.
+meshes with ``,expert=1`` to it, test_pipeline_axis.py with ``,pipeline=1``: equal to the last bit. Not runtime code and not shipped.
 """
 
 import json
@@ -33,8 +33,8 @@ CASES = [
 dense models and MoE ones."""
 
 OLD_COMM_AXES = ("tensor", "fsdp", "data")
-NEW_PARTS = ("expert_comm_s", "context_comm_s")
-"""Breakdown parts of the axes added since (0 where the axis is 1; their own tests check them)."""
+NEW_PARTS = ("expert_comm_s", "context_comm_s", "pipeline_bubble_s", "pipeline_comm_s")
+"""Breakdown parts added since the pin (each axis's own, 0 at size 1: their tests check that)."""
 
 
 def _hex(x):

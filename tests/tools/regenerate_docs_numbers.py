@@ -295,6 +295,27 @@ def context_numbers():
     return out
 
 
+PIPE_GPT3 = "gpt3-175b -t tpu-v5p-2048 --megacore --mesh fsdp=-1,tensor=8 --dcn-mesh {dcn}"
+
+
+def pipeline_numbers():
+    """GPT-3 175B on two v5p-2048 slices (docs/mesh.md, the pipeline axis): 2 stages across the slices
+    against data=2 and fsdp=2 across them, each at the default global batch (256 sequences)."""
+    out = {}
+    for tag, dcn in (("pipe", "pipeline=2"), ("data", "data=2 --strategy sharded"), ("fsdp", "fsdp=2")):
+        doc = _step(PIPE_GPT3.format(dcn=dcn))
+        (s,) = doc["strategies"].values()
+        b = s["breakdown"]
+        out[f"pipe.gpt3.{tag}_step"] = _s(s["step_time_s"])
+        out[f"pipe.gpt3.{tag}_peak"] = _gib(s["memory_bytes"]["peak"])
+        out[f"pipe.gpt3.{tag}_exposed"] = _ms(b["exposed_comm_s"])
+        if tag == "pipe":
+            out["pipe.gpt3.bubble"] = _ms(b["pipeline_bubble_s"])
+            out["pipe.gpt3.comm"] = _ms(b["pipeline_comm_s"])
+            out["pipe.gpt3.permutes"] = str(doc["mesh"]["comm"]["pipeline"]["collectives"] - 1)
+    return out
+
+
 LLAMA_V5P_FSDP = ("llama3-8b -t tpu-v5p-512 --megacore --remat layer --per-replica-batch 2 --strategy fully-sharded"
                   " --gather-prefetch {k}")
 LLAMA_V6E_FSDP = "llama3-8b -t tpu-v6e-256 --remat layer --per-replica-batch 1 --strategy fully-sharded"
@@ -406,7 +427,7 @@ def api_numbers():
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
            "llm": llm_numbers, "mesh": mesh_numbers, "me": model_error_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
            "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers, "expert": expert_numbers,
-           "context": context_numbers}
+           "context": context_numbers, "pipe": pipeline_numbers}
 """Key prefix -> the function that computes every key of that prefix."""
 
 

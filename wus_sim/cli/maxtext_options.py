@@ -21,14 +21,16 @@ __all__ = ["add_maxtext_options", "apply_maxtext", "maxtext_lines", "with_maxtex
 ARGS_OF = {"workload": "workload", "global_batch": "global_batch", "per_replica_batch": "per_replica_batch",
            "mesh": "mesh", "dcn_mesh": "dcn_mesh", "slices": "slices", "megacore": "megacore", "remat": "remat",
            "remat_policy": "remat_policy", "quantization": "quantization", "optimizer": "optimizer",
-           "grad_dtype": "grad_dtype", "strategy": "strategy", "capacity_factor": "capacity_factor"}
+           "grad_dtype": "grad_dtype", "strategy": "strategy", "capacity_factor": "capacity_factor",
+           "pipeline_microbatches": "pipeline_microbatches", "pipeline_layers_per_stage": "pipeline_layers_per_stage"}
 """Point key -> the argparse destination of the option that sets it."""
 
 _FLAGS = {"workload": "WORKLOAD"}
 _LABELS = {"workload": "", "global_batch": "global batch ", "mesh": "mesh ", "dcn_mesh": "mesh across slices ",
            "slices": "slices ", "remat_policy": "remat policy ", "remat": "remat ", "quantization": "quantization ",
            "optimizer": "optimizer ", "grad_dtype": "gradients ", "strategy": "update ",
-           "capacity_factor": "capacity factor "}
+           "capacity_factor": "capacity factor ", "pipeline_microbatches": "pipeline microbatches ",
+           "pipeline_layers_per_stage": "pipeline layers per stage "}
 
 
 def add_maxtext_options(parser):

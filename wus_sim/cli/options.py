@@ -125,10 +125,12 @@ def software_stack_value(args):
 
 
 PLACEMENT_KEYS = ("megacore", "spatial_ways", "remat", "quantization", "remat_policy", "collective_matmul",
-                  "capacity_factor", "expert_load_imbalance")
+                  "capacity_factor", "expert_load_imbalance", "pipeline_microbatches", "pipeline_layers_per_stage",
+                  "pipeline_schedule")
 """Point keys of how a run places replicas, keeps activations and multiplies: ``--megacore``,
 ``--spatial-ways``, ``--remat``, ``--quantization``, ``--remat-policy``, ``--collective-matmul``,
-``--capacity-factor``, ``--expert-load-imbalance``."""
+``--capacity-factor``, ``--expert-load-imbalance``, ``--pipeline-microbatches``,
+``--pipeline-layers-per-stage``, ``--pipeline-schedule``."""
 
 
 def add_placement_options(parser):
@@ -170,6 +172,18 @@ def add_placement_options(parser):
                         default=POINT_KEYS["expert_load_imbalance"].default, metavar="F",
                         help="mixture of experts, dropless, with an expert mesh axis: the busiest expert's tokens "
                              "over its even share (default 1: even routing, an assumption)")
+    parser.add_argument("--pipeline-microbatches", dest="pipeline_microbatches", type=int,
+                        default=POINT_KEYS["pipeline_microbatches"].default, metavar="M",
+                        help="with a pipeline mesh axis: MaxText's num_pipeline_microbatches, a multiple of the "
+                             "stages dividing a data-parallel group's batch (default: the stages, MaxText's)")
+    parser.add_argument("--pipeline-layers-per-stage", dest="pipeline_layers_per_stage", type=int,
+                        default=POINT_KEYS["pipeline_layers_per_stage"].default, metavar="N",
+                        help="circular pipeline: MaxText's num_layers_per_pipeline_stage, blocks a stage runs a pass "
+                             "(default 1, MaxText's: repeats = blocks / (stages x N))")
+    parser.add_argument("--pipeline-schedule", dest="pipeline_schedule",
+                        choices=POINT_KEYS["pipeline_schedule"].choices, default=POINT_KEYS["pipeline_schedule"].default,
+                        help="with a pipeline mesh axis: circular (MaxText's, default), gpipe or 1f1b: the bubble "
+                             "and the microbatches in flight (docs/mesh.md)")
 
 
 @contextmanager

@@ -150,14 +150,17 @@ def _mesh_report(args, placement):
     from ..model.workload_files import load_workload
     from ..training.parallelism.context_parallel import check_context_mesh
     from ..training.parallelism.expert_parallel import check_expert_mesh
+    from ..training.parallelism.pipeline_parallel import check_pipeline_mesh
+    from .options import placement_option_errors
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from .step_mesh import layout_report, mesh_option_errors
 
-    with mesh_option_errors():  # what step refuses, plan refuses: a tensor axis beyond the heads, experts
-        workload = load_workload(args.workload)
+    with mesh_option_errors(), placement_option_errors():  # what step refuses, plan refuses: a tensor axis
+        workload = load_workload(args.workload)  # beyond the heads, experts, a pipeline that cannot be
         check_tensor_heads(workload, placement.mesh)
         check_expert_mesh(workload, placement.mesh, placement.dcn_mesh)
         check_context_mesh(workload, placement.mesh)
+        check_pipeline_mesh(workload, placement.mesh, placement.dcn_mesh, args)
     return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
 
 

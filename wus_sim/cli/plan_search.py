@@ -176,6 +176,8 @@ def _options(args, calibration, stack):
         bucket_bytes=DEFAULT_BUCKET_BYTES if args.bucket_MiB is None else int(args.bucket_MiB * MiB),
         quantization=args.quantization, remat_policy=args.remat_policy, collective_matmul=args.collective_matmul,
         capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
+        pipeline_microbatches=args.pipeline_microbatches, pipeline_layers_per_stage=args.pipeline_layers_per_stage,
+        pipeline_schedule=args.pipeline_schedule,
         activation_model=args.activation_model, calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack))
 

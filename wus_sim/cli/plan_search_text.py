@@ -90,6 +90,8 @@ def build_report(args, searched, found, headroom, stopped):
                         "software_stack": o.software_stack or o.calibration.default_stack,
                         "remat_policy": o.remat_policy, "collective_matmul": bool(o.collective_matmul),
                         "capacity_factor": o.capacity_factor, "expert_load_imbalance": o.expert_load_imbalance,
+                        "pipeline_microbatches": o.pipeline_microbatches,
+                        "pipeline_layers_per_stage": o.pipeline_layers_per_stage, "pipeline_schedule": o.pipeline_schedule,
                         "grad_dtype": o.grad_dtype, "bucket_bytes": o.bucket_bytes,
                         "remats": list(search.remats), "strategies": list(search.strategies),
                         "mesh": args.mesh, "dcn_mesh": args.dcn_mesh, "replicas": args.replicas},
@@ -173,9 +175,12 @@ def text(r):
     # an expert column where a candidate has an expert axis (a model with experts)
     experts = any("expert=" in c["mesh"] for c in r["candidates"])
     contexts = any("context=" in c["mesh"] for c in r["candidates"])  # likewise a long sequence's context axis
+    # a pipeline column (its bubble + its permutes) where a candidate has stages
+    stages = any("pipeline=" in c["mesh"] + (c["dcn_mesh"] or "") for c in r["candidates"])
     lines.append(f"  {'#':>4} {slice_of({'topology': 'slice'})}{'mesh':<24} {'dcn':<14} {'strategy':<14} "
                  f"{'remat':<9} {'step':>10} {'$/step':>10} {per:>10} {'compute':>10} {'tensor':>10} "
                  + (f"{'expert':>10} " if experts else "") + (f"{'context':>10} " if contexts else "")
+                 + (f"{'pipeline':>10} " if stages else "")
                  + f"{'fsdp':>10} {'data':>10} {'peak/device':>12}")
     groups = {g["ranks"][1]: g for g in r["ties"]}
     rank = 0
@@ -192,6 +197,8 @@ def text(r):
                      f"{money(c[r['cost_key']]):>10} {format_time(compute):>10} {t('tensor_comm_s'):>10} "
                      + (f"{t('expert_comm_s'):>10} " if experts else "")
                      + (f"{t('context_comm_s'):>10} " if contexts else "")
+                     + (f"{format_time((b.get('pipeline_bubble_s') or 0) + (b.get('pipeline_comm_s') or 0)):>10} "
+                        if stages else "")
                      + f"{t('fsdp_comm_s'):>10} {t('data_comm_s'):>10} {format_bytes(c['mem_peak_bytes']):>12}{mark}")
         g = groups.get(rank)
         if g:
@@ -215,6 +222,7 @@ def text(r):
                              f"{c['remat']:<9} {c['reason']}: needs {need}")
     lines.append("  step = compute (forward + backward) + tensor-parallel comm + " + ("expert all-to-alls + " if experts else "")
                  + ("context K/V comm + " if contexts else "")
+                 + ("pipeline bubble and permutes + " if stages else "")
                  + "exposed fsdp and data comm + update and fixed costs; tensor/" + ("expert/" if experts else "")
                  + ("context/" if contexts else "")
                  + "fsdp/data as in `step --mesh` (docs/mesh.md); $/step = chips x step x price per chip-hour / 3600; "

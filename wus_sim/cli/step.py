@@ -379,9 +379,11 @@ def _text(rep, multislice=None):
     if rep.get("mesh"):
         m = rep["mesh"]
         experts = m["mesh"].get("expert", 1) * ((m.get("dcn_mesh") or {}).get("expert", 1)) > 1
+        stages = m["mesh"].get("pipeline", 1) * ((m.get("dcn_mesh") or {}).get("pipeline", 1)) > 1
         labels.update({"tensor_comm_s": "tensor-parallel comm",
                        **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
                        **({"context_comm_s": "context K/V comm"} if m["mesh"].get("context", 1) > 1 else {}),
+                       **({"pipeline_bubble_s": "pipeline bubble", "pipeline_comm_s": "pipeline comm"} if stages else {}),
                        "fsdp_comm_s": "  of exposed: fsdp", "data_comm_s": "  of exposed: data"})
     if (rep.get("parameters") or {}).get("remat_policy"):
         labels["host_offload_s"] = "host offload"
@@ -444,6 +446,7 @@ def _step_options(args, calibration, stack):
         remat=args.remat, quantization=args.quantization, remat_policy=args.remat_policy,
         collective_matmul=args.collective_matmul, activation_model=args.activation_model,
         capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
+        **{k: getattr(args, k) for k in ("pipeline_microbatches", "pipeline_layers_per_stage", "pipeline_schedule")},
         calibration=calibration, software_stack=stack,
         compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )

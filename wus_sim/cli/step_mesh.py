@@ -37,7 +37,12 @@ def mesh_lines(mesh):
              + ("" if mesh["path"] == "mesh" else " (today's step runs it: pure data or fsdp)")]
     lines.append("    on the torus: " + "; ".join(mesh["layout"]))
     device = mesh.get("device", "device")
-    for axis in ("expert", "tensor", "context", "fsdp"):
+    if mesh.get("pipeline"):
+        p = mesh["pipeline"]
+        lines.append(f"    pipeline: {p['stages']} stages, {p['microbatches']} microbatches, {p['schedule']} schedule "
+                     f"({p['repeats']} repeats of {p['layers_per_stage']} blocks a stage), bubble "
+                     f"{p['bubble_fraction']:.2%} of the busy time, {p['in_flight_microbatches']} microbatches in flight")
+    for axis in ("expert", "tensor", "context", "fsdp", "pipeline"):
         g = mesh.get("groups", {}).get(axis) or []
         if len(g) > 1:
             shown = ", ".join(map(str, g[:16])) + (", ..." if len(g) > 16 else "")
@@ -46,7 +51,8 @@ def mesh_lines(mesh):
         if c["collectives"]:
             busy = "" if c["busy_s"] is None else f", {format_time(c['busy_s'])} busy"
             what = {"expert": "all-to-alls (the MoE layers' dispatch and combine)",
-                    "context": "collectives (each attention layer's K/V all-gathers and gradient reduce-scatter)"
+                    "context": "collectives (each attention layer's K/V all-gathers and gradient reduce-scatter)",
+                    "pipeline": "collective-permutes (stage to stage) and embedding/head gradient all-reduce"
                     }.get(axis, "collectives")
             lines.append(f"    {axis} {what}: {c['collectives']} per step, {format_bytes(c['nbytes'])}{busy}")
         if c.get("dcn_collectives"):

@@ -171,7 +171,8 @@ def simulate_point(point):
         rec.update(res.to_record())
         if run.mesh is not None:
             rec.update({part: res.breakdown.get(part, math.nan) for part in ("tensor_comm_s", "expert_comm_s",
-                                                                             "context_comm_s", "fsdp_comm_s",
+                                                                             "context_comm_s", "pipeline_bubble_s",
+                                                                             "pipeline_comm_s", "fsdp_comm_s",
                                                                              "data_comm_s")})
         rec.update(slice_columns(topology))
         rec.update({

@@ -112,6 +112,15 @@ RESULT_COLUMNS = (
        "Device mesh: time the attention layers wait on their K/V collectives over the context axis (an "
        "all-gather of K and V forward, again backward, and their gradients' reduce-scatter; on the critical "
        "path, counted apart from fwd_s and bwd_s; 0 without a context axis; empty without a mesh)."),
+    _c("pipeline_bubble_s", "s", "float64",
+       "Device mesh: time a pipeline stage idles in the schedule's bubble ((stages-1)/(microbatches x repeats) of "
+       "its blocks' busy time, forward and backward: pipeline_schedule); counted apart from fwd_s and bwd_s; 0 "
+       "without a pipeline axis; empty without a mesh)."),
+    _c("pipeline_comm_s", "s", "float64",
+       "Device mesh: time the pipeline's collectives take on the critical path (each loop iteration's "
+       "collective-permute of a microbatch's activations to the next stage, over one hop of the pipeline ring or "
+       "the DCN, forward and backward, and the embedding and head gradients' all-reduce over the stages); counted "
+       "apart from fwd_s and bwd_s; 0 without a pipeline axis; empty without a mesh)."),
     _c("fsdp_comm_s", "s", "float64",
        "Device mesh: the part of exposed_comm_s spent waiting on fsdp weight gathers and gradient "
        "reduce-scatters (empty without a mesh)."),

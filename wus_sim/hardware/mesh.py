@@ -1,4 +1,4 @@
-"""Device meshes: named axes ``data``, ``fsdp``, ``context``, ``tensor``, ``expert`` laid on a slice's torus.
+"""Device meshes: named axes ``data``, ``pipeline``, ``fsdp``, ``context``, ``tensor``, ``expert`` laid on a slice's torus.
 
 The mesh as an input value (its axis sizes and the one rule that reads them, the placement of a
 run) is :mod:`wus_sim.hardware.mesh_spec`; this module lays it on a slice.
@@ -10,7 +10,9 @@ al. 2020, arXiv 1910.02054), ``data`` replicates the weights (the update strateg
 they are updated: Xu et al. 2020's weight-update sharding), ``expert`` splits the routed experts
 of each mixture-of-experts layer and acts as fsdp for the rest of the model
 (:mod:`wus_sim.training.parallelism.expert_parallel`), ``context`` splits each sequence and acts as
-fsdp for the weights (:mod:`wus_sim.training.parallelism.context_parallel`). The vocabulary and the axis
+fsdp for the weights (:mod:`wus_sim.training.parallelism.context_parallel`), ``pipeline`` (MaxText's
+``stage``) splits the transformer blocks into stages
+(:mod:`wus_sim.training.parallelism.pipeline_parallel`). The vocabulary and the axis
 order are MaxText's (github.com/AI-Hypercomputer/maxtext, ``ici_<axis>_parallelism`` /
 ``dcn_<axis>_parallelism`` in ``configs/base.yml``); the mesh of the DCN (``dcn_mesh``)
 names how the slices split the same work.
@@ -18,7 +20,7 @@ names how the slices split the same work.
 Layout (:func:`layout`): devices are numbered in the order JAX lists them, the cores of a
 chip fastest, then the torus axes x, y, z (``replica = chip * cores + core``, chip ids row
 major, x fastest; wrapped axes before unwrapped ones, see :func:`_physical_axes`), and the
-mesh ``(data, fsdp, context, tensor, expert)`` is that sequence reshaped row-major,
+mesh ``(data, pipeline, fsdp, context, tensor, expert)`` is that sequence reshaped row-major,
 so ``expert`` is innermost (fastest varying), then ``tensor``, as in ``jax.experimental.mesh_utils.
 create_device_mesh`` with MaxText's axis order: expert groups are the nearest devices, tensor
 groups the next nearest. Each mesh axis then occupies
@@ -327,33 +329,36 @@ def _prefer(x, y, dims, table):
     return key(x) > key(y)
 
 
-def factorisations(topology, axes=CORE_AXES):
+def factorisations(topology, axes=CORE_AXES, pipeline=(1,)):
     """Every mesh over *axes* whose sizes multiply to the slice's devices (each has a layout:
-    the reshape's or JAX's), by tensor size, then expert size (when *axes* has it), then fsdp;
-    ``expert`` only where *axes* names it (the default does not: a search adds it for a model
-    with experts)."""
+    the reshape's or JAX's), by pipeline size (of *pipeline*, when *axes* has the axis), then tensor
+    size, then expert size (when *axes* has it), then fsdp; ``expert`` and ``pipeline`` only where
+    *axes* names them (the default does not: a search adds them for a model that can use them)."""
     n = topology.num_replicas
     divisors = [d for d in range(1, n + 1) if n % d == 0]
     experts = divisors if "expert" in axes else [1]
+    stages = [p for p in pipeline if n % p == 0] if "pipeline" in axes else [1]
     out = []
-    for t in divisors:
-        for e in experts:
-            if (n // t) % e:
-                continue
-            for f in divisors:
-                if (n // (t * e)) % f:
+    for p in stages:
+        for t in divisors:
+            for e in experts:
+                if (n // p // t) % e or (n // p) % t:
                     continue
-                m = Mesh(data=n // (t * e * f), fsdp=f, tensor=t, expert=e)
-                if any(getattr(m, a) > 1 for a in MESH_AXES if a not in axes):
-                    continue
-                out.append(m)
+                for f in divisors:
+                    if (n // (p * t * e)) % f:
+                        continue
+                    m = Mesh(data=n // (p * t * e * f), fsdp=f, tensor=t, expert=e, pipeline=p)
+                    if any(getattr(m, a) > 1 for a in MESH_AXES if a not in axes):
+                        continue
+                    out.append(m)
     return out
 
 
 def _suggest(topology, asked=None, most=6):
     """The meshes that fit, nearest the one *asked* first (by its tensor size, then fsdp)."""
     asked = asked or Mesh()
-    fits = factorisations(topology, MESH_AXES if asked.expert > 1 else CORE_AXES)
+    axes = CORE_AXES + tuple(a for a in ("expert", "pipeline") if getattr(asked, a) > 1)
+    fits = factorisations(topology, axes, pipeline=(asked.pipeline,))
 
     def distance(m):
         return (abs(math.log(m.tensor / asked.tensor)), abs(math.log(m.expert / asked.expert)),

@@ -26,16 +26,17 @@ from ..inputs.errors import ConfigError
 __all__ = ["MESH_AXES", "DCN_AXES", "CORE_AXES", "MAX_AXIS_SIZE", "Mesh", "mesh_size", "parse_mesh", "mesh_text",
            "mesh_json_schema", "shown_axes", "Placement", "FILL", "has_fill", "fill_sizes", "fill_mesh"]
 
-MESH_AXES = ("data", "fsdp", "context", "tensor", "expert")
+MESH_AXES = ("data", "pipeline", "fsdp", "context", "tensor", "expert")
 """Mesh axes, outermost first, in MaxText's order of the same names (``mesh_axes`` in
 src/maxtext/configs/base.yml: data, stage, fsdp, fsdp_transpose, context, ..., tensor,
-tensor_sequence, expert, autoregressive): ``context`` between ``fsdp`` and ``tensor``, ``expert``
-after ``tensor``, so the innermost (fastest varying) of them."""
-DCN_AXES = ("data", "fsdp", "expert")
-"""Axes a mesh of slices may have (MaxText's ``dcn_data_parallelism``, ``dcn_fsdp_parallelism``,
-``dcn_expert_parallelism``): tensor over the DCN is never recommended (MaxText's sharding guide)
-and is not modelled; nor is context across slices (``dcn_context_parallelism``: its per-layer K/V
-all-gathers over the DCN are not modelled)."""
+tensor_sequence, expert, autoregressive): ``pipeline`` is MaxText's ``stage`` (after ``data``),
+``context`` between ``fsdp`` and ``tensor``, ``expert`` after ``tensor``, so the innermost (fastest
+varying) of them."""
+DCN_AXES = ("data", "pipeline", "fsdp", "expert")
+"""Axes a mesh of slices may have (MaxText's ``dcn_data_parallelism``, ``dcn_pipeline_parallelism``,
+``dcn_fsdp_parallelism``, ``dcn_expert_parallelism``): tensor over the DCN is never recommended
+(MaxText's sharding guide) and is not modelled; nor is context across slices
+(``dcn_context_parallelism``: its per-layer K/V all-gathers over the DCN are not modelled)."""
 CORE_AXES = ("data", "fsdp", "tensor")
 """The axes every mesh report shows, size 1 included; any other axis is shown where it is above 1
 (:func:`shown_axes`), so a mesh without one reads as it did before the axis existed."""
@@ -70,6 +71,9 @@ class Mesh:
     """Splits each mixture-of-experts layer's routed experts (MaxText's ``ici_expert_parallelism``);
     for the rest of the model it shards weights and the batch as fsdp does
     (:mod:`wus_sim.training.parallelism.expert_parallel`)."""
+    pipeline: int = 1
+    """Splits the transformer blocks into stages run as a pipeline of microbatches (MaxText's ``stage``
+    axis, ``ici_pipeline_parallelism``; :mod:`wus_sim.training.parallelism.pipeline_parallel`)."""
 
     def __post_init__(self):
         for a in MESH_AXES:
@@ -78,7 +82,7 @@ class Mesh:
     @property
     def size(self):
         """Devices the mesh spans (product of its axes)."""
-        return self.data * self.fsdp * self.context * self.tensor * self.expert
+        return self.data * self.pipeline * self.fsdp * self.context * self.tensor * self.expert
 
     def to_dict(self):
         return {a: getattr(self, a) for a in MESH_AXES}

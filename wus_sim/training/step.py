@@ -110,6 +110,12 @@ class StepOptions:
     expert_load_imbalance: float = default_of("expert_load_imbalance")
     """Mixture of experts with an expert axis, dropless: the busiest expert's tokens over its even
     share (1 = even routing; :func:`wus_sim.model.ops.experts.busiest_device_share`)."""
+    pipeline_microbatches: int = default_of("pipeline_microbatches")
+    """Device mesh with a pipeline axis: MaxText's ``num_pipeline_microbatches`` (``None``: the stages)."""
+    pipeline_layers_per_stage: int = default_of("pipeline_layers_per_stage")
+    """Circular pipeline: MaxText's ``num_layers_per_pipeline_stage`` (the repeats follow from it)."""
+    pipeline_schedule: str = default_of("pipeline_schedule")
+    """The pipeline schedule (:data:`wus_sim.training.parallelism.pipeline_parallel.SCHEDULES`)."""
     quantization: str = default_of("quantization")
     """Matmul precision (:data:`wus_sim.model.ops.precision.QUANTIZATIONS`): ``int8`` runs the weight
     matmuls at the chip's int8 peak."""

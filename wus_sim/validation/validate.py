@@ -151,7 +151,8 @@ def _parts(breakdown):
     # a wait on host transfers (an offloading remat_policy; 0 in every measured run) is a transfer too
     parts["simulated_exposed_comm_s"] += float(breakdown.get("tensor_comm_s", 0.0)) + float(
         breakdown.get("expert_comm_s", 0.0)) + float(breakdown.get("context_comm_s", 0.0)) + float(
-        breakdown.get("host_offload_s", 0.0))
+        breakdown.get("host_offload_s", 0.0)) + float(breakdown.get("pipeline_comm_s", 0.0))
+    parts["simulated_idle_s"] += float(breakdown.get("pipeline_bubble_s", 0.0))  # a stage waiting in the bubble
     return parts
 
 

@@ -64,10 +64,9 @@ def test_a_mesh_that_does_not_fill_the_slice_is_one_line(words, said):
 
 
 def test_an_axis_the_mesh_lacks_is_not_modelled_and_named():
-    if "expert" in MESH_AXES:
-        pytest.skip("the mesh has an expert axis")
-    with pytest.raises(ConfigError, match="ici_expert_parallelism=4 \\(the mesh has no expert axis\\)"):
-        t(f"{LLAMA} ici_fsdp_parallelism=-1 ici_expert_parallelism=4")
+    assert "tensor_sequence" not in MESH_AXES  # (expert and pipeline, once missing, now exist)
+    with pytest.raises(ConfigError, match="ici_tensor_sequence_parallelism=4 \\(the mesh has no tensor_sequence axis\\)"):
+        t(f"{LLAMA} ici_fsdp_parallelism=-1 ici_tensor_sequence_parallelism=4")
 
 
 # ------------------------------------------------------------------ batch, remat, optimizer

@@ -10,11 +10,14 @@ from ...hardware.multislice import dcn_time_s, hierarchical_phases
 
 __all__ = ["MESH_PARTS", "MeshSummary"]
 
-MESH_PARTS = ("tensor_comm_s", "expert_comm_s", "context_comm_s", "fsdp_comm_s", "data_comm_s")
-"""Breakdown parts a mesh step adds: ``tensor_comm_s`` and ``expert_comm_s`` (the MoE layers'
-dispatch and combine all-to-alls) and ``context_comm_s`` (the attention layers' K/V all-gathers and
-their gradients' reduce-scatters over the context axis) are taken out of ``fwd_s``/``bwd_s`` (the layers wait on
-them), so the parts still add up; ``fsdp_comm_s`` + ``data_comm_s`` split
+MESH_PARTS = ("tensor_comm_s", "expert_comm_s", "context_comm_s", "pipeline_bubble_s", "pipeline_comm_s",
+              "fsdp_comm_s", "data_comm_s")
+"""Breakdown parts a mesh step adds: ``tensor_comm_s``, ``expert_comm_s`` (the MoE layers'
+dispatch and combine all-to-alls), ``context_comm_s`` (the attention layers' K/V all-gathers and
+their gradients' reduce-scatters over the context axis), ``pipeline_bubble_s`` and
+``pipeline_comm_s`` (the pipeline's idle iterations and its stage-to-stage collective-permutes) are
+taken out of ``fwd_s``/``bwd_s`` (the layers wait on them), so the parts still add up;
+``fsdp_comm_s`` + ``data_comm_s`` split
 ``exposed_comm_s`` (the wait on fsdp gathers and reduce-scatters, and on the data axis's
 collectives: what the step would save with free fsdp collectives, and the rest)."""
 
@@ -41,11 +44,16 @@ class MeshSummary:
     workload: object = None
     """The whole model, where the run's plan holds a tensor group's 1/T share of it (``'mesh'``
     path); what model FLOPs and MFU count."""
+    pipeline: dict = None
+    """With a pipeline axis: its stages, microbatches, repeats, layers_per_stage, schedule,
+    bubble_fraction (of the busy time) and in_flight_microbatches."""
 
     def to_dict(self, topology=None):
         out = {"mesh": self.mesh.to_dict(), "dcn_mesh": None if self.dcn_mesh is None else
                {a: getattr(self.dcn_mesh, a) for a in DCN_AXES},
                "layout": self.layout.describe(), "comm": self.comm, "path": self.path}
+        if self.pipeline is not None:
+            out["pipeline"] = dict(self.pipeline)
         if topology is not None:
             c = topology.cores_per_chip
             out["groups"] = {a: self.layout.members(a) for a in shown_axes(self.mesh)[::-1]}
@@ -53,7 +61,7 @@ class MeshSummary:
         return out
 
 
-COMM_AXES = ("tensor", "expert", "context", "fsdp", "data")
+COMM_AXES = ("tensor", "expert", "context", "pipeline", "fsdp", "data")
 """The axes of a step's per-axis comm summary, in the order reports list them."""
 
 
@@ -77,7 +85,7 @@ def today_parts(result):
     exposed = b.get("exposed_comm_s", math.nan)
     fsdp = result.strategy == "fully-sharded"
     b["tensor_comm_s"] = 0.0 if result.status == "ok" else math.nan
-    b["expert_comm_s"] = b["context_comm_s"] = b["tensor_comm_s"]
+    b["expert_comm_s"] = b["context_comm_s"] = b["pipeline_bubble_s"] = b["pipeline_comm_s"] = b["tensor_comm_s"]
     b["fsdp_comm_s"] = exposed if fsdp else (0.0 if result.status == "ok" else math.nan)
     b["data_comm_s"] = (0.0 if result.status == "ok" else math.nan) if fsdp else exposed
     return replace(result, breakdown=b)

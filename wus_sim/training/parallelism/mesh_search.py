@@ -35,6 +35,7 @@ from ...model.workload import REMAT_MODES, resolve_batch, resolve_replicas
 from ...model.workload_files import load_workload
 from .mesh_step import simulate_mesh
 from .context_parallel import with_context_meshes
+from .pipeline_parallel import pipeline_sizes
 from .tensor_parallel import check_tensor_heads
 from ..step import StepOptions
 from ..update.strategies import STRATEGIES
@@ -88,11 +89,15 @@ class Candidate:
                 "breakdown": {k: num(v) for k, v in self.breakdown.items()}}
 
 
-def dcn_factorisations(slices, expert=1):
+def dcn_factorisations(slices, expert=1, pipelines=(1,)):
     """Every mesh of *slices* slices over the DCN axes data x fsdp, with *expert* slices an expert axis
-    (what a caller fixes: a search does not vary it)."""
-    rest = slices // expert if slices % expert == 0 else 0
-    return [Mesh(data=rest // f, fsdp=f, expert=expert) for f in range(1, rest + 1) if rest % f == 0]
+    (what a caller fixes: a search does not vary it), for each pipeline size of *pipelines*
+    (:func:`~.pipeline_parallel.pipeline_sizes`)."""
+    out = []
+    for p in pipelines:
+        rest = slices // (expert * p) if slices % (expert * p) == 0 else 0
+        out += [Mesh(data=rest // f, fsdp=f, expert=expert, pipeline=p) for f in range(1, rest + 1) if rest % f == 0]
+    return out
 
 
 def default_global_batch(workload, slice_, slices=1):
@@ -185,13 +190,16 @@ class Search:
 
     def _meshes(self, fixed, dcn_fixed, replicas):
         """``[(dcn mesh or None, mesh)]`` to run and ``[(dcn, mesh, heads error)]`` beyond the heads."""
-        dcns = dcn_factorisations(self.slices, dcn_fixed.get("expert", 1)) if self.slices > 1 else [None]
+        ici_p, dcn_p = pipeline_sizes(self.workload, self.slices, dcn_fixed.get("pipeline"), fixed.get("pipeline"),
+                                      self.options)
+        dcns = dcn_factorisations(self.slices, dcn_fixed.get("expert", 1), dcn_p) if self.slices > 1 else [None]
         dcns = [d for d in dcns if all(getattr(d, a) == v for a, v in dcn_fixed.items())]
         moe = moe_layers(self.workload)
         # expert sizes join only for a model with experts, and only those that divide them
         axes = CORE_AXES if moe is None else MESH_AXES
         across = dcn_fixed.get("expert", 1)  # an expert axis across slices (fixed: never searched)
-        base = with_context_meshes(self.workload, factorisations(self.slice, axes), fixed.get("context"))
+        base = with_context_meshes(self.workload, factorisations(self.slice, axes + ("pipeline",), ici_p),
+                                   fixed.get("context"))
         meshes = [m for m in base if all(getattr(m, a) == v for a, v in fixed.items())
                   and (moe is None or moe.experts % (m.expert * across) == 0)
                   and (replicas is None or m.data * m.fsdp * m.expert == replicas)]
@@ -255,8 +263,8 @@ class Search:
                     run = simulate_mesh(self.workload, self.ms or self.slice, self.optimizer, todo, mesh=mesh,
                                         dcn_mesh=dcn, global_batch=self.global_batch, options=opts)
                 except ConfigError as exc:
-                    if "global_batch" not in (exc.key_path or ""):
-                        raise
+                    if "global_batch" not in (exc.key_path or "") and exc.key_path != "pipeline_microbatches":
+                        raise  # (a pipeline's microbatches must divide a group's batch: a batch reason too)
                     for s in todo:
                         yield self._row(dcn, mesh, s, remat, "infeasible", "batch", str(exc))
                     continue

@@ -1,5 +1,5 @@
-"""One training step on a device mesh: data x fsdp x context x tensor x expert in a slice, data x fsdp x
-expert across slices.
+"""One training step on a device mesh: data x pipeline x fsdp x context x tensor x expert in a slice,
+data x pipeline x fsdp x expert across slices.
 
 :func:`simulate_mesh` is :func:`wus_sim.training.step.simulate_strategies` for a mesh
 (:mod:`wus_sim.hardware.mesh`). The update strategy is what the ``data`` axis does.
@@ -21,6 +21,9 @@ expert across slices.
     (FLOPs and activations / C), the weights sharded over it as over fsdp (MaxText's logical axis
     rules); per attention layer K and V all-gathered over the context rings, their gradients
     reduce-scattered, on the layer's critical path.
+  - ``pipeline`` P (:mod:`wus_sim.training.parallelism.pipeline_parallel`): the blocks split into P
+    stages; a device runs and holds its stage's share, each block's time grows by the schedule's
+    bubble, each loop iteration ends in a collective-permute to the next stage (counted apart).
   - ``fsdp`` F: weights, gradients and optimizer state ``/ F``; each bucket's weights are
     all-gathered over the fsdp rings before its forward and again before its backward, its
     gradients reduce-scattered after; the gathers run ``gather_prefetch`` buckets ahead of the
@@ -63,6 +66,7 @@ from ..update.strategies import BOTH, step_work, update_work
 from .context_parallel import WEIGHT_SHARD_AXES, check_context_mesh, context_times, with_kv_buffers
 from .expert_parallel import axes_size, bucket_parts, check_expert_mesh, expert_times
 from .tensor_parallel import check_tensor_heads, split_workload, tensor_times
+from .pipeline_parallel import activation_factor, check_pipeline_mesh, pipeline_report, pipeline_step, stage_view
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
 from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
 from .mesh_shared import _BUCKETS, _device_topology, _oom_text, _timeline
@@ -73,7 +77,8 @@ def _today(mesh, dcn, strategies, options):
     """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
     if mesh.tensor > 1 or (mesh.data > 1 and mesh.fsdp > 1) or (dcn is not None and dcn.data > 1 and dcn.fsdp > 1):
         return None
-    if mesh.expert > 1 or mesh.context > 1 or (dcn is not None and dcn.expert > 1):
+    if mesh.expert > 1 or mesh.context > 1 or (dcn is not None and dcn.expert > 1) or mesh.pipeline > 1 \
+            or (dcn and dcn.pipeline > 1):
         return None
     fsdp = mesh.fsdp > 1 or (dcn is not None and dcn.fsdp > 1)
     if fsdp and mesh.data > 1:
@@ -122,6 +127,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
     check_tensor_heads(workload, mesh)
     check_expert_mesh(workload, mesh, dcn)
     check_context_mesh(workload, mesh)
+    check_pipeline_mesh(workload, mesh, dcn, options)
     today = _today(mesh, dcn, strategies, options)
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
@@ -152,6 +158,11 @@ class _MeshStep:
         self.split = split_workload(self.local, mesh.tensor)
         self.ep = mesh.expert * self.dcn.expert
         """Devices an expert group spans, in the slice and across slices."""
+        self.pipe = check_pipeline_mesh(workload, mesh, self.dcn, options)
+        """The pipeline's :class:`~.pipeline_parallel.PipelineShape`, ``None`` without the axis."""
+        self.stage = self.split if self.pipe is None else stage_view(self.split, self.pipe.stages)
+        """What a device holds: its stage's share of its tensor group's share."""
+        self.pp = None
         self._coll = {}
         """``(op, nbytes, axes) -> (seconds, cross-slice phases)``: a step asks for the same bucket
         sizes hundreds of times (a search's GPT-3 candidate: ~1,000 calls, a few dozen sizes)."""
@@ -236,13 +247,19 @@ class _MeshStep:
 
     def run(self, strategies, per_replica_batch, global_batch):
         o, m = self.options, self.mesh
-        groups = m.data * m.fsdp * m.expert * self.dcn.size  # data-parallel groups (each T devices)
+        groups = m.data * m.fsdp * m.expert * self.dcn.size // self.dcn.pipeline  # data-parallel groups (T x P devices)
         batch = resolve_batch(self.workload, self.topology, groups, per_replica_batch=per_replica_batch,
                               global_batch=global_batch)
+        if self.pipe is not None and per_replica_batch is None and global_batch is None:
+            batch *= self.pipe.stages  # a default batch per device (MaxText's): a group's P stages bring theirs
         layers = step_layer_times(self.split, self.topology, batch, o, spatial_ways=1, expert_ways=self.ep)
         tp = tensor_times(self.local, self.split, o, m.tensor, batch, layers, self.coll_s)
         ep = expert_times(self.local, self.split, o, m, self.ep, batch, self.coll_s)
         cp = context_times(self.workload, m, batch, self.coll_s)
+        if self.pipe is not None:  # a device runs its stage's 1/P of the layers, its permutes and bubble
+            self.pp = pipeline_step(self.local, self.pipe, o, m, self.dcn, self.lay, self.topology, self.ms, batch,
+                                    self.coll_s)
+            layers, tp, ep, cp = self.pp.device_share(layers, o.compute, tp, ep, cp)
         if m.data * self.dcn.data == 1 and m.fsdp * self.dcn.fsdp * m.context * self.ep > 1:
             strategies = ("fully-sharded",)  # no data axis: the weights are sharded over fsdp, whatever is asked
         results, plan = {}, None
@@ -250,13 +267,13 @@ class _MeshStep:
             shards, mem_strategy, shard_axes, gather_axes = self._scheme(strategy)
             # the slice itself when the shards are its devices (the same cuts as today's step)
             grid = self.topology if shards == self.topology.num_replicas else _device_topology(self.topology, shards)
-            plan = make_plan(self.split, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
+            plan = make_plan(self.stage, grid, self.optimizer, replicas=shards, bucket_bytes=o.bucket_bytes)
             results[strategy] = self._one(strategy, plan, batch, (tp, ep, cp), layers, shards, mem_strategy, shard_axes,
                                           gather_axes)
         summary = MeshSummary(self.mesh, self.dcn if self.dcn.size > 1 else None, self.lay,
                               next((r for r in results.values() if r.result.status == "ok"),
                                    next(iter(results.values()))).comm_summary, "mesh",
-                              self.workload)
+                              self.workload, None if self.pipe is None else pipeline_report(self.pipe))
         results = {s: r.result for s, r in results.items()}
         return StepRun(results=results, plan=plan, replicas=groups, spatial_ways=1, per_replica_batch=batch,
                        global_batch=batch * groups, params=self.workload.params, optimizer=plan.analysis.name,
@@ -344,6 +361,9 @@ class _MeshStep:
                       overlap_grad_reduce=o.overlap_grad_reduce, activation_model=o.activation_model,
                       remat_policy=o.remat_policy)
         memory = memory_breakdown(plan, mem_strategy, batch, **gather, expert_ways=self.ep)
+        if self.pipe is not None:  # the stage's microbatches in flight
+            act = memory.activations * (1 - activation_factor(self.pipe))
+            memory = replace(memory, activations=memory.activations - act, peak=memory.peak - act)
         if data_only and strategy == "sharded":  # slots of 1/(D F): the data axis shards the update too
             memory = replace(memory, slots=memory.slots / data_n, peak=memory.peak - memory.slots * (1 - 1 / data_n))
         memory = with_kv_buffers(memory, self.workload, self.mesh, batch)  # one layer's gathered K/V
@@ -354,11 +374,14 @@ class _MeshStep:
         # the layers wait on their tensor collectives, their expert all-to-alls and their K/V gathers
         fwd_s = [float(t) + x + e + c for t, x, e, c in zip(layers.forward_s, tp_fwd, ep_fwd, cp_fwd)]
         bwd_s = [float(t) + x + e + c for t, x, e, c in zip(layers.backward_s, tp_bwd, ep_bwd, cp_bwd)]
+        fwd_s, bwd_s, pipe = (fwd_s, bwd_s, (0.0,) * 4) if self.pp is None else self.pp.add(fwd_s, bwd_s)
         comm = no_comm()
         comm["tensor"].update(collectives=tp_count, nbytes=float(tp_nbytes), busy_s=tp_busy)
         comm["expert"].update(collectives=ep_count, nbytes=float(ep_nbytes), busy_s=ep_busy)
         count_dcn(comm["expert"], ep_dcn * ep_count)
         comm["context"].update(collectives=cp_count, nbytes=float(cp_nbytes), busy_s=cp_busy)
+        if self.pp is not None:
+            comm["pipeline"] = self.pp.comm_entry()
         # what the issue calls fsdp traffic: every weight gather and gradient reduce-scatter of a
         # fully-sharded update (a data axis that is fully-sharded behaves as fsdp); the data axis's
         # own collectives (replicated and sharded updates, the hybrid's cross-replica part) are data
@@ -410,6 +433,10 @@ class _MeshStep:
         if self.mesh.context > 1:
             breakdown["fwd_s"] -= float(sum(cp_fwd))
             breakdown["bwd_s"] -= context_s - float(sum(cp_fwd))
+        breakdown["pipeline_bubble_s"], breakdown["pipeline_comm_s"] = pipe[0] + pipe[1], pipe[2] + pipe[3]
+        if self.pp is not None:  # the blocks wait on the bubble and the permutes: counted apart
+            breakdown["fwd_s"] -= pipe[0] + pipe[2]
+            breakdown["bwd_s"] -= pipe[1] + pipe[3]
         fsdp_s = 0.0
         # the wait fsdp costs: the step's exposed wait minus that with free fsdp collectives (none
         # to split when nothing waits: the second timeline would give 0 again)

@@ -29,6 +29,7 @@ import re
 
 from ...inputs.errors import ConfigError, UnknownNameError
 from .maxtext_keys import base_keys, no_step_effect
+from .maxtext_pipeline import pipeline_keys
 from .maxtext_table import APPROXIMATED, MAXTEXT_AXES, REMAT_TENSOR_KEYS
 
 __all__ = ["MaxTextRun", "translate"]
@@ -147,6 +148,7 @@ def translate(inp, topology, *, explicit=None, approximate=False, search=False, 
     _remat(t)
     _precision(t, workload)
     _moe(t, workload)
+    pipeline_keys(t)
     _rest(t)
     if t.refused:
         raise ConfigError(t.refusal(), key_path="--maxtext", show_value=False)

@@ -36,7 +36,7 @@ RULES = (
          "fsdp_transpose multiplies fsdp (the same weights sharded over a second fsdp-like axis); one -1 takes "
          "the rest of the slice's devices; the product must be the slice's devices"),
     Rule("dcn_*_parallelism", "--dcn-mesh (point key dcn_mesh)",
-         "data and fsdp (fsdp_transpose multiplies fsdp); one -1 takes the rest of the slices; on one slice "
+         "data, fsdp and each axis the mesh has across slices (expert, pipeline) (fsdp_transpose multiplies fsdp); one -1 takes the rest of the slices; on one slice "
          "MaxText ignores them, and so does wus-sim (said in a note)"),
     Rule("num_slices", "--slices (point key slices)",
          "-1 (base.yml's: detected) takes --slices, else the topology file's, else 1"),
@@ -68,6 +68,12 @@ RULES = (
     Rule("capacity_factor", "--capacity-factor (point key capacity_factor), a MoE model's",
          "-1 (base.yml's): dropless, even routing; > 0: each expert's buffer padded to it x its even share (its "
          "matmuls and all-to-alls x it)"),
+    Rule("num_pipeline_microbatches", "--pipeline-microbatches (point key pipeline_microbatches)",
+         "with a pipeline axis: -1 (base.yml's): the stages; else a multiple of them dividing a group's batch"),
+    Rule("num_layers_per_pipeline_stage", "--pipeline-layers-per-stage (point key pipeline_layers_per_stage)",
+         "with a pipeline axis: 1 (base.yml's): MaxText's circular schedule, repeats = blocks / (stages x it); "
+         "num_pipeline_repeats, pipeline_parallel_layers, pipeline_delay_activation_forwarding and "
+         "pipeline_fsdp_ag_* accepted at base.yml's defaults only"),
 )
 """The translation table: every MaxText key wus-sim reads, what it becomes and how."""
 
@@ -87,8 +93,7 @@ APPROXIMATED = {
 recipes so (wus_sim/data/validation/README.md)."""
 
 NOT_MODELLED = (
-    ("ici_expert_parallelism, dcn_expert_parallelism, ici_pipeline_parallelism, num_pipeline_microbatches, "
-     "dcn_context_parallelism, the other axes (sequence, tensor_sequence, autoregressive, diloco)",
+    ("dcn_context_parallelism, the other axes (sequence, tensor_sequence, autoregressive, diloco)",
      "an axis the mesh does not have (read from wus_sim.hardware.mesh.MESH_AXES: an axis added there is read)"),
     ("context_parallel_strategy other than all_gather (ring, ulysses, usp), context_parallel_load_balance: false",
      "the context axis is MaxText's default attention: K and V all-gathered, the causal work balanced "

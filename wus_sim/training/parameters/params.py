@@ -268,6 +268,19 @@ POINT_KEYS = _table(
                   "or sweep it); the other experts share the rest evenly, and the busiest device's expert matmuls "
                   "and all-to-alls set the step (at most the routed experts). No effect with a capacity_factor "
                   "> 0 (its buffers are fixed) or without an expert axis."),
+    Param("pipeline_microbatches", "int", default=None, minimum=1, maximum=2**20, unit="microbatches",
+          meaning="Mesh with a pipeline axis: MaxText's num_pipeline_microbatches, the microbatches a data-parallel "
+                  "group's batch is cut into (a multiple of the stages, dividing the batch); null = the stages "
+                  "(MaxText's default, src/maxtext/configs/types.py)."),
+    Param("pipeline_layers_per_stage", "int", default=1, minimum=1, maximum=2**20, nullable=False, unit="blocks",
+          meaning="Mesh with a pipeline axis, circular schedule: MaxText's num_layers_per_pipeline_stage (base.yml: "
+                  "1), blocks a stage runs a pass; repeats = blocks / (stages x this), which must be whole."),
+    Param("pipeline_schedule", "choice", default="circular", nullable=False, choices=("circular", "gpipe", "1f1b"),
+          meaning="Mesh with a pipeline axis: circular = MaxText's (src/maxtext/layers/pipeline.py: all forwards, "
+                  "then the backwards, the blocks passed round the stages repeats times; bubble (stages-1)/(repeats x "
+                  "microbatches) of the busy time, every microbatch held); gpipe = Huang et al. 2019 (bubble "
+                  "(stages-1)/microbatches, every microbatch held); 1f1b = Narayanan et al. 2021's PipeDream-Flush "
+                  "(the same bubble, at most stages microbatches held)."),
     Param("quantization", "choice", default="none", nullable=False, choices=("none", "int8"),
           meaning="Matmul precision: none = bf16 at the chip's bf16 peak; int8 = the weight matmuls, forward and "
                   "backward, at the chip's int8 peak (chips.yaml `peak_int8_TOPs`), as AQT-quantized training "
@@ -321,20 +334,20 @@ POINT_KEYS = _table(
     Param("slices", "int", minimum=1, maximum=1024, unit="slices",
           meaning="Multislice: identical slices of `topology` joined by the data-center network (DCN); replicas = "
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
-    Param("mesh", "name", rule_text="axis=size pairs over data, fsdp, context, tensor, expert (e.g. fsdp=64,tensor=4; one "
-                                    "size may be -1, the rest), or a mapping",
+    Param("mesh", "name", rule_text="axis=size pairs over data, pipeline, fsdp, context, tensor, expert (e.g. "
+                                    "fsdp=64,tensor=4; one size may be -1, the rest), or a mapping",
           meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
                   "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), "
                   "context (each sequence split, K and V all-gathered per attention layer; fsdp for the weights), "
-                  "tensor (each layer split, Megatron-LM) and expert (each MoE layer's routed experts split, tokens "
-                  "exchanged by all-to-alls; fsdp for the rest of the model); their product is the slice's devices "
-                  "(chips with megacore, TensorCores otherwise), missing axes 1, one axis may be -1: the rest of "
-                  "the devices (MaxText's -1); null = data over every device (today's data parallelism). See "
-                  "docs/mesh.md.",
+                  "tensor (each layer split, Megatron-LM), expert (each MoE layer's routed experts split, tokens "
+                  "exchanged by all-to-alls; fsdp for the rest of the model) and pipeline (the transformer blocks "
+                  "split into stages, MaxText's stage); their product is the slice's devices (chips with megacore, "
+                  "TensorCores otherwise), missing axes 1, one axis may be -1: the rest of the devices (MaxText's "
+                  "-1); null = data over every device (today's data parallelism). See docs/mesh.md.",
           check=_check_mesh, value_schema=mesh_json_schema(MESH_AXES)),
-    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, fsdp, expert (e.g. data=4; one size may be -1, "
-                                        "the rest), or a mapping",
-          meaning="Mesh across slices (MaxText's dcn_*_parallelism): data, fsdp and/or expert over the "
+    Param("dcn_mesh", "name", rule_text="axis=size pairs over data, pipeline, fsdp, expert (e.g. data=4; one size "
+                                        "may be -1, the rest), or a mapping",
+          meaning="Mesh across slices (MaxText's dcn_*_parallelism): data, pipeline, fsdp and/or expert over the "
                   "data-center network; its product is the number of slices (it sets `slices`; with an axis of "
                   "-1, the rest of `slices`); null = data over the slices.",
           check=_check_dcn_mesh, value_schema=mesh_json_schema(DCN_AXES)),
