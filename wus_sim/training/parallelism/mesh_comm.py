@@ -123,3 +123,20 @@ def today_comm(work, ms=None, dcn=None, options=None, devices=1):
         phases = hierarchical_phases(c.op, c.nbytes, shard_across_slices=options.shard_across_slices)
         count_dcn(across, [(op, n / devices, dcn_time_s(ms, op, n)) for net, op, n in phases if net == "dcn"])
     return comm
+
+
+def today_run(mesh, dcn, strategies, options):
+    """The strategies and options today's step (:func:`~wus_sim.training.step.simulate_strategies`) runs
+    *mesh* (and *dcn*, across slices) with, or ``None`` where the mesh step builds it."""
+    if mesh.tensor > 1 or (mesh.data > 1 and mesh.fsdp > 1) or (dcn is not None and dcn.data > 1 and dcn.fsdp > 1):
+        return None
+    if mesh.expert > 1 or mesh.context > 1 or (dcn is not None and dcn.expert > 1) or mesh.pipeline > 1 \
+            or (dcn and dcn.pipeline > 1):
+        return None
+    fsdp = mesh.fsdp > 1 or (dcn is not None and dcn.fsdp > 1)
+    if fsdp and mesh.data > 1:
+        return None  # data in the slice, fsdp across slices: the hybrid is built here
+    if not fsdp:
+        return strategies, options
+    across = dcn is None or dcn.fsdp > 1
+    return ("fully-sharded",), replace(options, shard_across_slices=across)

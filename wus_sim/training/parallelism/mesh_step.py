@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 import math
 
 from ...collectives.schedules.groups import mesh_group
-from ...hardware.mesh import DCN_AXES, MESH_AXES, Mesh, layout, parse_mesh
+from ...hardware.mesh import DCN_AXES, MESH_AXES, Mesh, layout
 from ...hardware.mesh_spec import fill_mesh
 from ...hardware.multislice import dcn_phase_time_s, dcn_time_s, hierarchical_phases, load_multislice
 from ...inputs.errors import ConfigError
@@ -68,26 +68,10 @@ from .expert_parallel import axes_size, bucket_parts, check_expert_mesh, expert_
 from .tensor_parallel import check_tensor_heads, split_workload, tensor_times
 from .pipeline_parallel import activation_factor, check_pipeline_mesh, pipeline_report, pipeline_step, stage_view
 from ..timeline.timeline import BREAKDOWN_PARTS, StepProgram, TimelineBucket
-from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts
+from .mesh_comm import MESH_PARTS, MeshSummary, count_dcn, dcn_part, no_comm, today_comm, today_parts, today_run
 from .mesh_shared import _BUCKETS, _device_topology, _oom_text, _timeline
 
 __all__ = ["simulate_mesh", "MESH_PARTS", "MeshSummary"]
-
-def _today(mesh, dcn, strategies, options):
-    """The strategies and options today's step runs a mesh with, or ``None`` if it cannot."""
-    if mesh.tensor > 1 or (mesh.data > 1 and mesh.fsdp > 1) or (dcn is not None and dcn.data > 1 and dcn.fsdp > 1):
-        return None
-    if mesh.expert > 1 or mesh.context > 1 or (dcn is not None and dcn.expert > 1) or mesh.pipeline > 1 \
-            or (dcn and dcn.pipeline > 1):
-        return None
-    fsdp = mesh.fsdp > 1 or (dcn is not None and dcn.fsdp > 1)
-    if fsdp and mesh.data > 1:
-        return None  # data in the slice, fsdp across slices: the hybrid is built here
-    if not fsdp:
-        return strategies, options
-    across = dcn is None or dcn.fsdp > 1
-    return ("fully-sharded",), replace(options, shard_across_slices=across)
-
 
 def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=None, dcn_mesh=None,
                   per_replica_batch=None, global_batch=None, options=None, placement=None):
@@ -128,7 +112,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
     check_expert_mesh(workload, mesh, dcn)
     check_context_mesh(workload, mesh)
     check_pipeline_mesh(workload, mesh, dcn, options)
-    today = _today(mesh, dcn, strategies, options)
+    today = today_run(mesh, dcn, strategies, options)
     if today is not None:
         run = simulate_strategies(workload, ms or topology, optimizer, today[0], per_replica_batch=per_replica_batch,
                                   global_batch=global_batch, options=today[1])
