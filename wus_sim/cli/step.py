@@ -107,9 +107,9 @@ def add_parser(subparsers):
     p.add_argument("--bn-group-replicas", type=int, default=default_of("bn_group_replicas"), metavar="K",
                    help="cross-replica batch norm over groups of K replicas (default 1: local)")
     p.add_argument("--small-allreduce-algorithm", default=default_of("small_allreduce_algorithm"), metavar="A",
-                   choices=SMALL_ALLREDUCE_ALGORITHMS,
-                   help="algorithm of the latency-bound all-reduces (batch-norm statistics, LARS/LAMB norms): "
-                        "auto (default: the fastest as simulated), ring, halving-doubling, recursive-doubling")
+                   choices=SMALL_ALLREDUCE_ALGORITHMS, help="algorithm of the latency-bound all-reduces (batch-norm "
+                   "statistics, LARS/LAMB norms): auto (default: the fastest as simulated), ring, halving-doubling, "
+                   "recursive-doubling")
     p.add_argument("--steps", type=int, default=default_of("steps"), metavar="K",
                    help=f"consecutive steps simulated (>= 2; default {default_of('steps')})")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON of the simulated steps")
@@ -125,10 +125,9 @@ def run(args):
     apply_maxtext(args)
     placement = mesh_placement(args)
     with fault_option_errors(), placement_option_errors():
-        topology, multislice = load_multislice(args.topology, slices=placement.slices, dcn_GBps=args.dcn_GBps,
-                                               dcn_latency_us=args.dcn_latency_us, link_GBps=args.link_GBps,
-                                               hop_latency_us=args.hop_latency_us, megacore=args.megacore,
-                                               **fault_values(args))
+        topology, multislice = load_multislice(
+            args.topology, slices=placement.slices, dcn_GBps=args.dcn_GBps, dcn_latency_us=args.dcn_latency_us,
+            link_GBps=args.link_GBps, hop_latency_us=args.hop_latency_us, megacore=args.megacore, **fault_values(args))
     calibration = load_calibration(args.calibration)
     stack = software_stack_value(args)
     if args.trace:  # before the simulation: a trace file that cannot be written is known now
@@ -373,13 +372,12 @@ def _text(rep, multislice=None):
         lines.append("  " + f"  {unit}s/s per device".ljust(w)
                      + "".join(num(per[n].get("tokens_per_s_per_device"), ",.0f").rjust(16) for n in names))
     labels = {"fwd_s": "forward", "bwd_s": "backward", "batch_norm_s": "batch-norm all-reduces",
-              "exposed_comm_s": "exposed comm",
-              "update_s": "update", "extra_reduction_s": "optimizer reductions", "idle_s": "idle", "op_launch_s": "op fixed costs",
-              "host_loop_s": "host loop share", "overhead_s": "step overhead"}
+              "exposed_comm_s": "exposed comm", "update_s": "update", "extra_reduction_s": "optimizer reductions",
+              "idle_s": "idle", "op_launch_s": "op fixed costs", "host_loop_s": "host loop share",
+              "overhead_s": "step overhead"}
     if rep.get("mesh"):
         m = rep["mesh"]
-        experts = m["mesh"].get("expert", 1) * ((m.get("dcn_mesh") or {}).get("expert", 1)) > 1
-        stages = m["mesh"].get("pipeline", 1) * ((m.get("dcn_mesh") or {}).get("pipeline", 1)) > 1
+        experts, stages = (m["mesh"].get(a, 1) * ((m.get("dcn_mesh") or {}).get(a, 1)) > 1 for a in ("expert", "pipeline"))
         labels.update({"tensor_comm_s": "tensor-parallel comm",
                        **({"expert_comm_s": "expert all-to-alls"} if experts else {}),
                        **({"context_comm_s": "context K/V comm"} if m["mesh"].get("context", 1) > 1 else {}),

@@ -336,14 +336,13 @@ POINT_KEYS = _table(
                   "slices x replicas per slice; null = the topology file's `multislice.slices`, else 1."),
     Param("mesh", "name", rule_text="axis=size pairs over data, pipeline, fsdp, context, tensor, expert (e.g. "
                                     "fsdp=64,tensor=4; one size may be -1, the rest), or a mapping",
-          meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` "
-                  "says how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), "
-                  "context (each sequence split, K and V all-gathered per attention layer; fsdp for the weights), "
-                  "tensor (each layer split, Megatron-LM), expert (each MoE layer's routed experts split, tokens "
-                  "exchanged by all-to-alls; fsdp for the rest of the model) and pipeline (the transformer blocks "
-                  "split into stages, MaxText's stage); their product is the slice's devices (chips with megacore, "
-                  "TensorCores otherwise), missing axes 1, one axis may be -1: the rest of the devices (MaxText's "
-                  "-1); null = data over every device (today's data parallelism). See docs/mesh.md.",
+          meaning="Device mesh in a slice (MaxText's ici_*_parallelism): data (weights replicated; `strategy` says "
+                  "how they are updated), fsdp (weights, gradients and slots sharded, gathered per layer), context "
+                  "(each sequence split, K/V all-gathered per attention layer), tensor (each layer split, Megatron-LM), "
+                  "expert (MoE layers' routed experts split, tokens exchanged by all-to-alls) and pipeline (the blocks "
+                  "split into stages, MaxText's stage); context and expert shard the other weights as fsdp; their "
+                  "product is the slice's devices (chips with megacore, TensorCores otherwise), missing axes 1, one "
+                  "may be -1: the rest; null = data over every device (today's data parallelism). See docs/mesh.md.",
           check=_check_mesh, value_schema=mesh_json_schema(MESH_AXES)),
     Param("dcn_mesh", "name", rule_text="axis=size pairs over data, pipeline, fsdp, expert (e.g. data=4; one size "
                                         "may be -1, the rest), or a mapping",
