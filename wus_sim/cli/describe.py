@@ -110,7 +110,8 @@ def _topology(args):
 
 def _workload(args):
     from ..inputs.units import grad_dtype_bytes
-    from ..model.workload_files import known_workloads, load_workload
+    from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
+    from ..model.workload_files import known_workloads
 
     if not args.name:
         return _names(known_workloads(), args)
