@@ -62,3 +62,5 @@ def test_a_point_without_megacore_takes_the_chips_default():
     replicas = {m: {r["replicas"] for r in rs} for m, rs in rows.items()}
     assert replicas == {None: {16}, True: {16}, False: {32}}
     assert [r["step_time_s"] for r in rows[None]] == [r["step_time_s"] for r in rows[True]]
+    # the row says what ran: the chip's default written out
+    assert {m: {r["megacore"] for r in rs} for m, rs in rows.items()} == {None: {True}, True: {True}, False: {False}}

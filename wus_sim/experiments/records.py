@@ -182,6 +182,7 @@ def simulate_point(point):
             "per_replica_batch": run.per_replica_batch, "global_batch": run.global_batch,
             # data-parallel replicas: fewer than the cores when the MLPerf run partitions spatially
             "optimizer": run.optimizer, "replicas": run.replicas, "spatial_ways": run.spatial_ways,
+            "megacore": megacore,  # the value used: null asks for the chip's default
             "replicas_per_slice": run.replicas_per_slice,
             "params": run.params,
             "hbm_bytes": float(topology.hbm_bytes_per_replica),

@@ -229,7 +229,7 @@ POINT_KEYS = _table(
                   "cores_per_chip (one per TensorCore). Not with cores_per_chip, nor on chips with one core or on "
                   "v2/v3. null = the chip's default (chips.yaml megacore): a chip on v4 and v5p, as JAX counts "
                   "devices (unless cores_per_chip is set), a TensorCore elsewhere; until 2026-12 the default was "
-                  "false on every chip."),
+                  "false on every chip. The row holds the value used."),
     Param("spatial_ways", "int", minimum=1, maximum=2**17, unit="cores",
           meaning="Cores each replica is spatially partitioned over (replicas = cores / spatial_ways; must "
                   "divide the slice's cores); null = the MLPerf v0.6 run's on that slice, else 1. The row "
