@@ -103,6 +103,15 @@ def test_a_bad_name_at_a_length_is_one_error(spec, error, words):
     assert words in str(exc.value) and "\n" not in str(exc.value)
 
 
+def test_the_public_loader_reads_a_name_at_a_length():
+    import wus_sim
+
+    w = wus_sim.load_workload("llama3.1-8b@8192")
+    assert w.name == "llama3.1-8b@8192" and w.units_per_example == 8192
+    assert w.params == load_workload("llama3.1-8b").params
+    assert wus_sim.load_workload("bert-large").name == "bert-large"
+
+
 def test_a_workload_at_a_length_runs_from_the_command_line():
     rc, out, err = run("describe", "workload", "llama3.1-8b@8192")
     assert rc == 0, err

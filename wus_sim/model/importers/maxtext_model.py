@@ -356,13 +356,14 @@ def _build(name, tokens):
     return workload_from_document(doc, None)
 
 
-def resolve_workload(spec):
-    """The workload *spec* names: ``NAME@TOKENS`` a MaxText library model rebuilt at that length
-    (:func:`library_workload`), anything else as :func:`~wus_sim.model.workload_files.load_workload`
-    reads it (a shipped name, a path, a loaded Workload)."""
+def resolve_workload(name_or_path):
+    """A :class:`~wus_sim.model.workload.Workload` from a shipped name (``'transformer-big'``), a path
+    to YAML, a loaded Workload (as :func:`~wus_sim.model.workload_files.load_workload` reads them),
+    or ``NAME@TOKENS``: MaxText's library model NAME rebuilt at TOKENS tokens per sequence
+    (:func:`library_workload`, e.g. ``'llama3.1-8b@8192'``). ``wus_sim.load_workload`` is this."""
     from ..workload_files import load_workload
 
-    name, tokens = split_length(spec)
+    name, tokens = split_length(name_or_path)
     if tokens is None:
-        return load_workload(spec)
+        return load_workload(name_or_path)
     return library_workload(name, tokens)
