@@ -24,7 +24,7 @@ class Rule:
 RULES = (
     Rule("model_name", "WORKLOAD (point key workload)",
          "the shipped workload of that name (`wus-sim list workloads`; a name not shipped: one line with the "
-         "closest ones); base.yml's `default` model names no workload: give model_name or WORKLOAD"),
+         "closest ones); base.yml's `default` is MaxText's default model, shipped as workload `default`"),
     Rule("max_target_length", "the workload's sequence",
          "tokens per sequence; a model of MaxText's library at another length than its shipped workload's is "
          "rebuilt from its model file at it (workload NAME@TOKENS, e.g. llama3.1-8b@8192); another workload "
