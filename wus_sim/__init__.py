@@ -54,7 +54,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Topology": "hardware.topology", "load_topology": "hardware.topology_files",
     "known_topologies": "hardware.topology_files",
-    "load_workload": "model.workload_files", "known_workloads": "model.workload_files",
+    # load_workload reads NAME@TOKENS too (a MaxText library model rebuilt at that length)
+    "load_workload": "model.importers.maxtext_model:resolve_workload", "known_workloads": "model.workload_files",
     "import_workload": "model.importers.hf_import",
     "load_optimizer": "optimizers", "known_optimizers": "optimizers", "analyse": "optimizers",
     "plan": "training.update.planner", "memory_breakdown": "model.memory", "step_work": "training.update.strategies",

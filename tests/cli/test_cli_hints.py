@@ -16,9 +16,10 @@ def test_step_header_shows_tokens_per_sequence(capsys):
     assert "per sequence" not in head             # an image is one unit: nothing to say
 
 
-def test_v5p_and_v4_without_megacore_say_a_replica_is_one_tensorcore(capsys):
-    out = run(capsys, "step", "llama3-8b", "-t", "tpu-v5p-128")
-    assert "a replica is one TensorCore" in out and "47.5 GiB" in out and "--megacore" in out
-    assert "a replica is one TensorCore" not in run(capsys, "step", "llama3-8b", "-t", "tpu-v5p-128", "--megacore")
-    assert "--megacore" in run(capsys, "plan", "llama3-8b", "-t", "tpu-v4-128")
+def test_v5p_and_v4_with_no_megacore_say_a_replica_is_one_tensorcore(capsys):
+    out = run(capsys, "step", "llama3-8b", "-t", "tpu-v5p-128", "--no-megacore")
+    assert "a replica is one TensorCore" in out and "47.5 GiB" in out and "--megacore (the default" in out
+    for megacore in (["--megacore"], []):  # a chip a device by default on v4 and v5p, as JAX counts it
+        assert "a replica is one TensorCore" not in run(capsys, "step", "llama3-8b", "-t", "tpu-v5p-128", *megacore)
+    assert "--megacore" in run(capsys, "plan", "llama3-8b", "-t", "tpu-v4-128", "--no-megacore")
     assert "TensorCore" not in run(capsys, "plan", "resnet50", "-t", "tpu-v3-32")   # v3: no megacore mode

@@ -93,7 +93,7 @@ def test_the_cost_example_rows_are_what_step_prints(slice_, remat, where):
     rc_out = io.StringIO()
     with contextlib.redirect_stdout(rc_out):
         assert main(["step", "llama3-8b", "-t", slice_, "--mesh", "data=256", "--strategy", "fully-sharded",
-                     "--remat", remat, "--global-batch", "256", "--json"]) == 0
+                     "--remat", remat, "--global-batch", "256", "--no-megacore", "--json"]) == 0
     doc = json.loads(rc_out.getvalue())
     (per,) = doc["strategies"].values()
     chips, price = doc["price"]["chips"], doc["price"]["usd_per_chip_hour"]

@@ -119,10 +119,11 @@ def test_megacore_is_refused_on_tpu7x():
 
 
 def test_describe_says_how_jax_counts_a_v5p_chip(capsys):
-    assert main(["describe", "topology", "tpu-v5p-256"]) == 0
+    assert main(["describe", "topology", "tpu-v5p-256", "--no-megacore"]) == 0
     out = capsys.readouterr().out
-    assert "JAX counts the chip as one device" in out and "--megacore" in out
-    assert main(["describe", "topology", "tpu-v5p-256", "--megacore"]) == 0
-    assert "JAX counts" not in capsys.readouterr().out
+    assert "JAX counts the chip as one device" in out and "--megacore (the default" in out
+    for megacore in (["--megacore"], []):  # a chip a device by default (megacore), as JAX counts it
+        assert main(["describe", "topology", "tpu-v5p-256", *megacore]) == 0
+        assert "JAX counts" not in capsys.readouterr().out
     assert main(["describe", "topology", "tpu7x-128"]) == 0  # two devices a chip: no megacore to offer
     assert "--megacore" not in capsys.readouterr().out

@@ -74,14 +74,15 @@ def test_shapes_and_wraparound_as_cloud_tpu_documents(name, dims, wrap):
 def test_an_old_name_is_googles_slice_again_and_says_so(old, chips, new):
     # refused from wus-sim 0.2 (they had meant the 64- and 512-chip slices); now Google's v4-64 and v4-512
     assert not RENAMED
-    run = subprocess.run([sys.executable, "-m", "wus_sim", "describe", "topology", old],
+    # --no-megacore: the slice's TensorCores (a v4 chip is one device by default, as JAX counts it)
+    run = subprocess.run([sys.executable, "-m", "wus_sim", "describe", "topology", old, "--no-megacore"],
                          capture_output=True, text=True)
     assert run.returncode == 0 and f"{chips:,} x 2 cores" in run.stdout
     assert new in run.stderr and "before wus-sim 0.2" in run.stderr
 
 
 def test_a_name_whose_meaning_changed_says_so():
-    run = subprocess.run([sys.executable, "-m", "wus_sim", "describe", "topology", "tpu-v4-4096"],
+    run = subprocess.run([sys.executable, "-m", "wus_sim", "describe", "topology", "tpu-v4-4096", "--no-megacore"],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "2,048 x 2 cores" in run.stdout
     assert "tpu-v4-8192" in run.stderr and "4096-chip pod" in run.stderr

@@ -49,9 +49,9 @@ def test_megacore_errors_are_one_line(capsys):
 
 @pytest.mark.parametrize("topology", ["tpu-v3-32", "tpu-v5p-128", "tpu-v6e-64", "torus:4x4", "tpu-v4-8"])
 def test_spatial_ways_runs_any_workload_on_any_slice(capsys, topology):
-    cores = load_topology(topology).num_replicas
+    cores = load_topology(topology).num_replicas  # TensorCores: --no-megacore on v4 and v5p, whose default is a chip
     rep = step_json(capsys, "transformer-big", "--topology", topology, "--spatial-ways", "4", "--strategy",
-                    "sharded", "--per-replica-batch", "2")
+                    "sharded", "--per-replica-batch", "2", "--no-megacore")
     assert rep["spatial_ways"] == 4 and rep["replicas"] == cores // 4
 
 
@@ -89,14 +89,14 @@ def test_bert_large_at_24_sequences_per_core_fits_without_remat_on_v3_and_v4(cap
     """Google trained BERT-large at 24 sequences per 16 GiB TensorCore with no recomputation; what
     XLA keeps (by hand: 24 layers x 512 x 1024 x 46 B + 76 x 30522 x 6 B per sequence) fits."""
     per_seq = 24 * 512 * 1024 * 46 + 76 * 30522 * 6
-    for topology in ("tpu-v3-32", "tpu-v4-128"):
-        rep = step_json(capsys, "bert-large", "--topology", topology, "--per-replica-batch", "24")
+    for topology in ("tpu-v3-32", "tpu-v4-128"):  # a replica a TensorCore: --no-megacore (v4's default is a chip)
+        rep = step_json(capsys, "bert-large", "--topology", topology, "--per-replica-batch", "24", "--no-megacore")
         sharded = rep["strategies"]["sharded"]
         assert sharded["status"] == "ok", topology
         assert sharded["memory_bytes"]["activations"] == pytest.approx(24 * per_seq)
         assert sharded["memory_bytes"]["peak"] <= 16 * 2**30
         unfused = step_json(capsys, "bert-large", "--topology", topology, "--per-replica-batch", "24",
-                            "--activation-model", "unfused")
+                            "--activation-model", "unfused", "--no-megacore")
         assert unfused["strategies"]["sharded"]["status"] == "infeasible"  # the GPU count says no
 
 

@@ -15,6 +15,7 @@ import pytest
 from helpers.run_cli import run
 from wus_sim.hardware.mesh import MESH_AXES, parse_mesh
 from wus_sim.inputs.errors import UnknownNameError
+from wus_sim.model.importers.maxtext_model import resolve_workload
 from wus_sim.model.ops.remat_names import canonical_policy
 from wus_sim.model.workload_files import load_workload
 from wus_sim.validation.tiering import simulate_one, tiering_rows
@@ -56,14 +57,6 @@ def test_each_row_runs_from_its_maxtext_command_line(number):
     assert row.maxtext and f"model_name={row.model_name}" in row.maxtext.split()
     if not _shipped(row.model_name):
         pytest.skip(f"MaxText's {row.model_name} is the model library's workload (not shipped on this branch)")
-    shipped = load_workload(row.model_name)
-    if shipped.units_per_example != row.sequence:
-        # MaxText's library ships each model at its model file's length (base.yml's 2,048 where it sets
-        # none); a run at another max_target_length is refused in one line naming the remedy, until a
-        # workload can be rebuilt at the run's length (issue 47 note, open)
-        rc, out, err = _plan(row)
-        assert rc == 2 and f"max_target_length: {row.sequence}" in err and "--sequence-length" in err
-        pytest.xfail(f"{row.model_name} ships at {shipped.units_per_example} tokens, the run is at {row.sequence}")
     if number == 6 and "expert" not in MESH_AXES:
         rc, out, err = _plan(row)
         assert rc == 2 and "ici_expert_parallelism=4 (the mesh has no expert axis)" in err and "\n" not in err.strip()
@@ -72,8 +65,14 @@ def test_each_row_runs_from_its_maxtext_command_line(number):
     assert rc == 0, err
     doc = json.loads(out)
     got = doc["maxtext"]["point"]
-    # the same tensors as the validation's workload (Llama 3.1 8B/70B are Llama 3's)
-    assert load_workload(got["workload"]).params == load_workload(row.workload).params
+    # the same model as the validation's workload (Llama 3.1 8B/70B are Llama 3's): its tensors, and at the
+    # row's sequence its FLOPs; MaxText's library ships each model at its model file's length (base.yml's
+    # 2,048 where it sets none), so rows 2 and 3 (8,192) run the library model rebuilt at that length
+    if load_workload(row.model_name).units_per_example != row.sequence:
+        assert got["workload"] == f"{row.model_name}@{row.sequence}"
+    mine, theirs = resolve_workload(got["workload"]), load_workload(row.workload)
+    assert mine.params == theirs.params and mine.units_per_example == row.sequence
+    assert mine.fwd_flops_per_example == pytest.approx(theirs.fwd_flops_per_example, rel=1e-12)
     assert doc["topology"].endswith(row.topology)
     assert doc["maxtext"]["slices"] == row.slices
     assert doc["maxtext"]["megacore"] == row.megacore

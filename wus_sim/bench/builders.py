@@ -241,6 +241,7 @@ def search_case(name, workload, topology, *, megacore=False, slices=None, quick=
         found = sorted(Search(workload, topo).candidates(), key=rank_key)
         return Measurement(found[0].step_time_s if found and found[0].status == "ok" else None, len(found))
 
+    # megacore=False is one replica per TensorCore (plan --search --no-megacore on v4 and v5p, whose default is a chip)
     where = topology + (" (chips)" if megacore else "") + (f" x {slices} slices" if slices else "")
     return BenchCase(name, "search", setup, run, quick=quick, full=full, problem=f"plan --search {workload} on {where}")
 

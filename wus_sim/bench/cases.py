@@ -148,7 +148,8 @@ register(mesh_case("mesh step: gpt3-175b adam, 6 slices of tpu-v5p-2048 (6,144 c
                    "gpt3-175b", "tpu-v5p-2048", "adam", mesh="fsdp=128,tensor=8", dcn_mesh="data=6", megacore=True,
                    global_batch=1536, options={"remat": "full", "quantization": "int8"}))
 # issue 47: a mesh search tells the truth in bounded time and memory: GPT-3 on v5p-2048 (its 2,048
-# TensorCores, as the command counts them without --megacore) <= 5 s and 300 MB; the largest v5p
+# TensorCores, as the command counts them with --no-megacore: the issue's figure, taken before a v5p
+# chip became one device by default; search_case's megacore=False says so) <= 5 s and 300 MB; the largest v5p
 # slice (the whole pod, tpu-v5p-17920: 8,960 chips, each a device as JAX counts it) <= 15 s
 register(search_case("plan --search: gpt3-175b on tpu-v5p-2048 (2,048 TensorCores)", "gpt3-175b", "tpu-v5p-2048"))
 register(search_case("plan --search: gpt3-175b on tpu-v5p-17920 --megacore (the whole v5p pod, 8,960 chips)",

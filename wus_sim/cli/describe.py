@@ -42,7 +42,9 @@ def add_parser(subparsers):
     p.add_argument("--mesh", default=None, metavar="data=D,fsdp=F,tensor=T",
                    help="topology: where this device mesh's axes lie and which devices form one group of each "
                         "(docs/mesh.md)")
-    add_flag(p, "--megacore", help="topology: one device per chip over both TensorCores (v4, v5p)")
+    add_flag(p, "--megacore", default=None,
+             help="topology: one device per chip over both TensorCores (default on v4 and v5p, as JAX counts "
+                  "devices); --no-megacore: one per TensorCore")
     return p
 
 
@@ -110,7 +112,8 @@ def _topology(args):
 
 def _workload(args):
     from ..inputs.units import grad_dtype_bytes
-    from ..model.workload_files import known_workloads, load_workload
+    from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
+    from ..model.workload_files import known_workloads
 
     if not args.name:
         return _names(known_workloads(), args)

@@ -137,8 +137,9 @@ def add_placement_options(parser):
     """``--megacore``, ``--spatial-ways K``, ``--remat`` and ``--quantization`` of ``step`` and ``plan`` (point keys :data:`PLACEMENT_KEYS`)."""
     from ..training.parameters.params import POINT_KEYS
 
-    add_flag(parser, "--megacore",
-             help="TPU v4/v5p: one replica per chip over both its TensorCores (default: one per TensorCore)")
+    add_flag(parser, "--megacore", default=None,
+             help="TPU v4/v5p: one replica per chip over both its TensorCores, as JAX counts devices (the default "
+                  "on v4 and v5p: chips.yaml megacore); --no-megacore: one replica per TensorCore")
     parser.add_argument("--spatial-ways", type=int, dest="spatial_ways", default=None, metavar="K",
                         help="cores each replica is spatially partitioned over: replicas = cores / K (default: the "
                              "MLPerf run's on that slice, else 1)")
@@ -215,6 +216,7 @@ def mesh_placement(args):
     of size -1 in ``--mesh`` or ``--dcn-mesh`` is filled first (:func:`fill_mesh_options`)."""
     from ..hardware.mesh import Placement
 
+    resolve_megacore(args)
     fill_mesh_options(args)
     try:
         return Placement(megacore=bool(getattr(args, "megacore", False)), spatial_ways=args.spatial_ways,
@@ -226,6 +228,26 @@ def mesh_placement(args):
             raise ConfigError(exc.rule, key_path=_option(head) + (f".{rest}" if rest else ""),
                               value=exc.value) from None
         raise
+
+
+def resolve_megacore(args):
+    """``--megacore`` / ``--no-megacore`` as given, else the chip's default written into *args*: a chip
+    on TPU v4 and v5p (chips.yaml ``megacore``, as JAX counts devices), a TensorCore elsewhere. Left
+    ``None`` (each slice's chip decides when it is loaded) for ``plan --search`` over several slices,
+    and for a slice that does not load (the command says why when it loads it)."""
+    if not hasattr(args, "megacore") or args.megacore is not None:
+        return
+    if len(set(getattr(args, "topologies", None) or ())) > 1 or getattr(args, "cores_per_chip", None) is not None:
+        return
+    from ..hardware.multislice import load_multislice
+    from ..hardware.topology_files import chip_megacore
+    from ..inputs.errors import WusError
+
+    try:
+        topology, _ = load_multislice(args.topology, slices=getattr(args, "slices", None))
+    except (WusError, OSError):
+        return
+    args.megacore = chip_megacore(topology)
 
 
 def fill_mesh_options(args):

@@ -147,7 +147,7 @@ def _megacore_line(args):
 def _mesh_report(args, placement):
     """Where each axis of ``--mesh`` lies on the slice and which devices form group 0 of each."""
     from ..hardware.topology_files import load_topology
-    from ..model.workload_files import load_workload
+    from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
     from ..training.parallelism.context_parallel import check_context_mesh
     from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.pipeline_parallel import check_pipeline_mesh
@@ -180,7 +180,7 @@ def build_report(args):
     from ..inputs.units import MiB
     from ..inputs.units import grad_dtype_bytes
     from ..model.workload import resolve_batch, resolve_replicas
-    from ..model.workload_files import load_workload
+    from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
 
     workload = load_workload(args.workload)
     with placement_option_errors():

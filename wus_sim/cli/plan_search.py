@@ -99,7 +99,7 @@ def search_from_args(args, placement, spec=None, global_batch=None):
     from ..training.parallelism.expert_parallel import check_expert_mesh
     from ..training.parallelism.tensor_parallel import check_tensor_heads
     from ..training.parameters.params import POINT_KEYS
-    from ..model.workload_files import load_workload
+    from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
     from .options import placement_option_errors, software_stack_value
     from .step_mesh import mesh_option_errors
 

@@ -97,7 +97,12 @@ def simulate_point(point):
         point = point_with_maxtext(point, POINT_KEYS)  # its point keys (workload, batch, mesh, ...) from the run
     p = _check_keys(point)
     megacore = p.get("megacore")
-    megacore = False if megacore is None else check_point_value("megacore", megacore)
+    if megacore is None:  # the chip's default (chips.yaml megacore): a chip on v4 and v5p, as JAX counts devices
+        from ..hardware.topology_files import chip_megacore
+
+        megacore = p.get("cores_per_chip") is None and chip_megacore(load_multislice(p["topology"])[0])
+    else:
+        megacore = check_point_value("megacore", megacore)
     from ..hardware.mesh import Placement
     from ..hardware.mesh_spec import has_fill
 
@@ -179,6 +184,7 @@ def simulate_point(point):
             "per_replica_batch": run.per_replica_batch, "global_batch": run.global_batch,
             # data-parallel replicas: fewer than the cores when the MLPerf run partitions spatially
             "optimizer": run.optimizer, "replicas": run.replicas, "spatial_ways": run.spatial_ways,
+            "megacore": megacore,  # the value used: null asks for the chip's default
             "replicas_per_slice": run.replicas_per_slice,
             "params": run.params,
             "hbm_bytes": float(topology.hbm_bytes_per_replica),

@@ -66,6 +66,9 @@ CHIP_KEYS = KeyTable("chip", [
         "offloaded to host memory move at (cite it in `sources`).", unit="GB/s",
         minimum=RATE_RANGES["dcn_GBps"][0], maximum=RATE_RANGES["dcn_GBps"][1],
         default_text="none: remat policies that offload to the host are refused on this chip"),
+    Key("megacore", "boolean", "JAX presents the chip's TensorCores as one device (megacore; cite it in "
+        "`sources`): a run places one replica per chip over all its TensorCores by default, as JAX counts "
+        "devices; `--no-megacore` (point key `megacore: false`) runs one replica per TensorCore.", default=False),
     Key("price_usd_per_chip_hour", "number", "Public on-demand price of one chip for an hour, US dollars (cite the "
         "pricing page, region and date read in `sources`): the cost of a step is chips x step time x this / 3600. "
         "`--price-per-chip-hour` (point key `price_usd_per_chip_hour`) sets another for a run, e.g. a "
@@ -110,6 +113,7 @@ def chips_from_file(path):
             mxus_per_core=read("mxus_per_core") if "mxus_per_core" in sec else None,
             mxu_dim=read("mxu_dim") if "mxu_dim" in sec else None,
             host_Bps=read("host_GBps") * GB if "host_GBps" in sec else None,
+            megacore=read("megacore"),
             price_usd_per_chip_hour=read("price_usd_per_chip_hour") if "price_usd_per_chip_hour" in sec else None,
             sources=sources_of(sec),
         )

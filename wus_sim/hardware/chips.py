@@ -43,6 +43,9 @@ class Chip:
     host_Bps: float = None
     """Host link (PCIe) bandwidth of one chip, one direction, bytes/s: what activations offloaded
     to host memory move at (``None``: chips.yaml gives none; offloading is then refused)."""
+    megacore: bool = False
+    """Whether JAX presents the chip's TensorCores as one device by default (megacore: TPU v4 and v5p):
+    a run then places one replica per chip unless it asks for TensorCores (``--no-megacore``)."""
     price_usd_per_chip_hour: float = None
     """Public on-demand price of one chip for an hour, US dollars (``None``: chips.yaml gives none;
     a step's cost is then "no price"). Not SI: a price is quoted per chip-hour, and said so."""

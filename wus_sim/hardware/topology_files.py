@@ -203,17 +203,25 @@ def _megacore_cores(topo, cores_per_chip):
     return 1
 
 
+def chip_megacore(topo):
+    """Whether *topo*'s chip runs as one device by default (chips.yaml ``megacore``: TPU v4 and v5p)
+    and the slice still holds a replica per TensorCore (a file's ``cores_per_chip: 1`` already is)."""
+    chip = topo.chip
+    return bool(chip.megacore) and chip.cores_per_chip > 1 and topo.cores_per_chip == chip.cores_per_chip
+
+
 def megacore_hint(topo):
     """The line ``step`` and ``plan`` print on a TPU v4/v5p slice run one replica per TensorCore
-    (the default): what a replica is and how to ask for one per chip; None elsewhere."""
+    (``--no-megacore``): what a replica is, and that the default is one per chip; None elsewhere."""
     from ..inputs.units import format_bytes
 
     chip = topo.chip
     if chip.name in MEGACORE_CHIPS_REFUSED or chip.cores_per_chip < 2 or topo.cores_per_chip != chip.cores_per_chip:
         return None
+    default = "the default, " if chip.megacore else ""
     return (f"a replica is one TensorCore ({topo.cores_per_chip} per {chip.name} chip, "
             f"{format_bytes(topo.hbm_bytes_per_replica)} of HBM each), where JAX counts the chip as one device; "
-            f"--megacore (point key megacore: true) runs one replica per chip over its {chip.cores_per_chip} "
+            f"--megacore ({default}point key megacore: true) runs one replica per chip over its {chip.cores_per_chip} "
             f"TensorCores with all {format_bytes(chip.hbm_bytes)}, as JAX does")
 
 
@@ -225,12 +233,14 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
     The keyword overrides replace the file's values (what-if sweeps use them):
     *link_GBps* (scalar or per axis), *hop_latency_us*, *wraparound* (bool or per
     axis), *cores_per_chip*; *megacore* runs one replica per chip over all its TensorCores
-    (TPU v4/v5p; not with *cores_per_chip*); then *failed_links*, *slow_links* and *seed* as in
-    :func:`with_link_faults`.
+    (TPU v4/v5p; not with *cores_per_chip*), ``None`` as the chip does by default (its chips.yaml
+    ``megacore``: one replica per chip on v4 and v5p, as JAX counts devices, unless *cores_per_chip*
+    is given); then *failed_links*, *slow_links* and *seed* as in :func:`with_link_faults`.
+    The default ``False`` is the slice's hardware: one replica per TensorCore.
     """
     from ..inputs.api_args import check_bool
 
-    megacore = check_bool(megacore, "megacore")
+    megacore = check_bool(megacore, "megacore", nullable=True)
     # the overrides first: an inline spec uses two of them to build its slice
     if hop_latency_us is not None:
         hop_latency_us = _override(hop_latency_us, "hop_latency_us")
@@ -272,6 +282,8 @@ def load_topology(spec, *, link_GBps=None, hop_latency_us=None, wraparound=None,
             raise ConfigError("must be true/false, or a list of one true/false per axis", key_path="wraparound",
                               value=wraparound if not isinstance(wraparound, np.ndarray) else list(wraparound))
         changes["wrap"] = tuple(bool(v) for v in wrap)
+    if megacore is None:  # the chip's default: JAX's device (a chip on v4 and v5p)
+        megacore = cores_per_chip is None and chip_megacore(topo)
     if megacore:
         changes["cores_per_chip"] = _megacore_cores(topo, cores_per_chip)
     elif cores_per_chip is not None:

@@ -74,7 +74,7 @@ def counts_tokens(experiment):
     """Whether some workload of *experiment* is a language model (its FLOPs counted per token): its
     sweep also gets MFU and tokens per second per device, the figures a MaxText user reads first."""
     from ..inputs.errors import WusError
-    from ..model.workload_files import load_workload
+    from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
 
     for name in experiment.values_of("workload"):
         try:

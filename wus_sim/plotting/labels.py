@@ -155,7 +155,7 @@ def _file_name(key, path):
 
     try:
         if key == "workload":
-            from ..model.workload_files import load_workload
+            from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
 
             return load_workload(path).name
         if key == "topology":

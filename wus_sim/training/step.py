@@ -41,7 +41,7 @@ from .timeline.timeline import BREAKDOWN_PARTS, TimelineBucket, StepProgram, run
 from ..inputs.units import MiB, format_bytes, format_time, grad_dtype_bytes
 from .step_run import StepRun
 from ..model.workload import resolve_batch, resolve_replicas
-from ..model.workload_files import load_workload
+from ..model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
 
 __all__ = ["StepOptions", "StepResult", "StepRun", "simulate_step", "simulate_strategies", "speedup", "step_layer_times",
            "speedups", "strategies_named", "speedups_if_replicated_fit", "fully_sharded_over_sharded",

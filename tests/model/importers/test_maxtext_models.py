@@ -20,11 +20,11 @@ from wus_sim.model.workload_files import known_workloads, load_workload
 from workload_sample import MAXTEXT_SAMPLE, is_maxtext_library
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-MODELS = DATA / "maxtext_models"
+MODELS = Path(__file__).resolve().parents[3] / "wus_sim" / "data" / "maxtext" / "models"
 FILES = sorted(p.stem for p in MODELS.glob("*.yml"))
 
 # base.yml's values of the keys the formula reads (src/maxtext/configs/base.yml, the commit the
-# model files are copied at: tests/data/maxtext_models/README.md), typed here again
+# model files are copied at: wus_sim/data/maxtext/models/README.md), typed here again
 BASE = {"decoder_block": "llama2", "global_parameter_scale": 1, "base_emb_dim": 2048, "base_num_query_heads": 16,
         "base_num_kv_heads": 16, "base_mlp_dim": 7168, "base_num_decoder_layers": 16, "head_dim": 128,
         "vocab_size": 32000, "logits_via_embedding": False, "max_target_length": 2048, "num_experts": 1,

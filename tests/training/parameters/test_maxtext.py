@@ -148,19 +148,32 @@ def test_moe_keys_on_a_dense_model_change_nothing():
     assert dict(run.listed)["capacity_factor=1.25"] == "workload llama3-8b has no experts"
 
 
-def test_a_sequence_the_workload_does_not_have_is_refused():
-    with pytest.raises(ConfigError, match="2048 is not the 8,192 tokens .*base.yml's default; not given"):
-        t("model_name=llama3-8b")
-    with pytest.raises(ConfigError, match="import-workload CONFIG --sequence-length 4096"):
-        t("model_name=llama3-8b max_target_length=4096")
+def test_a_library_model_at_another_sequence_is_rebuilt_at_it():
+    # MaxText's library model at the run's max_target_length (base.yml's 2,048 where not given): the
+    # point's workload names the model and the length, and loads again to the same model
+    from wus_sim.model.importers.maxtext_model import resolve_workload
+
+    run = t("model_name=llama3-8b")
+    assert run.point["workload"] == "llama3-8b@2048"
+    assert any("llama3-8b@2048" in n and "base.yml's default; not given" in n for n in run.notes)
+    run = t("model_name=llama3-8b max_target_length=4096")
+    assert run.point["workload"] == "llama3-8b@4096" and run.sources["workload"].endswith("max_target_length=4096")
+    assert resolve_workload(run.point["workload"]).units_per_example == 4096
+    assert t(LLAMA).point["workload"] == "llama3-8b"  # the shipped length: the shipped workload
+    # no model_name: base.yml's `default`, MaxText's default model (shipped at 2,048 tokens)
+    assert t("max_target_length=8192").point["workload"] == "default@8192"
+
+
+def test_a_workload_outside_the_library_at_another_sequence_is_refused():
+    with pytest.raises(ConfigError, match="4096 is not the 512 tokens .*--sequence-length 4096"):
+        t("max_target_length=4096", explicit={"workload": ("bert-large", "WORKLOAD")})
+    with pytest.raises(ConfigError, match="max_target_length: 0 must be a whole number"):
+        t("model_name=llama3-8b max_target_length=0")
 
 
 def test_a_model_name_not_shipped_names_the_closest():
     with pytest.raises(ConfigError, match="names no workload \\(did you mean (llama3.1-8b or )?llama3-8b"):
         t("model_name=llama3.8b max_target_length=8192")
-    # no model_name: base.yml's `default`, MaxText's default model, shipped under that name (at 2,048 tokens)
-    with pytest.raises(ConfigError, match="the 2,048 tokens of workload default's sequences"):
-        t("max_target_length=8192")
 
 
 # ------------------------------------------------------------------ options beside the run

@@ -17,21 +17,30 @@ What is MaxText's and what is the importer's:
 * Keys are read (:data:`.maxtext_keys.BASE_DEFAULTS`), accepted unread (no tensor or FLOP changes
   with them), recorded (run keys), or refused in one line naming the key and why; so are decoder
   blocks and features the builders do not express.
+
+The library's model files ship in ``wus_sim/data/maxtext/models/`` so that a run at another length
+than a shipped workload's can rebuild it (:func:`library_workload`, the workload name
+``NAME@TOKENS``): the model file fixes every tensor, the run's ``max_target_length`` only the
+sequence. A name, not an object, because a point's workload travels as text (experiment files,
+journals, result rows, reproduce lines) and must load again to the same model.
 """
 
 import json
 import math
 from pathlib import Path
+import re
 
 from ...inputs.errors import ConfigError
 from ...inputs.limits import IMPORT_MAX
+from ...inputs.memo import IdentityMemo
 
 from .hf_families import HFConfig
 from .maxtext_keys import (BASE_DEFAULTS, BLOCK_FLAGS, MAXTEXT_SOURCE, REFUSED_BLOCKS, REFUSED_FEATURES,
                            key_kind)
 
 __all__ = ["BLOCKS", "read_model_file", "maxtext_dims", "maxtext_config", "maxtext_document", "maxtext_workload",
-           "MaxTextConfig"]
+           "MaxTextConfig", "LIBRARY_DIR", "DEFAULT_MODEL", "library_models", "split_length", "library_workload",
+           "resolve_workload"]
 
 BLOCKS = ("llama2", "mistral", "mixtral", "gemma", "gemma2", "gemma3", "gpt3", "qwen2", "qwen3", "qwen3_moe",
           "deepseek", "llama4", "gpt_oss", "olmo3", "envy")
@@ -284,3 +293,77 @@ def maxtext_workload(keys, *, sequence_length=None, name=None, file=None):
 
     check_sequence_length(sequence_length)
     return workload_from_document(maxtext_document(keys, file=file, sequence_length=sequence_length, name=name), None)
+
+
+# ====================================================================== the library at a run's length
+LIBRARY_DIR = Path(__file__).resolve().parents[2] / "data" / "maxtext" / "models"
+"""MaxText's model files (``src/maxtext/configs/models/NAME.yml``, keys only; the folder's README)."""
+
+DEFAULT_MODEL = "default"
+"""MaxText's name of the model a run trains without ``model_name``: base.yml's ``base_*`` keys."""
+
+_AT = re.compile(r"([^@/\\]+)@([0-9]+)")
+
+
+def library_models():
+    """The names of MaxText's library models (its model files, and ``default``), sorted."""
+    return sorted({DEFAULT_MODEL, *(p.stem for p in LIBRARY_DIR.glob("*.yml"))})
+
+
+def split_length(spec):
+    """``(name, tokens)`` of a workload spec ``NAME@TOKENS``; ``(spec, None)`` for any other spec."""
+    if not isinstance(spec, str) or "@" not in spec or spec.endswith((".yaml", ".yml")):
+        return spec, None
+    m = _AT.fullmatch(spec)
+    if m is None:
+        raise ConfigError("must be NAME@TOKENS (a MaxText library model and its tokens per sequence, e.g. "
+                          "llama3.1-8b@8192)", key_path="workload", value=spec)
+    return m[1], int(m[2])
+
+
+def library_workload(name, tokens):
+    """MaxText's library model *name* built at *tokens* tokens per sequence, named ``NAME@TOKENS``:
+    the model file's tensors (so its parameter count), with everything that depends on the
+    sequence (attention's FLOPs and scores, activation memory, tokens per example) at *tokens*."""
+    from .document import check_sequence_length
+
+    try:
+        check_sequence_length(tokens)
+    except ConfigError as exc:
+        raise ConfigError(exc.rule, key_path="workload", value=f"{name}@{tokens}") from None
+    if name not in library_models():
+        from ...inputs.errors import UnknownNameError
+
+        raise UnknownNameError("MaxText library model", name, library_models())
+    return _REBUILT.get((), (name, tokens), lambda: _build(name, tokens))
+
+
+_REBUILT = IdentityMemo(maxsize=16)
+"""Rebuilt workloads by (model, tokens): a sweep's points name the same few (a Workload is frozen)."""
+
+
+def _build(name, tokens):
+    from ..workload_files import workload_from_document
+
+    if name == DEFAULT_MODEL:
+        keys, path, source = {}, None, None
+    else:
+        path = LIBRARY_DIR / f"{name}.yml"
+        keys, source = read_model_file(path), f"src/maxtext/configs/models/{name}.yml"
+    doc = maxtext_document(keys, file=path, sequence_length=tokens, name=f"{name}@{tokens}", source=source)
+    doc["sources"]["sequence"] = (f"{tokens} tokens: the run's max_target_length; {name} rebuilt from MaxText's model "
+                                  "file at it (wus_sim/data/maxtext/models/)")
+    return workload_from_document(doc, None)
+
+
+def resolve_workload(name_or_path):
+    """A :class:`~wus_sim.model.workload.Workload` from a shipped name (``'transformer-big'``), a path
+    to YAML, a loaded Workload (as :func:`~wus_sim.model.workload_files.load_workload` reads them),
+    or ``NAME@TOKENS``: MaxText's library model NAME rebuilt at TOKENS tokens per sequence
+    (:func:`library_workload`, e.g. ``'llama3.1-8b@8192'``). ``wus_sim.load_workload`` is this."""
+    from ..workload_files import load_workload
+
+    name, tokens = split_length(name_or_path)
+    if tokens is None:
+        return load_workload(name_or_path)
+    return library_workload(name, tokens)

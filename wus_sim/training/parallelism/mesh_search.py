@@ -32,7 +32,7 @@ from ...collectives import clear_caches
 from ...inputs.memo import clear_memos
 from ...model.ops.experts import moe_layers
 from ...model.workload import REMAT_MODES, resolve_batch, resolve_replicas
-from ...model.workload_files import load_workload
+from ...model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
 from .mesh_step import simulate_mesh
 from .context_parallel import with_context_meshes
 from .pipeline_parallel import pipeline_sizes

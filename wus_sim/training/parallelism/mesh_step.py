@@ -58,7 +58,7 @@ from ...model.ops.experts import routed_padded_elements
 from ...model.layer_stack import layer_stack
 from ...model.memory import memory_breakdown, resolve_gather_prefetch
 from ...model.workload import resolve_batch
-from ...model.workload_files import load_workload
+from ...model.importers.maxtext_model import resolve_workload as load_workload  # NAME@TOKENS too
 from ..update.planner import plan as make_plan
 from ..step import (StepOptions, StepResult, StepRun, _with_op_launch, bidirectional_for, simulate_strategies,
                     step_layer_times, strategy_names, with_host_offload)

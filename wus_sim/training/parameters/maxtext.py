@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 import math
 import re
 
-from ...inputs.errors import ConfigError, UnknownNameError
+from ...inputs.errors import ConfigError
 from .maxtext_keys import base_keys, no_step_effect
 from .maxtext_pipeline import pipeline_keys
 from .maxtext_table import APPROXIMATED, MAXTEXT_AXES, REMAT_TENSOR_KEYS
+from .maxtext_workload import run_workload
 
 __all__ = ["MaxTextRun", "translate"]
 
@@ -140,7 +141,7 @@ def translate(inp, topology, *, explicit=None, approximate=False, search=False, 
     line here."""
     t = _Translation(inp, explicit, approximate, search)
     t.point_keys = frozenset(point_keys)
-    workload = _workload(t)
+    workload = run_workload(t)
     _devices(t, topology)
     _mesh(t, "ici", t.run.devices)
     _mesh(t, "dcn", t.run.slices)
@@ -153,40 +154,6 @@ def translate(inp, topology, *, explicit=None, approximate=False, search=False, 
     if t.refused:
         raise ConfigError(t.refusal(), key_path="--maxtext", show_value=False)
     return t.run
-
-
-def _workload(t):
-    """The workload: model_name's, or the one given beside it; its sequence checked."""
-    from ...model.workload_files import load_workload
-
-    name = t.inp.value("model_name")
-    mine = t.explicit.get("workload")
-    if mine is not None and not t.inp.given("model_name"):
-        name, how = mine[0], mine[1]
-    else:
-        how = "model_name"
-    try:
-        workload = load_workload(name)
-    except UnknownNameError as exc:
-        what = "base.yml's default model, no workload: give model_name=NAME or WORKLOAD" if name == "default" \
-            else "names no workload"
-        raise ConfigError(f"{what}{exc.hint()}", key_path=how, value=name) from None
-    if mine is not None and t.inp.given("model_name") and load_workload(mine[0]).name != workload.name:
-        raise ConfigError(f"contradicts model_name={name} of the MaxText run (give one of them)", key_path=mine[1],
-                          show_value=False)
-    t.run.point["workload"] = name if mine is None or t.inp.given("model_name") else mine[0]
-    t.run.sources["workload"] = f"model_name={name}" if how == "model_name" else how
-    if workload.flops_unit != "token" or workload.example_unit != "sequence":
-        raise ConfigError("is not a language model (MaxText trains token sequences)", key_path=how, value=name)
-    sequence = t.inp.value("max_target_length")
-    if sequence != workload.units_per_example and (t.inp.given("max_target_length") or how == "model_name"):
-        raise ConfigError(f"is not the {workload.units_per_example:,} tokens of workload {workload.name}'s sequences"
-                          f"{t.default_note('max_target_length')}: a workload file fixes its sequence; give "
-                          f"max_target_length={workload.units_per_example}, or a workload at {sequence} tokens "
-                          f"(wus-sim import-workload CONFIG --sequence-length {sequence})",
-                          key_path="max_target_length", value=sequence)
-    t.used.update(("model_name", "max_target_length"))
-    return workload
 
 
 def _devices(t, topology):

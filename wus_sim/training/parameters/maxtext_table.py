@@ -24,10 +24,12 @@ class Rule:
 RULES = (
     Rule("model_name", "WORKLOAD (point key workload)",
          "the shipped workload of that name (`wus-sim list workloads`; a name not shipped: one line with the "
-         "closest ones); base.yml's `default` model names no workload: give model_name or WORKLOAD"),
+         "closest ones); base.yml's `default` is MaxText's default model, shipped as workload `default`"),
     Rule("max_target_length", "the workload's sequence",
-         "must equal the workload's tokens per sequence (a workload file fixes its sequence; another length: "
-         "`wus-sim import-workload CONFIG --sequence-length N`); left out, base.yml's 2048 applies, as in MaxText"),
+         "tokens per sequence; a model of MaxText's library at another length than its shipped workload's is "
+         "rebuilt from its model file at it (workload NAME@TOKENS, e.g. llama3.1-8b@8192); another workload "
+         "must be at the run's length (`wus-sim import-workload CONFIG --sequence-length N`); left out, "
+         "base.yml's 2048 applies, as in MaxText"),
     Rule("per_device_batch_size", "--global-batch (point key global_batch)",
          "x every device of every slice (a device: a chip on v4 and v5p, a TensorCore elsewhere); a fraction "
          "where the product is whole"),

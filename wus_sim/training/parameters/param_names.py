@@ -33,12 +33,16 @@ def _check_workload(value, base_dir):
     if not isinstance(value, str) or not value:
         raise ConfigError("must be a workload name or a path to a workload YAML file", value=value)
     path = _existing_path(value, base_dir)
-    from ...model.workload_files import known_workloads, load_workload
+    from ...model.importers.maxtext_model import resolve_workload, split_length
+    from ...model.workload_files import known_workloads
 
+    if path is None and split_length(value)[1] is not None:  # a MaxText library model rebuilt at TOKENS
+        resolve_workload(value)
+        return value
     if path is None and value not in known_workloads():
         raise UnknownNameError("workload", value, known_workloads())
     spec = value if path is None else str(path)
-    _loads("workload", load_workload, spec, value)
+    _loads("workload", resolve_workload, spec, value)
     return spec
 
 

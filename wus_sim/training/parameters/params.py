@@ -223,10 +223,13 @@ POINT_KEYS = _table(
           meaning="Wraparound links per torus axis (true = torus ring, false = mesh line); null = the topology's."),
     Param("cores_per_chip", "int", minimum=1, maximum=OVERRIDE_RANGES["cores_per_chip"][1],
           meaning="Cores (replicas) per chip; null = the topology's."),
-    Param("megacore", "bool", default=False, nullable=False,
+    Param("megacore", "bool",
           meaning="TPU v4/v5p megacore: one replica per chip over both its TensorCores (the chip's HBM, bandwidth "
                   "and peak), instead of one per TensorCore (Cloud TPU v4 docs); false = the topology's "
-                  "cores_per_chip. Not with cores_per_chip, nor on chips with one core or on v2/v3."),
+                  "cores_per_chip (one per TensorCore). Not with cores_per_chip, nor on chips with one core or on "
+                  "v2/v3. null = the chip's default (chips.yaml megacore): a chip on v4 and v5p, as JAX counts "
+                  "devices (unless cores_per_chip is set), a TensorCore elsewhere; until 2026-12 the default was "
+                  "false on every chip. The row holds the value used."),
     Param("spatial_ways", "int", minimum=1, maximum=2**17, unit="cores",
           meaning="Cores each replica is spatially partitioned over (replicas = cores / spatial_ways; must "
                   "divide the slice's cores); null = the MLPerf v0.6 run's on that slice, else 1. The row "
