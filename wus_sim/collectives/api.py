@@ -39,7 +39,7 @@ from ..hardware.topology_files import load_topology
 from ..inputs.units import GB, parse_size
 from .engines import fast_engine
 from .analytic import is_exact, plan_time
-from .schedules.groups import group_key
+from .schedules.groups import group_key, one_copy
 from .schedules.loads import contention
 from .schedules.plan_cache import cached_plan, clear_plan_cache
 from .engines.uniform_torus import bandwidths as _bandwidths
@@ -320,6 +320,7 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     """
     topology = _topology(topology)
     cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
+    topology, group = one_copy(topology, group)  # a mesh group's copies are timed once
     return _cached_time(topology, op, algorithm, _size(nbytes), group_key(group),
                         bool(bidirectional), _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing))
 
@@ -335,6 +336,8 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     cannot, if a window holds nothing). The other sizes are computed as
     :func:`collective_time` does."""
     topology = _topology(topology)
+    cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
+    topology, group = one_copy(topology, group)
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     K, red, routing = _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing)
     keys = [(topology, op, algorithm, _size(S), group_key(group), bool(bidirectional), K, red, routing)
