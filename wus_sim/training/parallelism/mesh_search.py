@@ -39,7 +39,7 @@ from ..update.strategies import STRATEGIES
 
 __all__ = ["Candidate", "Search", "search_meshes", "dcn_factorisations", "default_global_batch"]
 
-MAX_SCHEDULED_DEVICES = 128 * 2048
+MAX_SCHEDULED_DEVICES = 16 * 2048
 """Collective plans (with their compiled schedules, arrays over the slice's devices) a search lets
 the package's caches hold before it drops them, between two meshes, counted as plans x devices of
 the slice: 128 plans of a 2048-device slice, the bound on its memory beside the memos of one tensor
@@ -47,7 +47,7 @@ size (GPT-3 on v5p-3072: 810 -> 545 MB), fewer on a bigger slice (a whole v5p po
 Dropping them keeps the memoized times, so no collective is simulated twice. One mesh's own
 schedules are not bounded here."""
 
-MIN_SCHEDULES = 16
+MIN_SCHEDULES = 4
 """Plans kept at least, whatever the slice: one mesh's three strategies need about a dozen."""
 
 
