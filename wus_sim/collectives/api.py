@@ -39,13 +39,14 @@ from ..hardware.topology_files import load_topology
 from ..inputs.units import GB, parse_size
 from .engines import fast_engine
 from .analytic import is_exact, plan_time
-from .schedules.groups import group_key
+from .schedules.groups import group_key, one_copy
 from .schedules.loads import contention
+from .schedules.plan import check_op_algorithm
 from .schedules.plan_cache import cached_plan, clear_plan_cache
 from .engines.uniform_torus import bandwidths as _bandwidths
 
 __all__ = ["ENGINES", "ROUTINGS", "CollectiveResult", "simulate_collective", "analytic_time", "collective_time",
-           "collective_times", "clear_caches"]
+           "collective_times", "clear_caches", "drop_schedules"]
 
 ENGINES = ("auto", "fast", "window", "simpy")
 """Engine names accepted by :func:`simulate_collective`."""
@@ -318,10 +319,17 @@ def collective_time(topology, op, algorithm, nbytes, *, group=None, bidirectiona
     Uses the closed form where it is exact (every uncontended ring schedule),
     else the engine ``engine="auto"`` picks (fast, window, or SimPy where a window holds nothing).
     """
-    topology = _topology(topology)
-    cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates op/algorithm/group
-    return _cached_time(topology, op, algorithm, _size(nbytes), group_key(group),
-                        bool(bidirectional), _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing))
+    topology, group = one_copy(_topology(topology), group)  # a mesh group's copies are timed once
+    check_op_algorithm(op, algorithm)
+    key = (topology, op, algorithm, _size(nbytes), group_key(group), bool(bidirectional), _chunks(chunks, op),
+           _reduce(reduce_Bps), check_routing(routing))
+    try:
+        known = key in _known
+    except TypeError:  # an unhashable group: the plan says what is wrong with it
+        known = False
+    if not known:  # a time computed before had its arguments checked then (and needs no plan now)
+        cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)  # validates the group
+    return _cached_time(*key)
 
 
 def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectional=False, chunks=1,
@@ -334,7 +342,7 @@ def collective_times(topology, op, algorithm, sizes, *, group=None, bidirectiona
     :func:`.window_engine.run_schedules` call (each alone again, SimPy where the engine
     cannot, if a window holds nothing). The other sizes are computed as
     :func:`collective_time` does."""
-    topology = _topology(topology)
+    topology, group = one_copy(_topology(topology), group)
     plan = cached_plan(topology, op, algorithm, group=group, bidirectional=bidirectional)
     K, red, routing = _chunks(chunks, op), _reduce(reduce_Bps), check_routing(routing)
     keys = [(topology, op, algorithm, _size(S), group_key(group), bool(bidirectional), K, red, routing)
@@ -361,6 +369,17 @@ MAX_BATCH = 12
 event arrays (about 17 MiB per size allocated for a 2048-replica all-reduce, most of it never
 touched), and past a handful of sizes the per-window cost they share is already small next to
 their own. A step asks for up to a dozen sizes of one plan (its buckets and norms)."""
+
+
+def drop_schedules():
+    """Forget memoized plans and compiled schedules (the memory: arrays per replica) but keep the
+    memoized times (a float each): a long search bounds its memory so and still never simulates a
+    collective twice."""
+    from .schedules.messages import clear_structure_cache
+
+    clear_plan_cache()
+    clear_structure_cache()
+    _prefetched.clear()
 
 
 def clear_caches():

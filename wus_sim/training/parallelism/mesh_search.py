@@ -28,7 +28,7 @@ import math
 from ...hardware.mesh import CORE_AXES, MESH_AXES, Mesh, factorisations
 from ...hardware.multislice import load_multislice
 from ...inputs.errors import ConfigError
-from ...collectives import clear_caches
+from ...collectives.api import drop_schedules
 from ...inputs.memo import clear_memos
 from ...model.ops.experts import moe_layers
 from ...model.workload import REMAT_MODES, resolve_batch, resolve_replicas
@@ -42,11 +42,22 @@ from ..update.strategies import STRATEGIES
 
 __all__ = ["Candidate", "Search", "search_meshes", "dcn_factorisations", "default_global_batch"]
 
-MAX_SCHEDULES = 128
-"""Collective plans (with their compiled schedules) a search lets the package's caches hold before
-it drops them, between two meshes: the bound on its memory beside the memos of one tensor size
-(GPT-3 on v5p-3072: 810 -> 545 MB). One mesh's own schedules are not bounded here: ncf on
-torus:64x64 peaks at 2.3 GB even when they are dropped after every mesh (its 4,096-device groups)."""
+MAX_SCHEDULED_DEVICES = 16 * 2048
+"""Collective plans (with their compiled schedules: arrays over the slice's devices) a search lets
+the package's caches hold before it drops them, between two meshes, counted as plans x devices of
+the slice: 16 plans of a 2048-device slice, fewer on a bigger one (at least :data:`MIN_SCHEDULES`).
+Dropping them keeps the memoized times (:func:`~wus_sim.collectives.api.drop_schedules`), so no
+collective is simulated twice and a dropped plan costs only its planning again when a later mesh
+asks a size not seen yet. Measured (peak RSS): GPT-3 on v5p-2048 120 -> 88 MB against 128 plans
+kept; ncf on torus:64x64 3.3 -> 1.9 GB. One mesh's own schedules are not bounded here."""
+
+MIN_SCHEDULES = 4
+"""Plans kept at least, whatever the slice."""
+
+
+def max_schedules(devices):
+    """Plans a search's caches may hold between two meshes on a slice of *devices* devices."""
+    return max(MIN_SCHEDULES, MAX_SCHEDULED_DEVICES // max(devices, 1))
 
 
 def cached_plans():
@@ -246,6 +257,7 @@ class Search:
                 for s in self.strategies_of(dcn, mesh):
                     yield self._row(dcn, mesh, s, remat, "infeasible", "heads", error)
         tensor = None
+        bound = max_schedules(self.slice.num_replicas)
         for dcn, mesh in self.meshes:
             if mesh.tensor != tensor:
                 # the memos of one tensor size (its split workload, plans, step work, buckets) serve
@@ -253,9 +265,9 @@ class Search:
                 tensor = mesh.tensor
                 clear_memos()
             # the collective schedules of the groups (shared across meshes) once there are more
-            # than MAX_SCHEDULES (GPT-3 on v5p-3072: 593 MB of them else)
-            if cached_plans() > MAX_SCHEDULES:
-                clear_caches()
+            # than max_schedules allows (GPT-3 on v5p-3072: 593 MB of them else); their times stay
+            if cached_plans() > bound:
+                drop_schedules()
             todo = self.strategies_of(dcn, mesh)
             for remat in self.remats:
                 opts = replace(self.options, remat=remat)

@@ -229,6 +229,16 @@ class _MeshStep:
             return data * fsdp, "fully-sharded", ("data",) + WEIGHT_SHARD_AXES, ("data",) + WEIGHT_SHARD_AXES
         return fsdp, "fully-sharded", WEIGHT_SHARD_AXES, WEIGHT_SHARD_AXES  # hybrid: fsdp shards, data replicas
 
+    def _comm_key(self, data_only, *axes_sets):
+        """What of the mesh the buckets' collectives read: the mesh itself where the data axis
+        reduces apart (*data_only*), else the groups of the axes they run over and their sizes, so
+        that the meshes splitting one sharding group differently (data x fsdp, fully-sharded) share
+        the buckets: the same groups give the same collectives."""
+        if data_only:
+            return str(self.mesh)
+        sets = set(axes_sets) | {tuple(a for a in s if a != "expert") for s in axes_sets}
+        return self.ep, tuple(sorted((s, mesh_group(self.lay, *s).parts, axes_size(self.mesh, self.dcn, s)) for s in sets))
+
     def run(self, strategies, per_replica_batch, global_batch):
         o, m = self.options, self.mesh
         groups = m.data * m.fsdp * m.expert * self.dcn.size // self.dcn.pipeline  # data-parallel groups (T x P devices)
@@ -378,7 +388,8 @@ class _MeshStep:
             routed = None
         buckets, free, data_part, axis_comm = _BUCKETS.get(
             (work, self.topology, self.ms),
-            (strategy, data_only, sharded_weights, shard_axes, gather_axes, str(self.mesh), str(self.dcn),
+            (strategy, data_only, sharded_weights, shard_axes, gather_axes, self._comm_key(data_only, shard_axes,
+                                                                                          gather_axes), str(self.dcn),
              o.algorithm, bidirectional_for(o), o.routing),
             lambda: self._buckets(work, strategy, data_only, sharded_weights, shard_axes, gather_axes, routed))
         for axis, entry in axis_comm.items():

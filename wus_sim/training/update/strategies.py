@@ -165,14 +165,19 @@ def _update_work(plan, strategy):
     a = plan.analysis
     elements = kernels = 0
     read = written = flops = 0.0
+    per_shape = {}  # (shape, updated shape) -> its terms: a model repeats its layers' shapes
     for t in plan.tensors:
-        case = a.case_for(t.shape)
-        kernels += case.passes
         shape = t.shape if (strategy == "replicated" or t.replicated) else t.shard_shape
-        elements += math.prod(shape)
-        read += case.bytes_read(shape)
-        written += case.bytes_written(shape)
-        flops += case.flops(shape)
+        terms = per_shape.get((t.shape, shape))
+        if terms is None:
+            case = a.case_for(t.shape)
+            terms = per_shape[(t.shape, shape)] = (case.passes, math.prod(shape), case.bytes_read(shape),
+                                                   case.bytes_written(shape), case.flops(shape))
+        kernels += terms[0]
+        elements += terms[1]
+        read += terms[2]  # summed tensor by tensor in plan order, as before: the same bits
+        written += terms[3]
+        flops += terms[4]
     return UpdateWork(elements=elements, bytes_read=float(read), bytes_written=float(written), flops=float(flops),
                       kernels=kernels)
 
