@@ -418,9 +418,14 @@ def api_numbers():
     for name in wus_sim.__all__:
         obj = getattr(wus_sim, name)
         module = getattr(obj, "__module__", None) if not isinstance(obj, (tuple, list, dict)) else None
-        if module is None or not hasattr(importlib.import_module(module), name):
-            module = f"wus_sim.{wus_sim._LAZY[name]}" if name in wus_sim._LAZY else "wus_sim"
-        lines.append(f"::: {module}.{name}\n    options:\n      heading_level: 3\n")
+        target = wus_sim._LAZY.get(name, "")
+        if ":" in target:  # a public name bound to another function (wus_sim.inputs.lazy_names): that one
+            where = "wus_sim." + target.replace(":", ".")
+        else:
+            if module is None or not hasattr(importlib.import_module(module), name):
+                module = f"wus_sim.{target}" if target else "wus_sim"
+            where = f"{module}.{name}"
+        lines.append(f"::: {where}\n    options:\n      heading_level: 3\n")
     return {"api.reference": "\n" + "\n".join(lines)}
 
 

@@ -27,11 +27,10 @@ data x pipeline x fsdp x expert across slices.
   - ``fsdp`` F: weights, gradients and optimizer state ``/ F``; each bucket's weights are
     all-gathered over the fsdp rings before its forward and again before its backward, its
     gradients reduce-scattered after; the gathers run ``gather_prefetch`` buckets ahead of the
-    compute on the timeline. Why that overlap: XLA's latency-hiding scheduler moves a
-    collective's start as early as its operands allow, within a memory limit, and a weight
-    gather depends on nothing the step computes, so the next buckets' gathers run under the
-    current bucket's matmuls; its memory limit is the prefetch depth (one bucket, PyTorch
-    FSDP's default, unless ``gather_prefetch`` says otherwise).
+    compute on the timeline. Why: XLA's latency-hiding scheduler starts a collective as early as
+    its operands allow, within a memory limit, and a weight gather depends on nothing the step
+    computes, so the next buckets' gathers run under the current bucket's matmuls, as deep as
+    the prefetch depth (one bucket, PyTorch FSDP's default, unless ``gather_prefetch`` says).
   - ``data`` D: ``fully-sharded`` makes the data axis another fsdp axis (collectives over
     data x fsdp); ``replicated`` all-reduces the fsdp shard of each bucket's gradient over the
     data rings (hybrid sharding); ``sharded`` reduce-scatters it over the data rings, updates
@@ -41,8 +40,7 @@ data x pipeline x fsdp x expert across slices.
     rings, the cross-slice phase on the DCN with every chip carrying its devices' shards.
 
 Memory per device: the 1/T workload's weights, gradients and slots under the strategy over the
-sharding group, activations / T, the gathered buckets of fsdp.
-"""
+sharding group, activations / T, the gathered buckets of fsdp."""
 
 from dataclasses import dataclass, replace
 import math

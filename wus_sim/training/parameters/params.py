@@ -15,19 +15,15 @@ import json
 from ...hardware.mesh import DCN_AXES, MESH_AXES, mesh_json_schema, mesh_text
 from ...hardware.network import DEFAULT_ROUTING
 from ...hardware.topology_files import OVERRIDE_RANGES
-from ...inputs.limits import RATE_RANGES
 from ...inputs.errors import ConfigError, did_you_mean, listed
-from ...inputs.limits import MAX_REPLICAS, MAX_STEPS
+from ...inputs.limits import MAX_REPLICAS, MAX_STEPS, RATE_RANGES
 from ...model.memory import PAPER_PAIR as BOTH, STRATEGY_NAMES as STRATEGIES  # light: no planner at CLI start
 from .maxtext_point import MAXTEXT_SCHEMA
 from .param_checks import check_param
 from .param_names import _check_calibration, _check_software_stack, _check_failed_links, _check_optimizer, _check_slow_links, _check_topology, _check_workload
 
-__all__ = [
-    "Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value",
-    "check_param", "complete_point", "point_hash", "strategies_of", "default_of",
-    "SMALL_ALLREDUCE_ALGORITHMS",
-]
+__all__ = ["Param", "POINT_KEYS", "STRATEGY_CHOICES", "STRATEGY_SETS", "check_point_value", "check_param",
+           "complete_point", "point_hash", "strategies_of", "default_of", "SMALL_ALLREDUCE_ALGORITHMS"]
 
 
 STRATEGY_SETS = {"both": BOTH, "all": STRATEGIES}
