@@ -50,7 +50,7 @@ MUTANTS = [
     ("s5", "wus_sim/training/small_allreduce.py", "STATISTICS_BYTES_PER_CHANNEL = 2 * 4", "STATISTICS_BYTES_PER_CHANNEL = 4",
      "batch-norm all-reduce half its bytes"),
     # strategies.py
-    ("t1", "wus_sim/training/update/strategies.py", "kernels += case.passes", "kernels += 1", "LARS/LAMB second pass not costed"),
+    ("t1", "wus_sim/training/update/strategies.py", "kernels += terms[0]", "kernels += 1", "LARS/LAMB second pass not costed"),
     # (an all-reduce bucket is unpadded by construction, Plan.allreduce_buckets, so timing it at
     # padded_elements changes nothing: an equivalent mutant, not listed)
     ("t2", "wus_sim/training/update/strategies.py", 'if strategy == "replicated" or b.kind == "replicated":',

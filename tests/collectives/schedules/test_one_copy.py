@@ -11,7 +11,7 @@ from wus_sim.collectives import api, clear_caches, collective_time, collective_t
 from wus_sim.collectives.schedules.groups import Group, mesh_group, one_copy
 from wus_sim.collectives.schedules.loads import contention
 from wus_sim.collectives.schedules.plan_cache import cached_plan
-from wus_sim.hardware.mesh import MESH_AXES, Mesh, factorisations, layout
+from wus_sim.hardware.mesh import CORE_AXES, Mesh, factorisations, layout
 
 from make_topology import make
 
@@ -28,7 +28,7 @@ def groups(topo):
     """Every distinct mesh group of every mesh of *topo* that leaves some axis unspanned, the
     contended ones (an event engine's time) first."""
     seen = {}
-    for mesh in factorisations(topo, MESH_AXES[:3]):
+    for mesh in factorisations(topo, CORE_AXES):
         lay = layout(topo, mesh)
         for axes in AXIS_SETS:
             g = mesh_group(lay, *axes)

@@ -30,10 +30,15 @@ RECORDED_DIGEST = "8269b8cf284afa8595734da0396af7a28421ebcf571cea8df8d441708c381
 """sha256 of :func:`rows` of all 660 candidates, recorded from the same code."""
 
 
+NEWER_PARTS = ("context_comm_s", "pipeline_bubble_s", "pipeline_comm_s")
+"""Breakdown parts of the axes added after the recording (0 on its meshes: checked apart)."""
+
+
 def rows(cands):
-    """Every number of every candidate, exactly (repr), in rank order."""
+    """Every number of every candidate, exactly (repr), in rank order (the parts of later axes left out)."""
     return [(c.mesh, c.dcn_mesh, c.strategy, c.remat, c.status, c.reason, repr(c.step_time_s),
-             repr(c.mem_peak_bytes), sorted((k, repr(v)) for k, v in c.breakdown.items())) for c in cands]
+             repr(c.mem_peak_bytes), sorted((k, repr(v)) for k, v in c.breakdown.items() if k not in NEWER_PARTS))
+            for c in cands]
 
 
 def test_the_ranking_is_the_recorded_one():
@@ -43,6 +48,7 @@ def test_the_ranking_is_the_recorded_one():
     assert [(c.mesh, c.strategy, c.remat, c.step_time_s, c.mem_peak_bytes) for c in cands[:5]] == RECORDED_TOP5
     assert len(cands) == 660
     assert hashlib.sha256(json.dumps(rows(cands)).encode()).hexdigest() == RECORDED_DIGEST
+    assert all(c.breakdown[k] == 0.0 for c in cands if c.status == "ok" for k in NEWER_PARTS)
 
 
 def test_dropping_the_schedules_after_every_mesh_changes_nothing(monkeypatch):
