@@ -134,6 +134,7 @@ def test_cli_step_single_strategy_and_errors(capsys):
     assert main(["step", "nosuchmodel", "-t", "tpu-v3-32"]) == 2
     err = capsys.readouterr().err
     assert "unknown workload" in err and "Traceback" not in err
+    assert "NAME@TOKENS (e.g. llama3.1-8b@8192)" in err  # a library model at another length is a name too
 
 
 def test_trace_splits_collectives_into_their_phases(tmp_path):

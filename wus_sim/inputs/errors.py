@@ -64,6 +64,8 @@ class UnknownNameError(WusError):
         env = SEARCH_PATHS.get(self.kind)
         if env:
             out += f"; your own: a NAME.yaml in a folder on {env}, or a path to one"
+        if self.kind == "workload":  # wus_sim.model.importers.maxtext_model.resolve_workload
+            out += "; a MaxText library model at another sequence length: NAME@TOKENS (e.g. llama3.1-8b@8192)"
         return out
 
 
