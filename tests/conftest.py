@@ -8,6 +8,8 @@ folder pytest is collecting (the rooms inside a layer's folder, e.g. collectives
 import sys
 from pathlib import Path
 
+import pytest
+
 _TESTS = Path(__file__).resolve().parent
 for _folder in sorted(p for p in _TESTS.rglob("*") if p.is_dir() and not {"data", "__pycache__"} & set(p.relative_to(_TESTS).parts)):
     if str(_folder) not in sys.path:
@@ -35,5 +37,5 @@ def pytest_collection_modifyitems(config, items):
 
         random.Random(order.split(":", 1)[1]).shuffle(names)
     else:
-        raise ValueError(f"--module-order: {order!r} is not 'reverse' or 'shuffle:SEED'")
+        raise pytest.UsageError(f"--module-order: {order!r} is not 'reverse' or 'shuffle:SEED'")
     items[:] = [item for name in names for item in modules[name]]

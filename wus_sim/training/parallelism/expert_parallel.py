@@ -43,12 +43,7 @@ from ...model.ops.experts import moe_layers, routed_work_factor
 from ...hardware.mesh import DCN_AXES
 from .tensor_parallel import forward_reruns, tensor_collective_nbytes
 
-__all__ = ["check_expert_mesh", "a2a_nbytes", "a2a_counts", "bucket_parts", "axes_size", "expert_times",
-           "EXPERT_SHARD_AXES"]
-
-EXPERT_SHARD_AXES = ("fsdp", "expert")
-"""The axes that shard the weights where data replicates them (hybrid sharding): expert is an
-fsdp axis for every weight (the routed experts' own split by expert is the same ``1/E``)."""
+__all__ = ["check_expert_mesh", "a2a_nbytes", "a2a_counts", "bucket_parts", "axes_size", "expert_times"]
 
 
 def check_expert_mesh(workload, mesh, dcn=None, *, key_path="mesh"):
