@@ -95,6 +95,9 @@ def add_parser(subparsers):
     p.add_argument("--time-limit", type=float, default=None, dest="time_limit", metavar="SECONDS",
                    help="--search: stop after SECONDS and rank what was found (said in the header and in "
                         "--json's complete/stopped); Ctrl-C likewise prints the best so far, then exits 130")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="--search: worker processes, each taking whole tensor sizes (default: the number of "
+                        "CPUs; 1 = in this process); the ranking is the same whatever N")
     add_flag(p, "--progress", default=None,
              help="--search: a progress line on stderr every 2 s (default: when stderr is a terminal)")
     # --search ranks every remat mode unless one is given (plan's table: none, as before)

@@ -29,6 +29,10 @@ orders them as merging the slices' own searches would; ``--rank cost`` by what a
 (chips x step time x price per chip-hour / 3600: with one batch, the order of the cost per
 million tokens), each slice's price and source in the header; a chip without a price is refused
 in one line. ``--price-per-chip-hour`` sets every slice's price.
+
+``--jobs N`` runs each search's meshes in N worker processes (default: the CPUs), a worker taking
+the meshes of one tensor size at a time (what the step's memos share); the candidates come back
+in the order one process gives, so the output is the same for every N.
 """
 
 import argparse
@@ -192,6 +196,7 @@ def run_search(args, placement):
         raise ConfigError("must be a fraction from 0 to below 1", key_path="--hbm-headroom", value=headroom)
     if args.time_limit is not None and not args.time_limit > 0:
         raise ConfigError("must be > 0 seconds", key_path="--time-limit", value=args.time_limit)
+    jobs = search_jobs(args)
     searched = slices_from_args(args, placement)
     progress = _Progress(searched, args.progress if args.progress is not None else sys.stderr.isatty())
     found, stopped = [], None  # (index of the slice's search, candidate)
@@ -199,7 +204,7 @@ def run_search(args, placement):
     try:
         with placement_option_errors():
             for k, one in enumerate(searched):
-                for c in one.search.candidates():
+                for c in one.search.candidates(jobs=jobs):
                     found.append((k, c))
                     progress.tick(k, c, len(found))
                     if args.time_limit is not None and time.monotonic() - start > args.time_limit:
@@ -219,6 +224,15 @@ def run_search(args, placement):
                                   what="hbm")
         print("wus-sim plan: no candidate fits", file=sys.stderr)
     return 0
+
+
+def search_jobs(args):
+    """``--jobs``: the worker processes a search runs in (default the CPUs)."""
+    import os
+    from ..inputs.api_args import check_int
+
+    jobs = getattr(args, "jobs", None)
+    return (os.cpu_count() or 1) if jobs is None else check_int(jobs, "--jobs", minimum=1, maximum=1024)
 
 
 def slices_from_args(args, placement):

@@ -350,10 +350,10 @@ def _execute(point_fn, todo, jobs, scheduler):
                 for index, h, point in todo[i:i + size]:
                     yield index, h, point, evaluate_point(point_fn, point), None
     else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
+        from ..inputs.workers import stop_pool, worker_pool
 
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_worker_init,
-                                   initargs=(os.getpid(),))
+        pool = worker_pool(min(jobs, len(todo)))
         finished = False
         try:
             futures = {pool.submit(_evaluate_chunk, point_fn, [p for _, _, p in chunk]): chunk
@@ -365,15 +365,7 @@ def _execute(point_fn, todo, jobs, scheduler):
         finally:
             # On an error, Ctrl-C or SIGTERM: drop the queued points and stop the running ones
             # now (they are redone on --resume); finished ones are journaled.
-            if not finished:
-                # SIGKILL, not SIGTERM: the workers ignore SIGTERM (a signal to the whole process
-                # group must not print a worker's traceback beside the resume hint)
-                if hasattr(pool, "kill_workers"):  # Python >= 3.14: the public way
-                    pool.kill_workers()
-                else:  # older Pythons have no public API that stops a running task; the pool keeps them here
-                    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                        proc.kill()
-            pool.shutdown(wait=True, cancel_futures=True)
+            stop_pool(pool, finished)
 
 
 def _evaluate_chunk(point_fn, points):
@@ -386,23 +378,3 @@ def _evaluate_chunk(point_fn, points):
     with files_fixed():
         outcomes = [evaluate_point(point_fn, point) for point in points]
     return [(outcome, journal_text(point, outcome)) for point, outcome in zip(points, outcomes)]
-
-
-def _worker_init(parent_pid):
-    """In each worker: die with the parent (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed run
-    leaves no orphan, and leave Ctrl-C and SIGTERM to the parent (which kills the pool): a signal
-    to the whole process group (a terminal's Ctrl-C, ``kill -TERM -PGID``) stops the run once,
-    with its one line, not once per worker with a traceback each."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the parent's shutdown still stops the pool
-        pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)

@@ -250,15 +250,50 @@ class Search:
                          m.capacity if m is not None else nan, run.per_replica_batch if run is not None else nan,
                          dict(r.breakdown) if r is not None else {}, self.remat_policy)
 
-    def candidates(self):
-        """Every candidate, one at a time, in mesh order (the rows beyond the heads first)."""
+    def candidates(self, jobs=1):
+        """Every candidate, one at a time, in mesh order (the rows beyond the heads first).
+        *jobs* > 1: the meshes run in that many worker processes (:meth:`parts`), their
+        candidates yielded in the same order as with one."""
         for dcn, mesh, error in self.beyond_heads:
             for remat in self.remats:
                 for s in self.strategies_of(dcn, mesh):
                     yield self._row(dcn, mesh, s, remat, "infeasible", "heads", error)
+        parts = self.parts()
+        if jobs <= 1 or len(parts) <= 1:
+            yield from self._run(0, len(self.meshes))
+            return
+        from ...inputs.workers import can_fork, stop_pool, worker_pool
+
+        global _WORKER_SEARCH
+        _WORKER_SEARCH = self  # what forked workers inherit: the search is then not pickled per part
+        forked = can_fork()
+        pool = worker_pool(min(jobs, len(parts)), fork=forked)
+        finished = False
+        try:
+            futures = [pool.submit(_run_part, None if forked else self, start, stop) for start, stop in parts]
+            for (start, stop), future in zip(parts, futures):
+                yield from future.result()
+                self.meshes_done += stop - start
+            finished = True
+        finally:  # an error, Ctrl-C, a time limit (the caller stops reading): the workers stop now
+            _WORKER_SEARCH = None
+            stop_pool(pool, finished)
+
+    def parts(self):
+        """``[(start, stop)]``: the runs of :attr:`meshes` of one tensor size, what a worker takes
+        whole (the step's memos serve one tensor size: :meth:`_run` drops them between two)."""
+        out, start = [], 0
+        for i in range(1, len(self.meshes) + 1):
+            if i == len(self.meshes) or self.meshes[i][1].tensor != self.meshes[start][1].tensor:
+                out.append((start, i))
+                start = i
+        return out
+
+    def _run(self, start, stop):
+        """The candidates of :attr:`meshes` ``[start:stop]``, simulated here."""
         tensor = None
         bound = max_schedules(self.slice.num_replicas)
-        for dcn, mesh in self.meshes:
+        for dcn, mesh in self.meshes[start:stop]:
             if mesh.tensor != tensor:
                 # the memos of one tensor size (its split workload, plans, step work, buckets) serve
                 # no later mesh: dropped, so a search holds one tensor size's at a time
@@ -287,6 +322,16 @@ class Search:
             self.meshes_done += 1
 
 
+_WORKER_SEARCH = None
+"""The search a pool's workers run parts of (set before they fork)."""
+
+
+def _run_part(search, start, stop):
+    """In a worker: the candidates of meshes ``[start:stop]`` of *search* (``None``: the parent's,
+    inherited by fork)."""
+    return list((search or _WORKER_SEARCH)._run(start, stop))
+
+
 def rank_key(c):
     """Fastest first, then the infeasible ones (the smaller need first)."""
     return (c.status != "ok", c.step_time_s if c.status == "ok" else c.mem_peak_bytes)
@@ -297,11 +342,12 @@ SEARCH_FIXED = ("mesh", "mesh_axes", "dcn_mesh", "dcn_axes", "replicas")
 
 
 def search_meshes(workload, topology, optimizer=None, *, global_batch=None, per_replica_batch=None, options=None,
-                  remats=REMAT_MODES, strategies=STRATEGIES, progress=None, **fixed):
+                  remats=REMAT_MODES, strategies=STRATEGIES, progress=None, jobs=1, **fixed):
     """Every candidate, fastest first, then the infeasible ones (a list of :class:`Candidate`).
     *topology* a slice or a multislice (its slices are factored over the DCN axes). *fixed*:
     :class:`Search`'s ``mesh``, ``mesh_axes``, ``dcn_mesh``, ``dcn_axes`` and ``replicas``.
-    *progress*: called with the number of candidates so far after each mesh x remat."""
+    *progress*: called with the number of candidates so far after each mesh x remat (each part,
+    with *jobs* > 1 worker processes: :meth:`Search.candidates`)."""
     if progress is not None and not callable(progress):
         raise ConfigError("must be callable (or None)", key_path="progress", value=progress)
     for name in fixed:
@@ -311,7 +357,7 @@ def search_meshes(workload, topology, optimizer=None, *, global_batch=None, per_
     search = Search(workload, topology, optimizer, global_batch=global_batch, per_replica_batch=per_replica_batch,
                     options=options, remats=remats, strategies=strategies, **fixed)
     out = []
-    for c in search.candidates():
+    for c in search.candidates(jobs=jobs):
         out.append(c)
         if progress:
             progress(len(out))

@@ -20,6 +20,7 @@ It runs several times faster, which is what a sweep of many points spends its ti
 activities' names are written only if someone asks for them (a trace does, a sweep does not).
 """
 
+from ...inputs.memo import IdentityMemo
 from .step_program import GatherOrder, TimelineResult, check_program, step_breakdown
 
 __all__ = ["run_timeline_direct"]
@@ -74,14 +75,23 @@ def _evaluate(program, steps, record_all):
     starts = []
     now = net_free = 0  # SimPy's clock starts at the integer 0
 
+    if fully_sharded:
+        fwd, bwd = _PASS_PLANS.get((shape,), program.gather_prefetch, lambda: (
+            _PassPlan(shape.fwd_seq, shape.fwd_last, layer_buckets, program.gather_prefetch),
+            _PassPlan(shape.bwd_seq, shape.bwd_last, layer_buckets, program.gather_prefetch)))
+        fwd_times = [float(b.fwd_gather_time_s) for b in buckets]
+        bwd_times = [float(b.bwd_gather_time_s) for b in buckets]
+        end = [0.0] * len(buckets)  # when each bucket's gather of the current pass ends
+    append = net.append
     gathered = [0.0] * len(buckets)  # before the first step every replica holds full weights
     for step in range(steps):
         starts.append(now)
         last_step_core = len(core)
         record = record_all or step == steps - 1
         if fully_sharded:
-            fwd_pass = _Pass(shape.fwd_seq, program.gather_prefetch, buckets, "forward", step, net)
-            net_free = fwd_pass.start(now, net_free)
+            seq, times, issued = fwd.seq, fwd_times, 0
+            if fwd.first >= 0:
+                issued, net_free = _issue(seq, 0, fwd.first, now, net_free, times, end, append, step, "forward")
         if overhead_s > 0:
             t0, now = now, now + overhead_s
             if record:
@@ -91,13 +101,16 @@ def _evaluate(program, steps, record_all):
             if record:
                 core.append(("host", 0, t0, now, step))
         for layer in range(nlayers):
-            for b in (layer_buckets[layer] if waits_in_forward else ()):
-                if gathered[b] > now:
-                    now = gathered[b]
-                if fully_sharded:
-                    done, net_free = fwd_pass.wait(b, now, net_free)
-                    if done is not None and done > now:
-                        now = done
+            if waits_in_forward:
+                for b, i in (fwd.waits[layer] if fully_sharded else _no_pass(layer_buckets[layer])):
+                    if gathered[b] > now:
+                        now = gathered[b]
+                    if i >= 0:  # the pass gathers b: issued now if not yet; the layer waits for it
+                        if issued <= i:
+                            issued, net_free = _issue(seq, issued, i, now, net_free, times, end, append, step,
+                                                      "forward")
+                        if end[b] > now:
+                            now = end[b]
             t0, now = now, now + fwd_s[layer]
             if record:
                 core.append(("fwd", layer, t0, now, step))
@@ -105,21 +118,25 @@ def _evaluate(program, steps, record_all):
                 t0, now = now, now + fwd_bn[layer]
                 if record:
                     core.append(("bn", layer, t0, now, step))
-            if fully_sharded:
-                for b in shape.fwd_last[layer]:
-                    net_free = fwd_pass.finished(b, now, net_free)
+            if fully_sharded and issued <= fwd.done[layer]:  # done with its buckets: the next gathers start
+                issued, net_free = _issue(seq, issued, fwd.done[layer], now, net_free, times, end, append, step,
+                                          "forward")
         if fully_sharded:
-            bwd_pass = _Pass(shape.bwd_seq, program.gather_prefetch, buckets, "backward", step, net)
-            net_free = bwd_pass.start(now, net_free)
+            seq, times, issued = bwd.seq, bwd_times, 0
+            if bwd.first >= 0:
+                issued, net_free = _issue(seq, 0, bwd.first, now, net_free, times, end, append, step, "backward")
         pending = shape.grad_order
         nxt, npending = 0, len(pending)
         grads_end = now  # FIFO: the last gradient collective issued ends last
         for layer in reversed(range(nlayers)):
             if fully_sharded:
-                for b in layer_buckets[layer]:
-                    done, net_free = bwd_pass.wait(b, now, net_free)
-                    if done is not None and done > now:
-                        now = done
+                for b, i in bwd.waits[layer]:
+                    if i >= 0:
+                        if issued <= i:
+                            issued, net_free = _issue(seq, issued, i, now, net_free, times, end, append, step,
+                                                      "backward")
+                        if end[b] > now:
+                            now = end[b]
             if bwd_bn[layer] > 0:
                 t0, now = now, now + bwd_bn[layer]
                 if record:
@@ -127,9 +144,9 @@ def _evaluate(program, steps, record_all):
             t0, now = now, now + bwd_s[layer]
             if record:
                 core.append(("bwd", layer, t0, now, step))
-            if fully_sharded:
-                for b in shape.bwd_last[layer]:
-                    net_free = bwd_pass.finished(b, now, net_free)  # before the reduce-scatter below
+            if fully_sharded and issued <= bwd.done[layer]:  # before the reduce-scatter below
+                issued, net_free = _issue(seq, issued, bwd.done[layer], now, net_free, times, end, append, step,
+                                          "backward")
             if program.overlap_grad_reduce:
                 # the buckets backward has completed, issued now, served after what is queued
                 while nxt < npending and first_layer[pending[nxt]] >= layer:
@@ -208,58 +225,41 @@ class _Names:
         return out
 
 
-class _Pass:
-    """The fully-sharded gathers of one pass, issued by :class:`GatherOrder` at the core's current
-    time; each method takes and returns the network's free time."""
+def _no_pass(buckets):
+    """A layer's buckets as ``(bucket, -1)``: no fully-sharded pass gathers them."""
+    return [(b, -1) for b in buckets]
 
-    def __init__(self, seq, prefetch, buckets, label, step, net):
-        self.order = GatherOrder(seq, prefetch)
-        self.times = [float(b.fwd_gather_time_s if label == "forward" else b.bwd_gather_time_s) for b in buckets]
-        self.label = label
-        self.step = step
-        self.net = net
-        self.end = {}
 
-    def start(self, now, net_free):
-        return self._issue(self.order.first(), now, net_free)
+class _PassPlan:
+    """A fully-sharded pass's gathers as :class:`GatherOrder` issues them, indexed once per
+    program: its buckets in order (*seq*) and, by position in it, where the pass begins
+    (:attr:`first`), which position each layer's buckets wait for (:attr:`waits`, -1: not
+    gathered by the pass) and up to which position the gathers may run once a layer is done with
+    its buckets (:attr:`done`). Several of GatherOrder's calls at one simulated time issue what
+    one call up to the furthest of them issues, in the same order at the same times."""
 
-    def _issue(self, buckets, now, net_free):
-        for b in buckets:
-            t0 = now if now >= net_free else net_free
-            net_free = t0 + self.times[b]
-            self.net.append(("gather", b, t0, net_free, self.step, self.label))
-            self.end[b] = net_free
-        return net_free
+    def __init__(self, seq, last, layer_buckets, prefetch):
+        order = GatherOrder(seq, prefetch)
+        pos, end = order.pos, len(seq) - 1
+        self.seq = seq
+        self.first = min(prefetch, end)
+        self.waits = [[(b, pos.get(b, -1)) for b in bs] for bs in layer_buckets]
+        self.done = [min(max((pos[b] + prefetch + 1 for b in bs), default=-1), end) for bs in last]
 
-    def wait(self, b, now, net_free):
-        """When bucket *b*'s gather ends (issued now if not yet; ``None``: the pass does not
-        gather it), and the network's free time."""
-        i = self.order.pos.get(b)
-        if i is None:
-            return None, net_free
-        if self.order.issued <= i:
-            net_free = self._upto(i, now, net_free)
-        return self.end[b], net_free
 
-    def finished(self, b, now, net_free):
-        order = self.order
-        return self._upto(order.pos[b] + order.prefetch + 1, now, net_free)
+_PASS_PLANS = IdentityMemo(maxsize=256)
+"""A program's shape (:func:`check_program`'s, memoized) and prefetch -> its two passes' plans."""
 
-    def _upto(self, i, now, net_free):
-        """Issue the pass's gathers up to position *i*, in :class:`GatherOrder`'s order, each
-        timed as :meth:`_issue` times it (inline: a GPT-3 search issues millions); returns the
-        network's free time."""
-        order = self.order
-        seq, issued = order.seq, order.issued
-        last = min(i, len(seq) - 1)
-        if issued <= last:
-            times, end, net, step, label = self.times, self.end, self.net, self.step, self.label
-            while issued <= last:
-                b = seq[issued]
-                issued += 1
-                t0 = now if now >= net_free else net_free
-                net_free = t0 + times[b]
-                net.append(("gather", b, t0, net_free, step, label))
-                end[b] = net_free
-            order.issued = issued
-        return net_free
+
+def _issue(seq, issued, last, now, net_free, times, end, append, step, label):
+    """Issue the pass's gathers from position *issued* through *last* at time *now* on the FIFO
+    network (each at ``max(now, the previous one's end)``), recording each; returns the next
+    position to issue and the network's free time."""
+    while issued <= last:
+        b = seq[issued]
+        issued += 1
+        t0 = now if now >= net_free else net_free
+        net_free = t0 + times[b]
+        append(("gather", b, t0, net_free, step, label))
+        end[b] = net_free
+    return issued, net_free

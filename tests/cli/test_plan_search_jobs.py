@@ -1,0 +1,53 @@
+"""``plan --search --jobs N``: the same output for every N, a bad N one line, and a Ctrl-C to the
+whole process group (what a terminal sends) stops the workers and prints the best so far."""
+
+import json
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from run_cli import run
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ("llama3-8b", "-t", "torus:2x4")
+"""8 chips: tensor sizes 1, 2, 4 and 8, four parts for the workers."""
+
+
+def test_jobs_change_nothing_in_the_output():
+    out = {}
+    for jobs in ("1", "2"):
+        rc, text, err = run("plan", *SMALL, "--search", "--json", "--jobs", jobs)
+        assert rc == 0, err
+        out[jobs] = json.loads(text)
+    assert out["1"] == out["2"] and out["1"]["complete"] is True
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "1025"])
+def test_a_bad_jobs_count_is_one_line(bad):
+    rc, out, err = run("plan", *SMALL, "--search", "--jobs", bad)
+    assert rc == 2 and "--jobs" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_to_the_group_stops_the_workers_and_prints_the_best_so_far():
+    # GPT-3 on 1,024 v5p chips: seven tensor sizes, about a second of work each
+    argv = [sys.executable, "-m", "wus_sim", "plan", "gpt3-175b", "-t", "tpu-v5p-2048", "--search", "--json",
+            "--jobs", "2", "--progress"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    line = proc.stderr.readline()  # the first progress line: candidates have come back from a worker
+    assert "plan --search:" in line, line
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the search finished before the signal")
+    assert proc.returncode == 130 and "Traceback" not in err and err.strip().endswith("interrupted"), err[-800:]
+    doc = json.loads(out)
+    assert doc["stopped"] == "interrupted" and 0 < doc["meshes_searched"] < doc["meshes"] and doc["feasible"] >= 1
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # no worker outlives the search
+        os.killpg(proc.pid, 0)
