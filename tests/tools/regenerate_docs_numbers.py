@@ -29,8 +29,10 @@ import sys
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_FILE = ROOT / "docs" / "data" / "bench.txt"
 BENCH_CLUSTER_FILE = ROOT / "docs" / "data" / "bench-cluster.txt"
+BENCH_SEARCH_FILE = ROOT / "docs" / "data" / "bench-search.txt"
 """The opt-in Dask cluster cases beside the --jobs 2 cases of the same sweeps (issue 45)."""
 BENCH_CLUSTER_COMMAND = "bench --repeat 3 --case 'the whole 100,000-point'"
+BENCH_SEARCH_COMMAND = "bench --repeat 5 --case 'plan --search'"
 SPAN = re.compile(r"<!-- num:([a-z0-9_.\-]+) -->(.*?)<!-- /num -->", re.S)
 
 
@@ -390,8 +392,10 @@ def bench_numbers():
     walls = {cells[1].strip(): cells[4].strip() for cells in
              (line.split("|") for line in text.splitlines() if line.startswith("| ")) if len(cells) > 5}
     cluster = BENCH_CLUSTER_FILE.read_text(encoding="utf-8").rstrip() if BENCH_CLUSTER_FILE.is_file() else "-"
+    searches = BENCH_SEARCH_FILE.read_text(encoding="utf-8").rstrip() if BENCH_SEARCH_FILE.is_file() else "-"
     return {"bench.table": f"\n```text\n$ wus-sim bench\n{text}\n```\n",
             "bench.cluster_table": f"\n```text\n$ wus-sim {BENCH_CLUSTER_COMMAND}\n{cluster}\n```\n",
+            "bench.search_table": f"\n```text\n$ wus-sim {BENCH_SEARCH_COMMAND}\n{searches}\n```\n",
             "bench.machine": text.splitlines()[-1].strip(),
             **{key: walls.get(case, "-") for key, case in BENCH_QUOTED.items()}}
 
@@ -486,6 +490,7 @@ def rerun_bench():
     BENCH_FILE.parent.mkdir(parents=True, exist_ok=True)
     BENCH_FILE.write_text(_cli("bench"), encoding="utf-8")
     BENCH_CLUSTER_FILE.write_text(_cli(BENCH_CLUSTER_COMMAND), encoding="utf-8")
+    BENCH_SEARCH_FILE.write_text(_cli(BENCH_SEARCH_COMMAND), encoding="utf-8")
     _COMPUTED.pop(bench_numbers, None)
 
 

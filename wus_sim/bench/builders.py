@@ -215,11 +215,14 @@ def mesh_case(name, workload, topology, optimizer=None, *, mesh, dcn_mesh=None, 
                      problem=f"mesh step {workload} {optimizer or 'default'} {mesh} on {where}")
 
 
-def search_case(name, workload, topology, *, megacore=False, slices=None, quick=False, full=True):
-    """A case timing a whole mesh search (``plan WORKLOAD -t TOPOLOGY --search``'s
+def search_case(name, workload, topology, *, megacore=False, slices=None, jobs=1, quick=False, full=True,
+                opt_in=False, max_runs=None):
+    """A case timing a whole mesh search (``plan WORKLOAD -t TOPOLOGY --search --jobs JOBS``'s
     :class:`~wus_sim.training.parallelism.mesh_search.Search`, every candidate streamed and ranked),
     from cold caches; the simulated time is the fastest candidate's step, events the candidates.
-    A topology not shipped here is unavailable, not an error."""
+    A topology not shipped here is unavailable, not an error. With *jobs* > 1 the memory column is
+    not measured (tracemalloc sees this process, not its workers; each worker runs a subset of the
+    meshes the one-process case runs, with the same memo bounds)."""
 
     def setup():
         from ..collectives import clear_caches
@@ -238,12 +241,13 @@ def search_case(name, workload, topology, *, megacore=False, slices=None, quick=
     def run(topo):
         from ..training.parallelism.mesh_search import Search, rank_key
 
-        found = sorted(Search(workload, topo).candidates(), key=rank_key)
+        found = sorted(Search(workload, topo).candidates(jobs=jobs), key=rank_key)
         return Measurement(found[0].step_time_s if found and found[0].status == "ok" else None, len(found))
 
     # megacore=False is one replica per TensorCore (plan --search --no-megacore on v4 and v5p, whose default is a chip)
     where = topology + (" (chips)" if megacore else "") + (f" x {slices} slices" if slices else "")
-    return BenchCase(name, "search", setup, run, quick=quick, full=full, problem=f"plan --search {workload} on {where}")
+    return BenchCase(name, "search", setup, run, quick=quick, full=full, problem=f"plan --search {workload} on {where}",
+                     measure_memory=jobs == 1, opt_in=opt_in, max_runs=max_runs)
 
 
 def point_case(name, point, *, quick=False, full=True):
