@@ -13,7 +13,7 @@ import re
 from docs_commands import cli, gib, millis, seconds, step
 
 __all__ = ["EXAMPLE_SOURCES", "band_numbers", "search_numbers", "cost_numbers", "multislice_numbers",
-           "gpt3_mesh_numbers", "bound_numbers", "remat_numbers"]
+           "gpt3_mesh_numbers", "bound_numbers", "remat_numbers", "stages_numbers"]
 
 
 def _fence(command, lines, lang=""):
@@ -164,6 +164,7 @@ def multislice_numbers():
     (s1,), (s32,) = one["strategies"].values(), doc["strategies"].values()
     data = doc["mesh"]["comm"]["data"]
     return {"dcn.collectives": str(data["dcn_collectives"]), "dcn.nbytes": f"{data['dcn_nbytes']:,.0f}",
+            "dcn.params": f"{doc['params'] / 1e9:.2f} B",
             "dcn.busy": millis(data["dcn_busy_s"]), "dcn.exposed": millis(s32["breakdown"]["data_comm_s"]),
             "dcn.growth": f"{(s32['step_time_s'] / s1['step_time_s'] - 1) * 100:.1f} %"}
 
@@ -240,6 +241,29 @@ def remat_numbers():
     return out
 
 
+PIPELINE_GPT3 = "gpt3-175b -t tpu-v5p-2048 --megacore --mesh fsdp=-1,tensor=8 --dcn-mesh pipeline=2"
+
+
+def stages_numbers():
+    """docs/mesh.md, the pipeline axis: what MaxText's defaults make of two stages of GPT-3 (the
+    schedule `step` resolved), and the permutes and bubble of one 48-block chunk a stage."""
+    from fractions import Fraction
+
+    def bubble(schedule):
+        return str(Fraction(schedule["bubble_fraction"]).limit_denominator(10_000))
+
+    default = step(PIPELINE_GPT3)["mesh"]["pipeline"]
+    chunk = step(PIPELINE_GPT3 + " --pipeline-layers-per-stage 48")["mesh"]
+    gpipe = step(PIPELINE_GPT3 + " --pipeline-schedule gpipe")["mesh"]
+    if (chunk["comm"]["pipeline"]["collectives"], bubble(chunk["pipeline"])) != (
+            gpipe["comm"]["pipeline"]["collectives"], bubble(gpipe["pipeline"])):
+        raise RuntimeError("docs/mesh.md says one 48-block chunk a stage and gpipe cut the permutes alike: they differ")
+    return {"stages.microbatches": str(default["microbatches"]), "stages.repeats": str(default["repeats"]),
+            "stages.bubble": bubble(default),
+            "stages.chunk_permutes": str(chunk["comm"]["pipeline"]["collectives"] - 1),  # less the stages' all-reduce
+            "stages.chunk_bubble": bubble(chunk["pipeline"])}
+
+
 EXAMPLE_SOURCES = {"band": band_numbers, "search": search_numbers, "cost": cost_numbers, "dcn": multislice_numbers,
-                   "gpt3": gpt3_mesh_numbers, "bound": bound_numbers, "remat": remat_numbers}
+                   "gpt3": gpt3_mesh_numbers, "bound": bound_numbers, "remat": remat_numbers, "stages": stages_numbers}
 """Key prefix -> the function that computes every key of that prefix (merged into SOURCES)."""
