@@ -391,11 +391,24 @@ def test_axis_labels_say_their_unit_once():
     from wus_sim.experiments.results import columns
     from wus_sim.plotting.labels import _UNIT_WORDS, _axis_label
 
+    units = {u.lower() for u in _UNIT_WORDS}
     for col in columns():
         label = _axis_label(col.name)
         text, _, unit = label.partition(" [")
-        assert not set(text.split(" ")) & _UNIT_WORDS, label
-        assert not unit or unit.rstrip("]") not in text.split(" "), label
+        words = {w.lower() for w in text.split(" ")}  # "cost usd per step [USD]" said it twice too
+        assert not words & units, label
+        assert not unit or unit.rstrip("]").lower() not in words, label
+
+
+def test_cost_columns_read_as_money_with_their_unit():
+    """A cost axis says what the money buys and that it is US dollars, once."""
+    from wus_sim.plotting.labels import _axis_label
+
+    assert _axis_label("cost_usd_per_step") == "cost of a step [USD]"
+    assert _axis_label("cost_usd_per_million_tokens") == "cost per million tokens [USD]"
+    assert _axis_label("cost_usd_per_thousand_examples") == "cost per 1,000 examples [USD]"
+    assert _axis_label("price_usd_per_chip_hour") == "price of a chip-hour [USD]"
+    assert _axis_label("cost_usd_per_step", unit=False) == "cost of a step"
 
 
 def test_subtitle_leaves_out_what_the_title_says(frame):

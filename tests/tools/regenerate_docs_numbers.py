@@ -18,13 +18,12 @@ against a live run; `--bench` reruns it on this machine and rewrites the file.
 """
 
 import argparse
-import contextlib
-import io
-import json
 from pathlib import Path
 import re
-import shlex
 import sys
+
+from docs_commands import cli as _cli, gib as _gib, millis as _ms, percent as _pct, seconds as _s, step as _step, times as _x
+from docs_examples import EXAMPLE_SOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_FILE = ROOT / "docs" / "data" / "bench.txt"
@@ -47,42 +46,6 @@ def pages():
     (docs/formats/ is generated whole, by `python3 -m wus_sim.docs`)."""
     docs = sorted(p for p in (ROOT / "docs").rglob("*.md") if "formats" not in p.relative_to(ROOT / "docs").parts)
     return [ROOT / "README.md", *docs]
-
-
-def _cli(command):
-    """What `wus-sim COMMAND` prints (in-process), and its exit code."""
-    from wus_sim.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(shlex.split(command))
-    if code:
-        raise RuntimeError(f"wus-sim {command} exited {code}")
-    return out.getvalue()
-
-
-def _step(command):
-    return json.loads(_cli(f"step {command} --json"))
-
-
-def _x(v):
-    return f"{v:.2f}x"
-
-
-def _s(seconds):
-    return f"{seconds:.3f} s"
-
-
-def _ms(seconds):
-    return f"{seconds * 1e3:.1f} ms"
-
-
-def _gib(nbytes):
-    return f"{nbytes / 2**30:.1f} GiB"
-
-
-def _pct(fraction):
-    return f"{100 * abs(fraction):.1f} %"
 
 
 def validation_numbers():
@@ -436,8 +399,9 @@ def api_numbers():
 SOURCES = {"validation": validation_numbers, "cal": calibration_numbers, "paper": paper_numbers,
            "llm": llm_numbers, "mesh": mesh_numbers, "me": model_error_numbers, "bert": step_numbers, "tfm": step_numbers, "plan": plan_numbers,
            "bench": bench_numbers, "api": api_numbers, "tiering": tiering_numbers, "expert": expert_numbers,
-           "context": context_numbers, "pipe": pipeline_numbers}
-"""Key prefix -> the function that computes every key of that prefix."""
+           "context": context_numbers, "pipe": pipeline_numbers, **EXAMPLE_SOURCES}
+"""Key prefix -> the function that computes every key of that prefix (the pages' worked examples:
+tests/tools/docs_examples.py)."""
 
 
 _COMPUTED = {}

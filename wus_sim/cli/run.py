@@ -294,7 +294,7 @@ def summary_table(frame, swept_keys, *, max_rows=40):
             row["fully-sharded over sharded"] = f"{float(group['speedup_over_sharded'].dropna().iloc[0]):.3f}"
         lines.append(row)
     table = pd.DataFrame(lines)
-    from ..plotting.labels import NAMED_KEYS, display_value
+    from ..experiments.display import NAMED_KEYS, display_value
 
     for k in keys:
         # a file given by path is shown by its name, as in the figures

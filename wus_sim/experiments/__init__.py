@@ -2,7 +2,8 @@
 
 * :mod:`.spec` -- the point-parameter table, experiment YAML validation, sweep expansion;
 * :mod:`.runner` -- runs points in processes (or on Dask), journals them for ``--resume``;
-* :mod:`.results` -- the documented column table, CSV/Parquet/columns.md writing.
+* :mod:`.results` -- the documented column table, CSV/Parquet/columns.md writing;
+* :mod:`.display` -- how a point parameter's value reads in a figure or a run's summary.
 
 Importing this package loads no heavy dependency.
 """

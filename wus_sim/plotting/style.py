@@ -3,7 +3,7 @@
 import math
 from typing import NamedTuple
 
-from .labels import _fmt
+from ..experiments.display import _fmt
 
 __all__ = ["STYLE", "STRATEGY_STYLES", "StrategyStyle", "SERIES_DASHES", "strategy_style", "series_look", "spans_octaves"]
 
