@@ -65,3 +65,23 @@ def test_a_point_mesh_of_minus_one_fills_the_slice():
     (a,) = simulate_point({**base, "mesh": "fsdp=-1,tensor=2"})
     (b,) = simulate_point({**base, "mesh": "fsdp=4,tensor=2"})
     assert a["step_time_s"] == b["step_time_s"] and a["status"] == "ok"
+
+
+def test_a_hybrid_ring_runs_as_maxtext_lays_it():
+    # the point's own MaxText run sets the layout (no point key of its own): the same step as
+    # simulate_mesh with custom_mesh, and not the one JAX's layout of the mesh gives
+    from wus_sim.training.parallelism.mesh_step import simulate_mesh
+    from wus_sim.training.step import StepOptions
+
+    ring = {"model_name": "llama3-8b", "per_device_batch_size": 1, "ici_fsdp_parallelism": 64,
+            "ici_tensor_parallelism": 4, "allow_split_physical_axes": True, "custom_mesh": "hybrid_ring_64x4"}
+    (row,) = simulate_point({"topology": "tpu-v6e-256", "maxtext": ring})
+    plain = {k: v for k, v in ring.items() if k != "custom_mesh"}
+    (jax,) = simulate_point({"topology": "tpu-v6e-256", "maxtext": plain})
+    assert row["mesh"] == jax["mesh"] == "fsdp=64,tensor=4"
+    run = simulate_mesh("llama3-8b@2048", "tpu-v6e-256", "adamw+clip", ("replicated",), mesh="fsdp=64,tensor=4",
+                        global_batch=256, options=StepOptions(remat_policy="full", custom_mesh="hybrid_ring_64x4"))
+    assert run.mesh.layout.members("tensor") == [0, 1, 17, 16]
+    (result,) = run.results.values()
+    assert row["step_time_s"] == pytest.approx(result.step_time_s, rel=1e-12)
+    assert row["step_time_s"] != pytest.approx(jax["step_time_s"], rel=1e-6)

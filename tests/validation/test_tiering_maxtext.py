@@ -3,9 +3,10 @@
 policy as the validation row runs (wus_sim.validation.tiering), read from the row's own columns.
 
 What each row's command needs was read from its recipe by hand (wus_sim/data/validation/README.md):
-rows 4, 5, 6 and 8 carry keys wus-sim approximates as the validation does (row 4's custom_mesh, rows
-5's and 6's dense MoE matmuls, 6's custom mesh and 6's and 8's bf16 weights); row 6 has an expert axis,
-rows 5 and 6 a capacity factor (modelled).
+rows 5, 6 and 8 carry keys wus-sim approximates as the validation does (rows 5's and 6's dense MoE
+matmuls, 6's and 8's bf16 weights); rows 4 and 6 lay their mesh out as MaxText's custom_mesh
+hybrid_ring_64x4 does (modelled, as the validation runs them); row 6 has an expert axis, rows 5 and 6
+a capacity factor (modelled).
 """
 
 import json
@@ -22,9 +23,13 @@ from wus_sim.validation.tiering import simulate_one, tiering_rows
 
 ROWS = {r.row: r for r in tiering_rows()}
 
-APPROXIMATED = {4: {"custom_mesh"}, 5: {"megablox", "sparse_matmul"},
-                6: {"custom_mesh", "weight_dtype", "megablox", "sparse_matmul"}, 8: {"weight_dtype"}}
+APPROXIMATED = {5: {"megablox", "sparse_matmul"}, 6: {"weight_dtype", "megablox", "sparse_matmul"},
+                8: {"weight_dtype"}}
 """The keys of each row's recipe that wus-sim runs approximately (the row's notes say each)."""
+
+RINGS = {4: ("tensor", "hybrid_ring_64x4"), 6: ("expert", "hybrid_ring_64x4")}
+"""The rows whose recipe lays the mesh out as MaxText's custom_mesh (its axis of 4, the name): both set
+allow_split_physical_axes=True, and row 4 runs on 2 slices, so MaxText uses it."""
 
 CHIPS = {"tpu-v6e-256": 256, "tpu-v5p-1024": 512, "tpu-v5p-256": 128}
 """Devices a slice as MaxText counts them (a chip: v6e has one TensorCore, v5p runs as megacore)."""
@@ -85,9 +90,13 @@ def test_each_row_runs_from_its_maxtext_command_line(number):
     assert got["global_batch"] == row.per_device_batch * CHIPS[row.topology] * row.slices
     assert got["remat_policy"] == _validation_remat(row)
     assert {a["key"].split("=")[0] for a in doc["maxtext"]["approximated"]} == APPROXIMATED.get(number, set())
+    ring = RINGS.get(number)
+    assert doc["maxtext"]["custom_mesh"] == (ring and ring[1])
+    if ring:  # MaxText's first ring: the 2 x 2 block at the origin, round it (chips x + 16 y)
+        assert doc["mesh"]["groups"][ring[0]] == [0, 1, 17, 16]
 
 
-@pytest.mark.parametrize("number", [4, 5, 6, 8])
+@pytest.mark.parametrize("number", [5, 6, 8])
 def test_rows_with_approximated_keys_are_refused_without_the_flag(number):
     row = ROWS[number]
     rc, out, err = run("plan", "-t", row.topology, "--maxtext", row.maxtext, "--json")

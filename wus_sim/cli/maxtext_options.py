@@ -114,6 +114,7 @@ def apply_maxtext(args, *, search=False):
         if dest is not None and hasattr(args, dest):
             setattr(args, dest, value)
     args._maxtext = (run, inp)
+    args.custom_mesh = run.custom_mesh  # MaxText's ring layout of the mesh (StepOptions.custom_mesh)
     if getattr(args, "verbose", False):
         for key, why in [*inp.skipped, *run.listed]:
             print(f"wus-sim {args.command}: maxtext: {key}: {why}", file=sys.stderr)

@@ -164,7 +164,8 @@ def _mesh_report(args, placement):
         check_expert_mesh(workload, placement.mesh, placement.dcn_mesh)
         check_context_mesh(workload, placement.mesh)
         check_pipeline_mesh(workload, placement.mesh, placement.dcn_mesh, args)
-    return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh)
+    return layout_report(load_topology(args.topology, megacore=args.megacore), placement.mesh,
+                         getattr(args, "custom_mesh", None))
 
 
 def build_report(args):

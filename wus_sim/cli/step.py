@@ -445,6 +445,6 @@ def _step_options(args, calibration, stack):
         collective_matmul=args.collective_matmul, activation_model=args.activation_model,
         capacity_factor=args.capacity_factor, expert_load_imbalance=args.expert_load_imbalance,
         **{k: getattr(args, k) for k in ("pipeline_microbatches", "pipeline_layers_per_stage", "pipeline_schedule")},
-        calibration=calibration, software_stack=stack,
+        calibration=calibration, software_stack=stack, custom_mesh=getattr(args, "custom_mesh", None),
         compute=calibration.compute_params(stack=stack, mxu_efficiency=args.mxu_efficiency),
     )

@@ -61,16 +61,17 @@ def mesh_lines(mesh):
     return lines
 
 
-def layout_report(topology, mesh):
-    """Where each axis of *mesh* lies on *topology* and the devices of group 0 of each axis, as
-    JSON-ready data (errors name ``--mesh``)."""
+def layout_report(topology, mesh, custom_mesh=None):
+    """Where each axis of *mesh* lies on *topology* (MaxText's *custom_mesh* ring layout, if given)
+    and the devices of group 0 of each axis, as JSON-ready data (errors name ``--mesh``)."""
     from ..hardware.mesh import layout, shown_axes
     from ..inputs.errors import ConfigError
 
     try:
-        lay = layout(topology, mesh)
+        lay = layout(topology, mesh, custom_mesh=custom_mesh)
     except ConfigError as exc:
-        raise ConfigError(exc.rule, key_path="--mesh", value=exc.value) from None
+        where = "--mesh" if exc.key_path in (None, "mesh") else exc.key_path
+        raise ConfigError(exc.rule, key_path=where, value=exc.value) from None
     return {"mesh": mesh.to_dict(), "layout": lay.describe(),
             "groups": {a: lay.members(a) for a in shown_axes(mesh)[::-1]},
             "device": "TensorCore" if topology.cores_per_chip > 1 else "chip"}

@@ -91,10 +91,11 @@ def simulate_point(point):
     ``status='infeasible'``; bad parameters raise (the runner records them as
     ``status='error'``).
     """
+    custom_mesh = None  # MaxText's ring layout of the mesh: a MaxText run's custom_mesh sets it
     if isinstance(point, dict) and point.get("maxtext") is not None:
         from ..training.parameters.maxtext_point import point_with_maxtext
 
-        point = point_with_maxtext(point, POINT_KEYS)  # its point keys (workload, batch, mesh, ...) from the run
+        point, custom_mesh = point_with_maxtext(point, POINT_KEYS)  # its point keys (workload, mesh, ...) from the run
     p = _check_keys(point)
     megacore = p.get("megacore")
     if megacore is None:  # the chip's default (chips.yaml megacore): a chip on v4 and v5p, as JAX counts devices
@@ -123,7 +124,7 @@ def simulate_point(point):
     options = StepOptions(
         **given,
         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_MiB is None else int(bucket_MiB * MiB),
-        calibration=calibration,
+        calibration=calibration, custom_mesh=custom_mesh,
         compute=calibration.compute_params(stack=p.get("software_stack"), mxu_efficiency=p.get("mxu_efficiency")),
     )
     strategies = strategies_named(p.get("strategy") or default_of("strategy"))

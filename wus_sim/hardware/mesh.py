@@ -64,6 +64,24 @@ A mesh whose sizes multiply to the devices always has such a layout. Meshes the 
 lays out keep its layout (their numbers are unchanged); for some of them JAX would pick other
 axes (on 4x8x8, ``fsdp=32,tensor=8`` reshapes to tensor = x and half of y, where JAX gives
 tensor the whole y).
+
+MaxText's ``custom_mesh`` (:data:`CUSTOM_MESHES`, ``layout(..., custom_mesh=NAME)``) lays a
+two-axis mesh on a 16 x 16 slice its own way (github.com/AI-Hypercomputer/maxtext,
+src/maxtext/utils/max_utils.py: ``reshape_mesh_to_rings``, ``create_custom_device_mesh``,
+``is_valid_custom_mesh``; called by ``create_device_mesh`` in src/maxtext/utils/maxtext_utils.py
+on every slice when the run has more than one, else when ``allow_split_physical_axes`` is set).
+It takes JAX's ``create_device_mesh([16, 16])`` array ``a`` (our :func:`_whole_axes`: ``a``'s
+second axis is x, its first y), cuts it into blocks of ``rows x cols`` devices (2 x 2 for
+``hybrid_ring_64x4``, 2 x 4 for ``hybrid_ring_32x8``), lists each block as a ring (its first row
+left to right, its second back), and reshapes the ``(blocks, ring)`` array row-major into the
+mesh. So the inner axis (the ring, of size ``rows cols``) is a block, ``(x, 1, cols) x (y, 1,
+rows)``, its members in that back-and-forth order (:attr:`MeshLayout.snake`), every ring edge one
+link; the outer axis (the blocks) is every ``cols``-th chip along x and every ``rows``-th along
+y, ``(x, cols, 16 / cols) x (y, rows, 16 / rows)``, blocks numbered with x fastest. On a 16 x 16
+torus its parts close round the wraparound (``hybrid_ring_64x4``: 8 chips 2 links apart on each
+axis), where JAX's split layout of the same ``fsdp=64,tensor=4`` gives tensor a 4-chip segment
+of x (folded ring edges of 1-2 links) and fsdp x at stride 4 times the whole y. Its collectives
+are timed as every mesh group's are: one ring pass per part.
 """
 
 from dataclasses import dataclass
@@ -74,7 +92,13 @@ from ..inputs.errors import ConfigError
 from .mesh_spec import CORE_AXES, DCN_AXES, MESH_AXES, Mesh, Placement, mesh_json_schema, mesh_text, parse_mesh, shown_axes
 
 __all__ = ["MESH_AXES", "DCN_AXES", "CORE_AXES", "Mesh", "parse_mesh", "mesh_text", "mesh_json_schema", "shown_axes",
-           "layout", "MeshLayout", "factorisations", "Placement"]
+           "layout", "MeshLayout", "factorisations", "Placement", "CUSTOM_MESHES"]
+
+CUSTOM_MESHES = {"hybrid_ring_64x4": (2, 2), "hybrid_ring_32x8": (2, 4)}
+"""MaxText's ``custom_mesh`` names (src/maxtext/utils/max_utils.py, ``HYBRID_RING_64X4``,
+``HYBRID_RING_32X8``) and the block ``(rows, cols)`` of its 16 x 16 device array that each ring
+covers (``reshape_mesh_to_rings``: ``a[2i, 2j], a[2i, 2j+1], a[2i+1, 2j+1], a[2i+1, 2j]`` for
+64x4; ``a[2i, 4j..4j+3]`` then ``a[2i+1, 4j+3..4j]`` for 32x8)."""
 
 def _physical_axes(topology):
     """Physical axes innermost first: ``(axis, length)``, axis -1 the cores of a chip, then the
@@ -106,8 +130,12 @@ class MeshLayout:
     wrapped: frozenset = frozenset()
     """The physical axes with a wraparound link."""
     rule: str = "reshape"
-    """``'reshape'`` (JAX's device order reshaped row-major) or ``'jax'`` (JAX's assignment of
-    mesh axes to physical axes, splitting them where needed: :func:`_jax_assign`)."""
+    """``'reshape'`` (JAX's device order reshaped row-major), ``'jax'`` (JAX's assignment of
+    mesh axes to physical axes, splitting them where needed: :func:`_jax_assign`) or a name of
+    :data:`CUSTOM_MESHES` (MaxText's ring layout: :func:`_custom_parts`)."""
+    snake: frozenset = frozenset()
+    """The mesh axes whose members run back and forth over their two parts (a ring of MaxText's
+    ``custom_mesh``: the minor part's order reversed at every odd position of the major part)."""
 
     def group_parts(self, *names):
         """The physical parts the named mesh axes span together, sorted, adjacent parts of one
@@ -136,8 +164,11 @@ class MeshLayout:
         where = {}
         for name, parts in self.parts.items():
             rest = coords.get(name, 0)
-            for axis, stride, length in parts:
-                where[axis] = where.get(axis, 0) + (rest % length) * stride
+            for i, (axis, stride, length) in enumerate(parts):
+                k = rest % length
+                if name in self.snake and i == 0 and (rest // length) % 2:
+                    k = length - 1 - k  # back along the block's second row
+                where[axis] = where.get(axis, 0) + k * stride
                 rest //= length
         cores = self.dims.get(-1, 1)
         chip, step = 0, 1
@@ -156,7 +187,8 @@ class MeshLayout:
             where = " x ".join(
                 f"{names[a]}" + ("" if s == 1 and n == self._dim(a) else f"[{n} of stride {s}, {self._hops_text(a, s, n)}]")
                 for a, s, n in parts) or "-"
-            out.append(f"{axis}={getattr(self.mesh, axis)}: {where}")
+            ring = f" (one {self.rule} ring in MaxText's order)" if axis in self.snake else ""
+            out.append(f"{axis}={getattr(self.mesh, axis)}: {where}{ring}")
         return out
 
     def edge_hops(self, axis, stride, length):
@@ -188,21 +220,55 @@ def _merge(parts):
     return tuple(out)
 
 
-def layout(topology, mesh, *, key_path="mesh"):
+def layout(topology, mesh, *, key_path="mesh", custom_mesh=None):
     """The :class:`MeshLayout` of *mesh* on *topology*: the reshape's where it has one, else
-    JAX's (see the module docstring). Raises a one-line ConfigError naming meshes that fit when
-    the sizes do not multiply to the slice's devices."""
+    JAX's (see the module docstring); with *custom_mesh* (a name of :data:`CUSTOM_MESHES`),
+    MaxText's ring layout. Raises a one-line ConfigError naming meshes that fit when the sizes
+    do not multiply to the slice's devices, or where MaxText would refuse the custom mesh."""
     devices = topology.num_replicas
     if mesh.size != devices:
         raise ConfigError(f"multiplies to {mesh.size} devices; {topology.name} has {devices} "
                           f"({_device_word(topology)}); meshes that fit: {_suggest(topology, mesh)}",
                           key_path=key_path, value=str(mesh))
     order = tuple(_physical_axes(topology))
+    wrapped = frozenset(a for a, w in enumerate(topology.wrap) if w)
+    if custom_mesh:
+        parts, snake = _custom_parts(topology, mesh, custom_mesh, key_path)
+        return MeshLayout(mesh, parts, topology.name, dict(order), order, wrapped, custom_mesh, snake)
     parts, rule = _assign(topology, mesh), "reshape"
     if parts is None:  # the reshape would straddle a physical axis: JAX's assignment
         parts, rule = _jax_assign(topology, mesh), "jax"
-    wrapped = frozenset(a for a, w in enumerate(topology.wrap) if w)
     return MeshLayout(mesh, parts, topology.name, dict(order), order, wrapped, rule)
+
+
+def _custom_parts(topology, mesh, name, key_path):
+    """``(parts, snake axes)`` of MaxText's custom mesh *name* (the module docstring), or the
+    one-line error MaxText's own checks give: ``create_custom_device_mesh`` asserts whole 256s of
+    devices and builds ``create_device_mesh([16, 16])`` per slice, which only a 16 x 16 slice of
+    one device per chip lays out; ``is_valid_custom_mesh`` wants the ICI axis sizes to be
+    ``{1, ring, 256 / ring}``; the ``(blocks, ring)`` array reshaped row-major into the mesh keeps
+    the ring an axis only when the blocks' axis comes first (MaxText's axis order is ours)."""
+    if name not in CUSTOM_MESHES:
+        raise ConfigError(f"is not a custom mesh wus-sim lays out; known: {', '.join(CUSTOM_MESHES)}",
+                          key_path="custom_mesh", value=name)
+    rows, cols = CUSTOM_MESHES[name]
+    ring = rows * cols
+    phys = _jax_physical_axes(topology)
+    if sorted(d for _, d in phys if d > 1) != [16, 16]:
+        raise ConfigError(f"{name} lays out a 16 x 16 slice of one device per chip (MaxText's "
+                          f"create_device_mesh([16, 16])); {topology.name} is not one", key_path="custom_mesh",
+                          value=name)
+    sized = [a for a in MESH_AXES if getattr(mesh, a) > 1]
+    if [getattr(mesh, a) for a in sized] != [256 // ring, ring]:
+        raise ConfigError(f"{name} needs an axis of {256 // ring} then (inner, in the order {', '.join(MESH_AXES)}) "
+                          f"an axis of {ring}, every other axis 1", key_path=key_path, value=str(mesh))
+    table = _whole_axes([d for _, d in phys], [16, 16])  # a = create_device_mesh([16, 16])
+    y, x = (next(phys[i][0] for i in range(len(phys)) if table[i][j] > 1) for j in (0, 1))
+    parts = {a: () for a in MESH_AXES}
+    outer, inner = sized
+    parts[outer] = ((x, cols, 16 // cols), (y, rows, 16 // rows))  # blocks numbered x fastest
+    parts[inner] = ((x, 1, cols), (y, 1, rows))  # the block, read back and forth
+    return parts, frozenset((inner,))
 
 
 def _device_word(topology):

@@ -29,6 +29,7 @@ from ..inputs.errors import ConfigError, InfeasibleError, UnknownNameError, did_
 from ..inputs.memo import IdentityMemo
 from ..model.layer_stack import check_remat_policy, host_offload_parts, layer_times_under, moe_device_view
 from ..model.memory import memory_breakdown, resolve_gather_prefetch
+from ..hardware.mesh import CUSTOM_MESHES
 from ..hardware.multislice import hierarchical_time, load_multislice, planning_topology
 from ..hardware.network import check_routing
 from .parameters.params import POINT_KEYS, STRATEGY_CHOICES, STRATEGY_SETS, check_point_value, default_of
@@ -125,6 +126,9 @@ class StepOptions:
     """Multislice, sharded update: shard over every replica of every slice (the DCN carries a
     reduce-scatter and an all-gather), or, False, within each slice only (the DCN carries an
     all-reduce; every slice updates its copy). See :mod:`wus_sim.hardware.multislice`."""
+    custom_mesh: str = None
+    """Mesh step: MaxText's ``custom_mesh`` ring layout of the mesh in each slice (a name of
+    :data:`wus_sim.hardware.mesh.CUSTOM_MESHES`, set by a MaxText run's key); ``None``: JAX's."""
     calibration: object = None
     """Calibration name, path or :class:`~wus_sim.model.calibration.Calibration`
     (:mod:`wus_sim.model.calibration`); ``None`` = the shipped one, ``'none'`` = the
@@ -145,6 +149,9 @@ class StepOptions:
                     check_routing(value)
                 object.__setattr__(self, name, check_point_value(name, value))
         check_remat_policy(self.remat, self.remat_policy)
+        if self.custom_mesh is not None and self.custom_mesh not in CUSTOM_MESHES:
+            raise ConfigError(f"must be None (JAX's layout) or one of {', '.join(CUSTOM_MESHES)}",
+                              key_path="custom_mesh", value=self.custom_mesh)
         b = self.bucket_bytes  # bytes here, bucket_MiB in a point: the same bound, in bytes
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= POINT_KEYS["bucket_MiB"].maximum * MiB:
             raise ConfigError(f"must be a whole number of bytes from 1 to {int(POINT_KEYS['bucket_MiB'].maximum)} MiB",

@@ -186,8 +186,17 @@ def _options(row, calibration, compute=None):
     cal = load_calibration(calibration)
     stack = software_stack(row)  # its own fitted values where the calibration has them, else the default's
     options = StepOptions(calibration=cal, compute=compute, quantization=row.quantization, remat_policy=policy,
-                          software_stack=stack if stack in cal.stacks else None, capacity_factor=row.capacity)
+                          software_stack=stack if stack in cal.stacks else None, capacity_factor=row.capacity,
+                          custom_mesh=_custom_mesh(row))
     return options, options.remat_policy
+
+
+def _custom_mesh(row):
+    """The MaxText ring layout the recipe's mesh takes (its ``custom_mesh``, where MaxText uses it), or ``None``."""
+    from ..training.parameters.maxtext import custom_mesh_used
+    from ..training.parameters.maxtext_keys import maxtext_input
+
+    return custom_mesh_used(maxtext_input(words=[row.maxtext]), row.slices) if row.maxtext.strip() else None
 
 
 def simulate_one(row, calibration=None, compute=None):

@@ -135,12 +135,39 @@ def test_keys_without_effect_are_listed_with_why():
 
 
 def test_approximated_keys_need_the_flag():
-    words = f"{LLAMA} weight_dtype=bfloat16 custom_mesh=hybrid_ring_64x4"
-    with pytest.raises(ConfigError, match="weight_dtype=bfloat16, custom_mesh=hybrid_ring_64x4 \\(--maxtext-approximate"):
+    words = f"{LLAMA} weight_dtype=bfloat16 custom_mesh=ring_of_my_own"
+    with pytest.raises(ConfigError, match="weight_dtype=bfloat16, custom_mesh=ring_of_my_own \\(--maxtext-approximate"):
         t(words)
     run = t(words, approximate=True)
-    assert [k for k, _ in run.approximated] == ["weight_dtype=bfloat16", "custom_mesh=hybrid_ring_64x4"]
+    assert [k for k, _ in run.approximated] == ["weight_dtype=bfloat16", "custom_mesh=ring_of_my_own"]
     assert sum("approximated" in n for n in run.notes) == 2
+    assert run.custom_mesh is None
+
+
+RING = f"{LLAMA} ici_fsdp_parallelism=64 ici_tensor_parallelism=4 custom_mesh=hybrid_ring_64x4"
+
+
+@pytest.mark.parametrize("words, used", [
+    # src/maxtext/utils/maxtext_utils.py, create_device_mesh: across slices always; on one slice only
+    # under allow_split_physical_axes (else create_device_mesh(ici_parallelism), the key never read)
+    (f"{RING} allow_split_physical_axes=true", True),
+    (f"{RING} num_slices=2", True),
+    (RING, False),
+])
+def test_a_hybrid_ring_is_laid_out_where_maxtext_uses_it(words, used):
+    run = t(words)
+    assert run.custom_mesh == ("hybrid_ring_64x4" if used else None) and not run.approximated
+    if used:
+        assert any("laid out as MaxText's hybrid_ring_64x4" in n for n in run.notes)
+    else:
+        assert "allow_split_physical_axes" in dict(run.listed)["custom_mesh=hybrid_ring_64x4"]
+
+
+def test_a_search_approximates_the_hybrid_ring():
+    words = f"{RING} allow_split_physical_axes=true"
+    with pytest.raises(ConfigError, match="custom_mesh=hybrid_ring_64x4 \\(--maxtext-approximate"):
+        t(words, search=True)
+    assert t(words, search=True, approximate=True).custom_mesh is None
 
 
 def test_moe_keys_on_a_dense_model_change_nothing():

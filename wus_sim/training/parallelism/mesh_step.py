@@ -105,7 +105,7 @@ def simulate_mesh(workload, topology, optimizer=None, strategies=BOTH, *, mesh=N
         raise ConfigError(f"multiplies to {dcn.size} slices; the topology has {slices}", key_path="dcn_mesh",
                           value=str(dcn))
     mesh = Mesh(data=topology.num_replicas) if mesh is None else fill_mesh(mesh, topology.num_replicas)
-    lay = layout(topology, mesh)
+    lay = layout(topology, mesh, custom_mesh=options.custom_mesh)
     check_tensor_heads(workload, mesh)
     check_expert_mesh(workload, mesh, dcn)
     check_context_mesh(workload, mesh)

@@ -33,7 +33,7 @@ from .maxtext_pipeline import pipeline_keys
 from .maxtext_table import APPROXIMATED, MAXTEXT_AXES, REMAT_TENSOR_KEYS
 from .maxtext_workload import run_workload
 
-__all__ = ["MaxTextRun", "translate"]
+__all__ = ["MaxTextRun", "translate", "custom_mesh_used"]
 
 
 @dataclass
@@ -57,11 +57,14 @@ class MaxTextRun:
     """Devices per slice, as MaxText counts them."""
     slices: int = 1
     megacore: bool = False
+    custom_mesh: str = None
+    """MaxText's ``custom_mesh`` ring layout the run's mesh takes (:func:`_custom_mesh`), ``None``: JAX's."""
 
     def to_dict(self, inp):
         return {"input": inp.words(), "point": dict(self.point), "from": dict(self.sources),
                 "from_defaults": sorted(self.defaulted),
                 "devices_per_slice": self.devices, "slices": self.slices, "megacore": self.megacore,
+                "custom_mesh": self.custom_mesh,
                 "notes": list(self.notes), "approximated": [{"key": k, "runs": w} for k, w in self.approximated],
                 "no_effect": [{"key": k, "why": w} for k, w in self.listed],
                 "skipped": [{"word": k, "why": w} for k, w in inp.skipped]}
@@ -390,9 +393,9 @@ def _rest(t):
     if t.inp.given("allow_split_physical_axes"):
         t.run.listed.append((t.word("allow_split_physical_axes"), "every mesh is laid out as "
                              "create_device_mesh(allow_split_physical_axes=True) lays it"))
-    for key in ("custom_mesh", "optimize_mesh_for_tpu_v6e"):
-        if APPROXIMATED[key][1](t.inp.value(key)):
-            t.approx(key)
+    _custom_mesh(t)
+    if APPROXIMATED["optimize_mesh_for_tpu_v6e"][1](t.inp.value("optimize_mesh_for_tpu_v6e")):
+        t.approx("optimize_mesh_for_tpu_v6e")
     t.used.update(("opt_type", "gradient_clipping_threshold", "shard_optimizer_over_data", "scan_layers", "hardware",
                    "allow_split_physical_axes", "custom_mesh", "optimize_mesh_for_tpu_v6e"))
     known = base_keys()
@@ -409,3 +412,36 @@ def _rest(t):
     for word, what in t.run.approximated:
         t.run.notes.append(f"{word} approximated: {what} (--maxtext-approximate)")
 
+
+
+def custom_mesh_used(inp, slices):
+    """The ``custom_mesh`` of *inp* (a :class:`~.maxtext_keys.MaxTextInput`) that MaxText lays the mesh out
+    with on *slices* slices, else ``None``: src/maxtext/utils/maxtext_utils.py, ``create_device_mesh``,
+    uses it across slices always, on one slice only with ``allow_split_physical_axes`` (a name of
+    wus_sim.hardware.mesh.CUSTOM_MESHES; any other is not laid out here)."""
+    from ...hardware.mesh import CUSTOM_MESHES
+
+    name = inp.value("custom_mesh")
+    if name in CUSTOM_MESHES and (slices > 1 or inp.value("allow_split_physical_axes") is True):
+        return name
+    return None
+
+
+def _custom_mesh(t):
+    """``custom_mesh``: run as MaxText lays it where :func:`custom_mesh_used` says so, listed where MaxText
+    ignores it (one slice, no ``allow_split_physical_axes``); any other name is approximated, as is the
+    key under ``plan --search`` (its candidates are laid out as JAX lays them)."""
+    from ...hardware.mesh import CUSTOM_MESHES
+
+    name = t.inp.value("custom_mesh")
+    if not APPROXIMATED["custom_mesh"][1](name):
+        return
+    if name not in CUSTOM_MESHES or t.search:
+        t.approx("custom_mesh")
+    elif custom_mesh_used(t.inp, t.run.slices):
+        t.run.custom_mesh = name
+        t.run.notes.append(f"{t.word('custom_mesh')}: each slice's mesh laid out as MaxText's {name} lays it "
+                           "(docs/mesh.md)")
+    else:
+        t.run.listed.append((t.word("custom_mesh"), "MaxText uses it on one slice only with "
+                             "allow_split_physical_axes=true"))

@@ -48,17 +48,18 @@ def _pair(key, value):
 
 
 def point_with_maxtext(point, point_keys):
-    """*point* with its ``maxtext`` run translated into its point keys (itself without one);
-    *point_keys* the point parameters' table (``{name: Param}``: their defaults say which keys the
-    point set itself)."""
+    """``(point, custom_mesh)``: *point* with its ``maxtext`` run translated into its point keys
+    (itself without one), and the MaxText ring layout the run's mesh takes (``None``: JAX's; it is
+    no point key, the run's ``custom_mesh`` alone sets it); *point_keys* the point parameters'
+    table (``{name: Param}``: their defaults say which keys the point set itself)."""
     text = point.get("maxtext")
     if text is None:
-        return point
+        return point, None
     explicit = tuple(sorted((k, v) for k, v in point.items()
                             if k in _SET and v is not None and k in point_keys and v != point_keys[k].default))
-    translated = _translated(maxtext_text(text), point.get("topology"), explicit,
-                             bool(point.get("maxtext_approximate")), frozenset(point_keys))
-    return {**point, **translated}
+    translated, custom_mesh = _translated(maxtext_text(text), point.get("topology"), explicit,
+                                          bool(point.get("maxtext_approximate")), frozenset(point_keys))
+    return {**point, **translated}, custom_mesh
 
 
 _SET = ("workload", "global_batch", "per_replica_batch", "mesh", "dcn_mesh", "slices", "megacore", "remat",
@@ -75,4 +76,4 @@ def _translated(text, topology, explicit, approximate, point_keys):
         raise ConfigError("is required: a point names its topology", key_path="topology", show_value=False)
     run = translate(maxtext_input(words=[text]), topology, approximate=approximate, point_keys=point_keys,
                     explicit={k: (v, f"{k}: {v}") for k, v in explicit})
-    return dict(run.point)
+    return dict(run.point), run.custom_mesh

@@ -140,8 +140,9 @@ def region(name):
         rows += [f"| {_cell(r.keys)} | {_cell(r.ours)} | {_cell(r.rule)} |" for r in RULES]
     elif name == "approximated":
         rows = ["| MaxText key | when | what `--maxtext-approximate` runs instead |", "|---|---|---|"]
-        when = {"custom_mesh": "any ring name", "optimize_mesh_for_tpu_v6e": "true", "weight_dtype": "bfloat16",
-                "megablox": "false", "sparse_matmul": "false"}
+        when = {"custom_mesh": "a name other than hybrid_ring_64x4, hybrid_ring_32x8 (laid out as MaxText lays "
+                               "them); any under plan --search", "optimize_mesh_for_tpu_v6e": "true",
+                "weight_dtype": "bfloat16", "megablox": "false", "sparse_matmul": "false"}
         rows += [f"| `{k}` | {when[k]} | {_cell(what)} |" for k, (what, _) in APPROXIMATED.items()]
     elif name == "not-modelled":
         rows = ["| MaxText keys | why not |", "|---|---|"]
