@@ -4,7 +4,8 @@ expert axis gives, pinned before the axis existed.
 ``python tests/tools/pin_mesh_records.py OUT [SUFFIX]`` writes the records of :data:`CASES` (each
 mesh text + SUFFIX) to OUT. ``tests/data/mesh_before_expert.json`` is its output at commit
 4856b9b (the last before the expert axis, whose ``--mesh`` knows no ``expert``; this file ran there
-unchanged), and tests/training/parallelism/test_expert_axis.py compares today's records of the same
+unchanged), re-pinned after each refit of the shipped calibration by running this file on 1da40f0 (the
+integration just before the expert axis, which reads today's calibration file) with the refitted file, and tests/training/parallelism/test_expert_axis.py compares today's records of the same
 meshes with ``,expert=1`` to it, test_pipeline_axis.py with ``,pipeline=1``: equal to the last bit. Not runtime code and not shipped.
 """
 

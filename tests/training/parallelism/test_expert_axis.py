@@ -27,7 +27,7 @@ DENSE = 2 * V * H + 2 * H * N  # embedding, head, two routers
 def test_expert_one_is_the_step_before_the_axis_to_the_last_bit():
     """Seven meshes (today's fsdp path, tensor, hybrid, a DCN fsdp axis, TensorCores; Llama, BERT, Mixtral)
     with ``expert=1``: every number of every strategy equals what the code gave before the expert axis
-    existed (tests/data/mesh_before_expert.json, pinned at commit 4856b9b), and the expert parts are 0."""
+    existed (tests/data/mesh_before_expert.json, pinned before the axis: tests/tools/pin_mesh_records.py says how), and the expert parts are 0."""
     with open(os.path.join(DATA, "mesh_before_expert.json")) as f:
         before = json.load(f)
     assert records(",expert=1") == before
