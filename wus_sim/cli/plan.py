@@ -97,7 +97,8 @@ def add_parser(subparsers):
                         "--json's complete/stopped); Ctrl-C likewise prints the best so far, then exits 130")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="--search: worker processes, each taking whole tensor sizes (default: the number of "
-                        "CPUs; 1 = in this process); the ranking is the same whatever N")
+                        "CPUs; 1 = in this process); the ranking is the same whatever N, the workers share the "
+                        "search's memory bound on collective plans")
     add_flag(p, "--progress", default=None,
              help="--search: a progress line on stderr every 2 s (default: when stderr is a terminal)")
     # --search ranks every remat mode unless one is given (plan's table: none, as before)

@@ -56,3 +56,24 @@ def test_a_worker_s_error_is_the_parent_s(monkeypatch):
     with pytest.raises(ConfigError, match="broken on purpose"):
         list(Search(*SMALL).candidates(jobs=2))
     assert not multiprocessing.active_children()
+
+
+def test_the_workers_share_the_plans_memory_bound(monkeypatch):
+    # a bound of 8 plans: one process drops none of 5 held, each of two workers keeps 8 // 2 = 4
+    monkeypatch.setattr(mesh_search, "max_schedules", lambda devices: 8)
+    monkeypatch.setattr(mesh_search, "cached_plans", lambda: 5)
+    drops = []
+    monkeypatch.setattr(mesh_search, "drop_schedules", lambda: drops.append(1))
+    search = Search(*SMALL)
+    start, stop = search.parts()[-1]
+    list(search._run(start, stop))
+    assert drops == []
+    search.workers = 2
+    list(search._run(start, stop))
+    assert len(drops) == stop - start  # before each mesh
+    pooled = Search(*SMALL)
+    got = pooled.candidates(jobs=2)
+    next(got)
+    assert pooled.workers == 2
+    got.close()
+    assert pooled.workers == 1

@@ -49,7 +49,9 @@ the slice: 16 plans of a 2048-device slice, fewer on a bigger one (at least :dat
 Dropping them keeps the memoized times (:func:`~wus_sim.collectives.api.drop_schedules`), so no
 collective is simulated twice and a dropped plan costs only its planning again when a later mesh
 asks a size not seen yet. Measured (peak RSS): GPT-3 on v5p-2048 120 -> 88 MB against 128 plans
-kept; ncf on torus:64x64 3.3 -> 1.9 GB. One mesh's own schedules are not bounded here."""
+kept; ncf on torus:64x64 3.3 -> 1.9 GB. One mesh's own schedules are not bounded here. A search in
+worker processes shares the bound among them (ncf on torus:64x64 with two: 2.6 GB each keeping the
+whole bound, 1.9 GB sharing it; peak RSS of the process tree)."""
 
 MIN_SCHEDULES = 4
 """Plans kept at least, whatever the slice."""
@@ -182,6 +184,8 @@ class Search:
         self.meshes, self.beyond_heads = self._meshes(_pinned(mesh, mesh_axes), _pinned(dcn_mesh, dcn_axes), replicas)
         self.meshes_done = 0
         """Meshes whose candidates :meth:`candidates` has yielded, all of them."""
+        self.workers = 1
+        """Worker processes running the meshes now (:meth:`candidates`'s *jobs*, at most the parts)."""
 
     def _skip(self, remat):
         w, o = self.workload, self.options
@@ -266,8 +270,9 @@ class Search:
 
         global _WORKER_SEARCH
         _WORKER_SEARCH = self  # what forked workers inherit: the search is then not pickled per part
+        self.workers = min(jobs, len(parts))  # they share the plans' memory bound (:meth:`_run`)
         forked = can_fork()
-        pool = worker_pool(min(jobs, len(parts)), fork=forked)
+        pool = worker_pool(self.workers, fork=forked)
         finished = False
         try:
             futures = [pool.submit(_run_part, None if forked else self, start, stop) for start, stop in parts]
@@ -276,7 +281,7 @@ class Search:
                 self.meshes_done += stop - start
             finished = True
         finally:  # an error, Ctrl-C, a time limit (the caller stops reading): the workers stop now
-            _WORKER_SEARCH = None
+            _WORKER_SEARCH, self.workers = None, 1
             stop_pool(pool, finished)
 
     def parts(self):
@@ -292,7 +297,8 @@ class Search:
     def _run(self, start, stop):
         """The candidates of :attr:`meshes` ``[start:stop]``, simulated here."""
         tensor = None
-        bound = max_schedules(self.slice.num_replicas)
+        # each of the search's worker processes keeps its share of the plans the bound allows
+        bound = max(MIN_SCHEDULES, max_schedules(self.slice.num_replicas) // self.workers)
         for dcn, mesh in self.meshes[start:stop]:
             if mesh.tensor != tensor:
                 # the memos of one tensor size (its split workload, plans, step work, buckets) serve
