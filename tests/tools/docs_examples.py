@@ -100,7 +100,7 @@ def search_numbers():
         "search.rep_range": f"{math.floor(min(peaks) / 2**30)}-{math.ceil(max(peaks) / 2**30)}",
         "search.shd_step": format_time(shd["step_time_s"]), "search.shd_peak": format_bytes(shd["memory_bytes"]["peak"]),
         "search.fsd_peak": format_bytes(fsd["memory_bytes"]["peak"]),
-        "search.fsd_cost": f"{(fsd['step_time_s'] / shd['step_time_s'] - 1) * 100:.1f}",
+        "search.fsd_cost": f"{(fsd['step_time_s'] / shd['step_time_s'] - 1) * 100:.1f}".replace("-0.0", "0.0"),
         "search.compute": format_time(shd["breakdown"]["fwd_s"] + shd["breakdown"]["bwd_s"]),
         "search.exposed": f"{shd['breakdown']['exposed_comm_s'] * 1e3:.0f} ms",
         "search.tensor_step": format_time(tensor["step_time_s"]),

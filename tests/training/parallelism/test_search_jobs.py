@@ -43,9 +43,16 @@ def test_a_part_is_a_run_of_one_tensor_size():
 def test_stopping_early_stops_the_workers():
     search = Search(*SMALL)
     got = search.candidates(jobs=2)
-    first = [next(got) for _ in range(3)]
-    got.close()  # a time limit or Ctrl-C: the caller stops reading
-    assert len(first) == 3 and not multiprocessing.active_children()
+    try:
+        # the first mesh's candidates (each remat x each strategy), the mesh counted done, as in one
+        # process, when the next is read
+        first = [next(got) for _ in range(len(search.remats) * len(search.strategies_of(*search.meshes[0])))]
+        assert search.meshes_done == 0 and {c.mesh for c in first} == {str(search.meshes[0][1])}
+        second = next(got)
+        assert search.meshes_done == 1 and second.mesh == str(search.meshes[1][1])
+    finally:
+        got.close()  # a time limit or Ctrl-C: the caller stops reading
+    assert not multiprocessing.active_children()
 
 
 def test_a_worker_s_error_is_the_parent_s(monkeypatch):

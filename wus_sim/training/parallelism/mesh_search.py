@@ -276,9 +276,10 @@ class Search:
         finished = False
         try:
             futures = [pool.submit(_run_part, None if forked else self, start, stop) for start, stop in parts]
-            for (start, stop), future in zip(parts, futures):
-                yield from future.result()
-                self.meshes_done += stop - start
+            for future in futures:
+                for mesh_candidates in future.result():
+                    yield from mesh_candidates
+                    self.meshes_done += 1
             finished = True
         finally:  # an error, Ctrl-C, a time limit (the caller stops reading): the workers stop now
             _WORKER_SEARCH, self.workers = None, 1
@@ -334,8 +335,15 @@ _WORKER_SEARCH = None
 
 def _run_part(search, start, stop):
     """In a worker: the candidates of meshes ``[start:stop]`` of *search* (``None``: the parent's,
-    inherited by fork)."""
-    return list((search or _WORKER_SEARCH)._run(start, stop))
+    inherited by fork), a list per mesh."""
+    search = search or _WORKER_SEARCH
+    groups, done = [], search.meshes_done
+    for c in search._run(start, stop):
+        if not groups or search.meshes_done != done:  # _run counts a mesh once its candidates are out
+            groups.append([])
+            done = search.meshes_done
+        groups[-1].append(c)
+    return groups
 
 
 def rank_key(c):
