@@ -82,6 +82,9 @@ def _evaluate(program, steps, record_all):
         fwd_times = [float(b.fwd_gather_time_s) for b in buckets]
         bwd_times = [float(b.bwd_gather_time_s) for b in buckets]
         end = [0.0] * len(buckets)  # when each bucket's gather of the current pass ends
+        fwd_waits = fwd.waits
+    else:  # the sharded update's gathers overlapped with forward: no pass gathers a layer's buckets
+        fwd_waits = [[(b, -1) for b in bs] for bs in layer_buckets] if waits_in_forward else None
     append = net.append
     gathered = [0.0] * len(buckets)  # before the first step every replica holds full weights
     for step in range(steps):
@@ -102,7 +105,7 @@ def _evaluate(program, steps, record_all):
                 core.append(("host", 0, t0, now, step))
         for layer in range(nlayers):
             if waits_in_forward:
-                for b, i in (fwd.waits[layer] if fully_sharded else _no_pass(layer_buckets[layer])):
+                for b, i in fwd_waits[layer]:
                     if gathered[b] > now:
                         now = gathered[b]
                     if i >= 0:  # the pass gathers b: issued now if not yet; the layer waits for it
@@ -223,11 +226,6 @@ class _Names:
                 name, args = self.net(kind, j, label)
                 out.append(("net", kind, name, s, e, step, args))
         return out
-
-
-def _no_pass(buckets):
-    """A layer's buckets as ``(bucket, -1)``: no fully-sharded pass gathers them."""
-    return [(b, -1) for b in buckets]
 
 
 class _PassPlan:
