@@ -10,16 +10,16 @@ wus_sim/plotting/labels.py, which keeps what a plot's series, groups and axes ar
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["display_value", "NAMED_KEYS", "AXIS_LETTERS"]
+__all__ = ["display_value", "value_text", "is_truth_value", "NAMED_KEYS", "BOOL_WORDS", "AXIS_LETTERS"]
 
 
-def _fmt(value):
+def value_text(value):
     """*value* as a figure writes it: never a Python repr (``True``, ``[False, True]``, ``None``):
     a truth value is yes or no, a list its items, a missing value "default"."""
-    if _is_bool(value):
+    if is_truth_value(value):
         return "yes" if _truth(value) else "no"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_fmt(v) for v in value)
+        return ", ".join(value_text(v) for v in value)
     if value is None:
         return "default"
     if isinstance(value, float) and value.is_integer():
@@ -27,13 +27,14 @@ def _fmt(value):
     if isinstance(value, float):
         return f"{value:g}" if value == value else "default"
     if type(value).__name__ in ("int64", "int32", "float64", "float32"):  # numpy scalars
-        return _fmt(value.item())
+        return value_text(value.item())
     text = str(value)
     flags = _bool_list(text)
     return ", ".join("yes" if f else "no" for f in flags) if flags else text
 
 
-def _is_bool(value):
+def is_truth_value(value):
+    """Whether *value* is a truth value: a bool, numpy's, or its text read back from a file."""
     return isinstance(value, bool) or type(value).__name__ in ("bool_", "bool") or (isinstance(value, str)
                                                                           and value.lower() in ("true", "false"))
 
@@ -62,7 +63,7 @@ def _wraparound_text(value):
     axis, ``wraparound x, y, z: no, no, yes``."""
     flags = value if isinstance(value, (list, tuple)) else (_bool_list(str(value)) if isinstance(value, str) else None)
     if flags is None:
-        return None if not _is_bool(value) else ("torus" if _truth(value) else "mesh")
+        return None if not is_truth_value(value) else ("torus" if _truth(value) else "mesh")
     flags = [_truth(f) for f in flags]
     if all(flags):
         return "torus"
@@ -78,16 +79,16 @@ NAMED_KEYS = ("workload", "topology", "optimizer")
 
 def display_value(key, value):
     """*value* as a figure shows it: a file given by path by its ``name`` (a whole path in a
-    legend or subtitle hides the only part that means anything), else :func:`_fmt`."""
+    legend or subtitle hides the only part that means anything), else :func:`value_text`."""
     if key in NAMED_KEYS and isinstance(value, str) and _is_path(value):
         return _file_name(key, value)
     if key == "wraparound":
         text = _wraparound_text(value)
         if text is not None:
             return text
-    if key in _BOOL_WORDS and _is_bool(value):
-        return _BOOL_WORDS[key][not _truth(value)]
-    return _fmt(value)
+    if key in BOOL_WORDS and is_truth_value(value):
+        return BOOL_WORDS[key][not _truth(value)]
+    return value_text(value)
 
 
 def _is_path(text):
@@ -119,8 +120,8 @@ def _file_name(key, path):
         return Path(path).stem
 
 
-_BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),
-               "overlap_grad_reduce": ("overlapped reduce", "reduce after backward"),
-               "overlap_all_gather": ("overlapped gather", "gather at step end"),
-               "keep_gathered_weights": ("weights kept for backward", "weights re-gathered for backward"),
-               "shard_across_slices": ("sharded across slices", "sharded within each slice")}
+BOOL_WORDS = {"wraparound": ("torus", "mesh"), "bidirectional": ("bidirectional", "unidirectional"),
+              "overlap_grad_reduce": ("overlapped reduce", "reduce after backward"),
+              "overlap_all_gather": ("overlapped gather", "gather at step end"),
+              "keep_gathered_weights": ("weights kept for backward", "weights re-gathered for backward"),
+              "shard_across_slices": ("sharded across slices", "sharded within each slice")}

@@ -1,7 +1,7 @@
 """Which rows a plot draws and what its series, groups and axes are called (a single value as a figure
 writes it: :mod:`wus_sim.experiments.display`)."""
 
-from ..experiments.display import _BOOL_WORDS, NAMED_KEYS, _fmt, _is_bool, display_value
+from ..experiments.display import BOOL_WORDS, NAMED_KEYS, display_value, is_truth_value, value_text
 from ..experiments.results import column_label
 
 __all__ = ["fixed_parameters", "subtitle", "display_value", "NAMED_KEYS", "follows_x", "SLICE_KEYS", "what_ran",
@@ -85,14 +85,14 @@ def _label(keys, values):
     for k, v in zip(keys, values):
         missing = not isinstance(v, (list, tuple)) and bool(pd.isna(v))
         text = "default" if missing else display_value(k, v)
-        if k in _BOOL_WORDS and not missing:
+        if k in BOOL_WORDS and not missing:
             parts.append(text)  # words of their own: "torus", "overlapped reduce"
         elif k in _SHORT:
             parts.append(_SHORT[k].format(text))
-        elif isinstance(v, str) and not text.replace(".", "").isdigit() and not _is_bool(v):
+        elif isinstance(v, str) and not text.replace(".", "").isdigit() and not is_truth_value(v):
             parts.append(text)  # names speak for themselves
         else:
-            parts.append(f"{_axis_label(k, unit=False)} {text}" if _is_bool(v) else f"{k}={text}")
+            parts.append(f"{_axis_label(k, unit=False)} {text}" if is_truth_value(v) else f"{k}={text}")
     return ", ".join(parts)
 
 
@@ -176,7 +176,7 @@ def fixed_parameters(rows, *, exclude=(), chosen=()):
         value = rows[key].iloc[0]
         if not isinstance(value, (list, tuple)) and bool(pd.isna(value)):
             continue
-        if key in HEADLINE_KEYS or key in chosen or (param.default is not None and _fmt(value) != _fmt(param.default)):
+        if key in HEADLINE_KEYS or key in chosen or (param.default is not None and value_text(value) != value_text(param.default)):
             keys.append(key)
             values.append(value)
     return keys, tuple(values)

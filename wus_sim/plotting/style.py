@@ -3,7 +3,7 @@
 import math
 from typing import NamedTuple
 
-from ..experiments.display import _fmt
+from ..experiments.display import value_text
 
 __all__ = ["STYLE", "STRATEGY_STYLES", "StrategyStyle", "SERIES_DASHES", "strategy_style", "series_look", "spans_octaves"]
 
@@ -134,7 +134,7 @@ def _log2_axis(ax, values):
     ticks = sorted({float(v) for v in values if v == v and v > 0})
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([_fmt(t) for t in ticks])
+    ax.set_xticklabels([value_text(t) for t in ticks])
     if len(ticks) > 1:
         ax.set_xlim(ticks[0] / 1.3, ticks[-1] * 1.3)
 
