@@ -413,7 +413,6 @@ def _rest(t):
         t.run.notes.append(f"{word} approximated: {what} (--maxtext-approximate)")
 
 
-
 def custom_mesh_used(inp, slices):
     """The ``custom_mesh`` of *inp* (a :class:`~.maxtext_keys.MaxTextInput`) that MaxText lays the mesh out
     with on *slices* slices, else ``None``: src/maxtext/utils/maxtext_utils.py, ``create_device_mesh``,
