@@ -96,21 +96,22 @@ def tiering_numbers():
 
     results = simulate_tiering()
     lines = ["| row | model | slice | mesh | batch | tokens/s/device measured | simulated | error (fit) | "
-             "error (leave-one-model-out) | MFU measured | simulated | fits |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "error (leave-one-model-out) | MFU measured | simulated | measured band | error against it (fit, LOMO) | fits |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         where = r.topology + (f" x {r.slices}" if r.slices > 1 else "")
         mesh = r.mesh + (f", DCN {r.dcn_mesh}" if r.dcn_mesh else "")
         if r.status == "not expressible":
             lines.append(f"| {r.row} | {r.model} | {where} | {mesh} | {r.per_device_batch} | "
-                         f"{r.measured_tokens_per_s_per_device:,.0f} | - | - | - | {100 * r.measured_mfu:.1f} % | - | "
+                         f"{r.measured_tokens_per_s_per_device:,.0f} | - | - | - | {100 * r.measured_mfu:.1f} % | - | - | - | "
                          "not expressible (expert axis) |")
             continue
         fits = "yes" if r.status == "ok" else "said not to"
         lines.append(f"| {r.row} | {r.model} | {where} | {mesh} | {r.per_device_batch} | "
                      f"{r.measured_tokens_per_s_per_device:,.0f} | {r.simulated_tokens_per_s_per_device:,.0f} | "
                      f"{100 * r.error:+.1f} % | {100 * r.lomo_error:+.1f} % | {100 * r.measured_mfu:.1f} % | "
-                     f"{100 * r.simulated_mfu:.1f} % | {fits} |")
+                     f"{100 * r.simulated_mfu:.1f} % | {_band_s(r)} | {100 * r.band_error:+.1f} %, "
+                     f"{100 * r.lomo_band_error:+.1f} % | {fits} |")
     s = tiering_summary(results)
     assert not math.isnan(s["median_abs_error"])
     lomo = s["leave_one_model_out"]
@@ -119,7 +120,24 @@ def tiering_numbers():
             "tiering.within10": str(s["within_10pct"]), "tiering.infeasible": str(s["infeasible"]),
             "tiering.lomo_median": f"{100 * lomo['median_abs_error']:.1f}",
             "tiering.lomo_worst": f"{100 * lomo['worst_abs_error']:.1f}",
-            "tiering.lomo_within10": str(lomo["within_10pct"]), "tiering.lomo_over20": str(lomo["rows"] - lomo["within_20pct"])}
+            "tiering.lomo_within10": str(lomo["within_10pct"]), "tiering.lomo_over20": str(lomo["rows"] - lomo["within_20pct"]),
+            "tiering.band_worst": f"{100 * s['against_band']['worst_abs_error']:.1f}",
+            "tiering.band_lomo_median": f"{100 * lomo['against_band']['median_abs_error']:.1f}",
+            "tiering.band_lomo_worst": f"{100 * lomo['against_band']['worst_abs_error']:.1f}",
+            "tiering.band_lomo_over20": str(lomo["against_band"]["rows"] - lomo["against_band"]["within_20pct"]),
+            "tiering.row4_apart": f"{100 * _band_width(results[3]):.1f}",
+            "tiering.others_apart": f"{100 * max(_band_width(r) for r in results if r.row != 4):.1f}",
+            "tiering.row4_band": _band_s(results[3])}
+
+
+def _band_s(r):
+    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
+    return f"{lo:.3g}-{hi:.3g} s"
+
+
+def _band_width(r):
+    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
+    return hi / lo - 1
 
 
 def calibration_numbers():

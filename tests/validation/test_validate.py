@@ -210,12 +210,18 @@ def test_calibrate_reproduces_the_shipped_calibration(tmp_path):
     assert fit["per_row"] == pytest.approx(stored["per_row"], rel=1e-3)
     lobo = fresh.provenance["leave_one_benchmark_out"]["per_row"]
     assert lobo == pytest.approx(shipped.provenance["leave_one_benchmark_out"]["per_row"], rel=1e-3, abs=1e-4)
-    # derived by hand from the rows: per-row error is simulated / measured - 1, as validate has it;
-    # the median of the 13 |errors| is the 7th; rms of log(1 + error)
+    # derived by hand from the rows: per-row error is simulated / measured - 1, as validate (and
+    # validate --tiering, for the 8 tiering rows) has it; the median of the 13 + 8 |errors| is the
+    # 11th; rms of log(1 + error)
+    from wus_sim.validation.measured import run_key
+    from wus_sim.validation.tiering import simulate_tiering, tiering_rows
+
     by_key = {row_key(r): r.error for r in validate(fresh)}
+    rows = {r.row: run_key(r) for r in tiering_rows()}
+    by_key.update({rows[r.row]: r.error for r in simulate_tiering(fresh)})
     assert fit["per_row"] == pytest.approx({k: by_key[k] for k in fit["per_row"]}, rel=1e-9)
     errors = sorted(abs(e) for e in fit["per_row"].values())
-    assert len(errors) == 13 and fit["median_abs"] == pytest.approx(errors[6], rel=1e-12)
+    assert len(errors) == 13 + 8 and fit["median_abs"] == pytest.approx(errors[10], rel=1e-12)
     logs = [math.log1p(e) for e in fit["per_row"].values()]
     assert fit["rms_log"] == pytest.approx(math.sqrt(sum(x * x for x in logs) / len(logs)), rel=1e-9)
 

@@ -116,7 +116,8 @@ def tiering_text(results, summary):
              + (f"the calibration was fitted to {fitted} of them (role calibration), and LOMO is each row's error "
                 "under a fit that never saw its model" if fitted else "none of them in the calibration's fit (held out)"),
              f"{'row':>3}  {'model':<15} {'slice':<15} {'mesh':<18} {'batch':>5} {'remat run':<34} "
-             f"{'tok/s/dev meas':>14} {'sim':>7} {'error':>7} {'LOMO':>7} {'MFU meas':>8} {'sim':>6}  role         status"]
+             f"{'tok/s/dev meas':>14} {'sim':>7} {'error':>7} {'LOMO':>7} {'MFU meas':>8} {'sim':>6} {'band s':>13} "
+             f"{'vs band':>7} {'LOMO':>7}  role         status"]
     for r in results:
         where = r.topology + (f" x{r.slices}" if r.slices > 1 else "")
         mesh = r.mesh + (f" dcn {r.dcn_mesh}" if r.dcn_mesh else "")
@@ -124,7 +125,8 @@ def tiering_text(results, summary):
                      f"{f(r.measured_tokens_per_s_per_device, ',.0f'):>14} {f(r.simulated_tokens_per_s_per_device, ',.0f'):>7} "
                      f"{f(100 * r.error, '+.1f') + ' %' if not math.isnan(r.error) else '-':>7} "
                      f"{f(100 * r.lomo_error, '+.1f') + ' %' if not math.isnan(r.lomo_error) else '-':>7} "
-                     f"{f(100 * r.measured_mfu, '.1f'):>8} {f(100 * r.simulated_mfu, '.1f'):>6}  {r.role:<12} {r.status}")
+                     f"{f(100 * r.measured_mfu, '.1f'):>8} {f(100 * r.simulated_mfu, '.1f'):>6} "
+                     f"{_band(r):>13} {_pct(r.band_error):>7} {_pct(r.lomo_band_error):>7}  {r.role:<12} {r.status}")
     for r in results:
         if r.status != "ok" and r.why:
             lines.append(f"  row {r.row}: {r.status}: {r.why}")
@@ -140,9 +142,36 @@ def tiering_text(results, summary):
                      f"median |error| {100 * lomo['median_abs_error']:.1f} %, worst {100 * lomo['worst_abs_error']:.1f} %, "
                      f"{lomo['within_10pct']} within 10 %, {lomo['rows'] - lomo['within_20pct']} over 20 %; "
                      "per chip generation: " + _per_chip(lomo["by_chip"]))
+    band, lomo_band = summary.get("against_band"), (lomo or {}).get("against_band")
+    if band:
+        lines.append(f"against each row's measured band: median |error| {100 * band['median_abs_error']:.1f} %, worst "
+                     f"{100 * band['worst_abs_error']:.1f} %"
+                     + (f"; leave-one-model-out: median {100 * lomo_band['median_abs_error']:.1f} %, worst "
+                        f"{100 * lomo_band['worst_abs_error']:.1f} %, {lomo_band['rows'] - lomo_band['within_20pct']} "
+                        "over 20 %" if lomo_band else ""))
     lines.append("error: simulated step time over measured, from tokens/s/device; the page's MFU counts attention "
                  "unhalved on most rows (before MaxText PR #1988), the simulated MFU halves it for causal masks")
+    lines.append("band s: the step times the page's tokens/s and its MFU give (MaxText's FLOP count under the "
+                 "convention nearer the tokens/s); vs band: the error against that interval, 0 inside it")
+    wide = [r for r in results if _band_width(r) > 0.02]
+    for r in wide:
+        lines.append(f"  row {r.row}: the page's two figures are {100 * _band_width(r):.1f} % apart "
+                     f"(MFU under {r.mfu_convention}): its step is known only to that band")
     return "\n".join(lines)
+
+
+def _pct(x):
+    return "-" if x is None or math.isnan(x) else f"{100 * x:+.1f} %"
+
+
+def _band(r):
+    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
+    return f"{lo:.3g}-{hi:.3g}" if not math.isnan(lo) else "-"
+
+
+def _band_width(r):
+    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
+    return hi / lo - 1 if lo > 0 else math.nan
 
 
 def _per_chip(by_chip):
