@@ -27,20 +27,21 @@ def add_parser(subparsers):
         "validate", help="compare simulated with measured step times (MLPerf v0.6 and v0.7 TPU-v3 runs)",
         description="Simulate every measured run with the shipped defaults and report the error per row.")
     p.add_argument("--out", metavar="DIR", default="results/validation",
-                   help="folder for validation.csv and validation.png (default results/validation)")
+                   help="folder for validation.csv and validation.png (--tiering: tiering.csv and tiering.png; "
+                        "default results/validation)")
     p.add_argument("--calibration", metavar="C",
                    help="'default' (shipped), 'none' (uncalibrated physics) or a calibration YAML path")
     p.add_argument("--measured", metavar="FILE",
                    help="a CSV of your own measured step times (the columns of the shipped table) to validate "
                         "against instead of Google's MLPerf v0.6 and v0.7 runs")
     add_json_option(p)
-    add_flag(p, "--plots", default=True, help="draw validation.png (--no-plots: do not)")
+    add_flag(p, "--plots", default=True, help="draw validation.png (tiering.png; --no-plots: do not)")
     # the old spelling, kept for one release (0.2 drops it)
     p.add_argument("--no-plot", dest="plots", action="store_false", help=argparse.SUPPRESS)
     add_flag(p, "--tiering",
              help="instead, today's LLM runs: the measured rows of MaxText's tiering page (v5p, v6e), each "
-                  "simulated from its recipe; --json prints them as a list (keys: "
-                  "wus_sim.validation.tiering.TIERING_COLUMNS)")
+                  "simulated from its recipe, written to tiering.csv with their errors (tiering.png draws "
+                  "them); --json prints them as a list (keys: wus_sim.validation.tiering.TIERING_COLUMNS)")
     add_flag(p, "--choices",
                    help="instead, validate under each disputed network choice (link bandwidth, ring "
                         "direction, wraparound, hop latency, small all-reduces) and print the fit of each as a "
@@ -96,12 +97,23 @@ def _tiering(args):
 
         raise ConfigError("the tiering table is shipped; --measured takes a table of MLPerf-like rows",
                           key_path="--tiering", value=args.measured)
+    from pathlib import Path
+
+    from ..inputs.files import check_output_folder
+    from ..validation.tiering_report import write_tiering_outputs
+
+    check_output_folder(args.out, named_by="--out")  # before the simulation
+    from ..model.calibration import load_calibration
+
     results = simulate_tiering(args.calibration)
+    files = write_tiering_outputs(results, Path(args.out), plot=args.plots,
+                                  calibration_id=load_calibration(args.calibration).id)
     if args.json:
         rows = [{k: r[k] for k in TIERING_COLUMNS} for r in as_dicts(results)]
         print(dumps_strict(nan_to_null(rows), indent=1, default=_json_default))
         return 0
     print(tiering_text(results, tiering_summary(results)))
+    print("wrote " + ", ".join(str(f) for f in files))
     return 0
 
 
