@@ -6,7 +6,7 @@ import os
 
 from .validate import COLUMNS
 
-__all__ = ["text_report", "markdown_table", "write_outputs", "plot_validation", "validation_line", "model_error_line"]
+__all__ = ["text_report", "markdown_table", "make_output_folder", "write_outputs", "plot_validation", "validation_line", "model_error_line"]
 
 
 def _ms(t):
@@ -66,12 +66,10 @@ def markdown_table(rows):
     return "\n".join(out)
 
 
-def write_outputs(rows, out_dir, *, plot=True):
-    """Write ``validation.csv`` (and ``validation.png``) to *out_dir*; return the paths."""
-    import pandas as pd
-
+def make_output_folder(out_dir):
+    """Create the folder *out_dir* (a :class:`~pathlib.Path`, ``--out``) and its parents, or say in
+    one ConfigError why it cannot be."""
     from ..inputs.errors import ConfigError
-
     from ..inputs.files import check_output_folder
 
     check_output_folder(out_dir, named_by="--out")
@@ -80,6 +78,13 @@ def write_outputs(rows, out_dir, *, plot=True):
     except OSError as exc:
         raise ConfigError(f"cannot create the output folder ({exc.strerror})", key_path="--out",
                           value=str(out_dir)) from None
+
+
+def write_outputs(rows, out_dir, *, plot=True):
+    """Write ``validation.csv`` (and ``validation.png``) to *out_dir*; return the paths."""
+    import pandas as pd
+
+    make_output_folder(out_dir)
     frame = pd.DataFrame([asdict(r) for r in rows], columns=list(COLUMNS))
     csv = out_dir / "validation.csv"
     from ..inputs.writes import write_atomic

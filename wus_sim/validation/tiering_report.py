@@ -19,17 +19,11 @@ def write_tiering_outputs(results, out_dir, *, plot=True, calibration_id=""):
     (:func:`~.tiering.simulate_tiering`'s) to the folder *out_dir*; return the paths."""
     import pandas as pd
 
-    from ..inputs.errors import ConfigError
-    from ..inputs.files import check_output_folder
     from ..inputs.writes import write_atomic
+    from .report import make_output_folder
     from .tiering import as_dicts
 
-    check_output_folder(out_dir, named_by="--out")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the output folder ({exc.strerror})", key_path="--out",
-                          value=str(out_dir)) from None
+    make_output_folder(out_dir)
     frame = pd.DataFrame([{k: r[k] for k in TIERING_COLUMNS} for r in as_dicts(results)], columns=list(TIERING_COLUMNS))
     csv = out_dir / "tiering.csv"
     write_atomic(csv, frame.to_csv(index=False), what="tiering table", named_by="--out")
