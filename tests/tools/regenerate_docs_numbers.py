@@ -125,19 +125,14 @@ def tiering_numbers():
             "tiering.band_lomo_median": f"{100 * lomo['against_band']['median_abs_error']:.1f}",
             "tiering.band_lomo_worst": f"{100 * lomo['against_band']['worst_abs_error']:.1f}",
             "tiering.band_lomo_over20": str(lomo["against_band"]["rows"] - lomo["against_band"]["within_20pct"]),
-            "tiering.row4_apart": f"{100 * _band_width(results[3]):.1f}",
-            "tiering.others_apart": f"{100 * max(_band_width(r) for r in results if r.row != 4):.1f}",
+            "tiering.row4_apart": f"{100 * results[3].band_width:.1f}",
+            "tiering.others_apart": f"{100 * max(r.band_width for r in results if r.row != 4):.1f}",
             "tiering.row4_band": _band_s(results[3])}
 
 
 def _band_s(r):
-    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
+    lo, hi = r.measured_band_s
     return f"{lo:.3g}-{hi:.3g} s"
-
-
-def _band_width(r):
-    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
-    return hi / lo - 1
 
 
 def calibration_numbers():

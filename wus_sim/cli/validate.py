@@ -100,11 +100,10 @@ def _tiering(args):
     from pathlib import Path
 
     from ..inputs.files import check_output_folder
+    from ..model.calibration import load_calibration
     from ..validation.tiering_report import write_tiering_outputs
 
     check_output_folder(args.out, named_by="--out")  # before the simulation
-    from ..model.calibration import load_calibration
-
     results = simulate_tiering(args.calibration)
     files = write_tiering_outputs(results, Path(args.out), plot=args.plots,
                                   calibration_id=load_calibration(args.calibration).id)
@@ -165,9 +164,9 @@ def tiering_text(results, summary):
                  "unhalved on most rows (before MaxText PR #1988), the simulated MFU halves it for causal masks")
     lines.append("band s: the step times the page's tokens/s and its MFU give (MaxText's FLOP count under the "
                  "convention nearer the tokens/s); vs band: the error against that interval, 0 inside it")
-    wide = [r for r in results if _band_width(r) > 0.02]
+    wide = [r for r in results if r.band_width > 0.02]
     for r in wide:
-        lines.append(f"  row {r.row}: the page's two figures are {100 * _band_width(r):.1f} % apart "
+        lines.append(f"  row {r.row}: the page's two figures are {100 * r.band_width:.1f} % apart "
                      f"(MFU under {r.mfu_convention}): its step is known only to that band")
     return "\n".join(lines)
 
@@ -177,13 +176,8 @@ def _pct(x):
 
 
 def _band(r):
-    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
+    lo, hi = r.measured_band_s
     return f"{lo:.3g}-{hi:.3g}" if not math.isnan(lo) else "-"
-
-
-def _band_width(r):
-    lo, hi = sorted((r.measured_step_s, r.measured_step_from_mfu_s))
-    return hi / lo - 1 if lo > 0 else math.nan
 
 
 def _per_chip(by_chip):

@@ -186,6 +186,17 @@ class TieringResult:
     """That fit's step against the measured band (:func:`band_error`)."""
     breakdown: dict = field(default_factory=dict)
 
+    @property
+    def measured_band_s(self):
+        """``(lo, hi)``: the measured step times (from the tokens/s and from the MFU), in order."""
+        return tuple(sorted((self.measured_step_s, self.measured_step_from_mfu_s)))
+
+    @property
+    def band_width(self):
+        """How far apart the page's two figures are: ``hi / lo - 1`` of :attr:`measured_band_s`."""
+        lo, hi = self.measured_band_s
+        return hi / lo - 1 if lo > 0 else math.nan
+
 
 TIERING_COLUMNS = tuple(f for f in TieringResult.__dataclass_fields__ if f != "breakdown")
 

@@ -29,12 +29,14 @@ def write_tiering_outputs(results, out_dir, *, plot=True, calibration_id=""):
     write_atomic(csv, frame.to_csv(index=False), what="tiering table", named_by="--out")
     files = [csv]
     if plot:
-        png = out_dir / "tiering.png"
-        fig = tiering_figure(results, calibration_id)
-        fig.savefig(png, dpi=120)
         import matplotlib.pyplot as plt
 
-        plt.close(fig)
+        png = out_dir / "tiering.png"
+        fig = tiering_figure(results, calibration_id)
+        try:
+            write_atomic(png, lambda f: fig.savefig(f, format="png", dpi=120), what="plot", named_by="--out")
+        finally:
+            plt.close(fig)
         files.append(png)
     return files
 
